@@ -196,3 +196,120 @@ def test_dapo_exclude_state_and_validation() -> None:
     after = bad.state_dict()
     assert after["cursor"] == before["cursor"] and np.array_equal(after["perm"], before["perm"])
     assert after["rng"] == before["rng"] and after["total_rollouts"] == 0
+
+
+# ------------------------------------------------------------------------------------------
+# Dynamic sampling with BOTS proposing the generation batches
+# ------------------------------------------------------------------------------------------
+
+
+def _run_filtered_bots(steps: int, n: int = 8, num_tasks: int = 60, batch: int = 6, seed: int = 0):
+    """BOTS proposes, DAPO's filter keeps the effective groups, the trainer reports the kept batch.
+
+    Tasks 0-19 always pass, 20-39 always fail, 40-59 pass half their rollouts."""
+    from bots_rft import BOTS
+
+    table = np.where(np.arange(num_tasks) < 20, n, np.where(np.arange(num_tasks) < 40, 0, n // 2))
+    roll = TableRollout(table)
+    sel = DynamicSampling(num_tasks, roll, n_rollouts=n, oversample=2.0, max_rounds=4, seed=seed,
+                          proposer=BOTS(num_tasks, n_rollouts=n, seed=seed))  # fmt: skip
+    picks = []
+    for _ in range(steps):
+        ids = sel.select(batch)
+        succ = sel.take_rollouts()
+        assert succ is not None
+        sel.update(ids, succ, float(n))  # what a trainer reports: only the batch it trains on
+        picks.append(ids)
+    return sel, roll, picks, table
+
+
+def test_filtered_groups_still_reach_the_proposer() -> None:
+    """Regression: the all-pass / all-fail groups DAPO's filter drops are the evidence that tells
+    BOTS a task is solved or hopeless; without it their posterior stays at the prior mean 0.5 (the
+    target) and BOTS keeps proposing them."""
+    sel, roll, picks, table = _run_filtered_bots(steps=20)
+    bots = sel.proposer
+    assert bots is not None
+    rolled = np.unique(np.concatenate(roll.calls))
+    mean = bots.mean()
+    always = rolled[rolled < 20]
+    never = rolled[(rolled >= 20) & (rolled < 40)]
+    assert always.size and never.size  # some of each were rolled out, and filtered
+    # Not exactly 1 and 0: lam=0.1 discounts every posterior toward the prior each step, so a
+    # task seen once sits at 0.9 and drifts back (0.68 after 19 steps); the prior mean 0.5 is
+    # what a selector that never saw these groups is left with.
+    assert np.all(mean[always] > 0.6) and mean[always].mean() > 0.8, mean[always]
+    assert np.all(mean[never] < 0.4) and mean[never].mean() < 0.2, mean[never]
+    # Once known, they are rarely proposed again: in the last ten generation batches, tasks
+    # already seen to always pass or always fail make up far less than their 2/3 of the pool
+    # (about 0.15 over seeds 0-4; the discount brings them back toward the target slowly).
+    seen: set[int] = set()
+    known_share = []
+    for call in roll.calls:
+        known_share.append(np.mean([i < 40 and i in seen for i in call.tolist()]))
+        seen.update(call.tolist())
+    assert np.mean(known_share[-10:]) < 0.3, known_share
+    # The batch the trainer sees is all effective.
+    assert all(np.all(table[p] == 4) for p in picks)
+    # The defect this guards against: a selector fed only the kept batch never learns them.
+    from bots_rft import BOTS
+
+    blind = BOTS(60, n_rollouts=8, seed=0)
+    for p in picks:
+        blind.update(p, table[p], 8.0)
+    assert np.all(blind.mean()[:40] == 0.5)
+
+
+def test_proposer_update_is_one_step_per_selection() -> None:
+    sel, roll, _, _ = _run_filtered_bots(steps=3)
+    assert sel.proposer is not None and sel.proposer.num_updates == 3  # not one per round
+    assert sel.proposer.num_selections == len(roll.calls)  # one proposal per generation batch
+
+
+def test_proposer_state_round_trip_and_validation() -> None:
+    from bots_rft import BOTS
+
+    sel, _, _, table = _run_filtered_bots(steps=4)
+    state = sel.state_dict()
+    other = DynamicSampling(60, TableRollout(table), n_rollouts=8, oversample=2.0, max_rounds=4,
+                            proposer=BOTS(60, n_rollouts=8, seed=0))  # fmt: skip
+    other.load_state_dict(state)
+    assert np.array_equal(other.select(6), sel.select(6))
+    plain = DynamicSampling(60, TableRollout(table), n_rollouts=8)
+    with pytest.raises(InvalidArgumentError, match="proposer"):
+        plain.load_state_dict(state)
+    with pytest.raises(InvalidArgumentError, match="proposer"):
+        DynamicSampling(60, TableRollout(table), proposer=BOTS(59))
+    with pytest.raises(InvalidTypeError, match="proposer"):
+        DynamicSampling(60, TableRollout(table), proposer=object())  # type: ignore[arg-type]
+    # Feedback for a task that was not rolled out is refused, and changes nothing.
+    fresh_roll = TableRollout(table)
+    fresh = DynamicSampling(60, fresh_roll, n_rollouts=8, proposer=BOTS(60, n_rollouts=8))
+    fresh.select(3)
+    assert fresh.proposer is not None
+    before = fresh.proposer.state_dict()
+    outsider = int(np.setdiff1d(np.arange(60), np.concatenate(fresh_roll.calls))[0])
+    with pytest.raises(InvalidArgumentError, match="task_ids"):
+        fresh.update(np.array([outsider]), np.array([1.0]), 8.0)
+    after = fresh.proposer.state_dict()
+    assert np.array_equal(after["alpha"], before["alpha"]) and after["num_updates"] == before["num_updates"]
+
+
+def test_failing_rollout_leaves_the_proposer_untouched() -> None:
+    from bots_rft import BOTS
+
+    calls = {"n": 0}
+
+    def flaky(ids: np.ndarray) -> np.ndarray:
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise RuntimeError("rollout worker died")
+        return np.zeros(ids.size)  # nothing effective: forces a second round
+
+    sel = DynamicSampling(40, flaky, n_rollouts=4, oversample=1.0, proposer=BOTS(40, n_rollouts=4))
+    assert sel.proposer is not None
+    before = sel.proposer.state_dict()
+    with pytest.raises(RuntimeError):
+        sel.select(5)
+    after = sel.proposer.state_dict()
+    assert after["num_selections"] == before["num_selections"]

@@ -7,7 +7,9 @@
   by the weak one), served in order.
 - :class:`DynamicSampling`: DAPO's dynamic sampling: oversample, roll out, keep tasks whose
   rollouts disagree (0 < successes < n) until the batch is full; every rollout it spends beyond
-  ``batch_size * n`` is counted as extra cost.
+  ``batch_size * n`` is counted as extra cost. Its generation batches come in epoch order (DAPO's
+  data loader), or from another selector (``proposer=``, e.g. BOTS), which then learns from every
+  rolled-out group, the filtered ones included.
 
 BOTS-MoPPS and BOTS-DOTS are presets of :class:`bots_rft.BOTS` (``BOTS.mopps`` / ``BOTS.dots``).
 """
@@ -286,6 +288,14 @@ class DynamicSampling:
     rolled-out ineffective tasks (so it always has ``batch_size`` entries). The rollouts of the
     returned batch are handed over through :meth:`take_rollouts`, so the trainer does not roll
     them out again; all other rollouts are waste, counted in :attr:`extra_rollouts`.
+
+    ``proposer``: a selector (BOTS, or any :class:`Selector`) that chooses each generation batch
+    instead of the epoch order, never proposing a task twice in one step. :meth:`update` then hands
+    it the outcome of **every** group rolled out for the step, the all-correct and all-wrong
+    groups the filter dropped included, in one update (one step of the proposer's clock, whatever
+    the number of rounds). Filtered groups are the most informative evidence a selector gets: a
+    selector that never saw them would keep proposing tasks it already knows to be solved or
+    hopeless.
     """
 
     kind = "dynamic_sampling"
@@ -299,8 +309,16 @@ class DynamicSampling:
         oversample: float = 3.0,
         max_rounds: int = 16,
         seed: int = 0,
+        proposer: Selector | None = None,
     ) -> None:
         self.num_tasks = _check_num_tasks(num_tasks)
+        if proposer is not None and not isinstance(proposer, Selector):
+            raise InvalidTypeError(f"proposer must be a task selector, got {type(proposer).__name__}", "proposer")
+        if proposer is not None and int(getattr(proposer, "num_tasks", -1)) != self.num_tasks:
+            raise InvalidArgumentError(
+                f"proposer has {getattr(proposer, 'num_tasks', None)!r} tasks, this selector {self.num_tasks}", "proposer"
+            )
+        self.proposer = proposer
         if not callable(rollout):
             raise InvalidTypeError(f"rollout must be callable, got {rollout!r}", "rollout")
         if isinstance(n_rollouts, bool) or not isinstance(n_rollouts, int) or n_rollouts <= 0:
@@ -318,6 +336,8 @@ class DynamicSampling:
         self._perm: IdArray = self._rng.permutation(self.num_tasks).astype(np.int64)
         self._cursor = 0
         self._pending: npt.NDArray[np.float64] | None = None
+        # Every group rolled out by the last selection (kept and filtered), for the proposer.
+        self._rolled: tuple[IdArray, npt.NDArray[np.float64]] | None = None
         #: Rollouts spent beyond ``batch_size * n_rollouts``, summed over all selections.
         self.extra_rollouts = 0
         #: All rollouts spent, summed over all selections.
@@ -350,13 +370,17 @@ class DynamicSampling:
         allowed = _allowed_mask(exclude, self.num_tasks)
         available = self.num_tasks if allowed is None else int(allowed.sum())
         b = _check_batch(batch_size, available)
-        # A failing rollout callback must not leave the epoch half-consumed.
+        # A failing rollout callback must not leave the epoch half-consumed, nor the proposer
+        # a selection further on (its random stream is numbered by selections).
         saved = (self._perm, self._cursor, self._rng.bit_generator.state)
+        proposer_saved = None if self.proposer is None else self.proposer.state_dict()
         try:
             return self._select(b, allowed)
         except BaseException:
             self._perm, self._cursor = saved[0], saved[1]
             self._rng.bit_generator.state = saved[2]
+            if self.proposer is not None:
+                self.proposer.load_state_dict(proposer_saved)  # type: ignore[arg-type]
             raise
 
     def _select(self, b: int, allowed: npt.NDArray[np.bool_] | None) -> IdArray:
@@ -369,7 +393,8 @@ class DynamicSampling:
         n_kept = rolled = rounds = 0
         # Each round rolls out >= b fresh tasks, so after the first there are always b to return.
         while n_kept < b and rounds < self.max_rounds:
-            ids = self._draw(gen, ~seen if allowed is None else (allowed & ~seen))
+            selectable = ~seen if allowed is None else (allowed & ~seen)
+            ids = self._propose(gen, selectable)
             if ids.size == 0:
                 break
             seen[ids] = True
@@ -388,11 +413,21 @@ class DynamicSampling:
             n_kept += int(eff.sum())
         ids_all = np.concatenate(kept_ids + spare_ids)[:b]
         succ_all = np.concatenate(kept_succ + spare_succ)[:b]
+        self._rolled = (np.concatenate(kept_ids + spare_ids), np.concatenate(kept_succ + spare_succ))
         self.total_rollouts += rolled * self.n_rollouts
         self.extra_rollouts += (rolled - b) * self.n_rollouts
         self.last_rounds = rounds
         self._pending = succ_all
         return ids_all.astype(np.int64)
+
+    def _propose(self, count: int, selectable: npt.NDArray[np.bool_]) -> IdArray:
+        """The next generation batch: up to ``count`` of the ``selectable`` tasks."""
+        if self.proposer is None:
+            return self._draw(count, selectable)
+        available = int(selectable.sum())
+        if available == 0:
+            return np.empty(0, dtype=np.int64)
+        return np.asarray(self.proposer.select(min(count, available), exclude=~selectable), dtype=np.int64)
 
     def take_rollouts(self) -> npt.NDArray[np.float64] | None:
         """Success counts of the last selected batch (already rolled out), once; then None."""
@@ -402,11 +437,26 @@ class DynamicSampling:
     def update(
         self, task_ids: object, successes: object, trials: object, predicted: object = None
     ) -> None:
-        _check_update(task_ids, successes, trials, self.num_tasks)
+        """Checks the feedback; with a proposer, feeds it every group of the last selection.
+
+        The trainer reports the batch it trained on (the kept groups); the proposer also gets the
+        groups the filter dropped, with the success counts the rollout callback returned."""
+        ids, _, _ = _check_update(task_ids, successes, trials, self.num_tasks)
+        if self.proposer is None:
+            return
+        if self._rolled is None:
+            raise InvalidArgumentError("update: no selection is waiting for feedback", "task_ids")
+        rolled_ids, rolled_succ = self._rolled
+        if not np.isin(ids, rolled_ids).all():
+            stray = int(ids[~np.isin(ids, rolled_ids)][0])
+            raise InvalidArgumentError(f"task_ids: task {stray} was not rolled out by the last selection", "task_ids")
+        self.proposer.update(rolled_ids, rolled_succ, float(self.n_rollouts))
+        self._rolled = None
 
     def state_dict(self) -> dict[str, Any]:
         return {
             "kind": self.kind,
+            "proposer": None if self.proposer is None else self.proposer.state_dict(),
             "num_tasks": self.num_tasks,
             "seed": self.seed,
             "rng": self._rng.bit_generator.state,
@@ -428,6 +478,15 @@ class DynamicSampling:
             raise InvalidArgumentError(f"state is malformed: {exc}", "state") from exc
         if perm.shape != (self.num_tasks,) or not 0 <= cursor <= self.num_tasks:
             raise InvalidArgumentError("state has an invalid permutation or cursor", "state")
+        proposer_state = st.get("proposer")
+        if (proposer_state is None) != (self.proposer is None):
+            raise InvalidArgumentError(
+                "state: saved " + ("without" if proposer_state is None else "with") + " a proposer, this selector "
+                + ("has one" if self.proposer is not None else "has none"), "state"
+            )
+        if self.proposer is not None:
+            self.proposer.load_state_dict(proposer_state)
         self._perm, self._cursor, self._rng = perm, cursor, rng
         self.extra_rollouts, self.total_rollouts = extra, total
         self._pending = None
+        self._rolled = None
