@@ -63,6 +63,8 @@ BAD_CALLS: list[tuple[str, Callable[[BOTS], object], type, str, str]] = [
     ("exclude range", lambda s: s.select(1, exclude=[N]), InvalidArgumentError, "exclude", str(N)),
     ("exclude mask shape", lambda s: s.select(1, exclude=np.zeros(N + 1, bool)), InvalidTypeError, "exclude", str(N + 1)),
     ("exclude floats", lambda s: s.select(1, exclude=[0.5]), InvalidTypeError, "exclude", "float64"),
+    ("exclude 0/1 ints", lambda s: s.select(1, exclude=np.eye(N, dtype=np.int64)[3]), InvalidTypeError, "exclude", "boolean mask"),
+    ("exclude 0/1 list", lambda s: s.select(1, exclude=[0, 1] * (N // 2)), InvalidTypeError, "exclude", "int64"),
 ]
 
 

@@ -175,3 +175,13 @@ def test_fused_update_select_equals_update_then_select() -> None:
     with pytest.raises(Exception, match="batch_size"):
         fused.select(n + 1)
     assert fused.num_selections == before
+
+
+def test_only_boolean_arrays_are_masks() -> None:
+    sel = BOTS(4, prior_alpha=[1.0, 2.0, 3.0, 4.0], prior_beta=4.0, thompson=False)
+    # Ids of length num_tasks are still ids when they are not a 0/1 pattern with repeats.
+    np.testing.assert_array_equal(sel.select(2, exclude=[True, False, True, False]), [3, 1])
+    np.testing.assert_array_equal(sel.select(1, exclude=[3, 2, 1, 0][:3]), [0])
+    np.testing.assert_array_equal(BOTS(2, thompson=False).select(0, exclude=[0, 1]), [])
+    with pytest.raises(TypeError, match="exclude: an integer array of 4 zeros and ones"):
+        sel.select(1, exclude=np.array([0, 1, 0, 0], dtype=np.uint8))

@@ -160,3 +160,92 @@ def test_concurrent_use_from_threads_is_safe() -> None:
     assert sel.num_selections == 80 and sel.num_updates == 80
     # Each update adds exactly 16 trials per rolled-out task to α+β on top of the decay.
     assert np.all(np.isfinite(sel.alpha)) and np.all(sel.alpha > 0)
+
+
+# ------------------------------------------------------------------------ parameters
+
+
+def test_parameters_are_read_only_attributes() -> None:
+    sel = _make()
+    _step(sel, 0)
+    before = sel.state_dict()
+    assert (sel.lam, sel.rho, sel.target, sel.n_rollouts, sel.thompson, sel.seed) == (0.1, 0.1, 0.5, 16, True, 77)
+    for name, value in (("lam", 5), ("rho", 0.3), ("target", 0.2), ("n_rollouts", 4), ("thompson", False),
+                        ("seed", 1), ("alpha", None), ("evidence", None), ("num_selections", 0)):  # fmt: skip
+        with pytest.raises(AttributeError, match=f"^{name}: BOTS attributes are read-only"):
+            setattr(sel, name, value)
+    with pytest.raises(AttributeError, match="read-only"):
+        del sel.lam
+    with pytest.raises(TypeError):
+        sel.params["lam"] = 0.5  # type: ignore[index]
+    assert sel.params == before["params"]
+    np.testing.assert_array_equal(sel.alpha, before["alpha"])
+    with pytest.raises(ValueError, match="read-only"):
+        sel.prior_alpha[0] = 3.0  # type: ignore[index]
+
+
+def test_set_params_takes_effect_and_is_checkpointed(tmp_path: Path) -> None:
+    a = _make()
+    for t in range(3):
+        _step(a, t)
+    a.set_params(lam=0.4, rho=0.0, target=0.3, n_rollouts=8, thompson=False)
+    assert a.params == {"lam": 0.4, "rho": 0.0, "target": 0.3, "n_rollouts": 8.0, "thompson": False, "seed": 77}
+    # A selector built with those parameters, on the same posterior, behaves identically.
+    b = _make(lam=0.4, rho=0.0, target=0.3, n_rollouts=8, thompson=False)
+    b.load_state_dict(a.state_dict())
+    for t in range(3, 6):
+        np.testing.assert_array_equal(_step(a, t), _step(b, t))
+    np.testing.assert_array_equal(a.alpha, b.alpha)
+    a.save(tmp_path / "sel.bots")
+    assert BOTS.load(tmp_path / "sel.bots").params == a.params
+
+
+def test_set_params_leaves_an_update_already_made_alone() -> None:
+    a, b = _make(), _make()
+    for sel in (a, b):
+        _step(sel, 0)  # update pending
+    a.set_params(lam=0.9)
+    np.testing.assert_array_equal(a.alpha, b.alpha)  # the pending update used λ = 0.1
+
+
+def test_bad_set_params_change_nothing() -> None:
+    sel = _make()
+    _step(sel, 0)
+    before = sel.state_dict()
+    bad = [({"lam": 2.0}, "lam"), ({"lam": 0.2, "rho": -1}, "rho"), ({"target": 1.0}, "target"),
+           ({"n_rollouts": 0}, "n_rollouts"), ({"thompson": 1}, "thompson"), ({"seed": 3}, "seed"),
+           ({"prior_alpha": 2.0}, "prior_alpha"), ({"lamda": 0.2}, "lamda"), ({"lam": "0.2"}, "lam")]  # fmt: skip
+    for kwargs, name in bad:
+        with pytest.raises(BotsError, match=f"^{name}: ") as info:
+            sel.set_params(**kwargs)
+        assert info.value.argument == name  # type: ignore[attr-defined]
+        assert sel.params == before["params"]
+    np.testing.assert_array_equal(sel.state_dict()["alpha"], before["alpha"])
+
+
+def test_parameter_mismatch_on_load_is_an_explicit_choice() -> None:
+    a = _make()
+    for t in range(3):
+        _step(a, t)
+    state = a.state_dict()
+    b = _make(lam=0.3, target=0.4)
+    before = b.state_dict()
+    with pytest.raises(CheckpointError, match=r"lam: 0.3 here, 0.1 in the state; target: 0.4 here, 0.5 in the state"):
+        b.load_state_dict(state)
+    assert b.params == before["params"] and b.num_selections == 0  # unchanged
+    with pytest.raises(BotsError, match="params: must be one of"):
+        b.load_state_dict(state, params="mine")  # type: ignore[arg-type]
+
+    b.load_state_dict(state, params="current")
+    assert b.params == before["params"] and b.num_selections == 3
+    np.testing.assert_array_equal(b.alpha, a.alpha)
+    assert b.capability == a.capability
+
+    c = _make(lam=0.3, target=0.4)
+    c.load_state_dict(state, params="checkpoint")
+    assert c.params == a.params
+    np.testing.assert_array_equal(_step(c, 3), _step(a, 3))
+
+    d = BOTS(len(a), seed=77, evidence=a.evidence)  # the same λ, ρ, ..., but a scalar prior
+    with pytest.raises(CheckpointError, match="prior_alpha: differs"):
+        d.load_state_dict(a.state_dict())

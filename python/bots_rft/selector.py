@@ -12,7 +12,8 @@ from __future__ import annotations
 import math
 import os
 import threading
-from typing import Any
+from types import MappingProxyType
+from typing import Any, Literal
 
 import numpy as np
 
@@ -36,6 +37,12 @@ from .evidence import ImplicitEvidence, Interpolation
 STATE_FORMAT = "bots-rft/selector"
 STATE_VERSION = 1
 _MAX_SEED = 2**64 - 1
+# What set_params may change between steps. The seed names the random stream and the priors
+# are the point the posterior decays toward; both stay fixed for a selector's life.
+SETTABLE_PARAMS = ("lam", "rho", "target", "n_rollouts", "thompson")
+# How load_state_dict resolves a state whose parameters differ from this selector's.
+ParamsOnLoad = Literal["error", "checkpoint", "current"]
+_PARAMS_ON_LOAD = ("error", "checkpoint", "current")
 
 
 class BOTS:
@@ -47,6 +54,10 @@ class BOTS:
     posterior mean); ``prior_alpha``/``prior_beta`` are α0/β0 (scalar or per task);
     ``evidence`` is an :class:`Interpolation` or any :class:`ImplicitEvidence` plug-in.
     ``threads=None`` uses every core; an int uses a pool of that size. Results never depend on it.
+
+    Parameters are read-only attributes (``sel.lam``, ``sel.rho``, ...): assigning one raises
+    AttributeError. :meth:`set_params` changes λ, ρ, p*, n or the sampling rule between steps,
+    validated and recorded in the next checkpoint.
     """
 
     def __init__(
@@ -148,7 +159,12 @@ class BOTS:
         return self._num_updates
 
     @property
-    def params(self) -> dict[str, Any]:
+    def params(self) -> MappingProxyType[str, Any]:
+        """λ, ρ, p*, n, the sampling rule and the seed (a read-only mapping: change them with
+        :meth:`set_params`)."""
+        return MappingProxyType(self._params_dict())
+
+    def _params_dict(self) -> dict[str, Any]:
         return {
             "lam": self._lam,
             "rho": self._rho,
@@ -157,6 +173,77 @@ class BOTS:
             "thompson": self._thompson,
             "seed": self._seed,
         }
+
+    @property
+    def lam(self) -> float:
+        """λ, the discount toward the prior."""
+        return self._lam
+
+    @property
+    def rho(self) -> float:
+        """ρ, the weight of implicit evidence."""
+        return self._rho
+
+    @property
+    def target(self) -> float:
+        """p*, the target success rate."""
+        return self._target
+
+    @property
+    def n_rollouts(self) -> float:
+        """n, the pseudo sample size of implicit evidence."""
+        return self._n_rollouts
+
+    @property
+    def thompson(self) -> bool:
+        """Posterior sampling (True) or the posterior mean (False)."""
+        return self._thompson
+
+    @property
+    def seed(self) -> int:
+        return self._seed
+
+    @property
+    def prior_alpha(self) -> float | FloatArray:
+        return _readonly_prior(self._prior_alpha)
+
+    @property
+    def prior_beta(self) -> float | FloatArray:
+        return _readonly_prior(self._prior_beta)
+
+    def set_params(self, **changes: Any) -> None:
+        """Change any of ``lam``, ``rho``, ``target``, ``n_rollouts``, ``thompson`` between steps.
+
+        Every value is validated before any is applied (a bad one raises and changes nothing).
+        An update already made keeps the parameters it was made with; the new ones apply from the
+        next ``select`` / ``update``, and :meth:`state_dict` records them, so a resumed run goes on
+        with them.
+        """
+        unknown = sorted(set(changes) - set(SETTABLE_PARAMS))
+        if unknown:
+            name = unknown[0]
+            why = "is fixed for a selector's life" if name in ("seed", "prior_alpha", "prior_beta") else "is not a parameter"
+            raise InvalidArgumentError(
+                f"{name}: {why}; set_params changes {', '.join(SETTABLE_PARAMS)}, got {name}={changes[name]!r}", name
+            )
+        checks = {"lam": in_closed_unit, "rho": in_closed_unit, "target": in_open_unit, "n_rollouts": positive, "thompson": as_bool}
+        checked = {name: checks[name](value, name) for name, value in changes.items()}
+        with self._lock:
+            for name, value in checked.items():
+                setattr(self, f"_{name}", value)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # Assigning a parameter (sel.lam = 5) used to create a plain attribute the selector never
+        # read; every property of the class is read-only, parameters change through set_params.
+        if isinstance(getattr(type(self), name, None), property):
+            hint = f"use set_params({name}=...)" if name in SETTABLE_PARAMS else "it is fixed for a selector's life"
+            raise AttributeError(f"{name}: BOTS attributes are read-only; {hint}")
+        object.__setattr__(self, name, value)
+
+    def __delattr__(self, name: str) -> None:
+        if isinstance(getattr(type(self), name, None), property):
+            raise AttributeError(f"{name}: BOTS attributes are read-only")
+        object.__delattr__(self, name)
 
     @property
     def threads(self) -> int | None:
@@ -319,7 +406,7 @@ class BOTS:
                 "format": STATE_FORMAT,
                 "version": STATE_VERSION,
                 "num_tasks": self._num_tasks,
-                "params": self.params,
+                "params": self._params_dict(),
                 "prior_alpha": _copy(self._prior_alpha),
                 "prior_beta": _copy(self._prior_beta),
                 "alpha": self._alpha.copy(),
@@ -329,13 +416,34 @@ class BOTS:
                 "evidence": ev_state,
             }
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state: dict[str, Any], *, params: ParamsOnLoad = "error") -> None:
         """Restore a :meth:`state_dict` of a selector over the same number of tasks. Validates
-        everything before changing anything."""
+        everything before changing anything.
+
+        ``params`` says what happens when the state's parameters (λ, ρ, p*, n, sampling rule,
+        seed, priors) differ from this selector's: ``"error"`` (the default) refuses with a
+        :class:`CheckpointError` listing the differences; ``"checkpoint"`` takes the state's;
+        ``"current"`` keeps this selector's and takes only the posterior, the random stream's
+        position and the estimator's state. Equal parameters load the same way under all three.
+        The default refuses because either silent choice is wrong for someone: a resume with a
+        changed config would quietly run with the old values, or a mistyped config would quietly
+        replace the values a run was tuned with.
+        """
+        if params not in _PARAMS_ON_LOAD:
+            raise InvalidArgumentError(f"params: must be one of {', '.join(map(repr, _PARAMS_ON_LOAD))}, got {params!r}", "params")
         fresh = BOTS._from_state(state, threads=self._threads, evidence=self._evidence)
         if fresh._num_tasks != self._num_tasks:
             raise CheckpointError(f"state: has {fresh._num_tasks} tasks, this selector has {self._num_tasks}")
         with self._lock:
+            differences = _param_differences(self, fresh)
+            if differences and params == "error":
+                raise CheckpointError(
+                    f"state: its parameters differ from this selector's ({'; '.join(differences)}); pass "
+                    "params='checkpoint' to take the state's, params='current' to keep this selector's"
+                )
+            if params == "current":
+                for name in (*SETTABLE_PARAMS, "seed", "prior_alpha", "prior_beta"):
+                    setattr(fresh, f"_{name}", getattr(self, f"_{name}"))
             lock = self._lock
             self.__dict__.update(fresh.__dict__)
             self._lock = lock
@@ -436,6 +544,28 @@ def _readonly(a: np.ndarray) -> np.ndarray:
     return v
 
 
+def _readonly_prior(p: float | FloatArray) -> float | FloatArray:
+    return _readonly(p) if isinstance(p, np.ndarray) else p
+
+
+def _param_differences(ours: BOTS, theirs: BOTS) -> list[str]:
+    """'name: this selector's value vs the state's' for every parameter that differs."""
+    out = []
+    mine, other = ours._params_dict(), theirs._params_dict()
+    for name in mine:
+        if mine[name] != other[name]:
+            out.append(f"{name}: {mine[name]!r} here, {other[name]!r} in the state")
+    for name in ("prior_alpha", "prior_beta"):
+        a, b = getattr(ours, f"_{name}"), getattr(theirs, f"_{name}")
+        if np.shape(a) != np.shape(b) or not np.array_equal(a, b):
+            out.append(f"{name}: differs ({_prior_text(a)} here, {_prior_text(b)} in the state)")
+    return out
+
+
+def _prior_text(p: float | FloatArray) -> str:
+    return repr(p) if not isinstance(p, np.ndarray) else f"an array of {p.size} values"
+
+
 def _copy(p: float | FloatArray) -> float | FloatArray:
     return p.copy() if isinstance(p, np.ndarray) else p
 
@@ -480,7 +610,12 @@ def _scalar_trials(trials: Any) -> float:
 
 
 def _exclusion(exclude: Any, n: int) -> tuple[np.ndarray | None, np.ndarray | None]:
-    """(mask, sorted distinct ids) from ``exclude``."""
+    """(mask, sorted distinct ids) from ``exclude``.
+
+    Only a boolean array (or a list of bools) is a mask; integers are task ids. An integer
+    sequence of length ``num_tasks`` holding only 0 and 1, some repeated, is refused: as ids it
+    would exclude just tasks 0 and 1, so it is almost surely a mask with the wrong dtype.
+    """
     if exclude is None:
         return None, None
     arr = np.asarray(exclude)
@@ -489,6 +624,12 @@ def _exclusion(exclude: Any, n: int) -> tuple[np.ndarray | None, np.ndarray | No
             raise InvalidTypeError(f"exclude: a mask must have shape ({n},), got {arr.shape}", "exclude")
         return np.ascontiguousarray(arr), None
     ids = as_ids(exclude, "exclude")
+    if ids.size == n and np.all((ids == 0) | (ids == 1)) and np.unique(ids).size < n:
+        raise InvalidTypeError(
+            f"exclude: an integer array of {n} zeros and ones (dtype {arr.dtype}) is ambiguous: as task ids it "
+            "excludes only tasks 0 and 1; pass a boolean mask (np.asarray(mask, dtype=bool)) or distinct task ids",
+            "exclude",
+        )
     if ids.size and (ids.min() < 0 or ids.max() >= n):
         bad = int(ids[(ids < 0) | (ids >= n)][0])
         raise InvalidArgumentError(f"exclude: id {bad} is out of range [0, {n})", "exclude")
