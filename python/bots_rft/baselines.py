@@ -484,7 +484,7 @@ class DynamicSampling:
                 "state: saved " + ("without" if proposer_state is None else "with") + " a proposer, this selector "
                 + ("has one" if self.proposer is not None else "has none"), "state"
             )
-        if self.proposer is not None:
+        if self.proposer is not None and proposer_state is not None:
             self.proposer.load_state_dict(proposer_state)
         self._perm, self._cursor, self._rng = perm, cursor, rng
         self.extra_rollouts, self.total_rollouts = extra, total

@@ -47,6 +47,10 @@ class TrainConfig:
     thompson: bool = True
     momentum: float = 0.9
     min_gap: float = SPEC_MIN_GAP  # interpolation: skip batches with |St - W| below this
+    # DAPO's dynamic sampling on top of the method: roll out generation batches the method
+    # proposes, train on the groups whose rollouts disagree; the method still learns from every
+    # rolled-out group. method=dynamic is the paper's baseline (epoch order + this filter).
+    dynamic_sampling: bool = False
     oversample: float = 3.0  # dynamic sampling: generation batch = oversample * batch_size
     max_rounds: int = 4  # dynamic sampling: generation batches per step at most
     # --- GRPO

@@ -20,8 +20,6 @@ from .config import TrainConfig
 
 __all__ = ["make_selector", "save_selector", "load_selector", "selector_file"]
 
-BOTS_METHODS = ("bots", "mopps", "dots")
-
 
 def make_selector(
     cfg: TrainConfig,
@@ -37,6 +35,23 @@ def make_selector(
         if weak is not None and strong is not None
         else None
     )
+    if cfg.method == "dynamic" or not cfg.dynamic_sampling:
+        return _method_selector(cfg, num_tasks, evidence, weak, strong, rollout)
+    if rollout is None:
+        raise ConfigError("dynamic_sampling: needs a rollout callback")
+    proposer = _method_selector(cfg, num_tasks, evidence, weak, strong, None)
+    return DynamicSampling(num_tasks, rollout, n_rollouts=cfg.rollouts, oversample=cfg.oversample,
+                           max_rounds=cfg.max_rounds, seed=cfg.seed, proposer=proposer)  # fmt: skip
+
+
+def _method_selector(
+    cfg: TrainConfig,
+    num_tasks: int,
+    evidence: Interpolation | None,
+    weak: npt.NDArray[np.float64] | None,
+    strong: npt.NDArray[np.float64] | None,
+    rollout: RolloutFn | None,
+) -> Selector:
     common: dict[str, Any] = {"n_rollouts": cfg.rollouts, "target": cfg.target, "seed": cfg.seed}
     if cfg.method == "bots":
         return BOTS(num_tasks, lam=cfg.lam, rho=cfg.rho, thompson=cfg.thompson, evidence=evidence, **common)
@@ -59,12 +74,12 @@ def make_selector(
     raise ConfigError(f"method: unknown selection method {cfg.method!r}")
 
 
-def selector_file(directory: Path, method: str) -> Path:
-    return directory / ("selector.bots" if method in BOTS_METHODS else "selector.pt")
+def selector_file(directory: Path, sel: Selector) -> Path:
+    return directory / ("selector.bots" if isinstance(sel, BOTS) else "selector.pt")
 
 
-def save_selector(sel: Selector, directory: Path, method: str) -> Path:
-    path = selector_file(directory, method)
+def save_selector(sel: Selector, directory: Path) -> Path:
+    path = selector_file(directory, sel)
     if isinstance(sel, BOTS):
         sel.save(path)
     else:
@@ -72,10 +87,10 @@ def save_selector(sel: Selector, directory: Path, method: str) -> Path:
     return path
 
 
-def load_selector(fresh: Selector, directory: Path, method: str) -> Selector:
+def load_selector(fresh: Selector, directory: Path) -> Selector:
     """``fresh`` (built by :func:`make_selector` with the same config) restored from
     ``directory``; a BOTS selector is re-read from its own file."""
-    path = selector_file(directory, method)
+    path = selector_file(directory, fresh)
     if not path.exists():
         raise CheckpointError(f"checkpoint {str(directory)!r} has no selector file {path.name!r}")
     if isinstance(fresh, BOTS):

@@ -178,7 +178,7 @@ class GRPOTrainer:
             raise CheckpointError(f"checkpoint {str(path)!r} does not fit this model/optimizer ({exc})") from None
         set_rng_state(state["rng"])
         if self.dist.is_main:
-            self.selector = load_selector(self.selector, path, self.cfg.method)
+            self.selector = load_selector(self.selector, path)
             if isinstance(self.selector, DynamicSampling):
                 self.selector.rollout = self._dynamic_callback
         t = state["trainer"]
@@ -191,7 +191,7 @@ class GRPOTrainer:
     def save(self) -> Path:
         return save_checkpoint(
             self.ckpt_root, self.step, model=self.model, optimizer=self.optimizer, scheduler=self.scheduler,
-            save_selector=lambda d: save_selector(self.selector, d, self.cfg.method),
+            save_selector=lambda d: save_selector(self.selector, d),
             trainer_state={"config": self.cfg.to_dict(), "cum_rollouts": self.cum_rollouts,
                            "cum_gen_tokens": self.cum_gen_tokens},
             dist_=self.dist, keep=self.cfg.keep_checkpoints,
@@ -239,7 +239,7 @@ class GRPOTrainer:
         selection latency in seconds (rank 0)."""
         cfg = self.cfg
         select_s = 0.0
-        if cfg.method != "dynamic":
+        if not isinstance(self.selector, DynamicSampling):
             ids = None
             if self.dist.is_main:
                 t = time.perf_counter()
