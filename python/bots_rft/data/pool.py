@@ -93,9 +93,15 @@ def _read_json_lines(path: Path) -> pa.Table:
         if not line.strip():
             continue
         try:
-            records.append(json.loads(line))
+            record = json.loads(line)
         except json.JSONDecodeError as exc:
             raise DataError(f"{path}: line {lineno} is not valid JSON ({exc.msg})") from exc
+        if not isinstance(record, dict):
+            raise DataError(
+                f"{path}: line {lineno} is a JSON {type(record).__name__}, not an object "
+                "(a JSONL pool holds one JSON object per line, one task each)"
+            )
+        records.append(record)
     try:
         return pa.Table.from_pylist(records)
     except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
