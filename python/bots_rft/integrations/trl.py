@@ -2,34 +2,48 @@
 
 >>> trainer = GRPOTrainer(model=..., reward_funcs=[accuracy], args=GRPOConfig(...), train_dataset=ds)
 >>> hook = attach_bots(trainer, BOTS(num_tasks, evidence=...), task_id_column="task_id")
->>> trainer.train()
+>>> trainer.train()                      # trainer.train(resume_from_checkpoint=True) restores BOTS too
 
-Three pieces, usable on their own:
+What :func:`attach_bots` installs, public seams first:
 
-- :class:`BOTSRepeatSampler`: TRL's ``RepeatSampler`` layout (each prompt ``num_generations``
-  times in a row; each chunk of ``generation_batch_size / num_generations`` prompts repeated
-  ``num_iterations * steps_per_generation`` times) with each chunk chosen by the selector, lazily
-  (at the moment the data loader reaches it), identically on every rank (same selector state).
-- :class:`RewardRecorder`: wraps one reward function; records ``(task id, reward)`` per completion
-  from the dataset's task-id column, which TRL passes to reward functions as a keyword argument.
-- :func:`attach_bots`: installs both on a constructed trainer and feeds the selector once per
-  generation, after scoring, with the rewards of all processes (accelerate's ``gather``).
+- **Prompt order**: :class:`BOTSRepeatSampler` through ``_get_train_sampler``, the method TRL
+  documents for prompt order. It keeps TRL's ``RepeatSampler`` layout (each prompt
+  ``num_generations`` times in a row; each chunk of ``generation_batch_size / num_generations``
+  prompts repeated ``num_iterations * steps_per_generation`` times), identically on every rank.
+- **Evidence**: the success reward function is wrapped (:class:`RewardRecorder`). Right after TRL
+  calls it, the wrapper gathers ``(task id, reward)`` from every process (accelerate's ``gather``)
+  and updates the selector once per generation: every group's rewards, before TRL computes
+  advantages. GRPOTrainer drops no group; its masks (``mask_truncated_completions``,
+  ``top_entropy_quantile``, ``off_policy_mask_threshold``) act on the loss, after the rewards.
+- **Metrics**: the same wrapper logs ``bots/*`` through the ``log_metric`` callable TRL hands every
+  reward function, so they reach TRL's progress line, its reporters (wandb, tensorboard, ...)
+  and ``trainer.state.log_history``, averaged over the logging window like TRL's own.
+- **Checkpoints**: a ``TrainerCallback`` writes the selector into every ``checkpoint-<step>/``
+  (:data:`SELECTOR_FILE`); ``trainer.train`` is wrapped so that ``resume_from_checkpoint`` (a
+  folder or ``True``) loads it back into the same selector object before training continues.
+- **One private method**, only with ``select_at="generation"`` (the default):
+  ``_generate_and_score_completions(inputs)`` is wrapped to replace the sampler's placeholder
+  rows with a chunk chosen at that moment. Nothing else is patched.
 
-Why selection happens at generation time by default (``select_at="generation"``): TRL's data
-loader runs ahead of training. transformers fetches all ``gradient_accumulation_steps`` batches of
-an optimiser step at once and accelerate's ``DataLoaderShard`` holds one more batch, so with TRL's
-defaults (``steps_per_generation = gradient_accumulation_steps``, ``num_iterations = 1``) the next
-chunk is drawn before the current one has been scored: a sampler alone always selects one
-generation late. With ``select_at="generation"`` the sampler only supplies placeholder rows in the
-same layout, and the chunk is chosen inside ``_generate_and_score_completions`` (on every rank, in
-lockstep, from the same posterior), so each generation sees the posterior updated with every
-previous one. ``select_at="fetch"`` keeps the plain sampler (no method patched but
-``_get_train_sampler``) and accepts the lag.
+Why the private method: TRL's data loader runs ahead of training. transformers fetches all
+``gradient_accumulation_steps`` batches of an optimiser step at once and accelerate's
+``DataLoaderShard`` always holds one batch more, so with TRL's defaults the next chunk is drawn
+before the current one has been scored: a sampler alone selects one generation late, and no
+dataloader setting removes accelerate's look-ahead (``tests/test_integrations_trl.py`` measures the
+lag with ``select_at="fetch"``). TRL offers no public hook between "batch fetched" and "batch
+generated" (reward functions run after generation; callbacks do not see the batch). So by default
+the sampler yields placeholder rows and the chunk is chosen inside the generation step, on every
+rank, in lockstep, from the same posterior. The method's signature is checked at attach time; a
+TRL release that changes it gets a :class:`~bots_rft.errors.ConfigError` naming
+``select_at="fetch"``, which uses public seams only and accepts the lag.
 
 Tested against trl 1.16.0 (``tests/test_integrations_trl.py``). What it touches
 (``_get_train_sampler``, ``_generate_and_score_completions``, ``reward_funcs``,
 ``args.generation_batch_size`` / ``steps_per_generation``) exists since trl 0.18; older releases
-are refused with a ``ConfigError`` rather than silently mis-batched.
+are refused with a ``ConfigError`` rather than silently mis-batched. A release whose reward
+functions get no ``log_metric`` still trains; the metrics are then only on
+:attr:`BOTSTrainerHook.last_metrics`.
+:mod:`bots_rft.integrations.trl_async` covers ``AsyncGRPOTrainer``.
 """
 
 from __future__ import annotations
@@ -38,14 +52,18 @@ import functools
 import inspect
 import os
 import threading
+import time
+from collections import deque
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 from torch.utils.data import Sampler
 
-from ..errors import ConfigError, InvalidArgumentError
+from ..errors import CheckpointError, ConfigError, InvalidArgumentError
+from ..metrics import effective_ratios
 from .tasks import column_values, rows_of_tasks, split_column, successes_from_rewards
 
 __all__ = [
@@ -55,12 +73,64 @@ __all__ = [
     "attach_bots",
     "SELECTOR_FILE",
     "load_selector",
+    "save_selector",
+    "restore_selector",
+    "add_checkpointing",
+    "Pick",
+    "outcome_metrics",
 ]
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
 #: File name of the selector checkpoint written into each TRL ``checkpoint-<step>`` folder.
 SELECTOR_FILE = "bots_selector.bots"
+#: Quantiles of the picks' posterior means logged as ``bots/pick_mean_p<q>``.
+PICK_QUANTILES = (10, 50, 90)
+
+
+@dataclass(frozen=True)
+class Pick:
+    """One selection: the task ids, how long ``select`` took, and the picks' posterior means
+    at that moment (``None`` for selectors without ``alpha``/``beta``)."""
+
+    task_ids: IntArray
+    select_ms: float
+    posterior_means: FloatArray | None
+
+    @classmethod
+    def timed(cls, selector: Any, batch_size: int, exclude: Any = None) -> Pick:
+        start = time.perf_counter()
+        ids = np.asarray(selector.select(batch_size, exclude=exclude), dtype=np.int64)
+        select_ms = (time.perf_counter() - start) * 1e3
+        return cls(ids, select_ms, posterior_means(selector, ids))
+
+    def metrics(self) -> dict[str, float]:
+        out = {"bots/select_ms": self.select_ms}
+        if self.posterior_means is not None and self.posterior_means.size:
+            for q, v in zip(PICK_QUANTILES, np.percentile(self.posterior_means, PICK_QUANTILES)):
+                out[f"bots/pick_mean_p{q}"] = float(v)
+        return out
+
+
+def posterior_means(selector: Any, task_ids: IntArray) -> FloatArray | None:
+    """α / (α + β) of ``task_ids`` (reads only those entries), or None for selectors without a
+    Beta posterior (the baselines)."""
+    alpha, beta = getattr(selector, "alpha", None), getattr(selector, "beta", None)
+    if alpha is None or beta is None:
+        return None
+    a, b = np.asarray(alpha)[task_ids], np.asarray(beta)[task_ids]
+    return np.asarray(a / (a + b), dtype=np.float64)
+
+
+def outcome_metrics(task_ids: IntArray, successes: FloatArray) -> dict[str, float]:
+    """``bots/etr`` (share of the fed tasks with 0 < successes < trials: the groups that carry a
+    GRPO signal) and ``bots/mean_reward_of_picks`` (mean success over their rollouts)."""
+    if successes.size == 0:
+        return {}
+    tasks, inverse = np.unique(task_ids, return_inverse=True)
+    sums = np.bincount(inverse, weights=successes, minlength=tasks.size)
+    trials = np.bincount(inverse, minlength=tasks.size).astype(np.float64)
+    return {"bots/etr": effective_ratios(sums, trials).etr, "bots/mean_reward_of_picks": float(successes.mean())}
 
 
 class BOTSRepeatSampler(Sampler[int]):
@@ -111,14 +181,28 @@ class BOTSRepeatSampler(Sampler[int]):
         #: Task ids of the most recent chunk and how many chunks were chosen so far.
         self.last_task_ids: IntArray | None = None
         self.num_selected = 0
+        #: Chunks chosen but not yet fed back, oldest first (more than one only when the data
+        #: loader runs ahead, i.e. without ``defer``); :meth:`take_pick` removes them.
+        self.picks: deque[Pick] = deque(maxlen=64)
         self._placeholder = np.sort(rows[rows >= 0])[:batch_size]
 
     def select_chunk(self) -> IntArray:
         """Ask the selector for the next chunk of ``batch_size`` distinct task ids."""
-        ids = np.asarray(self.selector.select(self.batch_size, exclude=self.exclude), dtype=np.int64)
-        self.last_task_ids = ids
+        pick = Pick.timed(self.selector, self.batch_size, exclude=self.exclude)
+        self.picks.append(pick)
+        self.last_task_ids = pick.task_ids
         self.num_selected += 1
-        return ids
+        return pick.task_ids
+
+    def take_pick(self, fed_task_ids: Any) -> Pick | None:
+        """The pending chunk whose tasks are ``fed_task_ids`` (and drop older ones), or None."""
+        fed = np.unique(np.asarray(fed_task_ids, dtype=np.int64))
+        for i, pick in enumerate(self.picks):
+            if np.array_equal(np.unique(pick.task_ids), fed):
+                for _ in range(i + 1):
+                    self.picks.popleft()
+                return pick
+        return None
 
     def chunk_rows(self, task_ids: Any) -> IntArray:
         """Dataset rows of one chunk in TRL's layout: each task's row ``mini_repeat_count`` times."""
@@ -152,15 +236,17 @@ class RewardRecorder:
         self._rewards: list[FloatArray] = []
         self._lock = threading.Lock()  # async reward functions run on TRL's event-loop thread
 
-    def wrap(self, func: Callable[..., Any]) -> Callable[..., Any]:
-        """A reward function with ``func``'s name and behaviour that also records. Async
-        functions stay async (TRL runs those concurrently)."""
+    def wrap(self, func: Callable[..., Any], after: Callable[[dict[str, Any]], None] | None = None) -> Callable[..., Any]:
+        """A reward function with ``func``'s name and behaviour that also records; ``after(kwargs)``
+        runs once the rewards are recorded. Async functions stay async (TRL runs those concurrently)."""
         if inspect.iscoroutinefunction(func):
 
             @functools.wraps(func)
             async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
                 out = await func(*args, **kwargs)
                 self.record(kwargs, out)
+                if after is not None:
+                    after(kwargs)
                 return out
 
             return async_wrapper
@@ -169,6 +255,8 @@ class RewardRecorder:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             out = func(*args, **kwargs)
             self.record(kwargs, out)
+            if after is not None:
+                after(kwargs)
             return out
 
         return wrapper
@@ -199,8 +287,9 @@ class RewardRecorder:
 
 
 class BOTSTrainerHook:
-    """What :func:`attach_bots` installed on a trainer; :meth:`feed` is its once-per-generation
-    update. ``num_feeds`` counts updates, ``last_task_ids`` the latest chunk."""
+    """What :func:`attach_bots` installed on a trainer. :meth:`feed` is the once-per-generation
+    update (run by the reward wrapper); ``num_feeds`` counts updates, ``last_task_ids`` is the
+    latest chunk and ``last_metrics`` the ``bots/*`` metrics of the latest generation."""
 
     def __init__(
         self,
@@ -219,6 +308,7 @@ class BOTSTrainerHook:
         self.select_at = select_at
         self.success_threshold = success_threshold
         self.num_feeds = 0
+        self.last_metrics: dict[str, float] = {}
 
     @property
     def last_task_ids(self) -> IntArray | None:
@@ -240,35 +330,55 @@ class BOTSTrainerHook:
         dataset = self.trainer.train_dataset
         return [dataset[int(row)] for row in mine]
 
-    def feed(self) -> None:
-        """Gather this generation's recorded rewards from every process and update the selector
-        (every rank applies the same update, so every rank's selector stays identical)."""
-        ids, rewards = self.recorder.take()
-        succ = successes_from_rewards(rewards, self.success_threshold)
-        acc = self.trainer.accelerator
-        if acc.num_processes > 1:
-            import torch
+    def after_reward(self, kwargs: dict[str, Any]) -> None:
+        """Run by the wrapped reward function once TRL has called it: feed training rewards,
+        drop evaluation rewards (they never reach the selector)."""
+        if bool(self.trainer.model.training):
+            self.feed(kwargs.get("log_metric"))
+        else:
+            self.recorder.take()
 
-            # Equal row counts on every rank (TRL's even batches); ids < 2**53 are exact in float64.
-            local = torch.as_tensor(np.stack([ids.astype(np.float64), succ], axis=1), device=acc.device)
-            both = acc.gather(local).cpu().numpy()
-            ids, succ = both[:, 0].astype(np.int64), both[:, 1]
-        ok = ~np.isnan(succ)
+    def feed(self, log_metric: Callable[[str, float], None] | None = None) -> None:
+        """Gather this generation's recorded rewards from every process, update the selector
+        (every rank applies the same update, so every rank's selector stays identical) and log
+        the ``bots/*`` metrics through ``log_metric`` (TRL's, when called from a reward function)."""
+        ids, rewards = self.recorder.take()
+        ids, succ = self._gather(ids, successes_from_rewards(rewards, self.success_threshold))
+        ok = ~np.isnan(succ)  # a reward of None is not a trial
+        metrics: dict[str, float] = {}
+        pick = self.sampler.take_pick(ids)
+        if pick is not None:
+            metrics.update(pick.metrics())
         if np.any(ok):
+            start = time.perf_counter()
             self.selector.update(ids[ok], succ[ok], 1.0)
+            metrics["bots/update_ms"] = (time.perf_counter() - start) * 1e3
+            metrics.update(outcome_metrics(ids[ok], succ[ok]))
             self.num_feeds += 1
+        capability = getattr(self.selector, "capability", None)
+        if capability is not None:
+            metrics["bots/capability"] = float(capability)
+        self.last_metrics = metrics
+        if log_metric is not None:
+            for name, value in metrics.items():
+                log_metric(name, value)
+
+    def _gather(self, ids: IntArray, succ: FloatArray) -> tuple[IntArray, FloatArray]:
+        acc = self.trainer.accelerator
+        if acc.num_processes == 1:
+            return ids, succ
+        import torch
+
+        # Equal row counts on every rank (TRL's even batches); ids < 2**53 are exact in float64.
+        # Every rank calls the reward function at the same point, so this collective is matched.
+        local = torch.as_tensor(np.stack([ids.astype(np.float64), succ], axis=1), device=acc.device)
+        both = acc.gather(local).cpu().numpy()
+        return both[:, 0].astype(np.int64), both[:, 1]
 
     def _generate_and_score(self, original: Callable[[list[Any]], Any], inputs: list[Any]) -> Any:
-        training = bool(self.trainer.model.training)
-        if training and self.select_at == "generation":
+        if bool(self.trainer.model.training):
             inputs = self.fresh_inputs(inputs)
-        self.recorder.take()  # drop anything left over (an evaluation, a failed step)
-        out = original(inputs)
-        if training:
-            self.feed()
-        else:
-            self.recorder.take()  # evaluation rewards never reach the selector
-        return out
+        return original(inputs)
 
 
 def attach_bots(
@@ -289,15 +399,19 @@ def attach_bots(
     a distinct id in ``[0, num_tasks)``. ``reward_func``: index or name of the reward function
     whose value is the success signal (rewards are clipped into [0, 1], or thresholded with
     ``success_threshold``); it must be a Python function, not a reward model. ``select_at``:
-    ``"generation"`` (default, no lag) or ``"fetch"`` (plain sampler, one generation of lag; see
-    the module docstring). ``save_with_checkpoints`` writes the selector into each TRL
-    checkpoint folder as :data:`SELECTOR_FILE` (restore it with :func:`load_selector`).
+    ``"generation"`` (default, no lag; wraps TRL's private generation step) or ``"fetch"``
+    (public seams only, one generation of lag; see the module docstring).
+    ``save_with_checkpoints`` writes the selector into each TRL checkpoint folder as
+    :data:`SELECTOR_FILE` and loads it back when ``trainer.train(resume_from_checkpoint=...)``
+    resumes from one (a checkpoint without the file is refused with a ``CheckpointError``).
     """
     if select_at not in ("generation", "fetch"):
         raise InvalidArgumentError(f"select_at: must be 'generation' or 'fetch', got {select_at!r}", "select_at")
-    for attr in ("_get_train_sampler", "_generate_and_score_completions", "reward_funcs", "num_generations", "accelerator"):
+    for attr in ("_get_train_sampler", "reward_funcs", "num_generations", "num_iterations", "accelerator"):
         if not hasattr(trainer, attr):
             raise ConfigError(f"trainer: {type(trainer).__name__} has no {attr!r}; attach_bots needs a trl GRPOTrainer (trl >= 0.18)")
+    if select_at == "generation":
+        _check_generation_seam(trainer)
     args = trainer.args
     if getattr(args, "generation_batch_size", None) is None or getattr(args, "steps_per_generation", None) is None:
         raise ConfigError("trainer.args: no generation_batch_size/steps_per_generation; attach_bots needs trl >= 0.18")
@@ -326,16 +440,32 @@ def attach_bots(
     func = trainer.reward_funcs[index]
     if not callable(func) or _is_module(func):
         raise ConfigError(f"reward_func: {trainer.reward_func_names[index]!r} is a reward model; pick a Python reward function")
-    trainer.reward_funcs[index] = recorder.wrap(func)
 
     hook = BOTSTrainerHook(trainer, selector, sampler, recorder, select_at=select_at, success_threshold=success_threshold)
+    trainer.reward_funcs[index] = recorder.wrap(func, after=hook.after_reward)
     # Instance attributes shadow the class's methods; the trainer calls them as usual.
     trainer._get_train_sampler = lambda dataset=None: sampler
-    original = trainer._generate_and_score_completions
-    trainer._generate_and_score_completions = lambda inputs: hook._generate_and_score(original, inputs)
+    if select_at == "generation":
+        original = trainer._generate_and_score_completions
+        trainer._generate_and_score_completions = lambda inputs: hook._generate_and_score(original, inputs)
     if save_with_checkpoints:
-        trainer.add_callback(_checkpoint_callback(selector))
+        add_checkpointing(trainer, selector)
     return hook
+
+
+def _check_generation_seam(trainer: Any) -> None:
+    """Refuse a TRL whose private generation step no longer has the shape this adapter wraps."""
+    method = getattr(type(trainer), "_generate_and_score_completions", None)
+    try:
+        params = list(inspect.signature(method).parameters) if callable(method) else None
+    except (TypeError, ValueError):
+        params = None
+    if params != ["self", "inputs"]:
+        raise ConfigError(
+            f"select_at: 'generation' wraps {type(trainer).__name__}._generate_and_score_completions(self, inputs), "
+            f"TRL's private generation step (trl 1.16), but this trainer has {params!r}; use select_at='fetch' "
+            "(public seams only, selections one generation late) or a trl release this adapter supports"
+        )
 
 
 def load_selector(checkpoint_dir: str | os.PathLike[str], **kwargs: Any) -> Any:
@@ -343,6 +473,73 @@ def load_selector(checkpoint_dir: str | os.PathLike[str], **kwargs: Any) -> Any:
     from ..selector import BOTS
 
     return BOTS.load(os.path.join(os.fspath(checkpoint_dir), SELECTOR_FILE), **kwargs)
+
+
+def save_selector(selector: Any, checkpoint_dir: str | os.PathLike[str]) -> str:
+    """Write ``selector`` into a checkpoint folder: :data:`SELECTOR_FILE` for a BOTS, its
+    pickled state dict (``SELECTOR_FILE + ".pkl"``) for other selectors. Returns the path."""
+    folder = os.fspath(checkpoint_dir)
+    os.makedirs(folder, exist_ok=True)
+    if hasattr(selector, "save"):
+        path = os.path.join(folder, SELECTOR_FILE)
+        selector.save(path)
+        return path
+    import pickle
+
+    path = os.path.join(folder, SELECTOR_FILE + ".pkl")
+    with open(path, "wb") as fh:
+        pickle.dump(selector.state_dict(), fh, protocol=5)
+    return path
+
+
+def restore_selector(selector: Any, checkpoint_dir: str | os.PathLike[str]) -> None:
+    """Load the selector state saved in a checkpoint folder into ``selector``, in place (a BOTS
+    refuses a state whose parameters differ, see :meth:`bots_rft.BOTS.load_state_dict`)."""
+    from ..checkpoint import load_state
+
+    folder = os.fspath(checkpoint_dir)
+    path = os.path.join(folder, SELECTOR_FILE)
+    if os.path.isfile(path):
+        selector.load_state_dict(load_state(path))
+    elif os.path.isfile(path + ".pkl"):
+        import pickle
+
+        with open(path + ".pkl", "rb") as fh:
+            selector.load_state_dict(pickle.load(fh))
+    else:
+        raise CheckpointError(
+            f"resume_from_checkpoint: {folder!r} holds no {SELECTOR_FILE} (written by a run without BOTS, or with "
+            "save_with_checkpoints=False); attach with save_with_checkpoints=False to resume without restoring the selector"
+        )
+
+
+def add_checkpointing(trainer: Any, selector: Any) -> None:
+    """Save ``selector`` with every checkpoint of a transformers ``Trainer`` (a callback) and
+    restore it on ``trainer.train(resume_from_checkpoint=...)`` (the instance's ``train`` is
+    wrapped; a folder or ``True`` for the newest checkpoint in ``output_dir``)."""
+    trainer.add_callback(_checkpoint_callback(selector))
+    original = trainer.train
+
+    @functools.wraps(original)
+    def train(resume_from_checkpoint: Any = None, *args: Any, **kwargs: Any) -> Any:
+        folder = _checkpoint_to_resume(trainer.args.output_dir, resume_from_checkpoint)
+        if folder is not None:
+            restore_selector(selector, folder)
+        return original(resume_from_checkpoint, *args, **kwargs)
+
+    trainer.train = train
+
+
+def _checkpoint_to_resume(output_dir: str, resume_from_checkpoint: Any) -> str | None:
+    if resume_from_checkpoint is None or resume_from_checkpoint is False:
+        return None
+    if resume_from_checkpoint is True:
+        from transformers.trainer_utils import get_last_checkpoint
+
+        # None: transformers itself then refuses with "no valid checkpoint found".
+        found: str | None = get_last_checkpoint(output_dir) if os.path.isdir(output_dir) else None
+        return found
+    return os.fspath(resume_from_checkpoint)
 
 
 def _reward_index(trainer: Any, reward_func: int | str) -> int:
@@ -372,16 +569,7 @@ def _checkpoint_callback(selector: Any) -> Any:
 
     class BOTSCheckpointCallback(TrainerCallback):  # type: ignore[misc]
         def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-            if not state.is_world_process_zero:
-                return
-            folder = os.path.join(args.output_dir, f"checkpoint-{state.global_step}")
-            os.makedirs(folder, exist_ok=True)
-            if hasattr(selector, "save"):
-                selector.save(os.path.join(folder, SELECTOR_FILE))
-            else:  # a baseline selector: its state dict, pickled
-                import pickle
-
-                with open(os.path.join(folder, SELECTOR_FILE + ".pkl"), "wb") as fh:
-                    pickle.dump(selector.state_dict(), fh, protocol=5)
+            if state.is_world_process_zero:
+                save_selector(selector, os.path.join(args.output_dir, f"checkpoint-{state.global_step}"))
 
     return BOTSCheckpointCallback()
