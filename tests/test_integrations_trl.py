@@ -98,7 +98,7 @@ def test_recorder_reads_nested_ids_and_none_rewards() -> None:
 # ------------------------------------------------------------------------ real GRPOTrainer
 
 
-def _trainer(tmp_path: Any, **overrides: Any) -> tuple[Any, list[list[int]]]:
+def _trainer(tmp_path: Any, *, deterministic: bool = False, **overrides: Any) -> tuple[Any, list[list[int]]]:
     pytest.importorskip("trl")
     datasets = pytest.importorskip("datasets")
     import torch
@@ -115,8 +115,12 @@ def _trainer(tmp_path: Any, **overrides: Any) -> tuple[Any, list[list[int]]]:
 
     def accuracy(prompts: list[str], completions: list[str], task_id: list[int], **kw: Any) -> list[float]:
         scored.append(list(task_id))
-        # Tasks 0 mod 3 always pass, 1 mod 3 always fail, the rest depend on the completion.
-        return [1.0 if t % 3 == 0 else 0.0 if t % 3 == 1 else float(len(c) % 2) for t, c in zip(task_id, completions)]
+        # Tasks 0 mod 3 always pass, 1 mod 3 always fail, the rest pass on half their rollouts:
+        # by rollout position (deterministic) or by the completion (depends on the model).
+        def mixed(i: int, c: str) -> float:
+            return float(i % 2) if deterministic else float(len(c) % 2)
+
+        return [1.0 if t % 3 == 0 else 0.0 if t % 3 == 1 else mixed(i, c) for i, (t, c) in enumerate(zip(task_id, completions))]
 
     cfg: dict[str, Any] = dict(
         output_dir=str(tmp_path),
@@ -188,3 +192,119 @@ def test_grpo_generation_reuse_and_fetch_mode(tmp_path: Any) -> None:
     trainer.train()
     chunks = [np.repeat(c, 4).tolist() for _, c in sel.log]
     assert scored == chunks[: len(scored)] and sel.num_updates == 2 and hook.num_feeds == 2
+
+
+def _always_pass_or_fail(task_id: int) -> bool:
+    return task_id % 3 != 2
+
+
+def test_fetch_mode_selects_one_generation_late(tmp_path: Any) -> None:
+    """Why select_at='generation' wraps TRL's private generation step: with the plain sampler,
+    the data loader's look-ahead (transformers' gradient-accumulation prefetch plus accelerate's
+    one-batch look-ahead) draws each chunk before the previous generation was scored."""
+    from bots_rft.integrations.trl import attach_bots
+
+    trainer, scored = _trainer(tmp_path, max_steps=3, deterministic=True)
+    sel = RecordingBOTS(N, seed=2, threads=1)
+    attach_bots(trainer, sel, select_at="fetch", save_with_checkpoints=False)
+    trainer.train()
+    updates_seen = [seen for seen, _ in sel.log]
+    # Generation k (k >= 1) was chosen having seen k - 1 updates, not k.
+    assert updates_seen[:3] == [0, 0, 1]
+    assert len(sel.log) > len(scored)  # and one more chunk was drawn than was ever generated
+    for (_, chosen), ids in zip(sel.log, scored):
+        assert ids == np.repeat(chosen, 4).tolist()
+
+
+def test_bots_metrics_land_in_trl_logs(tmp_path: Any) -> None:
+    from bots_rft import Interpolation
+    from bots_rft.integrations.trl import attach_bots
+
+    trainer, scored = _trainer(tmp_path, max_steps=3, deterministic=True)
+    weak = np.linspace(0.1, 0.6, N)
+    sel = RecordingBOTS(N, seed=1, threads=1, evidence=Interpolation(weak, np.clip(weak + 0.3, 0, 1)))
+    hook = attach_bots(trainer, sel, save_with_checkpoints=False)
+    trainer.train()
+    logged = [entry for entry in trainer.state.log_history if "bots/etr" in entry]
+    assert len(logged) == 3  # one per logging step (logging_steps=1, one generation per step)
+    for entry, ids, (_, chosen) in zip(logged, scored, sel.log):
+        rewards = np.array([1.0 if t % 3 == 0 else 0.0 if t % 3 == 1 else float(i % 2) for i, t in enumerate(ids)])
+        assert entry["bots/mean_reward_of_picks"] == pytest.approx(rewards.mean())
+        # ETR: share of the chunk's tasks with some but not all rollouts right (the mixed ones).
+        assert entry["bots/etr"] == pytest.approx(np.mean([t % 3 == 2 for t in chosen]))
+        assert entry["bots/select_ms"] >= 0 and entry["bots/update_ms"] >= 0
+        assert 0 < entry["bots/pick_mean_p10"] <= entry["bots/pick_mean_p50"] <= entry["bots/pick_mean_p90"] < 1
+    assert logged[-1]["bots/capability"] == pytest.approx(sel.capability)
+    assert hook.last_metrics["bots/capability"] == pytest.approx(sel.capability)
+    # The first generation's picks were chosen from the prior: every posterior mean 0.5.
+    assert logged[0]["bots/pick_mean_p50"] == pytest.approx(0.5)
+
+
+def test_resume_from_trl_checkpoint_restores_the_selector_exactly(tmp_path: Any) -> None:
+    import shutil
+
+    from bots_rft import CheckpointError
+    from bots_rft.integrations.trl import SELECTOR_FILE, attach_bots
+
+    # Uninterrupted: 4 generations, checkpoints at steps 2 and 4.
+    trainer, _ = _trainer(tmp_path / "a", max_steps=4, save_strategy="steps", save_steps=2, deterministic=True)
+    full = RecordingBOTS(N, seed=5, threads=1)
+    attach_bots(trainer, full)
+    trainer.train()
+    assert (tmp_path / "a" / "checkpoint-2" / SELECTOR_FILE).exists()
+
+    # Interrupted after step 2: a new process builds the same selector from scratch and resumes.
+    shutil.copytree(tmp_path / "a" / "checkpoint-2", tmp_path / "b" / "checkpoint-2")
+    trainer, _ = _trainer(tmp_path / "b", max_steps=4, save_strategy="steps", save_steps=2, deterministic=True)
+    resumed = RecordingBOTS(N, seed=5, threads=1)
+    attach_bots(trainer, resumed)
+    trainer.train(resume_from_checkpoint=True)  # the newest checkpoint in output_dir, selector included
+
+    assert [seen for seen, _ in resumed.log] == [2, 3]
+    for (_, a), (_, b) in zip(full.log[2:], resumed.log):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(resumed.alpha, full.alpha)
+    np.testing.assert_array_equal(resumed.beta, full.beta)
+    assert resumed.num_selections == full.num_selections and resumed.num_updates == full.num_updates
+
+    # A checkpoint written without BOTS is refused rather than silently resumed from the prior.
+    (tmp_path / "c" / "checkpoint-1").mkdir(parents=True)
+    trainer, _ = _trainer(tmp_path / "c", max_steps=1)
+    fresh = BOTS(N, seed=5, threads=1)
+    attach_bots(trainer, fresh)
+    with pytest.raises(CheckpointError, match="bots_selector.bots"):
+        trainer.train(resume_from_checkpoint=str(tmp_path / "c" / "checkpoint-1"))
+    assert fresh.num_updates == 0
+
+
+def test_every_group_reaches_bots_with_trl_masking_options_on(tmp_path: Any) -> None:
+    """Evidence-loss regression: tasks that always pass or always fail carry no GRPO signal, so
+    filters drop them, and a selector that never hears of them keeps them at the prior mean 0.5,
+    the target, and keeps picking them. GRPOTrainer filters no group; its options that mask
+    completions out of the loss act after the rewards. With all of them on, BOTS still gets every
+    group: those tasks move to ~1 / ~0 and are not picked again."""
+    from bots_rft.integrations.trl import attach_bots
+
+    trainer, scored = _trainer(
+        tmp_path,
+        max_steps=6,
+        deterministic=True,
+        mask_truncated_completions=True,  # every completion here is truncated: all masked out
+        top_entropy_quantile=0.2,
+        off_policy_mask_threshold=0.5,
+    )
+    # Posterior-mean selection (no Thompson draws) makes "never picked again" exact.
+    sel = RecordingBOTS(N, seed=0, threads=1, thompson=False)
+    attach_bots(trainer, sel, save_with_checkpoints=False)
+    trainer.train()
+
+    assert len(scored) == 6 and sel.num_updates == 6
+    fed = sel.alpha + sel.beta - 2.0  # prior (1, 1), decayed toward it by lam each update
+    picked = np.concatenate([c for _, c in sel.log])
+    extremes = [t for t in np.unique(picked) if _always_pass_or_fail(int(t))]
+    assert extremes, "the prior's ties should pick some always-pass/always-fail tasks first"
+    mean = sel.mean()
+    for t in extremes:
+        assert fed[t] > 2.0  # its whole group of 4 arrived, then decayed
+        assert mean[t] > 0.75 if t % 3 == 0 else mean[t] < 0.25
+        assert np.count_nonzero(picked == t) == 1  # never picked again
