@@ -1,0 +1,629 @@
+"""BOTS as a Trinity-RFT (0.6) task selector.
+
+Trinity picks each taskset's tasks with a ``data_selector`` and imports a dotted
+``selector_type`` itself, so a Trinity YAML switches to BOTS with one word::
+
+    buffer:
+      explorer_input:
+        taskset:
+          data_selector:
+            selector_type: bots_rft.integrations.trinity.BOTSSelector   # was: difficulty_based
+            feature_keys: [qwen2.5_7b_pass_rate, qwen3_30b_pass_rate]    # [weak, strong]
+            kwargs: {m: 16, lamb: 0.1, rho: 0.1, target_reward: 0.5, tau: 0, do_sample: true}
+    data_processor:
+      experience_pipeline:
+        operators:
+          - name: pass_rate_calculator      # first: it must see every task, filtered or not
+          - name: dapo_dynamic_sampling     # (optional) filters after it
+
+The kwargs of Trinity's own ``difficulty_based`` selector keep their meaning and their defaults
+(see :class:`BOTSSelector`), so its configs run unchanged; what BOTS adds is a posterior that
+survives checkpoints, selection that skips tasks whose results have not come back yet, and the
+Rust core for the paper's greedy/Thompson rule (``tau: 0``).
+
+Trinity feeds a selector only through ``pass_rate_calculator``: after each explore step it hands
+``feedback(indices, values)`` the mean reward of every task that reached that operator. Listed
+after a filter (``dapo_dynamic_sampling``), it never sees the all-correct and all-wrong groups the
+filter dropped, and those tasks drift back to the prior mean 0.5, the target, and are picked
+again and again. List it first.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import math
+import os
+import re
+import secrets
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+# Trinity's registry accepts any class; subclassing its base documents the contract and keeps
+# Trinity's own isinstance checks (if a later release adds them) happy.
+from trinity.buffer.selector.selector import BaseSelector
+
+from .. import _core
+from .._validation import FloatArray, IntArray, as_bool, as_floats, as_ids, as_int, as_real
+from ..checkpoint import from_bytes, load_state, to_bytes
+from ..errors import BotsError, CheckpointError, ConfigError, DataError, InvalidArgumentError
+from ..evidence import SPEC_MIN_GAP, Interpolation
+from ..metrics import effective_ratios
+from ..selector import BOTS
+from .tasks import column_values
+
+__all__ = ["BOTSSelector", "AUTHOR_DEFAULTS", "STATE_FORMAT"]
+
+STATE_FORMAT = "bots-rft/trinity-selector"
+STATE_VERSION = 1
+
+#: The defaults of Trinity's ``difficulty_based`` selector (``DifficultyBasedSelector`` and its
+#: ``InterpolationBetaPREstimator``), which BOTSSelector keeps so that its configs behave the same.
+AUTHOR_DEFAULTS: dict[str, Any] = {
+    "m": 16,
+    "lamb": 0.2,
+    "rho": 0.2,
+    "adaptive_rho": False,
+    "do_sample": False,
+    "target_reward": 1.0,
+    "tau": 1.0,
+}
+
+# difficulty_based's name -> this package's name for the same parameter (rho is spelled alike).
+_ALIASES = {"m": "n_rollouts", "lamb": "lam", "target_reward": "target", "do_sample": "thompson"}
+_OWN_KEYS = ("lam", "rho", "target", "n_rollouts", "thompson", "tau", "momentum", "min_gap",
+             "prior_alpha", "prior_beta", "reward_range", "threads", "state_dir")
+_ACCEPTED = tuple(sorted(set(_ALIASES) | {"adaptive_rho"} | set(_OWN_KEYS)))
+
+# Above this many tasks, a posterior kept inside Trinity's explorer_meta.json (which Trinity also
+# prints when it resumes) gets large enough that a side file is the better place.
+_INLINE_WARN_TASKS = 100_000
+
+
+@dataclass(frozen=True)
+class _Settings:
+    """The selector's parameters after aliases, defaults and validation."""
+
+    lam: float
+    rho: float
+    n_rollouts: float
+    thompson: bool
+    target: float
+    tau: float
+    momentum: float
+    min_gap: float
+    prior_alpha: float
+    prior_beta: float
+    reward_low: float
+    reward_high: float
+    seed: int
+    threads: int | None
+    state_dir: str | None
+
+    def fingerprint(self) -> dict[str, Any]:
+        """What a checkpoint must agree with to resume (threads and state_dir may change)."""
+        out = asdict(self)
+        del out["threads"], out["state_dir"]
+        return out
+
+
+def _config_error(key: str, exc: BotsError) -> ConfigError:
+    return ConfigError(f"kwargs.{key}: {str(exc).split(': ', 1)[-1]}")
+
+
+def _resolve(kwargs: Mapping[str, Any], seed: Any) -> _Settings:
+    """Map ``data_selector.kwargs`` (difficulty_based's names or ours) to validated settings."""
+    if not isinstance(kwargs, Mapping):
+        raise ConfigError(f"kwargs: must be a mapping, got {type(kwargs).__name__}")
+    unknown = sorted(str(k) for k in kwargs if k not in _ACCEPTED)
+    if unknown:
+        hint = " (set data_selector.seed, the field Trinity's selectors read)" if unknown == ["seed"] else ""
+        raise ConfigError(f"kwargs.{unknown[0]}: unknown option{hint}; accepted: {', '.join(_ACCEPTED)}")
+    for theirs, ours in _ALIASES.items():
+        if theirs in kwargs and ours in kwargs:
+            raise ConfigError(f"kwargs.{theirs} and kwargs.{ours} name the same parameter; give one of them")
+
+    def given(ours: str) -> tuple[str, Any]:
+        """(the key the user wrote, its value), falling back to difficulty_based's default."""
+        theirs = next((t for t, o in _ALIASES.items() if o == ours), ours)
+        for key in (ours, theirs):
+            if key in kwargs:
+                return key, kwargs[key]
+        return theirs, AUTHOR_DEFAULTS[theirs]
+
+    def real(key: str, value: Any, low: float, high: float, open_low: bool = False) -> float:
+        try:
+            v = as_real(value, key)
+        except BotsError as exc:
+            raise _config_error(key, exc) from None
+        if not (math.isfinite(v) and (v > low if open_low else v >= low) and v <= high):
+            bound = f"({low}, {high}]" if open_low else f"[{low}, {high}]"
+            raise ConfigError(f"kwargs.{key}: must be in {bound}, got {v}")
+        return v
+
+    adaptive = kwargs.get("adaptive_rho", False)
+    if adaptive is not False:
+        raise ConfigError(
+            f"kwargs.adaptive_rho: {adaptive!r} is not supported (BOTS keeps rho fixed; difficulty_based "
+            "halves it whenever the interpolation misses by 0.25 or more); remove it or set it to false"
+        )
+    lam = real(*given("lam"), 0.0, 1.0)
+    rho = real(*given("rho"), 0.0, 1.0)
+    n_rollouts = real(*given("n_rollouts"), 0.0, math.inf, open_low=True)
+    key, value = given("thompson")
+    try:
+        thompson = as_bool(value, key)
+    except BotsError as exc:
+        raise _config_error(key, exc) from None
+    target_key, target_value = given("target")
+    target = real(target_key, target_value, 0.0, 1.0)
+    tau = real("tau", kwargs.get("tau", AUTHOR_DEFAULTS["tau"]), 0.0, math.inf)
+    if tau == 0.0 and not 0.0 < target < 1.0:
+        raise ConfigError(
+            f"kwargs.{target_key}: {target} with tau 0 is not supported (BOTS's nearest-to-target selection "
+            "needs 0 < target < 1); use a target inside (0, 1), or tau > 0 for difficulty_based's softmax rule"
+        )
+    momentum = real("momentum", kwargs.get("momentum", 0.9), 0.0, 1.0)
+    min_gap = real("min_gap", kwargs.get("min_gap", SPEC_MIN_GAP), 0.0, 1.0)
+    prior_alpha = real("prior_alpha", kwargs.get("prior_alpha", 1.0), 0.0, math.inf, open_low=True)
+    prior_beta = real("prior_beta", kwargs.get("prior_beta", 1.0), 0.0, math.inf, open_low=True)
+    reward_range = kwargs.get("reward_range", (0.0, 1.0))
+    if isinstance(reward_range, str) or not isinstance(reward_range, Sequence) or len(reward_range) != 2:
+        raise ConfigError(f"kwargs.reward_range: must be [low, high], got {reward_range!r}")
+    low = real("reward_range", reward_range[0], -math.inf, math.inf, open_low=True)
+    high = real("reward_range", reward_range[1], -math.inf, math.inf, open_low=True)
+    if not low < high:
+        raise ConfigError(f"kwargs.reward_range: low must be below high, got {list(reward_range)!r}")
+    threads = kwargs.get("threads")
+    if threads is not None:
+        try:
+            threads = as_int(threads, "threads", minimum=1, maximum=1024)
+        except BotsError as exc:
+            raise _config_error("threads", exc) from None
+    state_dir = kwargs.get("state_dir")
+    if state_dir is not None:
+        if not isinstance(state_dir, (str, os.PathLike)) or not str(state_dir):
+            raise ConfigError(f"kwargs.state_dir: must be a directory path, got {state_dir!r}")
+        state_dir = os.path.abspath(os.fspath(state_dir))
+        if os.path.exists(state_dir) and not os.path.isdir(state_dir):
+            raise ConfigError(f"kwargs.state_dir: {state_dir!r} exists and is not a directory")
+    try:
+        seed_value = as_int(seed, "seed", minimum=0, maximum=2**63 - 1)
+    except BotsError as exc:
+        raise ConfigError(f"data_selector.seed: {str(exc).split(': ', 1)[-1]}") from None
+    return _Settings(lam, rho, n_rollouts, thompson, target, tau, momentum, min_gap, prior_alpha, prior_beta,
+                     low, high, seed_value, threads, state_dir)
+
+
+def _reference(dataset: Any, key: Any, position: int) -> FloatArray:
+    """One reference pass-rate column (None or NaN: unknown), as difficulty_based reads it: raw."""
+    if not isinstance(key, str):
+        raise ConfigError(f"feature_keys[{position}]: must be a column name, got {key!r}")
+    values = column_values(dataset, key)
+    try:
+        return np.array([np.nan if v is None else v for v in values], dtype=np.float64)
+    except (TypeError, ValueError):
+        bad = next(v for v in values if not isinstance(v, (int, float, np.number, type(None))))
+        raise DataError(f"feature_keys[{position}] {key!r}: pass rates must be numbers, got {bad!r:.60}") from None
+
+
+def _interpolation(dataset: Any, feature_keys: Any, settings: _Settings) -> Interpolation | None:
+    """difficulty_based's feature_keys are [weak, strong]: its prediction is
+    clip(weak + mu·(strong − weak), 0, 1), so mu = 0 is the first column and mu = 1 the second."""
+    keys = list(feature_keys or [])
+    if not keys:
+        return None
+    if len(keys) != 2:
+        raise ConfigError(
+            f"feature_keys: needs exactly 2 columns [weak, strong] (reference pass rates) or none, got {keys!r}"
+        )
+    weak, strong = (_reference(dataset, k, i) for i, k in enumerate(keys))
+    try:
+        return Interpolation(weak, strong, settings.momentum, min_gap=settings.min_gap)
+    except InvalidArgumentError as exc:
+        which = 0 if exc.argument == "weak" else 1
+        detail = str(exc).split(": ", 1)[-1]
+        raise DataError(f"feature_keys[{which}] {keys[which]!r}: {detail}") from None
+
+
+class BOTSSelector(BaseSelector):
+    """Bayesian Online Task Selection for one Trinity taskset.
+
+    ``data_source`` is Trinity's batch reader (its ``dataset`` and ``dataset_size``); ``config``
+    is the taskset's ``data_selector``: ``seed`` (default 42), ``feature_keys`` ([weak, strong]
+    reference pass-rate columns for implicit evidence, or none) and ``kwargs``.
+
+    kwargs of ``difficulty_based``, same meaning and defaults:
+
+    - ``m`` (16): rollouts per task (set it to ``algorithm.repeat_times``, which selectors cannot
+      see). A mean reward v counts as v·m successes in m trials, and implicit evidence weighs
+      ρ·m pseudo-trials. Alias ``n_rollouts``.
+    - ``lamb`` (0.2): λ, each update's discount toward the Beta(1, 1) prior. Alias ``lam``.
+    - ``rho`` (0.2): ρ, the weight of implicit evidence.
+    - ``do_sample`` (false): Thompson sampling from the posterior, else its mean. Alias ``thompson``.
+    - ``target_reward`` (1.0): the success rate to aim at. Alias ``target``.
+    - ``tau`` (1.0): 0 picks the ``batch_size`` tasks nearest the target (the paper's rule, run by
+      the Rust core); > 0 samples without replacement from softmax(−|target − p̂| / tau) over the
+      pool, seeded as difficulty_based seeds it (the same picks for the same posterior).
+    - ``adaptive_rho``: only false (its default) is supported.
+
+    The paper's BOTS is ``m: <repeat_times>, lamb: 0.1, rho: 0.1, target_reward: 0.5, tau: 0,
+    do_sample: true``. Further kwargs: ``momentum`` (0.9) and ``min_gap`` of the interpolation
+    estimator, ``prior_alpha``/``prior_beta`` (1.0), ``reward_range`` ([0, 1], see
+    :meth:`feedback`), ``threads`` and ``state_dir`` (see :meth:`state_dict`).
+
+    Tasks handed out whose feedback has not arrived (Trinity reports at sync boundaries, after
+    ``sync_interval`` further reads) are not picked again until it does; when fewer than
+    ``batch_size`` other tasks remain, the batch is completed from them.
+    """
+
+    def __init__(self, data_source: Any, config: Any) -> None:
+        super().__init__(data_source, config)
+        from trinity.utils.log import get_logger  # not at import time: Trinity's advice for Ray actors
+
+        self._logger = get_logger("bots_selector")
+        self._settings = _resolve(getattr(config, "kwargs", None) or {}, getattr(config, "seed", 42))
+        self._num_tasks = as_int(data_source.dataset_size, "dataset_size", minimum=1)
+        self._name = re.sub(r"[^A-Za-z0-9._-]+", "_", str(getattr(data_source, "name", "") or "taskset"))
+        self._evidence = _interpolation(data_source.dataset, getattr(config, "feature_keys", None), self._settings)
+        self._bots = self._new_bots()
+        self._current_index = 0  # tasks handed out so far, as difficulty_based counts (and seeds) them
+        self._reads = 0
+        self._pending: dict[int, int] = {}  # task index -> the read (1, 2, ...) that handed it out
+        self._last_file: str | None = None
+        # Side files carry the run's id, so a new run pointed at an old state_dir never prunes
+        # the old run's files; a resumed run keeps the id it saved.
+        self._run_id = secrets.token_hex(4)
+        self._metrics: dict[str, float] = {}
+        self._clipped = 0
+        self._lock = threading.RLock()
+        if self._settings.state_dir is None and self._num_tasks > _INLINE_WARN_TASKS:
+            self._logger.warning(
+                f"BOTSSelector: {self._num_tasks} tasks and no kwargs.state_dir: the posterior "
+                f"(about {32 * self._num_tasks // 2**20} MiB) will be stored inside Trinity's explorer state file"
+            )
+
+    def _new_bots(self) -> BOTS:
+        s = self._settings
+        # The softmax rule (tau > 0) never calls BOTS.select, so BOTS's own target (which must lie
+        # inside (0, 1)) only matters for tau 0; _resolve has checked it there.
+        core_target = s.target if 0.0 < s.target < 1.0 else 0.5
+        evidence = None if self._evidence is None else Interpolation.from_state_dict(self._evidence.state_dict())
+        return BOTS(self._num_tasks, lam=s.lam, rho=s.rho, target=core_target, n_rollouts=s.n_rollouts,
+                    thompson=s.thompson, prior_alpha=s.prior_alpha, prior_beta=s.prior_beta, evidence=evidence,
+                    seed=s.seed, threads=s.threads)
+
+    # ------------------------------------------------------------------------------- views
+    @property
+    def bots(self) -> BOTS:
+        """The underlying :class:`bots_rft.BOTS` (posterior, capability, parameters)."""
+        return self._bots
+
+    @property
+    def pending(self) -> list[int]:
+        """Task indices handed out whose feedback has not arrived, ascending."""
+        with self._lock:
+            return sorted(self._pending)
+
+    def metrics(self) -> dict[str, float]:
+        """The latest selection and update figures (Trinity 0.6 gives selectors no channel to its
+        monitor; they are also logged after each feedback)."""
+        with self._lock:
+            return dict(self._metrics)
+
+    # ------------------------------------------------------------------------------- selection
+    def get_indices(self, batch_size: int, return_extra_info: bool = False) -> Any:
+        """``batch_size`` distinct task indices. With ``return_extra_info``, ``(indices, info)``
+        where ``info`` has difficulty_based's keys: ``indices``, ``scores`` (−|target − p̂|, p̂ the
+        sampled or mean rate the choice used), ``alphas``, ``betas`` and ``point`` (α/(α+β))."""
+        k = as_int(batch_size, "batch_size", minimum=0)
+        if k > self._num_tasks:
+            raise InvalidArgumentError(f"batch_size: {k} exceeds the pool of {self._num_tasks} tasks", "batch_size")
+        with self._lock:
+            start = time.perf_counter()
+            pending = np.fromiter(self._pending, dtype=np.int64, count=len(self._pending))
+            if self._settings.tau == 0.0:
+                picks, p_hat = self._select_nearest(k, pending, return_extra_info)
+            else:
+                picks, p_hat = self._select_softmax(k, pending)
+            elapsed = time.perf_counter() - start
+            self._current_index += k
+            self._reads += 1
+            for i in picks.tolist():
+                self._pending[i] = self._reads
+            alphas = self._bots.alpha[picks]
+            betas = self._bots.beta[picks]
+            self._metrics.update({
+                "bots/select_ms": 1e3 * elapsed,
+                "bots/pending": float(len(self._pending)),
+                "bots/picked_posterior_mean": float(np.mean(alphas / (alphas + betas))) if picks.size else math.nan,
+            })
+            if not return_extra_info:
+                return picks.tolist()
+            assert p_hat is not None
+            info = {
+                "indices": picks.tolist(),
+                "scores": (-np.abs(self._settings.target - p_hat)).tolist(),
+                "alphas": alphas.tolist(),
+                "betas": betas.tolist(),
+                "point": (alphas / (alphas + betas)).tolist(),
+            }
+            return picks.tolist(), info
+
+    def _select_nearest(self, k: int, pending: IntArray, want_scores: bool) -> tuple[IntArray, FloatArray | None]:
+        """The paper's rule on the Rust core, pending tasks excluded while enough others remain."""
+        parts: list[tuple[IntArray, int]] = []
+        free = min(k, self._num_tasks - pending.size)
+        if free:
+            counter = self._bots.num_selections
+            parts.append((self._bots.select(free, exclude=pending if pending.size else None), counter))
+        if free < k:  # every other task is in parts[0]: the rest come from the pending ones
+            taken = parts[0][0] if parts else None
+            counter = self._bots.num_selections
+            parts.append((self._bots.select(k - free, exclude=taken), counter))
+        picks = np.concatenate([p for p, _ in parts]) if parts else np.empty(0, dtype=np.int64)
+        if not want_scores:
+            return picks, None
+        alpha, beta = self._bots.alpha, self._bots.beta
+        if not self._settings.thompson:
+            return picks, alpha[picks] / (alpha[picks] + beta[picks])
+        # The core keeps its draws; thompson_draws replays them from the same (seed, counter).
+        seed, threads = self._bots.params["seed"], self._bots.threads
+        draws = [_core.thompson_draws(alpha, beta, seed, c, threads=threads)[p].astype(np.float64) for p, c in parts]
+        return picks, np.concatenate(draws) if draws else np.empty(0)
+
+    def _select_softmax(self, k: int, pending: IntArray) -> tuple[IntArray, FloatArray]:
+        """difficulty_based's rule for tau > 0, with its seeding, so that the same posterior gives
+        the same picks: p̂ (a Beta draw or the mean), then k draws without replacement from
+        softmax(−|target − p̂| / tau), pending tasks left out while enough others remain."""
+        import torch  # a dependency of Trinity itself
+
+        s = self._settings
+        alpha, beta = self._bots.alpha, self._bots.beta
+        rng = np.random.default_rng(s.seed + self._current_index)
+        p_hat = rng.beta(alpha, beta) if s.thompson else alpha / (alpha + beta)
+        logits = torch.from_numpy(-np.abs(s.target - p_hat)) / s.tau
+        logits -= logits.max()
+        probs = torch.softmax(logits, dim=0)
+        gen = torch.Generator()
+        gen.manual_seed(s.seed + self._current_index)
+        free = min(k, self._num_tasks - pending.size)
+        if not pending.size:
+            picks = torch.multinomial(probs, k, replacement=False, generator=gen).numpy()
+        else:
+            parts = []
+            if free:
+                weights = probs.clone()
+                weights[torch.from_numpy(pending)] = 0.0
+                parts.append(torch.multinomial(weights, free, replacement=False, generator=gen).numpy())
+            if free < k:
+                weights = torch.zeros_like(probs)
+                weights[torch.from_numpy(pending)] = probs[torch.from_numpy(pending)]
+                parts.append(torch.multinomial(weights, k - free, replacement=False, generator=gen).numpy())
+            picks = np.concatenate(parts)
+        picks = picks.astype(np.int64)
+        return picks, np.asarray(p_hat, dtype=np.float64)[picks]
+
+    # ------------------------------------------------------------------------------- feedback
+    def feedback(self, indices: Any, values: Any) -> None:
+        """Fold one explore step's results in: ``values[i]`` is the mean reward of task
+        ``indices[i]`` over its rollouts, as ``pass_rate_calculator`` reports it.
+
+        A mean reward v becomes the success rate r = (v − low) / (high − low) for
+        ``kwargs.reward_range`` [low, high] (default [0, 1]), clipped into [0, 1]: means below
+        ``low`` count as all failures, above ``high`` as all successes (Trinity's math reward adds
+        −0.1 for a bad format, for instance). The first clip is logged as a warning. BOTS then
+        gets r·m successes in m trials per task. Unknown indices, a length mismatch, NaN or
+        non-numeric values raise a typed error and change nothing. Feedback clears the pending
+        marks of its tasks and of every task handed out by the same or an earlier read (those
+        results will not come: their rollouts failed or were cut by over-rollout).
+        """
+        ids = as_ids(indices, "indices")
+        vals = as_floats(values, "values", length=ids.size)
+        if ids.size and (ids.min() < 0 or ids.max() >= self._num_tasks):
+            bad = int(ids[(ids < 0) | (ids >= self._num_tasks)][0])
+            raise InvalidArgumentError(f"indices: {bad} is outside the pool [0, {self._num_tasks})", "indices")
+        finite = np.isfinite(vals)
+        if not finite.all():
+            i = int(np.flatnonzero(~finite)[0])
+            raise InvalidArgumentError(f"values: must be finite mean rewards, got {vals[i]} at position {i}", "values")
+        if not ids.size:
+            return  # a step with no results: no update (an update would discount the whole pool)
+        s = self._settings
+        rates = (vals - s.reward_low) / (s.reward_high - s.reward_low)
+        outside = (rates < 0.0) | (rates > 1.0)
+        rates = np.clip(rates, 0.0, 1.0)
+        with self._lock:
+            start = time.perf_counter()
+            self._bots.update(ids, rates * s.n_rollouts, s.n_rollouts)  # validates before changing anything
+            elapsed = time.perf_counter() - start
+            newest = max((self._pending.get(int(i), 0) for i in ids), default=0)
+            for i in ids.tolist():
+                self._pending.pop(i, None)
+            if newest:
+                self._pending = {i: r for i, r in self._pending.items() if r > newest}
+            if outside.any():
+                if not self._clipped:
+                    i = int(np.flatnonzero(outside)[0])
+                    self._logger.warning(
+                        f"BOTSSelector: mean reward {vals[i]} of task {int(ids[i])} is outside kwargs.reward_range "
+                        f"[{s.reward_low}, {s.reward_high}]; clipped (set reward_range to your reward's range)"
+                    )
+                self._clipped += int(outside.sum())
+            ratios = effective_ratios(rates * s.n_rollouts, s.n_rollouts)
+            cap = self._bots.capability
+            self._metrics.update({
+                "bots/update_ms": 1e3 * elapsed,
+                "bots/effective_task_ratio": ratios.etr,
+                "bots/pending": float(len(self._pending)),
+                "bots/clipped_rewards": float(self._clipped),
+                "bots/updates": float(self._bots.num_updates),
+            })
+            if cap is not None:
+                self._metrics["bots/capability"] = float(cap)
+            self._logger.info("BOTSSelector " + " ".join(f"{k}={v:.4g}" for k, v in sorted(self._metrics.items())))
+
+    # ------------------------------------------------------------------------------- state
+    def state_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable state (Trinity ``json.dump``s it into ``<explorer>_meta.json`` at
+        every sync). The posterior goes to ``kwargs.state_dir`` as
+        ``bots-<taskset>-<run id>-r<reads>-u<updates>.bots``, written atomically, named in
+        ``bots_file`` (the run's previous file is kept, older ones are removed); without ``state_dir`` it is stored
+        inline, base64-encoded, as ``bots_state`` (about 32 bytes per task)."""
+        with self._lock:
+            state: dict[str, Any] = {
+                "current_index": self._current_index,  # the key every Trinity selector state has
+                "format": STATE_FORMAT,
+                "version": STATE_VERSION,
+                "reads": self._reads,
+                "pending": [[i, r] for i, r in sorted(self._pending.items())],
+                "selections": self._bots.num_selections,
+                "updates": self._bots.num_updates,
+                "settings": self._settings.fingerprint(),
+                "run_id": self._run_id,
+            }
+            if self._settings.state_dir is None:
+                state["bots_state"] = base64.b64encode(to_bytes(self._bots.state_dict())).decode("ascii")
+                return state
+            path = os.path.join(
+                self._settings.state_dir,
+                f"bots-{self._name}-{self._run_id}-r{self._reads}-u{self._bots.num_updates}.bots",
+            )
+            self._bots.save(path)
+            self._prune(keep={path, self._last_file})
+            self._last_file = path
+            state["bots_file"] = path
+            return state
+
+    def _prune(self, keep: set[str | None]) -> None:
+        """Remove this taskset's older side files; the newest two stay, since Trinity writes its
+        state file after ours and a crash in between leaves it naming the previous one."""
+        assert self._settings.state_dir is not None
+        pattern = re.compile(rf"bots-{re.escape(self._name)}-{self._run_id}-r\d+-u\d+\.bots")
+        for entry in Path(self._settings.state_dir).iterdir():
+            if pattern.fullmatch(entry.name) and str(entry) not in keep:
+                try:
+                    entry.unlink()
+                except OSError as exc:
+                    self._logger.warning(f"BOTSSelector: could not remove old state file {entry}: {exc}")
+
+    def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict`'s output; the next :meth:`get_indices` returns what the
+        uninterrupted run would have. A state without a posterior (Trinity's
+        ``{"current_index": 0}`` for a fresh run, or one saved by another selector such as
+        difficulty_based, whose posterior is not saved) keeps the fresh posterior and continues
+        at its ``current_index``. Parameters must match the checkpoint's; everything is checked
+        before anything changes."""
+        if not isinstance(state_dict, Mapping):
+            raise CheckpointError(f"state: must be a mapping, got {type(state_dict).__name__}")
+        if "format" not in state_dict:
+            index = _state_int(state_dict, "current_index", default=0)
+            with self._lock:
+                self._current_index = index
+            if index:
+                self._logger.warning(
+                    f"BOTSSelector: resuming from a state without a BOTS posterior at current_index {index}; "
+                    "the posterior starts from the prior"
+                )
+            return
+        if state_dict.get("format") != STATE_FORMAT:
+            raise CheckpointError(f"state: not a BOTSSelector state (format {state_dict.get('format')!r})")
+        version = state_dict.get("version")
+        if not isinstance(version, int) or version > STATE_VERSION:
+            raise CheckpointError(f"state: version {version!r} is newer than this bots-rft reads ({STATE_VERSION})")
+        saved = state_dict.get("settings")
+        mine = self._settings.fingerprint()
+        if not isinstance(saved, Mapping):
+            raise CheckpointError("state: has no settings")
+        changed = [f"{k} {saved.get(k)!r} -> {v!r}" for k, v in mine.items() if saved.get(k) != v]
+        if changed:
+            raise ConfigError(
+                "data_selector: the checkpoint was written with other parameters (" + "; ".join(changed) + "); "
+                "BOTS's parameters cannot change on resume: restore them, or start a fresh run"
+            )
+        index = _state_int(state_dict, "current_index")
+        reads = _state_int(state_dict, "reads")
+        pending = _pending_marks(state_dict.get("pending"), self._num_tasks, reads)
+        run_id = state_dict.get("run_id")
+        if not (isinstance(run_id, str) and re.fullmatch(r"[0-9a-f]{8}", run_id)):
+            raise CheckpointError(f"state.run_id: must be 8 hex digits, got {run_id!r:.60}")
+        bots, source = self._load_posterior(state_dict)
+        if bots.num_selections != _state_int(state_dict, "selections") or bots.num_updates != _state_int(state_dict, "updates"):
+            raise CheckpointError(
+                f"{source}: holds the posterior after {bots.num_updates} updates and {bots.num_selections} "
+                f"selections, the state expects {state_dict.get('updates')} and {state_dict.get('selections')}"
+            )
+        self._check_evidence(bots, source)
+        with self._lock:
+            self._bots = bots
+            self._current_index = index
+            self._reads = reads
+            self._pending = pending
+            self._run_id = run_id
+            self._last_file = state_dict.get("bots_file") if isinstance(state_dict.get("bots_file"), str) else None
+
+    def _load_posterior(self, state: Mapping[str, Any]) -> tuple[BOTS, str]:
+        if "bots_state" in state:
+            source = "state.bots_state"
+            try:
+                raw = base64.b64decode(str(state["bots_state"]), validate=True)
+            except (binascii.Error, ValueError):
+                raise CheckpointError(f"{source}: not base64") from None
+            posterior = from_bytes(raw, source=source)
+        elif isinstance(state.get("bots_file"), str):
+            path = str(state["bots_file"])
+            if not os.path.exists(path) and self._settings.state_dir is not None:
+                moved = os.path.join(self._settings.state_dir, os.path.basename(path))
+                path = moved if os.path.exists(moved) else path  # the run's folder was moved
+            source = path
+            try:
+                posterior = load_state(path)
+            except OSError as exc:
+                raise CheckpointError(f"state.bots_file: cannot read {path!r} ({exc.strerror or exc})") from None
+        else:
+            raise CheckpointError("state: names neither bots_file nor bots_state")
+        bots = self._new_bots()
+        try:
+            bots.load_state_dict(posterior)
+        except CheckpointError as exc:
+            raise CheckpointError(f"{source}: {exc}") from None
+        return bots, source
+
+    def _check_evidence(self, bots: BOTS, source: str) -> None:
+        """The checkpoint's reference columns must be this dataset's."""
+        mine, theirs = self._evidence, bots.evidence
+        if (mine is None) != (theirs is None):
+            raise CheckpointError(
+                f"{source}: the checkpoint was written {'with' if theirs is not None else 'without'} feature_keys, "
+                f"the config has {'none' if mine is None else 'two'}"
+            )
+        if isinstance(mine, Interpolation) and isinstance(theirs, Interpolation):
+            for a, b, key in zip(mine.references32(), theirs.references32(), ("feature_keys[0]", "feature_keys[1]")):
+                if not np.array_equal(a, b, equal_nan=True):
+                    raise CheckpointError(f"{source}: the dataset's {key} column differs from the checkpoint's")
+
+
+def _state_int(state: Mapping[str, Any], key: str, default: int | None = None) -> int:
+    value = state.get(key, default)
+    try:
+        return as_int(value, key, minimum=0)
+    except BotsError:
+        raise CheckpointError(f"state.{key}: must be an integer >= 0, got {value!r:.60}") from None
+
+
+def _pending_marks(value: Any, num_tasks: int, reads: int) -> dict[int, int]:
+    if not isinstance(value, list):
+        raise CheckpointError(f"state.pending: must be a list of [index, read] pairs, got {value!r:.60}")
+    marks: dict[int, int] = {}
+    for pair in value:
+        ok = (isinstance(pair, list) and len(pair) == 2 and all(isinstance(x, int) and not isinstance(x, bool) for x in pair))
+        if not ok or not (0 <= pair[0] < num_tasks and 1 <= pair[1] <= reads):
+            raise CheckpointError(f"state.pending: bad entry {pair!r:.60} (pool of {num_tasks}, {reads} reads)")
+        marks[pair[0]] = pair[1]
+    return marks
