@@ -49,6 +49,22 @@ def test_compare_two_methods(tmp_path: Path, capsys: pytest.CaptureFixture[str])
                  "--no-progress"]) == 0  # fmt: skip
     assert "finished run" in capsys.readouterr().out
     assert main(["compare", "--config", str(cfg), "--methods", "bots", "--out", str(out)]) == 2
+    capsys.readouterr()
+    before = {p: p.stat().st_mtime_ns for p in out.rglob("*")}
+    # Runs made with other settings are not reused; without --reuse existing runs are refused.
+    argv = ["compare", "--config", str(cfg), "--methods", "bots,random", "--out", str(out), "--no-progress"]
+    assert main([*argv, "--reuse", "lr=0.5"]) == 2
+    assert "was trained with other settings (lr=1e-06 then, 0.5 now)" in capsys.readouterr().err
+    assert main([*argv, "--reuse", "sft_lr=0.5"]) == 2
+    err = capsys.readouterr().err
+    assert "the warm-up in" in err and "sft_lr=0.001 then, 0.5 now" in err
+    assert main(argv) == 2
+    assert "already holds" in capsys.readouterr().err
+    assert {p: p.stat().st_mtime_ns for p in out.rglob("*")} == before  # nothing written
+    # out_dir= names the output directory as --out does.
+    assert main(["compare", "--config", str(cfg), "--methods", "bots,random", f"out_dir={out}", "--report-only"]) == 0
+    assert main([*argv, f"out_dir={tmp_path / 'elsewhere'}", "--report-only"]) == 2
+    assert "disagree" in capsys.readouterr().err
 
 
 def run(label: str, accs: list[float], etr: float = 0.5) -> RunCurves:

@@ -249,3 +249,14 @@ def test_parameter_mismatch_on_load_is_an_explicit_choice() -> None:
     d = BOTS(len(a), seed=77, evidence=a.evidence)  # the same λ, ρ, ..., but a scalar prior
     with pytest.raises(CheckpointError, match="prior_alpha: differs"):
         d.load_state_dict(a.state_dict())
+
+
+def test_save_and_load_name_the_path_when_it_cannot_be_used(tmp_path: Path) -> None:
+    sel = _make()
+    for call in (lambda: sel.save(tmp_path), lambda: BOTS.load(tmp_path)):
+        with pytest.raises(CheckpointError, match=r"^path: .* is a directory; a checkpoint is one file"):
+            call()
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(CheckpointError, match=r"^path: cannot write a checkpoint to .*file/sel.bots"):
+        sel.save(tmp_path / "file" / "sel.bots")  # a parent that is a file
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]

@@ -7,6 +7,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 # One line per sub-command module; order is the order shown in ``bots --help``.
 COMMAND_MODULES = [
@@ -19,10 +20,21 @@ COMMAND_MODULES = [
 ]
 
 
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse with a one-line error (``bots demo: error: argument --steps: ...``): the message
+    names the argument; ``--help`` shows the usage. Sub-command parsers are of this class too."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    from . import __version__
+
+    parser = ArgumentParser(
         prog="bots", description="Bayesian Online Task Selection for LLM reinforcement finetuning."
     )
+    parser.add_argument("--version", action="version", version=f"bots-rft {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         importlib.import_module(name).add_parser(subparsers)
@@ -31,7 +43,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version, or a bad argument (already reported)
+        return exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 2
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
@@ -42,6 +57,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BotsError as exc:
         print(f"bots {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:
+        # Paths are checked up front; this is what the checks cannot foresee (a disk filling up,
+        # a file removed mid-run). One line, and a status that tells it from bad arguments.
+        where = f" ({exc.filename})" if exc.filename else ""
+        print(f"bots {args.command}: error: {exc.strerror or exc}{where}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -193,9 +193,16 @@ def run_refeval(cfg: RefEvalConfig, *, progress: bool = True) -> RefEvalSummary:
 
     from .models import load_model
 
+    # Everything that can be wrong with the request is found before the progress file is written:
+    # a failed start must not leave a file whose fingerprint blocks the corrected rerun.
     cfg.validate()
     started = time.monotonic()
     pool = TaskPool.load(cfg.pool)
+    if cfg.column in pool.table.column_names and cfg.column not in pool.difficulty_columns:
+        raise InvalidArgumentError(
+            f"column: {cfg.column!r} is one of the pool's own columns, not a difficulty column; choose another name",
+            "column",
+        )
     out = cfg.out or cfg.pool
     n_target = min(len(pool), cfg.limit) if cfg.limit else len(pool)
     chunk_tasks = cfg.chunk_tasks or max(1, cfg.batch_size // cfg.rollouts)
@@ -204,19 +211,22 @@ def run_refeval(cfg: RefEvalConfig, *, progress: bool = True) -> RefEvalSummary:
 
     ppath = progress_path_for(out, cfg.column)
     done: dict[int, tuple[float, int]] = {}
-    if ppath.exists() and not cfg.restart:
+    fresh = not ppath.exists() or cfg.restart
+    if not fresh:
         done = _read_progress(ppath, fingerprint, n_target)
-    else:
+    todo = [(c, rows) for c, rows in enumerate(chunks) if not all(r in done for r in rows)]
+    resumed = sum(1 for r in done if r < n_target)
+    # Loading the model checks the model, device and dtype (and is needed anyway when work is left).
+    loaded = load_model(cfg.model, device=cfg.device, dtype=cfg.dtype, seed=cfg.seed) if todo else None
+    if fresh:
         ppath.parent.mkdir(parents=True, exist_ok=True)
         with open(ppath, "w", encoding="utf-8") as f:
             f.write(json.dumps({"config": fingerprint, "rows": n_target, "pool": str(cfg.pool)}) + "\n")
-    todo = [(c, rows) for c, rows in enumerate(chunks) if not all(r in done for r in rows)]
-    resumed = sum(1 for r in done if r < n_target)
 
     generated = 0
     evaluated = 0
-    if todo:
-        model, tokenizer = load_model(cfg.model, device=cfg.device, dtype=cfg.dtype, seed=cfg.seed)
+    if loaded is not None:
+        model, tokenizer = loaded
         bar = tqdm(total=n_target, initial=n_target - sum(len(rows) for _, rows in todo),
                    desc=f"refeval {cfg.column}", unit="task", disable=not progress)  # fmt: skip
         with RewardScorer(workers=cfg.workers, timeout=cfg.reward_timeout) as scorer, open(

@@ -449,8 +449,14 @@ class BOTS:
             self._lock = lock
 
     def save(self, path: str | os.PathLike[str]) -> None:
-        """Write a checkpoint atomically (temporary file, fsync, rename)."""
-        save_state(path, self.state_dict())
+        """Write a checkpoint atomically (temporary file, fsync, rename). ``path`` is a file;
+        missing parent directories are created."""
+        _check_not_a_directory(path)
+        state = self.state_dict()
+        try:
+            save_state(path, state)
+        except OSError as exc:
+            raise CheckpointError(f"path: cannot write a checkpoint to {str(path)!r} ({exc.strerror or exc})") from None
 
     @classmethod
     def load(
@@ -462,7 +468,12 @@ class BOTS:
     ) -> BOTS:
         """Read a checkpoint written by :meth:`save`. A custom (non-interpolation) estimator is
         not stored in the file: pass it as ``evidence`` and its ``load_state_dict`` gets its state."""
-        return cls._from_state(load_state(path), threads=threads, evidence=evidence)
+        _check_not_a_directory(path)
+        try:
+            state = load_state(path)
+        except OSError as exc:
+            raise CheckpointError(f"path: cannot read a checkpoint from {str(path)!r} ({exc.strerror or exc})") from None
+        return cls._from_state(state, threads=threads, evidence=evidence)
 
     @classmethod
     def _from_state(cls, state: dict[str, Any], *, threads: int | None, evidence: Any) -> BOTS:
@@ -542,6 +553,13 @@ def _readonly(a: np.ndarray) -> np.ndarray:
     v = a.view()
     v.flags.writeable = False
     return v
+
+
+def _check_not_a_directory(path: str | os.PathLike[str]) -> None:
+    if os.path.isdir(path):
+        raise CheckpointError(
+            f"path: {str(path)!r} is a directory; a checkpoint is one file, e.g. {os.path.join(path, 'selector.bots')!r}"
+        )
 
 
 def _readonly_prior(p: float | FloatArray) -> float | FloatArray:

@@ -3,8 +3,11 @@ then write the paper-style tables (TTB/BSF against Random on held-out accuracy, 
 ratios, rollouts per step) and curves (held-out accuracy, ETR, reward against steps).
 
 A supervised warm-up (``sft_steps``) runs once and every method starts from its weights.
-Runs go to OUT/<method>/; ``--reuse`` skips finished runs and resumes interrupted ones, and
-``--report-only`` rebuilds OUT/summary.md and OUT/curves.png from the logs.
+Runs go to OUT/<method>/ (OUT: ``--out``, else the config's ``out_dir``, else runs/compare). A run
+directory that already holds a run is refused unless ``--reuse``, which skips finished runs and
+resumes interrupted ones, but only when they were trained with the same settings as now (the
+differing keys are named otherwise). ``--report-only`` rebuilds OUT/summary.md and OUT/curves.png
+from the logs.
 
 ``--seeds 0,1,2`` runs every method once per seed (the RL seed: selection, sampling, mini-batch
 order; the warm-up is shared) into OUT/<method>/seed<k>/. The TTB/BSF table then uses each
@@ -17,6 +20,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from ._args import check_input, check_output_dir
+
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = subparsers.add_parser("compare", help="train several selection methods and tabulate TTB/BSF/ETR",
@@ -24,7 +29,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
     p.add_argument("--config", default=None, help="YAML or TOML training config")
     p.add_argument("--methods", default="bots,random", help="comma-separated (default: %(default)s)")
     p.add_argument("--model", default=None)
-    p.add_argument("--out", default="runs/compare", help="output directory (default: %(default)s)")
+    p.add_argument("--out", default=None, help="output directory (default: the config's out_dir, else runs/compare)")
     p.add_argument("--seeds", default=None, help="comma-separated RL seeds, e.g. 0,1,2 (default: the config's seed)")
     p.add_argument("--reuse", action="store_true", help="skip finished runs, resume interrupted ones")
     p.add_argument("--report-only", action="store_true", help="only rebuild the report from OUT/<method>/")
@@ -77,6 +82,80 @@ def _finished(run_dir: Path, steps: int) -> bool:
     return any(r.get("kind") == "eval" and r.get("step") == steps for r in read_metrics(path))
 
 
+# Settings that do not change what a run computes (where it writes, how it reports, how many CPU
+# threads or scoring processes it uses): a run that differs only in these may be reused.
+_REUSE_IGNORED = frozenset({"out_dir", "resume", "progress", "tensorboard", "save_every", "keep_checkpoints",
+                            "threads", "reward_workers", "reward_timeout"})  # fmt: skip
+# What the shared supervised warm-up depends on.
+_WARMUP_KEYS = ("model", "pool", "seed", "system_prompt", "dtype", "max_prompt_tokens", "grad_clip",
+                "sft_steps", "sft_lr", "sft_batch_size", "sft_template")  # fmt: skip
+WARMUP_RECORD = "bots_compare_warmup.json"
+
+
+def _differences(recorded: dict[str, Any], current: dict[str, Any], keys: Any) -> list[str]:
+    return [f"{k}={recorded.get(k)!r} then, {current.get(k)!r} now" for k in keys if recorded.get(k) != current.get(k)]
+
+
+def _recorded_config(run_dir: Path) -> dict[str, Any] | None:
+    """The config a run in ``run_dir`` was (last) started with, from its metrics.jsonl."""
+    from ..train.logger import read_metrics
+
+    path = run_dir / "metrics.jsonl"
+    configs = [r["config"] for r in read_metrics(path) if r.get("kind") == "config"] if path.exists() else []
+    return configs[-1] if configs and isinstance(configs[-1], dict) else None
+
+
+def _check_existing(out: Path, runs: list[tuple[Path, Any]], warmup: Any, reuse: bool) -> None:
+    """Before any work: every run directory that holds something is either refused (no --reuse)
+    or was made with the same settings as its run would be now."""
+    import json
+
+    from ..errors import ConfigError
+
+    if warmup is not None:
+        dest, cfg = warmup
+        record = dest / WARMUP_RECORD
+        if dest.exists() and any(dest.iterdir()):
+            if not reuse:
+                raise ConfigError(f"--out: {str(dest)!r} already holds a warm-up; pass --reuse to use it, or choose another --out")
+            try:
+                saved = json.loads(record.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                saved = None
+            if not isinstance(saved, dict):
+                raise ConfigError(f"--reuse: {str(dest)!r} has no readable {WARMUP_RECORD}; remove it or choose another --out")
+            diff = _differences(saved, cfg.to_dict(), _WARMUP_KEYS)
+            if diff:
+                raise ConfigError(f"--reuse: the warm-up in {str(dest)!r} was made with other settings ({'; '.join(diff)}); "
+                                  "remove it or choose another --out")  # fmt: skip
+    for run_dir, cfg in runs:
+        if not (run_dir.exists() and any(run_dir.iterdir())):
+            continue
+        if not reuse:
+            raise ConfigError(f"--out: {str(run_dir)!r} already holds a run; pass --reuse to reuse or resume it, "
+                              "or choose another --out")  # fmt: skip
+        recorded = _recorded_config(run_dir)
+        if recorded is None:
+            continue  # started but never got as far as its first record: resumed from nothing
+        now = cfg.to_dict()
+        diff = _differences(recorded, now, sorted((set(recorded) | set(now)) - _REUSE_IGNORED))
+        if diff:
+            raise ConfigError(f"--reuse: {str(run_dir)!r} was trained with other settings ({'; '.join(diff)}); "
+                              "remove it, choose another --out, or run with its settings")  # fmt: skip
+
+
+def _output_dir(args: argparse.Namespace, cfg: Any, override: str | None) -> Path:
+    from ..errors import ConfigError
+    from ..train.config import TrainConfig
+
+    if args.out is not None and override is not None and Path(args.out) != Path(override):
+        raise ConfigError(f"--out: {args.out!r} and out_dir={override!r} disagree; give one")
+    chosen = args.out or override
+    if chosen is None and cfg.out_dir != TrainConfig.out_dir:
+        chosen = cfg.out_dir  # set in the config file
+    return Path(chosen or "runs/compare")
+
+
 def main(args: argparse.Namespace) -> int:
     from ..errors import ConfigError
     from ..train.config import METHODS, load_config, parse_overrides
@@ -98,25 +177,43 @@ def main(args: argparse.Namespace) -> int:
         extra["model"] = args.model
     if args.no_progress:
         extra["progress"] = False
+    if args.config is not None:
+        check_input(args.config, "--config")
+    override = extra.get("out_dir")
     cfg = load_config(args.config, extra)
     seeds = _parse_seeds(args.seeds)
     run_seeds: list[int | None] = list(seeds) if seeds else [None]  # None: the config's seed, OUT/<method>/
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    if not args.report_only:
+    out = _output_dir(args, cfg, None if override is None else str(override))
+    if args.report_only:
+        missing = [str(_run_dir(out, m, s)) for m in methods for s in run_seeds
+                   if not (_run_dir(out, m, s) / "metrics.jsonl").exists()]  # fmt: skip
+        if missing:
+            raise ConfigError(f"--report-only: no run log (metrics.jsonl) in {', '.join(map(repr, missing))}; "
+                              "run without --report-only first")  # fmt: skip
+    else:
+        check_output_dir(out, "--out", overwrite=True)  # existing runs are checked one by one below
+        warm_dest = out / "warmup"
+        rl_cfg = cfg.replace(model=str(warm_dest), sft_steps=0) if cfg.sft_steps > 0 else cfg
+
+        def run_cfg_of(m: str, seed: int | None) -> Any:
+            c = rl_cfg.replace(method=m, out_dir=str(_run_dir(out, m, seed)), resume=args.reuse)
+            return c if seed is None else c.replace(seed=seed)
+
+        plan = [(m, seed, run_cfg_of(m, seed)) for m in methods for seed in run_seeds]
+        _check_existing(out, [(_run_dir(out, m, s), c) for m, s, c in plan],
+                        (warm_dest, cfg) if cfg.sft_steps > 0 else None, args.reuse)  # fmt: skip
+        out.mkdir(parents=True, exist_ok=True)
         if cfg.sft_steps > 0:
-            cfg = _shared_warmup(cfg, out / "warmup", args.reuse)  # type: ignore[assignment]
+            cfg = _shared_warmup(cfg, warm_dest, args.reuse)  # type: ignore[assignment]
         from ..train.trainer import train
 
-        for m in methods:
-            for seed in run_seeds:
-                run_dir = _run_dir(out, m, seed)
-                if args.reuse and _finished(run_dir, cfg.steps):
-                    print(f"bots compare: {m}: finished run in {run_dir}, reused")
-                    continue
-                print(f"bots compare: training with {m} -> {run_dir}")
-                run_cfg = cfg.replace(method=m, out_dir=str(run_dir), resume=args.reuse)
-                train(run_cfg if seed is None else run_cfg.replace(seed=seed))
+        for m, seed, run_cfg in plan:
+            run_dir = _run_dir(out, m, seed)
+            if args.reuse and _finished(run_dir, cfg.steps):
+                print(f"bots compare: {m}: finished run in {run_dir}, reused")
+                continue
+            print(f"bots compare: training with {m} -> {run_dir}")
+            train(run_cfg)
     groups = {m: [load_run(m, _run_dir(out, m, seed)) for seed in run_seeds] for m in methods}
     runs = [average_runs(m, g) for m, g in groups.items()]
     seed_text = f"seeds {', '.join(map(str, seeds))} (warm-up from seed {cfg.seed})" if seeds else f"seed {cfg.seed}"
@@ -140,6 +237,8 @@ def main(args: argparse.Namespace) -> int:
 
 def _shared_warmup(cfg: object, dest: Path, reuse: bool) -> object:
     """Run the supervised warm-up once; every method then starts from ``dest``."""
+    import json
+
     import torch
 
     from ..data import TaskPool
@@ -148,7 +247,7 @@ def _shared_warmup(cfg: object, dest: Path, reuse: bool) -> object:
     from ..train.sft import sft_warmup
 
     assert isinstance(cfg, TrainConfig)
-    if not (reuse and (dest / "config.json").exists()):
+    if not (reuse and (dest / "config.json").exists() and (dest / WARMUP_RECORD).exists()):
         from ..models import resolve_device
 
         device = resolve_device(None if cfg.device == "auto" else cfg.device)
@@ -159,5 +258,8 @@ def _shared_warmup(cfg: object, dest: Path, reuse: bool) -> object:
         losses = sft_warmup(model, tok, pool, pool.prompts(system_prompt=cfg.system_prompt), cfg, device)
         model.save_pretrained(str(dest))
         tok.save_pretrained(str(dest))
+        # What --reuse compares before it uses this warm-up again.
+        record = {k: v for k, v in cfg.to_dict().items() if k in _WARMUP_KEYS}
+        (dest / WARMUP_RECORD).write_text(json.dumps(record, indent=1), encoding="utf-8")
         print(f"bots compare: warm-up {cfg.sft_steps} steps, loss {losses[0]:.3f} -> {losses[-1]:.3f}, saved to {dest}")
     return cfg.replace(model=str(dest), sft_steps=0)

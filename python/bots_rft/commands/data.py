@@ -5,11 +5,17 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ._args import check_input, check_output_dir, integer, real
+
+# What a pool builder writes into its --out directory.
+_SPLITS = ("train.parquet", "eval.parquet")
+_OVERWRITE_HELP = "replace train.parquet/eval.parquet already in --out"
+
 
 def add_parser(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "data",
-        help="build task pools (reasoning-gym, HumanEval, ARC) or inspect one",
+        help="build task pools (reasoning-gym, HumanEval, ARC, a toy pool) or inspect one",
         description="Build task pools in the verl/GURU parquet layout (train.parquet + eval.parquet), "
         "offline, or inspect an existing pool.",
     )
@@ -24,27 +30,52 @@ def add_parser(subparsers: Any) -> None:
         "gsm_symbolic,knights_knaves,propositional_logic,arc_1d)",
     )
     gym.add_argument("--levels", default="0,1,2,3", help="comma-separated curriculum levels (default: %(default)s)")
-    gym.add_argument("--per-level", type=int, default=200, help="tasks per generator and level (default: %(default)s)")
-    gym.add_argument("--eval-fraction", type=float, default=0.1, help="held out per generator and level (default: %(default)s)")
-    gym.add_argument("--seed", type=int, default=0)
-    gym.add_argument("--item-timeout", type=float, default=5.0, help="skip a task whose generation takes longer, in seconds (default: %(default)s)")
+    gym.add_argument("--per-level", type=integer(1), default=200, help="tasks per generator and level (default: %(default)s)")
+    gym.add_argument("--eval-fraction", type=real(0, 1, high_open=True), default=0.1, help="held out per generator and level (default: %(default)s)")
+    gym.add_argument("--seed", type=integer(0), default=0)
+    gym.add_argument("--item-timeout", type=real(0, low_open=True), default=5.0, help="skip a task whose generation takes longer, in seconds (default: %(default)s)")
+    gym.add_argument("--overwrite", action="store_true", help=_OVERWRITE_HELP)
     gym.set_defaults(func=_gym)
 
     he = sub.add_parser("humaneval", help="the 164 HumanEval problems (code, sandboxed tests)")
     he.add_argument("--out", default="pools/humaneval", help="output directory (default: %(default)s)")
-    he.add_argument("--eval-fraction", type=float, default=0.2, help="held-out share (default: %(default)s)")
-    he.add_argument("--limit", type=int, default=None, help="only the first N problems")
-    he.add_argument("--seed", type=int, default=0)
+    he.add_argument("--eval-fraction", type=real(0, 1, high_open=True), default=0.2, help="held-out share (default: %(default)s)")
+    he.add_argument("--limit", type=integer(1), default=None, help="only the first N problems")
+    he.add_argument("--seed", type=integer(0), default=0)
+    he.add_argument("--overwrite", action="store_true", help=_OVERWRITE_HELP)
     he.set_defaults(func=_humaneval)
 
     arc = sub.add_parser("arc", help="ARC-AGI-1 or -2 (grids as text, exact-match answers)")
     arc.add_argument("--out", default=None, help="output directory (default: pools/arc<version>)")
     arc.add_argument("--version", choices=["1", "2"], default="1", help="ARC-AGI version (default: %(default)s)")
-    arc.add_argument("--limit", type=int, default=None, help="at most N rows per split")
+    arc.add_argument("--limit", type=integer(1), default=None, help="at most N rows per split")
+    arc.add_argument("--overwrite", action="store_true", help=_OVERWRITE_HELP)
     arc.set_defaults(func=_arc)
 
-    info = sub.add_parser("info", help="validate a pool and summarise it")
+    toy = sub.add_parser(
+        "toy",
+        help="a tiny pool a random-weight model can learn, for smoke runs (configs/smoke_tiny.yaml)",
+        description="Write a toy pool (train.parquet + eval.parquet): task k is solved when the "
+        "response's first character has a given code point modulo m, so a random policy succeeds "
+        "about 1/m of the time. Train on it with the verifier bots_rft.train.toy:toy_reward "
+        "(configs/smoke_tiny.yaml registers it).",
+    )
+    toy.add_argument("--out", default="runs/toy", help="output directory (default: %(default)s)")
+    toy.add_argument("--tasks", type=integer(1), default=16, help="training tasks (default: %(default)s)")
+    toy.add_argument("--eval-tasks", type=integer(1), default=4, help="held-out tasks (default: %(default)s)")
+    toy.add_argument("--overwrite", action="store_true", help=_OVERWRITE_HELP)
+    toy.set_defaults(func=_toy)
+
+    info = sub.add_parser(
+        "info",
+        help="validate a pool and summarise it",
+        description="Validate a pool, list its data sources with the verifier that scores each, and "
+        "summarise its difficulty columns. Exit status 0: valid, every task has a verifier; 1: valid "
+        "rows, but some data source has no verifier (training would fail on it); 2: not a valid pool.",
+    )
     info.add_argument("pool", help="parquet file, directory of parquet files, or JSONL file")
+    info.add_argument("--config", default=None,
+                      help="a training config whose verifiers: entries count too (as in bots train)")  # fmt: skip
     info.set_defaults(func=_info)
 
 
@@ -61,11 +92,16 @@ def _gym(args: argparse.Namespace) -> int:
     from ..data.gym import DEFAULT_GYM_DATASETS, build_gym_pool
     from ..errors import InvalidArgumentError
 
-    datasets = [d.strip() for d in args.datasets.split(",") if d.strip()] if args.datasets else list(DEFAULT_GYM_DATASETS)
+    datasets = [d.strip() for d in args.datasets.split(",") if d.strip()] if args.datasets is not None else list(DEFAULT_GYM_DATASETS)
+    if not datasets:
+        raise InvalidArgumentError(f"--datasets: expected comma-separated generator names, got {args.datasets!r}", "datasets")
     try:
         levels = [int(x) for x in args.levels.split(",") if x.strip()]
-    except ValueError as exc:
-        raise InvalidArgumentError(f"--levels: expected comma-separated integers, got {args.levels!r}", "levels") from exc
+    except ValueError:
+        levels = []
+    if not levels or min(levels) < 0:
+        raise InvalidArgumentError(f"--levels: expected comma-separated integers >= 0, got {args.levels!r}", "levels")
+    check_output_dir(args.out, "--out", overwrite=args.overwrite, names=_SPLITS)
     paths = build_gym_pool(args.out, datasets, levels, args.per_level, args.eval_fraction, args.seed, args.item_timeout)
     return _report(paths)
 
@@ -73,13 +109,23 @@ def _gym(args: argparse.Namespace) -> int:
 def _humaneval(args: argparse.Namespace) -> int:
     from ..data.humaneval import build_humaneval_pool
 
+    check_output_dir(args.out, "--out", overwrite=args.overwrite, names=_SPLITS)
     return _report(build_humaneval_pool(args.out, args.eval_fraction, args.seed, args.limit))
 
 
 def _arc(args: argparse.Namespace) -> int:
     from ..data.arc import build_arc_pool
 
-    return _report(build_arc_pool(args.out or f"pools/arc{args.version}", args.version, args.limit))
+    out = args.out or f"pools/arc{args.version}"
+    check_output_dir(out, "--out", overwrite=args.overwrite, names=_SPLITS)
+    return _report(build_arc_pool(out, args.version, args.limit))
+
+
+def _toy(args: argparse.Namespace) -> int:
+    from ..train.toy import write_toy_pool
+
+    check_output_dir(args.out, "--out", overwrite=args.overwrite, names=_SPLITS)
+    return _report(write_toy_pool(args.out, num_tasks=args.tasks, eval_tasks=args.eval_tasks))
 
 
 def _info(args: argparse.Namespace) -> int:
@@ -89,10 +135,34 @@ def _info(args: argparse.Namespace) -> int:
 
     from ..data import TaskPool
 
+    from ..errors import DataError
+    from ..rewards.registry import get_verifier
+
+    check_input(args.pool, "pool", directory_ok=True)
+    if args.config is not None:
+        from ..train.config import load_config
+        from ..train.scoring import register_config_verifiers
+
+        check_input(args.config, "--config")
+        register_config_verifiers(load_config(args.config, {"pool": args.pool}).verifiers)
     pool = TaskPool.load(args.pool)
-    print(f"{pool.source}: {len(pool)} tasks, valid")
-    for source, count in sorted(Counter(pool.data_sources().tolist()).items()):
-        print(f"  {source:40s} {count:>9d}")
+    counts = sorted(Counter(pool.data_sources().tolist()).items())
+    verifiers: dict[str, str | None] = {}
+    for source, _ in counts:
+        try:
+            fn = get_verifier(source)
+            verifiers[source] = f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', fn)}"
+        except DataError:
+            verifiers[source] = None
+    orphans = [s for s, v in verifiers.items() if v is None]
+    unscored = sum(c for s, c in counts if verifiers[s] is None)
+    if orphans:
+        print(f"{pool.source}: {len(pool)} tasks, NOT trainable as is: {unscored} have no verifier "
+              f"(data source {', '.join(map(repr, orphans))})")  # fmt: skip
+    else:
+        print(f"{pool.source}: {len(pool)} tasks, valid (every task has a verifier)")
+    for source, count in counts:
+        print(f"  {source:40s} {count:>9d}  {verifiers[source] or 'NO VERIFIER'}")
     for col in pool.difficulty_columns:
         rates = pool.pass_rate(col)
         known = rates[~np.isnan(rates)]
@@ -104,4 +174,8 @@ def _info(args: argparse.Namespace) -> int:
             )
         else:
             print(f"  {col}: all NaN")
+    if orphans:
+        print("register a verifier for those data sources (bots_rft.rewards.register_verifier, or a verifiers: "
+              "entry in the training config, checked here with --config)")  # fmt: skip
+        return 1
     return 0

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ._args import check_output_file, integer
+
 
 @dataclass
 class DemoResult:
@@ -103,12 +105,14 @@ def format_table(results: list[DemoResult]) -> str:
 def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = subparsers.add_parser("demo", help="BOTS vs random selection on a large synthetic pool", description=__doc__,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--tasks", type=int, default=1_000_000, help="pool size (default 1,000,000)")
-    p.add_argument("--steps", type=int, default=100)
-    p.add_argument("--batch", type=int, default=256)
-    p.add_argument("--rollouts", type=int, default=16)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--tasks", type=integer(1), default=1_000_000, help="pool size (default 1,000,000)")
+    p.add_argument("--steps", type=integer(1), default=100, help="(default 100)")
+    p.add_argument("--batch", type=integer(1), default=256, help="tasks per step, at most --tasks (default 256)")
+    # One rollout per task can never be effective (0 < successes < 1 is impossible).
+    p.add_argument("--rollouts", type=integer(2), default=16, help="rollouts per task, >= 2 (default 16)")
+    p.add_argument("--seed", type=integer(0), default=0)
     p.add_argument("--json", type=Path, default=None, help="also write the results as JSON here")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --json file")
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--no-comparison", action="store_true",
                    help="skip the closing comparison of every method on the simulated learner")
@@ -117,7 +121,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
 
 def main(args: argparse.Namespace) -> int:
     from .. import _core
+    from ..errors import InvalidArgumentError
 
+    if args.batch > args.tasks:
+        raise InvalidArgumentError(f"--batch: must be at most --tasks ({args.tasks}), got {args.batch}", "batch")
+    if args.json:
+        check_output_file(args.json, "--json", overwrite=args.overwrite)
     print(f"bots demo: {args.tasks:,} tasks, {args.steps} steps, batch {args.batch}, {args.rollouts} rollouts per task, "
           f"{_core.thread_count()} threads")
     results = run_demo(args.tasks, args.steps, args.batch, args.rollouts, args.seed, progress=not args.no_progress)

@@ -18,22 +18,31 @@ from pathlib import Path
 from typing import Any
 
 from ..evidence import SPEC_MIN_GAP
+from ._args import check_output_dir, integer, real
 
 DEFAULT_METHODS = "random,offline,mopps,dots,bots,dapo"
 DEFAULT_SWEEP = "0,0.05,0.1,0.2,0.5,1"
 
 
 def _floats(text: str) -> tuple[float, ...]:
+    """Sweep values: comma-separated numbers in [0, 1], or 'none'."""
     if text.strip().lower() in ("", "none", "off"):
         return ()
+    unit = real(0.0, 1.0)
     try:
-        return tuple(float(v) for v in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated numbers or 'none', got {text!r}")
+        return tuple(unit(v) for v in text.split(","))
+    except argparse.ArgumentTypeError as exc:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers in [0, 1] or 'none' ({exc})") from None
 
 
 def _names(text: str) -> tuple[str, ...]:
-    return tuple(v.strip().lower() for v in text.split(",") if v.strip())
+    from ..simulate.experiment import METHODS
+
+    names = tuple(v.strip().lower() for v in text.split(",") if v.strip())
+    unknown = [n for n in names if n not in METHODS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"unknown method(s) {unknown or text!r}; known: {', '.join(METHODS)}")
+    return names
 
 
 def _override(text: str) -> tuple[str, str]:
@@ -50,33 +59,35 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--tasks", type=int, default=54_400, help="pool size (default 54,400 = GURU-Math)")
-    p.add_argument("--steps", type=int, default=100, help="training steps (default 100)")
-    p.add_argument("--batch", type=int, default=256, help="tasks per step (default 256)")
-    p.add_argument("--rollouts", type=int, default=16, help="rollouts per task (default 16)")
-    p.add_argument("--seeds", type=int, default=3, help="number of seeds, 0..N-1 (default 3)")
-    p.add_argument("--first-seed", type=int, default=0, help="first seed (default 0)")
-    p.add_argument("--methods", type=_names, default=_names(DEFAULT_METHODS),
+    p.add_argument("--tasks", type=integer(1), default=54_400, help="pool size (default 54,400 = GURU-Math)")
+    p.add_argument("--steps", type=integer(1), default=100, help="training steps (default 100)")
+    p.add_argument("--batch", type=integer(1), default=256, help="tasks per step, at most --tasks (default 256)")
+    # With one rollout no task is ever effective (0 < successes < 1) and GRPO has no signal.
+    p.add_argument("--rollouts", type=integer(2), default=16, help="rollouts per task, >= 2 (default 16)")
+    p.add_argument("--seeds", type=integer(1), default=3, help="number of seeds, 0..N-1 (default 3)")
+    p.add_argument("--first-seed", type=integer(0), default=0, help="first seed (default 0)")
+    p.add_argument("--methods", type=_names, default=tuple(DEFAULT_METHODS.split(",")),
                    help=f"comma-separated, from {DEFAULT_METHODS} (default all)")
-    p.add_argument("--lam", type=float, default=0.1, help="BOTS λ (default 0.1)")
-    p.add_argument("--rho", type=float, default=0.1, help="BOTS ρ (default 0.1)")
+    p.add_argument("--lam", type=real(0.0, 1.0), default=0.1, help="BOTS λ (default 0.1)")
+    p.add_argument("--rho", type=real(0.0, 1.0), default=0.1, help="BOTS ρ (default 0.1)")
     p.add_argument("--rho-sweep", type=_floats, default=_floats(DEFAULT_SWEEP),
                    help=f"ρ values at λ=--lam, or 'none' (default {DEFAULT_SWEEP})")
     p.add_argument("--lam-sweep", type=_floats, default=_floats(DEFAULT_SWEEP),
                    help=f"λ values at ρ=--rho, or 'none' (default {DEFAULT_SWEEP})")
     p.add_argument("--sampling-ablation", action=argparse.BooleanOptionalAction, default=True,
                    help="also run BOTS with the posterior mean instead of Thompson sampling")
-    p.add_argument("--dapo-oversample", type=float, default=3.0,
+    p.add_argument("--dapo-oversample", type=real(1.0), default=3.0,
                    help="DAPO generation batch as a multiple of the batch (default 3)")
-    p.add_argument("--min-gap", type=float, default=SPEC_MIN_GAP,
+    p.add_argument("--min-gap", type=real(0.0, 1.0, high_open=True), default=SPEC_MIN_GAP,
                    help="interpolation estimator: skip batches whose mean references differ by less (default: SPEC's 1e-6)")  # fmt: skip
-    p.add_argument("--groups", type=int, default=8, help="skill groups of the simulated pool")
-    p.add_argument("--eval-tasks", type=int, default=4096, help="held-out tasks (default 4096)")
+    p.add_argument("--groups", type=integer(1), default=8, help="skill groups of the simulated pool")
+    p.add_argument("--eval-tasks", type=integer(1), default=4096, help="held-out tasks (default 4096)")
     p.add_argument("--learner", type=_override, action="append", default=[], metavar="KEY=VALUE",
                    help="override a simulator setting (see docs/what-bots-does.md), repeatable")
-    p.add_argument("--threads", type=int, default=1, help="threads of the BOTS core (default 1)")
+    p.add_argument("--threads", type=integer(0, 1024), default=1, help="threads of the BOTS core, 0 = every core (default 1)")
     p.add_argument("--out", type=Path, default=None,
-                   help="run directory (default runs/simulate-YYYYmmdd-HHMMSS)")
+                   help="run directory, new or empty (default runs/simulate-YYYYmmdd-HHMMSS)")
+    p.add_argument("--overwrite", action="store_true", help="write into a --out directory that holds files")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=main)  # fmt: skip
@@ -123,13 +134,13 @@ def build_config(args: argparse.Namespace) -> Any:
     from ..simulate.experiment import SimConfig
     from ..simulate.learner import LearnerConfig
 
-    if args.seeds <= 0 or args.first_seed < 0:
-        raise ConfigError(f"--seeds must be > 0 and --first-seed >= 0, got {args.seeds}, {args.first_seed}")
+    if args.batch > args.tasks:
+        raise ConfigError(f"--batch: must be at most --tasks ({args.tasks}), got {args.batch}")
     learner = LearnerConfig(**{
         "num_tasks": args.tasks, "n_rollouts": args.rollouts, "num_groups": args.groups,
         "eval_tasks": args.eval_tasks, **_learner_overrides(args.learner),
     })  # fmt: skip
-    threads = None if args.threads is not None and args.threads <= 0 else args.threads
+    threads = None if args.threads == 0 else args.threads
     return SimConfig(
         learner=learner, steps=args.steps, batch_size=args.batch,
         seeds=tuple(range(args.first_seed, args.first_seed + args.seeds)),
@@ -146,6 +157,7 @@ def main(args: argparse.Namespace) -> int:
 
     config = build_config(args)
     out = args.out or Path("runs") / time.strftime("simulate-%Y%m%d-%H%M%S")
+    check_output_dir(out, "--out", overwrite=args.overwrite)  # before the run, not after it
     cmd = command_line(args)
     print(f"bots simulate: {config.learner.num_tasks:,} tasks, {config.steps} steps, batch "
           f"{config.batch_size}, {config.learner.n_rollouts} rollouts, seeds {list(config.seeds)}")  # fmt: skip

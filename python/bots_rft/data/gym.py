@@ -17,7 +17,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from ..errors import InvalidArgumentError
+from ..errors import DataError, InvalidArgumentError
 from ..rewards.gym import import_reasoning_gym
 from .schema import chat, make_row
 from .split import PoolPaths, split_rows, write_split
@@ -72,6 +72,19 @@ def _time_limit(seconds: float | None) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
+def _top_level(name: str) -> int:
+    """The highest curriculum level of a generator (0 for one without a curriculum)."""
+    factory = import_reasoning_gym()
+    if not factory.has_curriculum(name):
+        return 0
+    curriculum = factory.create_curriculum(name)
+    return max(len(a.levels) for a in curriculum.attributes.values()) - 1
+
+
+def _level_span(top: int) -> str:
+    return "level 0 only" if top == 0 else f"levels 0-{top}"
+
+
 def _level_configs(name: str, levels: Sequence[int], size: int, seed: int) -> list[tuple[int, dict[str, Any]]]:
     """(level, dataset config) per requested level the generator has; a generator without a
     curriculum has level 0 only. Each level is its own band of the curriculum (not cumulative)."""
@@ -80,17 +93,23 @@ def _level_configs(name: str, levels: Sequence[int], size: int, seed: int) -> li
 
     if name not in DATASETS:
         raise InvalidArgumentError(f"datasets: unknown reasoning-gym generator {name!r}", "datasets")
+    top = _top_level(name)
+    missing = [level for level in levels if level > top]
+    if len(missing) == len(levels):
+        raise InvalidArgumentError(
+            f"levels: generator {name!r} has none of levels {list(levels)} (it has {_level_span(top)})", "levels"
+        )
+    if missing:
+        log.warning("reasoning-gym: %s has %s; skipping level(s) %s", name, _level_span(top), missing)
     out: list[tuple[int, dict[str, Any]]] = []
     for level in levels:
         level_seed = (seed * 1_000_003 + zlib.crc32(f"{name}/{level}".encode())) % (2**31)
-        if not has_curriculum(name):
-            if level == 0:
-                out.append((0, {"seed": level_seed, "size": size}))
-            continue
-        curriculum = create_curriculum(name)
-        top = max(len(a.levels) for a in curriculum.attributes.values()) - 1
         if level > top:
             continue
+        if not has_curriculum(name):
+            out.append((0, {"seed": level_seed, "size": size}))
+            continue
+        curriculum = create_curriculum(name)
         curriculum.set_global_level(level)
         # The library's default (inclusive) ranges: level L spans the curriculum's values up to
         # L, so difficulty rises with L. Single-level bands give degenerate configs for some
@@ -115,11 +134,15 @@ def gym_rows(
     factory = import_reasoning_gym()
     DATASETS = factory.DATASETS
 
+    names = list(dict.fromkeys(datasets))  # in order, once each
+    if not names:
+        raise InvalidArgumentError("datasets: no generator given", "datasets")
     if per_level < 1:
         raise InvalidArgumentError(f"per_level: must be at least 1, got {per_level!r}", "per_level")
-    if any(level < 0 for level in levels):
-        raise InvalidArgumentError(f"levels: must be >= 0, got {list(levels)}", "levels")
-    plan = [(name, level, cfg) for name in datasets for level, cfg in _level_configs(name, levels, per_level, seed)]
+    if not levels or any(level < 0 for level in levels):
+        raise InvalidArgumentError(f"levels: expected one or more levels >= 0, got {list(levels)}", "levels")
+    levels = list(dict.fromkeys(levels))  # once each, in the order given (it orders the rows)
+    plan = [(name, level, cfg) for name in names for level, cfg in _level_configs(name, levels, per_level, seed)]
     rows: list[dict[str, Any]] = []
     seen: set[str] = set()
     failures = 0
@@ -160,6 +183,8 @@ def gym_rows(
             )
     if failures:
         log.warning("reasoning-gym: %d of the requested tasks failed to generate and were skipped", failures)
+    if not rows:
+        raise DataError(f"reasoning-gym: no task could be generated ({failures} failed); try another --item-timeout or --seed")
     return rows
 
 
