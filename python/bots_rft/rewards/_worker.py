@@ -1,11 +1,13 @@
 """A reward worker process (``python -m bots_rft.rewards._worker``), driven by
 :class:`bots_rft.rewards.scorer.RewardScorer` over its stdin/stdout.
 
-Messages are length-prefixed pickles: in ``(job_id, verifier, args)``; out ``("begin", job_id)``
-once the verifier's module is prepared (its ``prepare()`` hook, if any, imports heavy libraries:
-that time does not count against the per-response timeout), then
-``("done", job_id, reward, reason, error)``. A verifier that raises is reported, never fatal; one
-that hangs is killed from outside, together with this process.
+Messages are length-prefixed pickles: in ``(job_id, inner)`` where ``inner`` is the pickle of
+``(verifier, args)``; out ``("unloadable", job_id, reason)`` when ``inner`` cannot be loaded here
+(the scorer raises: it is a setup error, not a verifier error), else ``("begin", job_id)`` once the
+verifier's module is prepared (its ``prepare()`` hook, if any, imports heavy libraries: that time
+does not count against the per-response timeout), then ``("done", job_id, reward, reason, error,
+kind)``. Whatever the verifier raises — SystemExit and KeyboardInterrupt included — is reported,
+never fatal; a verifier that hangs or exits the process is handled from outside.
 """
 
 from __future__ import annotations
@@ -18,13 +20,29 @@ import sys
 from bots_rft.rewards._protocol import HEADER, frame, read_exact
 
 
+def _die_with_parent() -> None:
+    """Linux: SIGKILL this worker when the scorer's process dies, even while a verifier hangs."""
+    parent = os.getppid()
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        pr_set_pdeathsig = 1
+        libc.prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the parent died before prctl took effect
+        os._exit(1)
+
+
 def main() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    _die_with_parent()
     # The protocol owns the original stdout; anything a verifier prints goes to stderr.
     out = os.fdopen(os.dup(1), "wb", buffering=0)
     os.dup2(2, 1)
     inp = sys.stdin.buffer
-    from bots_rft.rewards.base import coerce_result
+    from bots_rft.rewards.base import coerce_result, verifier_error
 
     prepared: set[str] = set()
     while True:
@@ -34,7 +52,12 @@ def main() -> None:
         payload = read_exact(inp, HEADER.unpack(header)[0])
         if payload is None:
             return
-        job_id, verifier, args = pickle.loads(payload)
+        job_id, inner = pickle.loads(payload)
+        try:
+            verifier, args = pickle.loads(inner)
+        except BaseException as exc:  # noqa: BLE001 - e.g. a function of the caller's __main__
+            out.write(frame(pickle.dumps(("unloadable", job_id, f"{type(exc).__name__}: {exc}"[:500]))))
+            continue
         module = getattr(verifier, "__module__", None)
         if module and module not in prepared:
             prepared.add(module)
@@ -42,15 +65,14 @@ def main() -> None:
             if callable(hook):
                 try:
                     hook()
-                except Exception:  # noqa: BLE001 - the verifier call itself will report it
+                except BaseException:  # noqa: BLE001 - the verifier call itself will report it
                     pass
         out.write(frame(pickle.dumps(("begin", job_id))))
         try:
             res = coerce_result(verifier(*args))
-            msg = ("done", job_id, res.reward, res.reason, res.error)
         except BaseException as exc:  # noqa: BLE001 - a failing verifier costs one reward
-            msg = ("done", job_id, 0.0, f"verifier raised {type(exc).__name__}: {exc}"[:500], True)
-        out.write(frame(pickle.dumps(msg)))
+            res = verifier_error("raised", f"verifier raised {type(exc).__name__}: {exc}")
+        out.write(frame(pickle.dumps(("done", job_id, res.reward, res.reason, res.error, res.kind))))
 
 
 if __name__ == "__main__":

@@ -48,8 +48,9 @@ def register_verifier(prefix: str, verifier: Verifier) -> None:
     """Score every ``data_source`` starting with ``prefix`` with ``verifier``
     (``verifier(data_source, solution_str, ground_truth, extra_info) -> float``).
 
-    The verifier runs in worker processes, so it must be a module-level function (picklable by
-    reference), not a lambda or closure."""
+    The verifier runs in worker processes, so it must be a module-level function of an importable
+    module (the workers import it by name), not a lambda, a closure or a function of the script
+    being run (``__main__``); the scorer refuses the last with a message when it uses workers."""
     if not isinstance(prefix, str) or not prefix:
         raise InvalidArgumentError(f"prefix: expected a non-empty string, got {prefix!r}", "prefix")
     if not callable(verifier):

@@ -1,10 +1,13 @@
 """``RewardScorer``: scores batches of responses with the right verifier per ``data_source``,
-in parallel worker processes, so that a verifier that raises, hangs or crashes costs that one
-rollout (reward 0, logged) and never the caller.
+so that a verifier that raises, hangs, crashes or returns garbage costs that one rollout (reward
+0, counted as a *verifier error* of its kind and logged) and never the caller.
 
-Worker processes (not threads) because the verifiers are CPU-bound Python (sympy, reasoning-gym)
-and because a hung call can only be stopped by killing its process; code verifiers additionally
-run the untrusted program in a sandbox subprocess of their own.
+By default verifiers run in worker processes (not threads): the verifiers are CPU-bound Python
+(sympy, reasoning-gym), and a hung call — even one stuck inside C code — can only be stopped by
+killing its process. Each worker gets a private temporary directory (``TMPDIR``) that is deleted
+whenever the worker ends (finished, timed out, crashed, killed, scorer closed), so temporary files
+a verifier or its sandbox leave behind do not outlive the worker. Workers die with the scorer's
+process (Linux parent-death signal), so a killed trainer leaves no verifier running.
 """
 
 from __future__ import annotations
@@ -13,37 +16,151 @@ import logging
 import os
 import pickle
 import select
+import shutil
+import signal
 import subprocess
 import sys
+import tempfile
+import threading
 import time
-from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections import Counter, deque
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidArgumentError
 from ._protocol import HEADER, frame, read_exact
-from .base import RewardItem, RewardResult, Verifier, coerce_result
+from .base import RewardItem, RewardResult, Verifier, coerce_result, verifier_error
 from .registry import get_verifier
 
-__all__ = ["RewardScorer", "score_one"]
+__all__ = ["RewardScorer", "StopScoring", "score_one", "verifier_name"]
 
 log = logging.getLogger("bots_rft.rewards")
 
+# Private directories of the workers of one scorer live under
+# ``<tmp>/bots-reward-<pid>-<random>``; a later scorer removes those of dead processes.
+_ROOT_PREFIX = "bots-reward-"
 
-def score_one(item: RewardItem, verifier: Verifier | None = None) -> RewardResult:
-    """Score one item in this process: exceptions become reward 0 (no protection from hangs)."""
-    fn = verifier or get_verifier(item.data_source)
+
+class StopScoring(BaseException):
+    """Raised (by a signal handler, e.g. the trainer's SIGTERM handler) to abandon scoring. It
+    passes through the scorer untouched — it is never taken for a verifier's own exception."""
+
+
+class _VerifierTimeout(BaseException):
+    """Raised by the in-process timer inside a verifier that ran out of time."""
+
+
+def verifier_name(verifier: Any) -> str:
+    """``module:qualname`` of a verifier, for messages."""
+    module = getattr(verifier, "__module__", None) or "?"
+    return f"{module}:{getattr(verifier, '__qualname__', None) or getattr(verifier, '__name__', repr(verifier))}"
+
+
+@contextmanager
+def _in_process_guard(timeout: float) -> Iterator[dict[str, bool]]:
+    """Bound an in-process verifier call by ``timeout`` seconds (an interval timer that raises
+    inside the verifier) and tell a real Ctrl-C apart from a KeyboardInterrupt the verifier
+    raises itself. Only possible on the main thread; elsewhere the call is unguarded."""
+    state = {"sigint": False}
+    if threading.current_thread() is not threading.main_thread() or signal.getitimer(signal.ITIMER_REAL)[0]:
+        yield state
+        return
+
+    def on_alarm(signum: int, frame: Any) -> None:
+        raise _VerifierTimeout()
+
+    previous_int = signal.getsignal(signal.SIGINT)
+
+    def on_sigint(signum: int, frame: Any) -> None:
+        state["sigint"] = True
+        if callable(previous_int):
+            previous_int(signum, frame)
+        raise KeyboardInterrupt
+
+    previous_alarm = signal.signal(signal.SIGALRM, on_alarm)
+    signal.signal(signal.SIGINT, on_sigint)
+    signal.setitimer(signal.ITIMER_REAL, timeout)
     try:
-        return coerce_result(fn(item.data_source, item.response, item.ground_truth, item.extra_info))
-    except Exception as exc:  # noqa: BLE001 - a failing verifier costs one reward
-        return RewardResult(0.0, f"verifier raised {type(exc).__name__}: {exc}"[:500], True)
+        yield state
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous_alarm)
+        signal.signal(signal.SIGINT, previous_int)
+
+
+def score_one(item: RewardItem, verifier: Verifier | None = None, timeout: float | None = None) -> RewardResult:
+    """Score one item in this process. Whatever the verifier raises (SystemExit and
+    KeyboardInterrupt included) or returns that is not a reward is a verifier error. With
+    ``timeout`` (seconds, main thread only), a verifier still running is stopped by a timer: that
+    stops Python code (loops, sleeps) but not a call stuck inside a C extension — only a worker
+    process (:class:`RewardScorer` with ``workers >= 1``) bounds those."""
+    fn = verifier or get_verifier(item.data_source)
+    args = (item.data_source, item.response, item.ground_truth, item.extra_info)
+    if timeout is None:
+        try:
+            return coerce_result(fn(*args))
+        except StopScoring:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - a failing verifier costs one reward
+            return verifier_error("raised", f"verifier raised {type(exc).__name__}: {exc}")
+    try:
+        with _in_process_guard(timeout) as guard:
+            try:
+                value = fn(*args)
+            except _VerifierTimeout:
+                raise
+            except KeyboardInterrupt:
+                if guard["sigint"]:
+                    raise  # a real Ctrl-C
+                return verifier_error("raised", "verifier raised KeyboardInterrupt")
+            except StopScoring:
+                raise
+            except BaseException as exc:  # noqa: BLE001
+                return verifier_error("raised", f"verifier raised {type(exc).__name__}: {exc}")
+    except _VerifierTimeout:
+        return verifier_error("timeout", f"verifier timed out after {timeout:g}s (in-process)")
+    return coerce_result(value)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _remove_stale_roots(tmp: str) -> None:
+    """Worker directories of scorers whose process died without cleaning up (SIGKILL)."""
+    try:
+        entries = list(os.scandir(tmp))
+    except OSError:
+        return
+    for entry in entries:
+        if not entry.name.startswith(_ROOT_PREFIX):
+            continue
+        pid_text = entry.name[len(_ROOT_PREFIX) :].split("-", 1)[0]
+        try:
+            if not pid_text.isdigit() or entry.stat(follow_symlinks=False).st_uid != os.getuid():
+                continue
+        except OSError:
+            continue
+        if not _pid_alive(int(pid_text)):
+            shutil.rmtree(entry.path, ignore_errors=True)
 
 
 class _Worker:
-    def __init__(self) -> None:
+    def __init__(self, root: Path) -> None:
+        self.tmpdir = tempfile.mkdtemp(prefix="w-", dir=root)
         env = dict(os.environ)
         # The worker must import whatever the caller can (e.g. a module of custom verifiers).
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+        # Everything the verifier (and its sandbox) creates through tempfile lands here.
+        env["TMPDIR"] = self.tmpdir
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "bots_rft.rewards._worker"],
             stdin=subprocess.PIPE,
@@ -57,8 +174,11 @@ class _Worker:
 
     def send(self, job: int, verifier: Verifier, item: RewardItem, startup_timeout: float) -> None:
         args = (item.data_source, item.response, item.ground_truth, dict(item.extra_info))
+        # The verifier and its arguments travel as an inner pickle, so that a worker that cannot
+        # load them (e.g. a function of the caller's __main__) can still say so for this job.
+        payload = pickle.dumps((job, pickle.dumps((verifier, args))))
         assert self.proc.stdin is not None
-        self.proc.stdin.write(frame(pickle.dumps((job, verifier, args))))
+        self.proc.stdin.write(frame(payload))
         # Until the worker says "begin", it may still be importing the verifier's libraries.
         self.job, self.deadline, self.started = job, time.monotonic() + startup_timeout, False
 
@@ -76,16 +196,21 @@ class _Worker:
         self.proc.wait()
         for stream in (self.proc.stdin, self.proc.stdout):
             if stream is not None:
-                stream.close()
+                try:
+                    stream.close()
+                except OSError:
+                    pass
+        shutil.rmtree(self.tmpdir, ignore_errors=True)
 
     def close(self) -> None:
-        """Ask politely (EOF on stdin), then kill."""
-        try:
-            if self.proc.stdin is not None:
-                self.proc.stdin.close()
-            self.proc.wait(timeout=2)
-        except (OSError, subprocess.TimeoutExpired):
-            pass
+        """Ask an idle worker politely (EOF on stdin), then kill; a busy one is killed at once."""
+        if self.job is None:
+            try:
+                if self.proc.stdin is not None:
+                    self.proc.stdin.close()
+                self.proc.wait(timeout=2)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
         self.kill()
 
 
@@ -93,24 +218,48 @@ class RewardScorer:
     """Scores responses in ``workers`` processes with a per-response ``timeout`` (seconds).
     ``startup_timeout`` bounds a worker's one-off import of a verifier's libraries.
 
-    ``workers=0`` scores in the calling thread (exceptions are still caught, hangs are not).
-    Use as a context manager, or call :meth:`close`, to stop the workers.
+    ``workers=0`` scores in the calling thread: exceptions are caught and, on the main thread,
+    a timer stops a verifier after ``timeout`` — but not one stuck inside C code (use a worker).
+
+    ``fault_streak``: after a verifier hung (timed out) or crashed its worker on this many of
+    its calls in a row within one batch, its remaining responses in that batch are not run and
+    count as errors of the same kind, so a verifier that always hangs costs a batch about
+    ``fault_streak * timeout / workers`` seconds, not ``timeout`` per response. None: run all.
+
+    Verifier errors are counted by kind in :attr:`error_counts` (see
+    :data:`~bots_rft.rewards.base.ERROR_KINDS`) and logged once per kind and batch, with the count,
+    the verifier and the first reason. Use as a context manager, or call :meth:`close`.
 
     >>> with RewardScorer(workers=2) as scorer:                      # doctest: +SKIP
     ...     scorer.score_batch([RewardItem("math", "... \\\\boxed{4}", "4", {})])
     """
 
-    def __init__(self, workers: int | None = None, timeout: float = 30.0, startup_timeout: float = 120.0) -> None:
+    def __init__(
+        self,
+        workers: int | None = None,
+        timeout: float = 30.0,
+        startup_timeout: float = 120.0,
+        fault_streak: int | None = 2,
+    ) -> None:
         if workers is None:
             workers = min(2, os.cpu_count() or 1)
-        if not isinstance(workers, int) or workers < 0:
+        if not isinstance(workers, int) or isinstance(workers, bool) or workers < 0:
             raise InvalidArgumentError(f"workers: expected an integer >= 0, got {workers!r}", "workers")
-        if not (isinstance(timeout, (int, float)) and timeout > 0):
-            raise InvalidArgumentError(f"timeout: expected seconds > 0, got {timeout!r}", "timeout")
+        for name, value in (("timeout", timeout), ("startup_timeout", startup_timeout)):
+            if isinstance(value, bool) or not (isinstance(value, (int, float)) and value > 0):
+                raise InvalidArgumentError(f"{name}: expected seconds > 0, got {value!r}", name)
+        if fault_streak is not None and (
+            isinstance(fault_streak, bool) or not isinstance(fault_streak, int) or fault_streak < 1
+        ):
+            raise InvalidArgumentError(f"fault_streak: expected an integer >= 1 or None, got {fault_streak!r}", "fault_streak")
         self.workers = workers
         self.timeout = float(timeout)
         self.startup_timeout = float(startup_timeout)
+        self.fault_streak = fault_streak
+        #: Verifier errors by kind over this scorer's life.
+        self.error_counts: Counter[str] = Counter()
         self._pool: list[_Worker] = []
+        self._root: Path | None = None
 
     def __enter__(self) -> RewardScorer:
         return self
@@ -124,10 +273,19 @@ class RewardScorer:
         except Exception:  # noqa: BLE001 - interpreter shutdown
             pass
 
+    @property
+    def worker_pids(self) -> list[int]:
+        """Process ids of the running workers."""
+        return [w.proc.pid for w in self._pool if w.proc.poll() is None]
+
     def close(self) -> None:
-        for w in self._pool:
+        """Stop every worker and delete the workers' temporary directories."""
+        pool, self._pool = self._pool, []
+        for w in pool:
             w.close()
-        self._pool = []
+        if self._root is not None:
+            shutil.rmtree(self._root, ignore_errors=True)
+            self._root = None
 
     def score(
         self, data_source: str, response: str, ground_truth: Any, extra_info: Mapping[str, Any] | None = None
@@ -135,37 +293,94 @@ class RewardScorer:
         return self.score_batch([RewardItem(data_source, response, ground_truth, extra_info or {})])[0]
 
     def score_batch(self, items: Iterable[RewardItem | Sequence[Any]]) -> list[RewardResult]:
-        """One :class:`RewardResult` per item, in order. An unknown ``data_source`` raises
-        :class:`~bots_rft.errors.DataError` before anything runs."""
+        """One :class:`RewardResult` per item, in order. An unknown ``data_source``, or a verifier
+        the worker processes cannot load, raises a typed error before any reward is returned."""
         batch = [it if isinstance(it, RewardItem) else RewardItem(*it) for it in items]
         verifiers = [get_verifier(it.data_source) for it in batch]
         if self.workers == 0:
-            results = [score_one(it, fn) for it, fn in zip(batch, verifiers)]
+            results = [score_one(it, fn, self.timeout) for it, fn in zip(batch, verifiers)]
         else:
+            for fn in verifiers:
+                if getattr(fn, "__module__", None) == "__main__":
+                    raise InvalidArgumentError(
+                        f"verifier: {verifier_name(fn)} is defined in the script being run (__main__), which "
+                        "the reward worker processes cannot import; move it into a module and register it "
+                        "from there, or score in-process (workers=0)",
+                        "verifier",
+                    )
             results = self._run(batch, verifiers)
-        for it, res in zip(batch, results):
-            if res.error:
-                log.warning("reward 0 for a %s response: %s", it.data_source, res.reason)
+        self._count_and_log(batch, verifiers, results)
         return results
 
+    def _count_and_log(self, batch: list[RewardItem], verifiers: list[Verifier], results: list[RewardResult]) -> None:
+        by_kind: dict[str, list[int]] = {}
+        for i, res in enumerate(results):
+            if res.error:
+                by_kind.setdefault(res.kind or "reported", []).append(i)
+        for kind, idx in by_kind.items():
+            self.error_counts[kind] += len(idx)
+            first = idx[0]
+            log.warning(
+                "verifier error (%s) on %d of %d responses, reward 0: %s for data_source %r; first: %s",
+                kind, len(idx), len(batch), verifier_name(verifiers[first]), batch[first].data_source,
+                results[first].reason,
+            )  # fmt: skip
+
+    def _ensure_root(self) -> Path:
+        if self._root is None or not self._root.is_dir():
+            tmp = tempfile.gettempdir()
+            _remove_stale_roots(tmp)
+            self._root = Path(tempfile.mkdtemp(prefix=f"{_ROOT_PREFIX}{os.getpid()}-", dir=tmp))
+        return self._root
+
+    def _new_worker(self) -> _Worker:
+        return _Worker(self._ensure_root())
+
     def _run(self, batch: list[RewardItem], verifiers: list[Verifier]) -> list[RewardResult]:
+        try:
+            return self._dispatch(batch, verifiers)
+        except BaseException:
+            # Interrupted (StopScoring, KeyboardInterrupt) or a verifier the workers cannot load:
+            # the busy workers' jobs belong to an abandoned batch.
+            for i, w in enumerate(self._pool):
+                if w.job is not None:
+                    w.kill()
+            self._pool = [w for w in self._pool if w.proc.poll() is None and w.job is None]
+            raise
+
+    def _dispatch(self, batch: list[RewardItem], verifiers: list[Verifier]) -> list[RewardResult]:
         results: list[RewardResult | None] = [None] * len(batch)
         pending = deque(range(len(batch)))
+        streak: Counter[int] = Counter()  # consecutive hangs/crashes per verifier (by id)
+
+        def fault(job: int, kind: str, reason: str) -> None:
+            results[job] = verifier_error(kind, reason)
+            key = id(verifiers[job])
+            streak[key] += 1
+            if self.fault_streak is not None and streak[key] >= self.fault_streak:
+                for other in [j for j in pending if id(verifiers[j]) == key]:
+                    pending.remove(other)
+                    results[other] = verifier_error(
+                        kind, f"not run: the verifier's last {streak[key]} calls in this batch ended with: {reason}"
+                    )
+
         while len(self._pool) < min(self.workers, len(batch)):
-            self._pool.append(_Worker())
+            self._pool.append(self._new_worker())
         while pending or any(w.job is not None for w in self._pool):
             for i, w in enumerate(self._pool):
                 if w.job is None and pending:
-                    if w.proc.poll() is not None:  # died between batches
+                    if w.proc.poll() is not None:  # died between jobs (or was killed)
                         w.kill()
-                        self._pool[i] = w = _Worker()
+                        self._pool[i] = w = self._new_worker()
                     job = pending.popleft()
                     try:
                         w.send(job, verifiers[job], batch[job], self.startup_timeout)
-                    except (BrokenPipeError, OSError) as exc:
-                        results[job] = RewardResult(0.0, f"worker unavailable: {exc}", True)
+                    except (BrokenPipeError, OSError):
+                        # The worker died while idle: replace it and try the job again later.
+                        pending.appendleft(job)
+                        w.job = None
                         w.kill()
-                        self._pool[i] = _Worker()
+                        self._pool[i] = self._new_worker()
             busy = [w for w in self._pool if w.job is not None]
             if not busy:
                 continue
@@ -180,19 +395,32 @@ class RewardScorer:
                     msg = w.receive()
                     if msg is None:
                         code = w.proc.wait()
-                        results[job] = RewardResult(0.0, f"worker died (exit code {code})", True)
+                        how = f"killed by signal {-code}" if code < 0 else f"exit status {code}"
                         w.kill()
-                        self._pool[i] = _Worker()
+                        self._pool[i] = self._new_worker()
+                        fault(job, "crashed", f"verifier crashed: its worker died ({how})")
                     elif msg[0] == "begin":
                         w.started, w.deadline = True, now + self.timeout
+                    elif msg[0] == "unloadable":
+                        w.job = None
+                        raise InvalidArgumentError(
+                            f"verifier: the reward worker processes cannot load {verifier_name(verifiers[job])} "
+                            f"for data_source {batch[job].data_source!r} ({msg[2]}); register a module-level "
+                            "function of an importable module",
+                            "verifier",
+                        )
                     else:
-                        _, _, reward, reason, error = msg
-                        results[job] = RewardResult(reward, reason, error)
+                        _, _, reward, reason, error, kind = msg
+                        results[job] = RewardResult(reward, reason, error, kind)
+                        streak[id(verifiers[job])] = 0
                         w.job = None
                 elif now >= w.deadline:
-                    what = f"timed out after {self.timeout:g}s" if w.started else (
-                        f"did not start within {self.startup_timeout:g}s")
-                    results[job] = RewardResult(0.0, f"verifier {what}", True)
+                    what = (
+                        f"timed out after {self.timeout:g}s"
+                        if w.started
+                        else f"did not start within {self.startup_timeout:g}s"
+                    )
                     w.kill()
-                    self._pool[i] = _Worker()
-        return [r if r is not None else RewardResult(0.0, "not scored", True) for r in results]
+                    self._pool[i] = self._new_worker()
+                    fault(job, "timeout", f"verifier {what}")
+        return [r if r is not None else verifier_error("crashed", "not scored") for r in results]
