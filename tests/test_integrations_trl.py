@@ -308,3 +308,180 @@ def test_every_group_reaches_bots_with_trl_masking_options_on(tmp_path: Any) -> 
         assert fed[t] > 2.0  # its whole group of 4 arrived, then decayed
         assert mean[t] > 0.75 if t % 3 == 0 else mean[t] < 0.25
         assert np.count_nonzero(picked == t) == 1  # never picked again
+
+
+# ------------------------------------------------------------------------ AsyncGRPOTrainer
+#
+# AsyncGRPOTrainer cannot train on CPU (its loss runs a FlashAttention-3 kernel; rollouts need a
+# vLLM server). These tests run its real rollout loop (`_AsyncRolloutLoop`: the generate loop's
+# slot scheduling, `_repeat_iterator`, chat templating, `_score_group`), with only the vLLM
+# request (`_generate_one_turn`) replaced, in this process and in a spawned child as TRL runs it;
+# and construct the real trainer (its GPU peak-FLOPs query replaced) to check what `attach` adds.
+
+
+def _pool(n: int) -> Any:
+    datasets = pytest.importorskip("datasets")
+    # Row r holds task n-1-r; chat prompts, as the async trainer requires.
+    return datasets.Dataset.from_dict(
+        {"prompt": [[{"role": "user", "content": f"task {n - 1 - r}"}] for r in range(n)], "task_id": [n - 1 - r for r in range(n)]}
+    )
+
+
+def pass_fail_or_half(completions: list[Any], task_id: list[int], **kw: Any) -> list[float]:
+    """Module level, so that it pickles into the rollout process like any AsyncGRPOTrainer reward."""
+    return [1.0 if t % 3 == 0 else 0.0 if t % 3 == 1 else float(i % 2) for i, t in enumerate(task_id)]
+
+
+class EventBOTS(BOTS):
+    """BOTS that logs ('pick', ids) and ('feed', ids) events in order."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.events: list[tuple[str, list[int]]] = []
+
+    def select(self, batch_size: int, exclude: Any = None) -> np.ndarray:
+        ids = super().select(batch_size, exclude=exclude)
+        self.events.append(("pick", ids.tolist()))
+        return ids
+
+    def update(self, task_ids: Any, successes: Any, trials: Any, predicted: Any = None) -> None:
+        super().update(task_ids, successes, trials, predicted)
+        self.events.append(("feed", sorted(set(np.asarray(task_ids).tolist()))))
+
+
+def _never_picked_while_in_flight(events: list[tuple[str, list[int]]]) -> set[int]:
+    in_flight: set[int] = set()
+    for kind, ids in events:
+        if kind == "pick":
+            assert not in_flight & set(ids), f"picked {ids} while in flight: {sorted(in_flight)}"
+            in_flight |= set(ids)
+        else:
+            in_flight -= set(ids)
+    return in_flight
+
+
+def test_async_prompts_exclude_tasks_in_flight_until_scored() -> None:
+    from bots_rft import InvalidArgumentError
+    from bots_rft.integrations.trl_async import AsyncBOTS
+
+    pytest.importorskip("trl")
+    sel = EventBOTS(6, seed=0, threads=1)
+    stream = AsyncBOTS(sel, _pool(6))
+    it = iter(stream.prompts)
+    rows = [next(it) for _ in range(6)]
+    assert sorted(r["task_id"] for r in rows) == list(range(6))  # six picks, six different tasks
+    assert stream.in_flight().tolist() == list(range(6))
+    first = rows[0]["task_id"]
+    stream.recording(pass_fail_or_half)(completions=["x"] * 4, task_id=[first] * 4)
+    assert first not in stream.in_flight().tolist() and sel.num_updates == 1
+    assert next(it)["task_id"] == first  # the only task not in flight
+    # Every task in flight (a pool smaller than the rollout capacity): picks repeat, and say so.
+    next(it)
+    metrics = stream.selection.take_metrics()
+    assert metrics["bots/in_flight_repick_frac"] == (1.0, 8.0)
+    assert metrics["bots/select_ms"][1] == 8.0 and metrics["bots/etr"] == (float(first % 3 == 2), 1.0)
+    # Bad feedback changes nothing.
+    state = sel.state_dict()
+    with pytest.raises(InvalidArgumentError, match="task_ids"):
+        stream.selection.feed([99] * 2, [1.0, 0.0])
+    with pytest.raises(InvalidArgumentError, match="rewards"):
+        stream.selection.feed([1, 1], [1.0])
+    np.testing.assert_array_equal(sel.state_dict()["alpha"], state["alpha"])
+    assert sel.num_updates == 1
+
+
+def _rollout_loop(stream: Any, prompts: Any, reward: Any, **queues: Any) -> Any:
+    """TRL's real rollout loop, constructed as AsyncRolloutWorker does in its child."""
+    import multiprocessing as mp
+    import queue
+    import threading
+
+    from accelerate.state import PartialState
+    from trl.experimental.async_grpo.async_rollout_worker import _AsyncRolloutLoop
+
+    from bots_rft.models import byte_tokenizer
+
+    PartialState()  # as TRL's rollout child does first (its logger needs it)
+    tok = byte_tokenizer()
+    # TRL parses completions with the tokenizer's response template; the local byte tokenizer's
+    # chat template is not one TRL knows, so give it one: the whole completion is the content.
+    tok.response_template = {
+        "type": "object",
+        "properties": {"role": {"const": "assistant"}, "content": {"type": "string"}},
+        "x-regex": r"^(?P<content>.*?)$",
+    }
+
+    class FakeVLLMLoop(_AsyncRolloutLoop):  # type: ignore[misc]
+        async def _generate_one_turn(self, prompt_ids: list[int]) -> tuple[list[int], list[float]]:
+            import asyncio
+
+            await asyncio.sleep(0.001 * (len(prompt_ids) % 5))  # groups finish out of order
+            return [70, 71, 72, tok.eos_token_id], [-0.5] * 4
+
+    return FakeVLLMLoop(
+        model_name="tiny",
+        dataset=prompts,
+        reward_funcs=[reward],
+        processing_class=tok,
+        eos_token_ids=[tok.eos_token_id],
+        rollout_buffer=queues.get("rollout_buffer", queue.Queue()),
+        model_version_value=mp.Value("i", 0),
+        heartbeat_value=mp.Value("d", 0.0),
+        failed_event=threading.Event(),
+        exception_info_queue=queue.Queue(),
+        metrics_queue=queue.Queue(),
+        num_generations=4,
+        max_inflight_tasks=8,  # two groups generating at once, more waiting to be scored
+    )
+
+
+def test_async_rollout_loop_streams_bots_picks_and_feeds_every_group() -> None:
+    """The async evidence-loss regression test, on TRL's real rollout loop: every scored group
+    reaches BOTS (always-pass / always-fail ones included), no task is picked while its group is
+    in flight, and the extreme tasks end near 1 / 0 and are not picked again."""
+    import asyncio
+
+    pytest.importorskip("trl")
+    pytest.importorskip("aiohttp")
+    from bots_rft.integrations.trl_async import AsyncBOTS
+
+    # More informative (mixed) tasks than can be in flight at once (2 groups generating, up to 16
+    # waiting to be scored, 3 waiting for their update), so one is always free; posterior means
+    # with no discount make "never picked again" and the ~1 / ~0 means exact.
+    n = 90
+    sel = EventBOTS(n, seed=0, threads=1, thompson=False, lam=0.0)
+    stream = AsyncBOTS(sel, _pool(n), groups_per_update=4)
+    loop = _rollout_loop(stream, stream.prompts, stream.recording(pass_fail_or_half))
+
+    async def run(groups: int) -> None:
+        stop = loop._stop_event
+        tasks = [asyncio.ensure_future(loop._generate_loop(stop)), asyncio.ensure_future(loop._score_loop(stop))]
+        while loop._total_groups_scored < groups and not any(t.done() for t in tasks):  # done early: failed
+            await asyncio.sleep(0.005)
+        stop.set()
+        await asyncio.gather(*tasks)
+
+    try:
+        loop._loop.run_until_complete(run(120))
+    finally:
+        loop._tool_pool.shutdown(wait=True)
+        loop._loop.close()
+
+    scored = loop._total_groups_scored
+    stream.selection.flush()
+    fed = [ids for kind, ids in sel.events if kind == "feed"]
+    assert scored >= 120 and sum(len(ids) for ids in fed) == scored  # every scored group, none missing
+    assert sel.num_updates == -(-scored // 4)  # four groups per update
+    assert loop.rollout_buffer.qsize() == 4 * scored  # and TRL queued every sample as usual
+    still_in_flight = _never_picked_while_in_flight(sel.events)
+    assert sorted(still_in_flight) == stream.in_flight().tolist()
+    picks = [ids[0] for kind, ids in sel.events if kind == "pick"]
+    mean = sel.mean()
+    extremes = {t for t in picks if t % 3 != 2 and t not in still_in_flight}
+    assert extremes
+    for t in extremes:
+        assert mean[t] > 0.75 if t % 3 == 0 else mean[t] < 0.25
+        assert picks.count(t) == 1
+    metrics = stream.selection.take_metrics()
+    etr_num, etr_den = metrics["bots/etr"]  # type: ignore[misc]
+    assert etr_den == scored and etr_num == sum(1 for ids in fed for t in ids if t % 3 == 2)

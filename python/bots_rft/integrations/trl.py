@@ -48,6 +48,7 @@ functions get no ``log_metric`` still trains; the metrics are then only on
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import os
@@ -78,6 +79,7 @@ __all__ = [
     "add_checkpointing",
     "Pick",
     "outcome_metrics",
+    "task_ids_and_rewards",
 ]
 
 IntArray = npt.NDArray[np.int64]
@@ -262,16 +264,7 @@ class RewardRecorder:
         return wrapper
 
     def record(self, kwargs: dict[str, Any], rewards: Any) -> None:
-        head, _ = split_column(self.task_id_column, kwargs)
-        if head not in kwargs:
-            raise ConfigError(
-                f"task_id_column: the reward function got no {head!r} column (got {sorted(kwargs)}); the train "
-                "dataset needs a task-id column and GRPOConfig(remove_unused_columns=False)"
-            )
-        ids = np.asarray(column_values([{head: v} for v in kwargs[head]], self.task_id_column), dtype=np.int64)
-        values = np.array([np.nan if r is None else float(r) for r in rewards], dtype=np.float64)
-        if values.shape != ids.shape:
-            raise ConfigError(f"reward function returned {values.size} rewards for {ids.size} completions")
+        ids, values = task_ids_and_rewards(kwargs, rewards, self.task_id_column)
         with self._lock:
             self._ids.append(ids)
             self._rewards.append(values)
@@ -284,6 +277,22 @@ class RewardRecorder:
         if not ids:
             return np.empty(0, np.int64), np.empty(0, np.float64)
         return np.concatenate(ids), np.concatenate(rewards)
+
+
+def task_ids_and_rewards(kwargs: dict[str, Any], rewards: Any, task_id_column: str) -> tuple[IntArray, FloatArray]:
+    """(task id, reward) per completion from one reward-function call: TRL passes every dataset
+    column as a keyword list; ``None`` rewards become NaN."""
+    head, _ = split_column(task_id_column, kwargs)
+    if head not in kwargs:
+        raise ConfigError(
+            f"task_id_column: the reward function got no {head!r} column (got {sorted(kwargs)}); the train "
+            "dataset needs a task-id column and GRPOConfig(remove_unused_columns=False)"
+        )
+    ids = np.asarray(column_values([{head: v} for v in kwargs[head]], task_id_column), dtype=np.int64)
+    values = np.array([np.nan if r is None else float(r) for r in rewards], dtype=np.float64)
+    if values.shape != ids.shape:
+        raise ConfigError(f"reward function returned {values.size} rewards for {ids.size} completions")
+    return ids, values
 
 
 class BOTSTrainerHook:
@@ -513,18 +522,31 @@ def restore_selector(selector: Any, checkpoint_dir: str | os.PathLike[str]) -> N
         )
 
 
-def add_checkpointing(trainer: Any, selector: Any) -> None:
+def add_checkpointing(
+    trainer: Any,
+    selector: Any,
+    *,
+    lock: Any = None,
+    before_save: Callable[[], None] | None = None,
+    on_restore: Callable[[], None] | None = None,
+) -> None:
     """Save ``selector`` with every checkpoint of a transformers ``Trainer`` (a callback) and
     restore it on ``trainer.train(resume_from_checkpoint=...)`` (the instance's ``train`` is
-    wrapped; a folder or ``True`` for the newest checkpoint in ``output_dir``)."""
-    trainer.add_callback(_checkpoint_callback(selector))
+    wrapped; a folder or ``True`` for the newest checkpoint in ``output_dir``). ``lock``: held
+    while saving or restoring, for a selector that other threads update; ``before_save`` runs
+    before each save, ``on_restore`` after a restore."""
+    guard = lock if lock is not None else contextlib.nullcontext()
+    trainer.add_callback(_checkpoint_callback(selector, guard, before_save))
     original = trainer.train
 
     @functools.wraps(original)
     def train(resume_from_checkpoint: Any = None, *args: Any, **kwargs: Any) -> Any:
         folder = _checkpoint_to_resume(trainer.args.output_dir, resume_from_checkpoint)
         if folder is not None:
-            restore_selector(selector, folder)
+            with guard:
+                restore_selector(selector, folder)
+            if on_restore is not None:
+                on_restore()
         return original(resume_from_checkpoint, *args, **kwargs)
 
     trainer.train = train
@@ -563,13 +585,16 @@ def _is_module(obj: Any) -> bool:
     return isinstance(obj, nn.Module)
 
 
-def _checkpoint_callback(selector: Any) -> Any:
+def _checkpoint_callback(selector: Any, guard: Any, before_save: Callable[[], None] | None) -> Any:
     """A transformers ``TrainerCallback`` that saves the selector beside each checkpoint."""
     from transformers import TrainerCallback
 
     class BOTSCheckpointCallback(TrainerCallback):  # type: ignore[misc]
         def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             if state.is_world_process_zero:
-                save_selector(selector, os.path.join(args.output_dir, f"checkpoint-{state.global_step}"))
+                if before_save is not None:
+                    before_save()
+                with guard:
+                    save_selector(selector, os.path.join(args.output_dir, f"checkpoint-{state.global_step}"))
 
     return BOTSCheckpointCallback()
