@@ -485,3 +485,94 @@ def test_async_rollout_loop_streams_bots_picks_and_feeds_every_group() -> None:
     metrics = stream.selection.take_metrics()
     etr_num, etr_den = metrics["bots/etr"]  # type: ignore[misc]
     assert etr_den == scored and etr_num == sum(1 for ids in fed for t in ids if t % 3 == 2)
+
+
+class _StubRolloutWorker:
+    """RolloutWorkerProtocol without vLLM: an empty rollout buffer, a real metrics queue."""
+
+    def __init__(self) -> None:
+        import queue
+
+        self.rollout_buffer: Any = queue.Queue()
+        self.metrics_queue: Any = queue.Queue()
+
+    def start(self) -> None: ...
+    def stop(self) -> None: ...
+    def update_model_version(self, model_version: int) -> None: ...
+    def check_health(self, stale_after_s: float) -> None: ...
+
+
+class _NoWeightTransfer:
+    def init_weight_transfer(self) -> None: ...
+    def pause(self) -> None: ...
+    def send_weights(self, iterator: Any) -> None: ...
+    def resume(self) -> None: ...
+    def destroy(self) -> None: ...
+
+
+def test_async_grpo_trainer_attach_logs_saves_and_restores(tmp_path: Any, monkeypatch: Any) -> None:
+    pytest.importorskip("trl")
+    import trl.experimental.async_grpo.async_grpo_trainer as async_trainer_module
+    from trl.experimental.async_grpo import AsyncGRPOConfig, AsyncGRPOTrainer
+
+    from bots_rft.integrations.trl import SELECTOR_FILE
+    from bots_rft.integrations.trl_async import AsyncBOTS
+    from bots_rft.models import byte_tokenizer, tiny_model
+
+    # The trainer asks CUDA for the GPU's peak FLOPs at construction: the one GPU-only call here.
+    monkeypatch.setattr(async_trainer_module, "get_peak_flops_per_device", lambda *a, **k: None)
+    tok = byte_tokenizer()
+    tiny_model(tok).save_pretrained(tmp_path / "model")
+    sel = BOTS(9, seed=3, threads=1)
+    stream = AsyncBOTS(sel, _pool(9))
+    args = AsyncGRPOConfig(
+        output_dir=str(tmp_path / "out"), use_cpu=True, bf16=False, report_to=[], max_steps=4, num_generations=4,
+        per_device_train_batch_size=8, gradient_accumulation_steps=2, logging_steps=1, token_budget=0,
+    )  # fmt: skip
+    trainer = AsyncGRPOTrainer(
+        model=str(tmp_path / "model"), reward_funcs=[stream.recording(pass_fail_or_half)], args=args,
+        train_dataset=stream.prompts, processing_class=tok, rollout_worker=_StubRolloutWorker(),
+        weight_transfer=_NoWeightTransfer(),
+    )  # fmt: skip
+    stream.attach(trainer)
+    assert stream.selection.groups_per_update == 4  # 8 samples x 2 accumulation steps / 4 generations
+
+    # What the rollout process does (see the rollout-loop test): pick, score, feed.
+    it = iter(stream.prompts)
+    for _ in range(4):
+        row = next(it)
+        stream.recording(pass_fail_or_half)(completions=["x"] * 4, task_id=[row["task_id"]] * 4)
+    assert sel.num_updates == 1
+
+    # An optimiser step ends, the trainer logs: bots/* reach trainer.state.log_history.
+    # (Only our callback: the trainer's own step-end metrics read its rollout dataloader.)
+    trainer.model.train()
+    for cb in trainer.callback_handler.callbacks:
+        if type(cb).__name__ == "BOTSAsyncMetricsCallback":
+            cb.on_step_end(args, trainer.state, trainer.control)
+    trainer.log({})
+    logged = trainer.state.log_history[-1]
+    assert logged["bots/select_ms"] >= 0 and logged["bots/update_ms"] >= 0
+    assert 0 <= logged["bots/etr"] <= 1 and logged["bots/pick_mean_p50"] == pytest.approx(0.5)
+
+    # A checkpoint: pending groups are applied first, then the selector is written beside it.
+    next_row = next(it)
+    stream.recording(pass_fail_or_half)(completions=["x"] * 4, task_id=[next_row["task_id"]] * 4)
+    trainer.state.global_step = 7
+    trainer.callback_handler.on_save(args, trainer.state, trainer.control)
+    folder = tmp_path / "out" / "checkpoint-7"
+    assert (folder / SELECTOR_FILE).exists() and sel.num_updates == 2
+    saved = sel.state_dict()
+
+    # Resume: train(resume_from_checkpoint=...) restores it before TRL's own train runs (which
+    # needs vLLM and a GPU, so it is replaced here by a recorder of its arguments).
+    ran: list[Any] = []
+    other = BOTS(9, seed=3, threads=1)
+    stream2 = AsyncBOTS(other, _pool(9))
+    trainer.train_dataset = stream2.prompts
+    trainer.train = lambda resume_from_checkpoint=None, *a, **k: ran.append(resume_from_checkpoint)
+    stream2.attach(trainer)
+    trainer.train(resume_from_checkpoint=str(folder))
+    assert ran == [str(folder)]
+    np.testing.assert_array_equal(other.alpha, saved["alpha"])
+    assert other.num_updates == 2 and other.num_selections == saved["num_selections"]
