@@ -55,7 +55,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except BotsError as exc:
-        print(f"bots {args.command}: error: {exc}", file=sys.stderr)
+        print(f"bots {args.command}: error: {one_line(str(exc))}", file=sys.stderr)
         return 2
     except OSError as exc:
         # Paths are checked up front; this is what the checks cannot foresee (a disk filling up,
@@ -63,6 +63,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         where = f" ({exc.filename})" if exc.filename else ""
         print(f"bots {args.command}: error: {exc.strerror or exc}{where}", file=sys.stderr)
         return 1
+
+
+def one_line(message: str) -> str:
+    """A message on one line: some come with a parser's multi-line context (YAML marks the
+    position with a caret line), which is kept, joined by ' | ', minus the caret lines."""
+    parts = [line.strip() for line in message.splitlines()]
+    return " | ".join(p for p in parts if p and set(p) != {"^"})
 
 
 if __name__ == "__main__":

@@ -10,10 +10,12 @@ import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from ..errors import InvalidArgumentError
 
 __all__ = [
+    "check_training_config",
     "integer",
     "real",
     "check_input",
@@ -135,3 +137,12 @@ def check_output_dir(
             )
     _check_creatable(p, argument, directory=True)
     return p
+
+
+def check_training_config(cfg: Any) -> None:
+    """What ``bots train`` and ``bots compare`` refuse in a valid config before any work: a group
+    of one rollout (GRPO's advantage, reward minus the group mean, is then always 0, so nothing
+    is learned and no task is ever effective) and an output directory that cannot be written."""
+    if cfg.rollouts < 2:
+        raise InvalidArgumentError(f"rollouts: GRPO needs at least 2 rollouts per task, got {cfg.rollouts}", "rollouts")
+    check_output_dir(cfg.out_dir, "out_dir", overwrite=True)

@@ -20,7 +20,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from ._args import check_input, check_output_dir
+from ._args import check_input, check_output_dir, check_training_config
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -192,6 +192,7 @@ def main(args: argparse.Namespace) -> int:
                               "run without --report-only first")  # fmt: skip
     else:
         check_output_dir(out, "--out", overwrite=True)  # existing runs are checked one by one below
+        check_training_config(cfg.replace(out_dir=str(out)))
         warm_dest = out / "warmup"
         rl_cfg = cfg.replace(model=str(warm_dest), sft_steps=0) if cfg.sft_steps > 0 else cfg
 
