@@ -1,202 +1,377 @@
-"""BOTS as verl's curriculum sampler, against verl's real classes when verl installs.
+"""bots_rft.integrations.verl against verl 0.9.1's V1 trainer, on CPU.
 
-Uses verl's own ``load_extern_object`` (how ``create_rl_sampler`` loads ``data.sampler.class_path``),
-``AbstractCurriculumSampler``, ``collate_fn`` and ``DataProto`` (repeat, reorder, ``token_level_scores``),
-and torchdata's ``StatefulDataLoader`` (verl's train loader and its checkpoint). The dataset is a
-stand-in for verl's ``RLHFDataset``: the same ``dataframe`` attribute and the same row dicts
-(``extra_info.index`` copied to ``index``, a ``dummy_tensor``). Skipped without verl.
+Real here: verl's config (``ppo_trainer`` composed by hydra, plus the entry point's ``bots``
+section), the ``PPOTrainerSync`` / ``PPOTrainerColocateAsync`` objects (constructor, data loader
+setup, prompt fetching and submission, ``step``, ``_save_checkpoint``/``_load_checkpoint``),
+``RLHFDataset`` over a parquet file, ``StatefulDataLoader``, ``ReplayBuffer``/``ReplayBufferAsync``
+with DAPO filtering, and TransferQueue 0.1.11 on a local Ray instance.
+Faked: what needs a GPU or vLLM. The actor/critic worker groups (a stand-in that saves and loads
+nothing), the PPO update inside a step (``_step_once`` keeps only the replay-buffer sampling), and
+the agent loop (a stand-in writes each prompt's ``n`` rollouts to TransferQueue under verl's key
+and field layout, with rewards from a fixed per-task table).
 """
 
 from __future__ import annotations
 
-import io
+import os
+import warnings
 from typing import Any
 
 import numpy as np
 import pytest
 
-pytest.importorskip("verl.experimental.dataset.sampler")
-datasets = pytest.importorskip("datasets")
-torch = pytest.importorskip("torch")
-pytest.importorskip("torchdata.stateful_dataloader")
-from omegaconf import OmegaConf  # noqa: E402
-from torchdata.stateful_dataloader import StatefulDataLoader  # noqa: E402
-from verl import DataProto  # noqa: E402
-from verl.experimental.dataset.sampler import AbstractCurriculumSampler, AbstractSampler  # noqa: E402
-from verl.utils.dataset.rl_dataset import collate_fn  # noqa: E402
-from verl.utils.import_utils import load_extern_object  # noqa: E402
+pytest.importorskip("verl.trainer.ppo.v1.replay_buffer", reason="verl 0.9 is not installed")
+warnings.filterwarnings("ignore", message=".*megatron.*")
 
-from bots_rft import DataError  # noqa: E402
-from bots_rft.integrations.verl import VERL_HAS_CURRICULUM_HOOK, BOTSCurriculumSampler  # noqa: E402
+import pandas as pd  # noqa: E402
+import ray  # noqa: E402
+import torch  # noqa: E402
+import transfer_queue as tq  # noqa: E402
+from hydra import compose, initialize_config_dir  # noqa: E402
+from hydra.core.config_store import ConfigStore  # noqa: E402
+from tensordict import TensorDict  # noqa: E402
 
-NUM_ROWS, BATCH, N_ROLLOUTS, RESP_LEN = 16, 4, 4, 5
+import verl  # noqa: E402
+from bots_rft import BOTS, ConfigError  # noqa: E402
+from bots_rft.errors import DataError  # noqa: E402
+from bots_rft.integrations import verl as bv  # noqa: E402
+from verl.trainer.ppo.v1 import PPOTrainerColocateAsync, PPOTrainerSync  # noqa: E402
+from verl.trainer.ppo.v1.trainer_base import TRAINER_REGISTRY  # noqa: E402
+
+N_ROLLOUTS = 4
+BATCH = 4
+# The pool: 8 tasks always solved, 8 never, 8 half the time (ids 0..23, interleaved).
+KIND = np.array(["pass", "fail", "mixed"] * 8)
 
 
-def task_id(row: int) -> int:
-    return 1000 + 7 * row  # task ids are not row numbers
+def rewards_of(task: int) -> list[float]:
+    return {"pass": [1.0] * N_ROLLOUTS, "fail": [0.0] * N_ROLLOUTS, "mixed": [1.0, 0.0] * (N_ROLLOUTS // 2)}[KIND[task]]
 
 
-def pass_prob(tid: int) -> float:
-    return [0.0, 1.0, 0.5][tid % 3]
+@pytest.fixture(scope="module")
+def cluster() -> Any:
+    from omegaconf import OmegaConf
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    # TransferQueue's controller and each storage unit hold one CPU: with two CPUs, one unit (its
+    # default of two would wait forever for a third CPU).
+    tq.init(OmegaConf.create({"backend": {"SimpleStorage": {"num_data_storage_units": 1}}}))
+    yield
+    tq.close()
+    ray.shutdown()
 
 
-class FakeRLHFDataset(torch.utils.data.Dataset):  # type: ignore[misc]
-    """What verl's RLHFDataset exposes to samplers and the collate function."""
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
+    d = tmp_path_factory.mktemp("verl_data")
+    n = len(KIND)
+    rows = [
+        {
+            "prompt": [{"role": "user", "content": f"question {i}"}],
+            "data_source": "toy",
+            "ability": "math",
+            "reward_model": {"style": "rule", "ground_truth": str(i)},
+            # Rows deliberately not in task-id order: rows and task ids must not be confused.
+            "extra_info": {"index": (7 * i) % n, "split": "train"},
+            "weak_rate": 0.1,
+            "strong_rate": 0.9,
+        }
+        for i in range(n)
+    ]
+    pd.DataFrame(rows).to_parquet(d / "train.parquet")
+    pd.DataFrame(rows[:4]).to_parquet(d / "val.parquet")
+    return str(d)
 
-    def __init__(self, ids: list[int]) -> None:
-        weak = [min(1.0, max(0.0, pass_prob(t) - 0.2)) for t in ids]
-        strong = [min(1.0, pass_prob(t) + 0.2) for t in ids]
-        strong[0] = None  # GURU has missing reference rates
-        self.dataframe = datasets.Dataset.from_dict(
-            {
-                "data_source": ["toy"] * len(ids),
-                "prompt": [[{"role": "user", "content": f"task {t}"}] for t in ids],
-                "extra_info": [{"index": t, "split": "train"} for t in ids],
-                "qwen2.5_7b_pass_rate": weak,
-                "qwen3_30b_pass_rate": strong,
-            }
+
+def make_config(data_dir: str, ckpt_dir: str, *overrides: str) -> Any:
+    ConfigStore.instance().store(name="bots_ppo_trainer", node=bv._default_config())
+    config_dir = os.path.join(os.path.dirname(verl.__file__), "trainer", "config")
+    with initialize_config_dir(config_dir=config_dir, version_base=None):
+        return compose(
+            config_name="bots_ppo_trainer",
+            overrides=[
+                f"data.train_files={data_dir}/train.parquet",
+                f"data.val_files={data_dir}/val.parquet",
+                f"data.train_batch_size={BATCH}",
+                "data.filter_overlong_prompts=false",
+                f"actor_rollout_ref.rollout.n={N_ROLLOUTS}",
+                "algorithm.adv_estimator=grpo",
+                f"trainer.default_local_dir={ckpt_dir}",
+                "bots.seed=3",
+                *overrides,
+            ],
         )
 
-    def __len__(self) -> int:
-        return len(self.dataframe)
 
-    def __getitem__(self, item: int) -> dict[str, Any]:
-        row: dict[str, Any] = dict(self.dataframe[item])
-        row["dummy_tensor"] = torch.tensor([0], dtype=torch.uint8)
-        row["index"] = row["extra_info"]["index"]
-        return row
+DAPO = ("algorithm.filter_groups.enable=true", "algorithm.filter_groups.metric=reward")
 
 
-def data_config(**bots: Any) -> Any:
-    cfg = {"n_rollouts": N_ROLLOUTS, "seed": 0, "threads": 1,
-           "weak_column": "qwen2.5_7b_pass_rate", "strong_column": "qwen3_30b_pass_rate"}
-    cfg.update(bots)
-    return OmegaConf.create(
-        {
-            "train_batch_size": BATCH,
-            "dataloader_num_workers": 0,
-            "sampler": {"class_path": "pkg://bots_rft.integrations.verl", "class_name": "BOTSCurriculumSampler", "bots": cfg},
-        }
-    )
+class FakeAgentLoop:
+    """Stands in for verl's AgentLoopManagerTQ: each prompt's n sessions are written to
+    TransferQueue at once (keys ``{uid}_{session}_0``, fields ``rm_scores`` with the reward on the
+    last token and the prompt's ``index``), then the prompt is marked finished."""
+
+    def __init__(self) -> None:
+        self.dispatched: list[int] = []  # task ids, in dispatch order
+        self.hold: set[int] = set()  # tasks whose groups stay running (async tests)
+
+    def generate_sequences(self, batch: TensorDict) -> None:
+        for uid, index in zip(list(batch["uid"]), list(batch["index"]), strict=True):
+            task = int(index)
+            self.dispatched.append(task)
+            if task in self.hold:
+                tq.kv_put(key=uid, partition_id="train", tag={"status": "running"})
+                continue
+            self.finish(uid, task)
+
+    @staticmethod
+    def finish(uid: str, task: int) -> None:
+        keys = [f"{uid}_{s}_0" for s in range(N_ROLLOUTS)]
+        fields = TensorDict(
+            {
+                "rm_scores": torch.nested.as_nested_tensor(
+                    [torch.tensor([0.0, 0.0, r]) for r in rewards_of(task)], layout=torch.jagged
+                ),
+                "index": torch.tensor([task] * N_ROLLOUTS),
+            },
+            batch_size=N_ROLLOUTS,
+        )
+        tags = [{"status": "success", "seq_len": 5, "global_steps": 1} for _ in keys]
+        tq.kv_batch_put(keys=keys, partition_id="train", fields=fields, tags=tags)
+        tq.kv_put(key=uid, partition_id="train", tag={"status": "finished"})
 
 
-def make_loader(ds: Any, cfg: Any) -> tuple[Any, StatefulDataLoader]:
-    # As verl's create_rl_sampler and RayPPOTrainer._create_dataloader do it.
-    cls = load_extern_object(cfg.sampler.class_path, cfg.sampler.class_name)
-    sampler = cls(data_source=ds, data_config=cfg)
-    assert isinstance(sampler, AbstractSampler)
-    loader = StatefulDataLoader(ds, batch_size=cfg.train_batch_size, num_workers=0, drop_last=True, collate_fn=collate_fn, sampler=sampler)
-    return sampler, loader
+class NoWorkers:
+    """The actor worker group: checkpoints of model weights are not what is tested here."""
+
+    def save_checkpoint(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def load_checkpoint(self, *args: Any, **kwargs: Any) -> None:
+        pass
 
 
-def rollout(batch_dict: dict[str, Any], rng: np.random.Generator) -> DataProto:
-    """verl's step, as far as the sampler sees it: repeat each prompt n times, reorder rows
-    (``_balance_batch``), put each rollout's reward on its last response token."""
-    batch = DataProto.from_single_dict(batch_dict)
-    batch = batch.repeat(repeat_times=N_ROLLOUTS, interleave=True)
-    batch = batch[torch.as_tensor(rng.permutation(len(batch)))]
-    ids = [int(i) for i in batch.non_tensor_batch["index"]]
-    scores = torch.zeros(len(batch), RESP_LEN)
-    scores[:, -1] = torch.tensor([float(rng.random() < pass_prob(t)) for t in ids])
-    batch.batch["token_level_scores"] = scores
-    return batch
+class CPUMixin:
+    """A real BOTS trainer minus its GPU work: a step samples from the replay buffer (DAPO and
+    all) and skips log-probs, advantages and the actor update."""
+
+    replay_buffer: Any
+    global_steps: int
+
+    def _step_once(self, metrics: dict[str, Any], timing_raw: dict[str, Any], sample_batch_size: int) -> Any:
+        batch, buffer_metrics = self.replay_buffer.sample(self.global_steps, "train", sample_batch_size)
+        metrics.update(buffer_metrics)
+        return batch
 
 
-def test_verl_curriculum_hook_and_checkpoint() -> None:
-    assert VERL_HAS_CURRICULUM_HOOK  # verl <= 0.7 is what is installed here
-    ds = FakeRLHFDataset([task_id(r) for r in range(NUM_ROWS)])
-    cfg = data_config()
-    sampler, loader = make_loader(ds, cfg)
-    assert isinstance(sampler, AbstractCurriculumSampler)
-    assert len(loader) == NUM_ROWS // BATCH
-    rng = np.random.default_rng(0)
-    seen: list[list[int]] = []
-    it = iter(loader)
-    for _ in range(3):
-        batch_dict = next(it)
-        seen.append([int(i) for i in batch_dict["index"]])
-        # What verl's fit loop does after the step (ray_trainer.py: sampler.update(batch=batch)).
-        loader.sampler.update(batch=rollout(batch_dict, rng))
-    assert sampler.num_feeds == 3 and sampler.selector.num_updates == 3
-    assert all(len(set(b)) == BATCH for b in seen)
-    # Rows were matched by id: always-passing tasks gained alpha, always-failing ones beta.
-    alpha, beta = sampler.selector.alpha, sampler.selector.beta
-    for tid in {t for b in seen for t in b}:
-        row = (tid - 1000) // 7
-        if pass_prob(tid) == 1.0:
-            assert alpha[row] > beta[row] + 2
-        elif pass_prob(tid) == 0.0:
-            assert beta[row] > alpha[row] + 2
-    assert sampler.selector.capability is not None  # the interpolation estimator ran
-
-    # verl's checkpoint: torch.save(loader.state_dict()) ... torch.load(weights_only=False).
-    buf = io.BytesIO()
-    torch.save(loader.state_dict(), buf)
-    expected = []
-    for _ in range(1):  # the rest of this pass
-        batch_dict = next(it)
-        expected.append([int(i) for i in batch_dict["index"]])
-        loader.sampler.update(batch=rollout(batch_dict, np.random.default_rng(9)))
-    expected_alpha = sampler.selector.alpha.copy()
-
-    sampler2, loader2 = make_loader(ds, data_config(seed=123))  # a fresh run, other seed
-    buf.seek(0)
-    loader2.load_state_dict(torch.load(buf, weights_only=False))
-    resumed = []
-    for batch_dict in loader2:
-        resumed.append([int(i) for i in batch_dict["index"]])
-        loader2.sampler.update(batch=rollout(batch_dict, np.random.default_rng(9)))
-    assert resumed == expected
-    np.testing.assert_array_equal(sampler2.selector.alpha, expected_alpha)
-    # The next pass starts over with a full set of batches.
-    assert len(list(loader2)) == NUM_ROWS // BATCH
+class CPUSyncTrainer(CPUMixin, bv.BOTSPPOTrainerSync):
+    pass
 
 
-def test_verl_sampler_refuses_ambiguous_or_unknown_ids() -> None:
-    ds = FakeRLHFDataset([5, 6, 5, 7])  # GURU's per-file extra_info.index repeats across files
-    with pytest.raises(DataError, match="more than one row"):
-        BOTSCurriculumSampler(ds, data_config())
-    ok = FakeRLHFDataset([task_id(r) for r in range(NUM_ROWS)])
-    sampler = BOTSCurriculumSampler(ok, data_config(weak_column=None, strong_column=None))
-    with pytest.raises(DataError, match="not in the training dataset"):
-        sampler.rows_of(np.array([42], dtype=object))
+class CPUAsyncTrainer(CPUMixin, bv.BOTSPPOTrainerColocateAsync):
+    pass
 
 
-class StandInTrainer:
-    """The part of verl's ``RayPPOTrainer`` (0.9.1's source) the subclass relies on: ``fit``
-    scores the batch (``token_level_scores``) and then calls ``self._update_actor(batch)``; the
-    train loader is ``self.train_dataloader``."""
-
-    def __init__(self, loader: Any) -> None:
-        self.train_dataloader = loader
-        self.actor_batches: list[int] = []
-
-    def _update_actor(self, batch: Any) -> Any:
-        self.actor_batches.append(len(batch))
-        return batch  # verl returns the actor's output DataProto
-
-    def fit(self, steps: int, rng: np.random.Generator) -> None:
-        it = iter(self.train_dataloader)
-        for _ in range(steps):
-            batch = rollout(next(it), rng)
-            self._update_actor(batch)
+def start(cls: type, config: Any) -> Any:
+    trainer = cls(config)
+    trainer.tokenizer, trainer.processor = None, None  # RLHFDataset needs neither without length filtering
+    trainer._init_dataloader()
+    trainer.agent_loop_manager = FakeAgentLoop()
+    trainer.actor_rollout_wg = NoWorkers()
+    trainer.global_steps = 0
+    return trainer
 
 
-@pytest.mark.parametrize("hook_exists", [False, True])
-def test_trainer_subclass_feeds_the_sampler_once(monkeypatch: pytest.MonkeyPatch, hook_exists: bool) -> None:
-    """verl >= 0.8 (no hook): the subclass hands each scored batch to the sampler before the
-    actor update. Where the hook exists (verl <= 0.7) verl calls update itself, so the subclass
-    must not call it a second time."""
-    import bots_rft.integrations.verl as verl_integration
-    from bots_rft.integrations.verl import with_bots_updates
+def run_steps(trainer: Any, steps: int) -> list[dict[str, Any]]:
+    """What fit() does around step(): count, step, drop the trained batch from TransferQueue."""
+    out = []
+    for _ in range(steps):
+        trainer.global_steps += 1
+        metrics: dict[str, Any] = {}
+        batch = trainer.step(metrics, {})
+        tq.kv_clear(keys=batch.keys, partition_id=batch.partition_id)
+        out.append(metrics)
+    return out
 
-    monkeypatch.setattr(verl_integration, "VERL_HAS_CURRICULUM_HOOK", hook_exists)
-    ds = FakeRLHFDataset([task_id(r) for r in range(NUM_ROWS)])
-    sampler, loader = make_loader(ds, data_config())
-    cls = with_bots_updates(StandInTrainer)
-    assert cls.__name__ == "BOTSStandInTrainer" and issubclass(cls, StandInTrainer)
-    trainer = cls(loader)
-    trainer.fit(3, np.random.default_rng(1))
-    assert trainer.actor_batches == [BATCH * N_ROLLOUTS] * 3  # the actor update still runs
-    assert sampler.num_feeds == (0 if hook_exists else 3)
-    assert sampler.selector.num_updates == (0 if hook_exists else 3)
+
+# ------------------------------------------------------------------------------ configuration
+
+
+def test_trainers_registered_and_configs_refused(data_dir: str, tmp_path: Any) -> None:
+    for name, cls in bv._TRAINERS.items():
+        assert TRAINER_REGISTRY[name] is cls
+    bv.register()  # idempotent
+    with pytest.raises(ConfigError, match="0.9"):
+        bv._require_supported_verl("0.7.1")
+    bv._require_supported_verl("0.9.1")
+    ckpt = str(tmp_path)
+    cases = {
+        "trainer.use_v1=false": "legacy RayPPOTrainer",
+        "trainer.v1.trainer_mode=sync": "not a BOTS trainer",
+        "trainer.v1.sampler.custom_sampler.path=pkg://x": "custom_sampler",
+        "reward.reward_model.enable=true": "colocated reward model",
+        "+bots.lamda=0.2": "unknown keys",
+    }
+    for override, message in cases.items():
+        with pytest.raises(ConfigError, match=message):
+            bv.check_config(make_config(data_dir, ckpt, override))
+    assert bv.check_config(make_config(data_dir, ckpt)) == "sync"
+    assert bv.check_config(make_config(data_dir, ckpt, "trainer.v1.trainer_mode=bots_separate_async")) == "separate_async"
+    config = make_config(data_dir, ckpt, "bots.weak_column=weak_rate")
+    with pytest.raises(ConfigError, match="go together"):
+        start(bv.BOTSPPOTrainerSync, config)
+
+
+def test_replay_buffer_gets_verls_own_dapo_arguments(cluster: Any, data_dir: str, tmp_path: Any) -> None:
+    names = ("trainer_mode", "max_off_policy_threshold", "max_off_policy_strategy", "filter_groups_metric",
+             "train_batch_size", "gen_batch_size", "max_inflight_gen_batches", "sync_refill_failed_groups")  # fmt: skip
+    for mode, ours, theirs, extra in [
+        ("sync", bv.BOTSPPOTrainerSync, PPOTrainerSync, DAPO),
+        ("sync", bv.BOTSPPOTrainerSync, PPOTrainerSync, ("algorithm.filter_groups.max_inflight_gen_batches=3", *DAPO)),
+        ("sync", bv.BOTSPPOTrainerSync, PPOTrainerSync, ()),
+        ("colocate_async", bv.BOTSPPOTrainerColocateAsync, PPOTrainerColocateAsync, DAPO),
+    ]:
+        bots_trainer = ours(make_config(data_dir, str(tmp_path), f"trainer.v1.trainer_mode=bots_{mode}", *extra))
+        verl_trainer = theirs(make_config(data_dir, str(tmp_path), f"trainer.v1.trainer_mode={mode}", *extra))
+        ours_rb, theirs_rb = bots_trainer.replay_buffer, verl_trainer.replay_buffer
+        assert isinstance(ours_rb, type(theirs_rb)) and type(ours_rb) is not type(theirs_rb)
+        assert {n: getattr(ours_rb, n) for n in names} == {n: getattr(theirs_rb, n) for n in names}
+        assert ours_rb.refill_fn.__self__ is bots_trainer
+        if DAPO[0] in extra:
+            assert ours_rb.filter_groups_metric == "reward"  # DAPO is on, not silently off
+    # verl's config-only seam alone would show BOTS the rewards but not let it choose: refused.
+    config = make_config(data_dir, str(tmp_path), "trainer.v1.trainer_mode=sync",
+                         "trainer.v1.sampler.custom_sampler.path=pkg://bots_rft.integrations.verl",
+                         "trainer.v1.sampler.custom_sampler.name=BOTSReplayBuffer")  # fmt: skip
+    with pytest.raises(ConfigError, match="custom_sampler"):
+        PPOTrainerSync(config)
+
+
+# ------------------------------------------------------------------------------ the data path
+
+
+def test_sampler_chooses_every_prompt_a_chunk_at_a_time(cluster: Any, data_dir: str, tmp_path: Any) -> None:
+    trainer = start(CPUSyncTrainer, make_config(data_dir, str(tmp_path), *DAPO))
+    loader = trainer.train_dataloader
+    assert loader.num_workers == 0 and loader.sampler is trainer.bots_sampler and loader.batch_size == 1
+    selections = trainer.bots_sampler.selector.num_selections
+    batch = trainer._next_train_batch()  # verl's own fetch: train_batch_size prompts, one at a time
+    assert trainer.bots_sampler.selector.num_selections == selections + 1  # one draw for the whole batch
+    tasks = [int(t) for t in batch["index"]]
+    assert len(set(tasks)) == BATCH
+    # each row really is the task BOTS chose (rows are not in task-id order in this dataset)
+    assert sorted(trainer.bots_sampler._uid_task.values()) == sorted(tasks)
+    assert [trainer.train_dataset.dataframe[int(trainer.bots_sampler.rows_of_task[t])]["extra_info"]["index"] for t in tasks] == tasks
+
+
+def test_inflight_prompts_are_excluded_until_their_evidence_is_folded() -> None:
+    sampler = bv.BOTSPromptSampler(BOTS(6, seed=1), list(range(6)), chunk_size=4)
+    it = iter(sampler)
+    first = [next(it) for _ in range(4)]
+    sampler.dispatched([f"u{i}" for i in range(4)])
+    more = [next(it) for _ in range(2)]  # a new chunk: only the two tasks not in flight remain
+    assert sorted(first + more) == list(range(6))
+    sampler.dispatched(["u4", "u5"])
+    for i, task in enumerate(first + more):
+        sampler.observe(f"u{i}", task, [1.0, 0.0], kept=True)
+    assert sampler.inflight_tasks == 6  # finished, but not yet in the posterior: still excluded
+    nxt = next(it)  # everything in flight: the exclusion is lifted rather than stalling verl
+    assert 0 <= nxt < 6
+    metrics = sampler.fold()
+    assert metrics["bots/groups_seen"] == 6 and metrics["bots/inflight_tasks"] == 1  # the one just yielded
+    with pytest.raises(DataError, match="fetched for task"):
+        sampler.dispatched(["u6"])
+        sampler.observe("u6", (nxt + 1) % 6, [1.0], kept=True)
+    sampler.observe_empty("gone")  # a group whose sessions all failed
+    assert sampler.fold()["bots/groups_without_rollouts"] == 1
+
+
+# ------------------------------------------------------------------------------ evidence
+
+
+def test_filtered_groups_reach_bots_and_extreme_tasks_stop_being_chosen(cluster: Any, data_dir: str, tmp_path: Any) -> None:
+    """The evidence-loss regression: with DAPO filtering on, the all-pass and all-fail groups are
+    evicted before the trainer sees them; BOTS must still learn from them (posterior means near 1
+    and 0, not decaying to the prior 0.5) and stop choosing those tasks."""
+    trainer = start(CPUSyncTrainer, make_config(data_dir, str(tmp_path), *DAPO))
+    steps = run_steps(trainer, 8)
+    loop: FakeAgentLoop = trainer.agent_loop_manager
+    evicted = sum(m.get("training/filter_groups/evicted_samples", 0) for m in steps)
+    seen = sum(m["bots/groups_seen"] for m in steps) + sum(m["bots/groups_without_rollouts"] for m in steps)
+    assert evicted > 0 and seen == len(loop.dispatched)  # every dispatched group, kept or evicted
+    assert sum(m["bots/evicted_groups_seen"] for m in steps) >= evicted
+    sel = trainer.bots_sampler.selector
+    mean = sel.mean()
+    tried = np.zeros(len(KIND), dtype=bool)
+    tried[loop.dispatched] = True
+    for kind, lo, hi in (("pass", 0.7, 1.0), ("fail", 0.0, 0.3)):
+        ids = np.flatnonzero((KIND == kind) & tried)
+        assert ids.size >= 4, f"too few {kind} tasks tried: {ids}"
+        assert np.all((mean[ids] >= lo) & (mean[ids] <= hi)), (kind, mean[ids])
+    # Late steps choose (almost) only the mixed tasks: their first picks are all mixed.
+    late_picks = [KIND[t] for t in loop.dispatched[-3 * BATCH :]]
+    assert late_picks.count("mixed") >= 0.75 * len(late_picks), late_picks
+    assert steps[-1]["bots/etr"] >= steps[0]["bots/etr"]
+    for key in ("bots/etr", "bots/below_one", "bots/above_zero", "bots/mean_of_picks/mean", "bots/mean_of_picks/p50",
+                "bots/select_ms", "bots/update_ms", "bots/evicted_groups_seen", "bots/kept_groups_seen", "bots/inflight_tasks"):
+        assert key in steps[-1], key  # fmt: skip
+    assert steps[-1]["bots/inflight_tasks"] == 0  # sync: nothing carried into the next step
+
+
+def test_interpolation_evidence_reports_capability(cluster: Any, data_dir: str, tmp_path: Any) -> None:
+    config = make_config(data_dir, str(tmp_path), "bots.weak_column=weak_rate", "bots.strong_column=strong_rate")
+    trainer = start(CPUSyncTrainer, config)
+    metrics = run_steps(trainer, 1)[0]
+    assert np.isfinite(metrics["bots/capability"])
+
+
+# ------------------------------------------------------------------------------ checkpoints
+
+
+def test_checkpoint_round_trip_resumes_exactly(cluster: Any, data_dir: str, tmp_path: Any) -> None:
+    ckpt = str(tmp_path / "ckpt")
+    first = start(CPUSyncTrainer, make_config(data_dir, ckpt, *DAPO, "trainer.resume_mode=auto"))
+    run_steps(first, 2)
+    first._save_checkpoint()  # verl's own: data.pt (with the sampler's state), then our selector file
+    folder = os.path.join(ckpt, "global_step_2")
+    saved = BOTS.load(os.path.join(folder, bv.SELECTOR_FILE))
+    assert saved.num_updates == 2  # the evidence of the saved step is in the checkpoint
+    np.testing.assert_array_equal(saved.alpha, first.bots_sampler.selector.alpha)
+
+    resumed = start(CPUSyncTrainer, make_config(data_dir, ckpt, *DAPO, "trainer.resume_mode=auto"))
+    resumed._load_checkpoint()
+    assert resumed.global_steps == 2
+    np.testing.assert_array_equal(resumed.bots_sampler.selector.alpha, first.bots_sampler.selector.alpha)
+    n_first = len(first.agent_loop_manager.dispatched)
+    run_steps(first, 2)
+    run_steps(resumed, 2)
+    assert resumed.agent_loop_manager.dispatched == first.agent_loop_manager.dispatched[n_first:]
+    np.testing.assert_array_equal(resumed.bots_sampler.selector.beta, first.bots_sampler.selector.beta)
+
+
+# ------------------------------------------------------------------------------ async
+
+
+def test_async_stale_groups_feed_bots_and_running_prompts_stay_excluded(cluster: Any, data_dir: str, tmp_path: Any) -> None:
+    config = make_config(data_dir, str(tmp_path), "trainer.v1.trainer_mode=bots_colocate_async",
+                         "trainer.v1.sampler.max_off_policy_threshold=1")  # fmt: skip
+    trainer = start(CPUAsyncTrainer, config)
+    assert isinstance(trainer.replay_buffer, bv.BOTSReplayBufferAsync)
+    loop: FakeAgentLoop = trainer.agent_loop_manager
+    sampler = trainer.bots_sampler
+    trainer.global_steps = 1
+    loop.hold = set(range(len(KIND)))  # the first batch keeps running past the step
+    trainer._add_prompts_to_generate(BATCH)
+    running = list(sampler._uid_task.items())
+    loop.hold = set()
+    trainer._add_prompts_to_generate(BATCH)  # selected while the first batch runs: disjoint
+    assert not {t for _, t in running} & set(loop.dispatched[BATCH:])
+    # The first batch finishes two steps later: stale under max_off_policy_threshold=1 and dropped
+    # by verl, but BOTS reads it first.
+    for uid, task in running:
+        FakeAgentLoop.finish(uid, task)
+    trainer.global_steps = 3
+    trainer.replay_buffer.sample(trainer.global_steps, "train", BATCH)
+    metrics = sampler.fold()
+    assert metrics["bots/evicted_groups_seen"] == 2 * BATCH  # both stale batches
+    assert metrics["bots/kept_groups_seen"] == BATCH  # the refills verl trains on

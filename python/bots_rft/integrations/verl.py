@@ -1,26 +1,66 @@
-"""BOTS for verl: a curriculum sampler (verl <= 0.7) and a trainer mix-in (verl >= 0.8).
+"""BOTS for verl 0.9 (the default V1 trainer): BOTS chooses every prompt, every finished group feeds it.
 
-verl <= 0.7.x builds the training sampler from the config and, after every step, hands it the
-step's batch (``AbstractCurriculumSampler.update(batch)``)::
+Run verl through this module instead of ``verl.trainer.main_ppo``; everything else stays as it was::
 
-    data.sampler.class_path=pkg://bots_rft.integrations.verl
-    data.sampler.class_name=BOTSCurriculumSampler
-    data.dataloader_num_workers=0                 # verl requires it for curriculum samplers
-    +data.sampler.bots.n_rollouts=16              # = actor_rollout_ref.rollout.n
-    +data.sampler.bots.weak_column=qwen2.5_7b_pass_rate    # optional implicit evidence
-    +data.sampler.bots.strong_column=qwen3_30b_pass_rate
+    python -m bots_rft.integrations.verl <your usual verl overrides> \\
+        bots.weak_column=qwen2.5_7b_pass_rate bots.strong_column=qwen3_30b_pass_rate   # optional
 
-verl 0.8 removed that hook; :func:`with_bots_updates` subclasses ``RayPPOTrainer`` so that its
-step feeds the sampler, and the sampler is passed as ``train_sampler=`` (see docs/integrations.md).
+The entry point composes verl's own ``ppo_trainer`` config plus a ``bots`` section and sets
+``trainer.v1.trainer_mode=bots_sync``; ``bots_colocate_async`` and ``bots_separate_async`` select the
+async modes. Those names are registered in verl's ``TRAINER_REGISTRY`` when this module is imported;
+the entry point's Ray task runner (:class:`BOTSTaskRunner`) imports it inside the Ray actor, where
+verl looks the trainer up, which is why ``python -m verl.trainer.main_ppo`` cannot be used as is.
 
-The selector's task ``k`` is dataset row ``k`` (after verl's own filtering). Rollouts are matched
-to rows by the task id verl puts in ``non_tensor_batch["index"]`` (the dataset's
-``extra_info.index``), never by position: verl repeats rows ``rollout.n`` times and reorders them
-(``_balance_batch``, DAPO's group filter). Rewards are ``token_level_scores`` summed per row.
+What the BOTS trainers change, and nothing else:
+
+- **Prompt choice.** The training data loader's sampler is a :class:`BOTSPromptSampler`, with
+  ``num_workers=0`` so no prompt is drawn ahead from a stale posterior. verl fetches one prompt at a
+  time under DAPO and in the async modes (``gen_batch_size=1``); the sampler still selects
+  ``train_batch_size`` tasks at once (one Thompson draw per chunk, as the method intends) and hands
+  them out row by row. Tasks in flight (fetched, evidence not yet folded into the posterior) are
+  excluded from selection; only when every task is in flight is the exclusion lifted.
+- **Evidence.** The replay buffer (:class:`BOTSReplayBuffer`, :class:`BOTSReplayBufferAsync`, verl's
+  own buffers with two methods extended) reads ``index`` and ``rm_scores`` of **every** finished
+  training group just before verl deletes or hands it on: the kept ones, and the ones DAPO filtering
+  evicts (all-pass / all-fail), the refills, the surplus a sync DAPO step discards, failed groups and,
+  in the async modes, groups dropped as stale (their rollouts are real attempts by a policy at most
+  ``max_off_policy_threshold`` versions old; dropping them would again lose evidence selectively).
+  A rollout's reward is its ``rm_scores`` summed (one value per session, as DAPO reads it), turned
+  into a success by clipping into [0, 1] or by ``bots.success_threshold``. The evidence of a step is
+  folded into the posterior once, at the end of the step, before the checkpoint is written.
+- **Checkpoints.** The sampler's state (posterior, random stream position, prompts in flight,
+  evidence not yet folded) rides in verl's ``data.pt``; the selector alone is also written as
+  ``global_step_<n>/bots_selector.bots`` (:meth:`bots_rft.BOTS.load`). Resume with verl's usual
+  ``trainer.resume_mode``: a resumed run selects exactly what an uninterrupted one would.
+- **Metrics** (verl's logger, every step): ``bots/etr`` ``bots/below_one`` ``bots/above_zero`` over the
+  step's finished groups, ``bots/mean_of_picks/{mean,min,p25,p50,p75,max}`` (posterior means of the
+  tasks picked), ``bots/capability`` (the interpolation estimator's μ̃, once it exists),
+  ``bots/select_ms`` ``bots/update_ms``, ``bots/groups_seen`` ``bots/kept_groups_seen``
+  ``bots/evicted_groups_seen`` ``bots/groups_without_rollouts`` ``bots/inflight_tasks``.
+
+The selector's task ids are the dataset's ``extra_info.index`` (verl's ``index`` field); they must
+be distinct integers in ``[0, bots.num_tasks)`` (default: the largest id + 1; ids without a row,
+e.g. prompts verl filtered as too long, are never selected). Configuration (``bots.*``): the BOTS
+parameters ``lam rho target n_rollouts thompson seed threads`` (``n_rollouts`` defaults to
+``actor_rollout_ref.rollout.n``), ``weak_column`` / ``strong_column`` / ``momentum`` / ``min_gap`` for
+interpolation evidence, ``task_id_column``, ``num_tasks``, ``success_threshold`` and ``checkpoint``
+(a ``BOTS.save`` file to start from).
+
+Supported: verl 0.9.x with ``trainer.use_v1=true`` (tested with 0.9.1). Older verl releases, the
+legacy ``RayPPOTrainer`` (``trainer.use_v1=false``), a ``trainer.v1.sampler.custom_sampler`` and a
+colocated reward model that scores only after sampling are refused with a :class:`ConfigError`.
+Tested (``tests/test_integrations_verl.py``) against verl's real ``PPOTrainerSync`` object,
+``RLHFDataset``, ``StatefulDataLoader``, ``ReplayBuffer``/``ReplayBufferAsync`` and checkpoint code, on a
+real TransferQueue on a local Ray instance; faked there: the GPU worker groups, vLLM and the agent
+loop (a stand-in writes each group's rollouts to TransferQueue as verl's ``AgentLoopWorkerTQ``
+does, with rewards from a fixed per-task table).
 """
 
 from __future__ import annotations
 
+import inspect
+import os
+import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -30,222 +70,594 @@ from torch.utils.data import Sampler
 
 from ..errors import ConfigError, DataError, InvalidArgumentError
 from ..evidence import SPEC_MIN_GAP, Interpolation
+from ..metrics import effective_ratios
 from ..selector import BOTS
-from .tasks import column_values, successes_from_rewards
+from .tasks import column_values, rows_of_tasks, successes_from_rewards
 
-try:  # verl <= 0.7.x: verl's trainer calls update(batch) on samplers of this type.
-    from verl.experimental.dataset.sampler import AbstractCurriculumSampler as _Base
+SUPPORTED_VERL = "verl 0.9.x (tested with 0.9.1) with its V1 trainer (trainer.use_v1=true)"
 
-    VERL_HAS_CURRICULUM_HOOK = True
-except ImportError:  # verl >= 0.8, or no verl: a plain torch sampler
-    _Base = Sampler  # type: ignore[assignment,misc]
-    VERL_HAS_CURRICULUM_HOOK = False
 
-__all__ = ["BOTSCurriculumSampler", "with_bots_updates", "VERL_HAS_CURRICULUM_HOOK"]
+def _require_supported_verl(version: str) -> None:
+    """Refuse verl releases whose trainer has not the seams this module extends."""
+    try:
+        major, minor = (int(p) for p in version.split(".")[:2])
+    except ValueError:
+        raise ConfigError(f"verl: cannot read its version {version!r}; bots_rft supports {SUPPORTED_VERL}") from None
+    if (major, minor) < (0, 9):
+        raise ConfigError(
+            f"verl: version {version} is installed; bots_rft.integrations.verl supports {SUPPORTED_VERL}. "
+            "The verl <= 0.7 curriculum-sampler hook and the verl 0.8 RayPPOTrainer path are not supported."
+        )
+
+
+try:
+    import verl as _verl
+except ImportError as exc:  # pragma: no cover - verl is installed wherever this module is used
+    raise ConfigError(f"verl: not installed; bots_rft.integrations.verl supports {SUPPORTED_VERL}") from exc
+_require_supported_verl(str(getattr(_verl, "__version__", "0")))
+
+import transfer_queue as tq  # noqa: E402  (after the version check: older verl lacks it)
+from omegaconf import DictConfig, OmegaConf, open_dict  # noqa: E402
+from torchdata.stateful_dataloader import StatefulDataLoader  # noqa: E402
+from verl.trainer.ppo.v1 import (  # noqa: E402
+    PPOTrainerColocateAsync,
+    PPOTrainerSeparateAsync,
+    PPOTrainerSync,
+    register_trainer,
+)
+from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer, ReplayBufferAsync  # noqa: E402
+from verl.trainer.ppo.v1.trainer_base import TRAINER_REGISTRY  # noqa: E402
+from verl.utils.dataset.rl_dataset import collate_fn  # noqa: E402
+
+__all__ = [
+    "SUPPORTED_VERL",
+    "BOTS_MODES",
+    "SELECTOR_FILE",
+    "BOTSPromptSampler",
+    "BOTSReplayBuffer",
+    "BOTSReplayBufferAsync",
+    "BOTSPPOTrainerSync",
+    "BOTSPPOTrainerColocateAsync",
+    "BOTSPPOTrainerSeparateAsync",
+    "BOTSTaskRunner",
+    "build_sampler",
+    "check_config",
+    "register",
+    "main",
+]
 
 IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
 
-#: Keys of ``data.sampler.bots`` passed straight to :class:`bots_rft.BOTS`.
+#: The selector alone, written into every ``global_step_<n>`` checkpoint folder.
+SELECTOR_FILE = "bots_selector.bots"
+#: Keys of ``bots`` passed straight to :class:`bots_rft.BOTS`.
 _BOTS_KEYS = ("lam", "rho", "target", "n_rollouts", "thompson", "seed", "threads")
+_OTHER_KEYS = ("weak_column", "strong_column", "momentum", "min_gap", "task_id_column", "num_tasks",
+               "success_threshold", "checkpoint")  # fmt: skip
+#: Defaults of the ``bots`` config section the entry point adds (None: derived, see the module doc).
+BOTS_DEFAULTS: dict[str, Any] = {
+    "lam": 0.1, "rho": 0.1, "target": 0.5, "n_rollouts": None, "thompson": True, "seed": 0, "threads": None,
+    "weak_column": None, "strong_column": None, "momentum": 0.9, "min_gap": SPEC_MIN_GAP,
+    "task_id_column": "extra_info.index", "num_tasks": None, "success_threshold": None, "checkpoint": None,
+}  # fmt: skip
+_STATE_FORMAT = "bots-rft/verl-prompt-sampler"
+_QUANTILES = (("min", 0.0), ("p25", 0.25), ("p50", 0.5), ("p75", 0.75), ("max", 1.0))
 
 
-class BOTSCurriculumSampler(_Base):  # type: ignore[misc,valid-type]
-    """A verl training sampler whose batches BOTS chooses, and which learns from each step.
+# ------------------------------------------------------------------------------------ sampler
 
-    ``data_source`` is verl's ``RLHFDataset`` (its ``dataframe`` is read for task ids and
-    reference pass rates) or any sized dataset with those columns; ``data_config`` is verl's
-    ``data`` config (``train_batch_size`` / ``gen_batch_size``, and ``sampler.bots``: the BOTS
-    parameters ``lam rho target n_rollouts thompson seed threads``, ``weak_column`` /
-    ``strong_column`` / ``momentum`` / ``min_gap`` for interpolation evidence, ``task_id_column`` (default
-    ``extra_info.index``), ``index_key`` (default ``index``), ``success_threshold`` (default:
-    clip rewards into [0, 1]), ``checkpoint`` (a ``BOTS.save`` file to start from)). ``selector``
-    overrides the configured one (it must have one task per dataset row).
 
-    Each pass yields ``len(dataset) // batch_size`` batches; each batch is chosen when the data
-    loader reaches it, so with ``dataloader_num_workers=0`` it sees every earlier update.
+class BOTSPromptSampler(Sampler[int]):
+    """The training data loader's sampler: yields dataset rows chosen by BOTS, and keeps what the
+    selection depends on between steps (prompts in flight, evidence not yet folded).
+
+    ``row_task_ids[r]`` is the task id of dataset row ``r``; ``chunk_size`` tasks are selected at a
+    time (verl's ``train_batch_size``). The iterator never ends: verl draws as many prompts as
+    its refills need, and BOTS samples with replacement over time, so a "pass" means nothing here.
+
+    The trainer reports each fetched prompt's ``uid`` (:meth:`dispatched`) and the replay buffer
+    each finished group (:meth:`observe`, :meth:`observe_empty`); :meth:`fold` makes the step's one
+    posterior update and returns its metrics. A task stays excluded from selection from the moment
+    it is yielded until the evidence of its group has been folded.
     """
 
-    def __init__(self, data_source: Any, data_config: Any, selector: BOTS | None = None) -> None:
-        cfg = _bots_config(data_config)
-        frame = getattr(data_source, "dataframe", None)
-        frame = data_source if frame is None else frame
-        num_rows = len(data_source)
-        task_id_column = str(cfg.get("task_id_column", "extra_info.index"))
-        ids = np.array([_int_id(v, task_id_column) for v in column_values(frame, task_id_column)], dtype=np.int64)
-        if ids.size != num_rows:
-            raise DataError(f"{task_id_column}: {ids.size} ids for {num_rows} dataset rows")
-        order = np.argsort(ids, kind="stable")
-        sorted_ids = ids[order]
-        dup = np.flatnonzero(sorted_ids[1:] == sorted_ids[:-1])
-        if dup.size:
-            raise DataError(
-                f"{task_id_column}: task id {int(sorted_ids[dup[0]])} occurs on more than one row; rollouts could not be "
-                "matched to rows (GURU's extra_info.index restarts in every domain file: re-index the merged pool)"
-            )
-        batch_size = int(_get(data_config, "gen_batch_size", None) or _get(data_config, "train_batch_size", 0))
-        if not 1 <= batch_size <= num_rows:
-            raise ConfigError(f"train_batch_size: {batch_size} must be in [1, {num_rows}] (dataset rows)")
-        self.batch_size = batch_size
-        self.num_rows = num_rows
-        self.index_key = str(cfg.get("index_key", "index"))
-        threshold = cfg.get("success_threshold", None)
-        self.success_threshold = None if threshold is None else float(threshold)
-        self._sorted_ids = sorted_ids
-        self._row_of_sorted = order.astype(np.int64)
-        self.selector = selector if selector is not None else _build_selector(cfg, frame, num_rows)
-        if int(self.selector.num_tasks) != num_rows:
-            raise ConfigError(f"selector: has {self.selector.num_tasks} tasks, the dataset {num_rows} rows")
-        # Position in the current pass, kept on the object so a data-loader checkpoint resumes
-        # mid-pass: (batches started this pass, rows of the current batch, rows yielded of it).
-        self._chunk = 0
-        self._current: IntArray | None = None
-        self._offset = 0
-        self._resume = False
-        self.num_feeds = 0
+    def __init__(
+        self,
+        selector: BOTS,
+        row_task_ids: Any,
+        chunk_size: int,
+        success_threshold: float | None = None,
+        task_id_column: str = "extra_info.index",
+    ) -> None:
+        if not isinstance(selector, BOTS):
+            raise InvalidArgumentError(f"selector: must be a bots_rft.BOTS, got {type(selector).__name__}", "selector")
+        n = int(selector.num_tasks)
+        ids = list(row_task_ids)
+        if not ids:
+            raise DataError(f"{task_id_column}: the training dataset has no rows")
+        self.rows_of_task = rows_of_tasks(ids, n, task_id_column)
+        self.task_of_row = np.asarray([int(v) for v in ids], dtype=np.int64)
+        if isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)) or chunk_size < 1:
+            raise InvalidArgumentError(f"chunk_size: must be a positive integer, got {chunk_size!r}", "chunk_size")
+        self.selector = selector
+        self.chunk_size = int(chunk_size)
+        self.success_threshold = None if success_threshold is None else float(success_threshold)
+        self.task_id_column = task_id_column
+        self._no_row = self.rows_of_task < 0
+        self._reset_dynamic_state()
 
-    # ------------------------------------------------------------------------ sampling
+    def _reset_dynamic_state(self) -> None:
+        n = int(self.selector.num_tasks)
+        self._chunk: list[int] = []  # selected, not yet yielded (dropped when the posterior changes)
+        self._yielded: list[int] = []  # yielded, not yet matched to a uid by the trainer
+        self._inflight = np.zeros(n, dtype=np.int64)  # groups per task yielded and not yet folded
+        self._uid_task: dict[str, int] = {}  # dispatched prompts whose group has not finished
+        # Evidence waiting for the step's fold: one entry per finished group.
+        self._ev_tasks: list[int] = []
+        self._ev_successes: list[float] = []
+        self._ev_trials: list[float] = []
+        self._ev_kept: list[bool] = []
+        self._released: list[int] = []  # tasks whose group ended (with or without evidence)
+        self._empty_groups = 0
+        self._select_s = 0.0
+        self._picked_means: list[float] = []
+
+    # ---------------------------------------------------------------------------- selection
     def __len__(self) -> int:
-        return (self.num_rows // self.batch_size) * self.batch_size
+        # Nominal only (verl counts steps from the dataset size): the iterator never ends.
+        return len(self.task_of_row)
 
     def __iter__(self) -> Iterator[int]:
-        if not self._resume:
-            self._chunk, self._current, self._offset = 0, None, 0
-        self._resume = False
+        # All state lives on the sampler, so a restored sampler continues where it was saved.
         while True:
-            if self._current is None or self._offset >= len(self._current):
-                if self._chunk >= self.num_rows // self.batch_size:
-                    return
-                # Lazily, when the loader reaches this batch: it sees every update so far.
-                self._current = np.asarray(self.selector.select(self.batch_size), dtype=np.int64)
-                self._offset = 0
-                self._chunk += 1
-            row = int(self._current[self._offset])
-            self._offset += 1
-            yield row
+            if not self._chunk:
+                self._chunk = self._select_chunk()
+            task = self._chunk.pop(0)
+            self._inflight[task] += 1
+            self._yielded.append(task)
+            yield int(self.rows_of_task[task])
 
-    # ------------------------------------------------------------------------ learning
-    def rows_of(self, task_ids: Any) -> IntArray:
-        """Dataset rows of task ids (as in ``non_tensor_batch["index"]``); unknown ids raise."""
-        ids = np.array([_int_id(v, self.index_key) for v in np.asarray(task_ids, dtype=object).reshape(-1)], dtype=np.int64)
-        pos = np.searchsorted(self._sorted_ids, ids)
-        pos_ok = np.minimum(pos, len(self._sorted_ids) - 1)
-        bad = self._sorted_ids[pos_ok] != ids
-        if np.any(bad):
-            raise DataError(f"{self.index_key}: task id {int(ids[bad][0])} is not in the training dataset")
-        return self._row_of_sorted[pos_ok]
+    def _select_chunk(self) -> list[int]:
+        exclude = self._no_row | (self._inflight > 0)
+        available = int(np.count_nonzero(~exclude))
+        if available == 0:  # everything is in flight: repeat tasks rather than stall the trainer
+            exclude = self._no_row
+            available = int(np.count_nonzero(~exclude))
+        start = time.perf_counter()
+        chosen = self.selector.select(min(self.chunk_size, available), exclude=exclude)
+        self._select_s += time.perf_counter() - start
+        alpha, beta = self.selector.alpha[chosen], self.selector.beta[chosen]  # select has flushed
+        self._picked_means.extend((alpha / (alpha + beta)).tolist())
+        return [int(t) for t in chosen]
 
-    def update(self, batch: Any) -> None:
-        """Fold one step's rollouts into the posterior: task ids from
-        ``batch.non_tensor_batch[index_key]``, one reward per row = ``token_level_scores`` summed
-        over tokens (clipped into [0, 1], or thresholded)."""
-        non_tensor = batch.non_tensor_batch
-        if self.index_key not in non_tensor:
-            raise DataError(f"{self.index_key}: the batch has no such non-tensor key (has {sorted(non_tensor)})")
-        tensors = batch.batch
-        if "token_level_scores" not in tensors.keys():
-            raise DataError("token_level_scores: the batch has no rewards yet (update must run after the reward step)")
-        rows = self.rows_of(non_tensor[self.index_key])
-        scores = tensors["token_level_scores"].sum(dim=-1).float().cpu().numpy().astype(np.float64)
-        if scores.shape != rows.shape:
-            raise DataError(f"token_level_scores: {scores.shape[0]} rows, but {rows.size} task ids")
-        succ = successes_from_rewards(scores, self.success_threshold)
+    # ---------------------------------------------------------------------------- bookkeeping
+    def dispatched(self, uids: Any) -> None:
+        """The trainer turned the rows yielded since the last call into prompts ``uids`` (in order)."""
+        uids = [str(u) for u in uids]
+        if len(uids) != len(self._yielded):
+            raise DataError(
+                f"uids: {len(uids)} prompts fetched but the sampler yielded {len(self._yielded)} rows since the "
+                "last fetch (the data loader must use this sampler with num_workers=0)"
+            )
+        self._uid_task.update(zip(uids, self._yielded, strict=True))
+        self._yielded = []
+
+    def task_of_uid(self, uid: str) -> int | None:
+        return self._uid_task.get(uid)
+
+    def observe(self, uid: str, task_id: int, rewards: Any, kept: bool) -> None:
+        """One finished group: its rollouts' rewards (NaN: not a trial). ``task_id`` is the group's
+        ``index``; a uid the sampler dispatched must agree with it."""
+        known = self._uid_task.pop(uid, None)
+        if known is not None and known != task_id:
+            raise DataError(f"index: group {uid} reports task {task_id} but was fetched for task {known}")
+        if not 0 <= task_id < self.selector.num_tasks:
+            raise DataError(f"index: task id {task_id} is outside [0, {self.selector.num_tasks})")
+        succ = successes_from_rewards(rewards, self.success_threshold)
         ok = ~np.isnan(succ)
-        if np.any(ok):
-            self.selector.update(rows[ok], succ[ok], 1.0)
-            self.num_feeds += 1
+        self._released.append(task_id)
+        if not np.any(ok):
+            self._empty_groups += 1
+            return
+        self._ev_tasks.append(task_id)
+        self._ev_successes.append(float(succ[ok].sum()))
+        self._ev_trials.append(float(np.count_nonzero(ok)))
+        self._ev_kept.append(bool(kept))
 
-    # ------------------------------------------------------------------------ checkpoints
+    def observe_empty(self, uid: str) -> None:
+        """A group ended with no rollout to read (e.g. every session failed)."""
+        task = self._uid_task.pop(uid, None)
+        self._empty_groups += 1
+        if task is not None:
+            self._released.append(task)
+
+    @property
+    def inflight_tasks(self) -> int:
+        return int(np.count_nonzero(self._inflight))
+
+    def fold(self) -> dict[str, float]:
+        """The step's one posterior update from every group finished since the last fold; the
+        step's metrics (``bots/...``)."""
+        metrics: dict[str, float] = {}
+        ids = np.asarray(self._ev_tasks, dtype=np.int64)
+        if ids.size:
+            succ = np.asarray(self._ev_successes, dtype=np.float64)
+            trials = np.asarray(self._ev_trials, dtype=np.float64)
+            start = time.perf_counter()
+            self.selector.update(ids, succ, trials)
+            self.selector.flush()
+            metrics["bots/update_ms"] = 1e3 * (time.perf_counter() - start)
+            ratios = effective_ratios(succ, trials)
+            kept = np.asarray(self._ev_kept, dtype=bool)
+            metrics.update({
+                "bots/etr": ratios.etr, "bots/below_one": ratios.below_one, "bots/above_zero": ratios.above_zero,
+                "bots/groups_seen": float(ids.size), "bots/kept_groups_seen": float(np.count_nonzero(kept)),
+                "bots/evicted_groups_seen": float(np.count_nonzero(~kept)), "bots/rollouts_seen": float(trials.sum()),
+            })  # fmt: skip
+            self._chunk = []  # drawn from the old posterior: draw again
+        released = np.asarray(self._released, dtype=np.int64)
+        if released.size:
+            np.subtract.at(self._inflight, released, 1)
+            np.maximum(self._inflight, 0, out=self._inflight)  # groups restored without a fetch record
+        if self._picked_means:
+            picks = np.asarray(self._picked_means, dtype=np.float64)
+            metrics["bots/mean_of_picks/mean"] = float(picks.mean())
+            for name, q in _QUANTILES:
+                metrics[f"bots/mean_of_picks/{name}"] = float(np.quantile(picks, q))
+        metrics["bots/select_ms"] = 1e3 * self._select_s
+        metrics["bots/groups_without_rollouts"] = float(self._empty_groups)
+        metrics["bots/inflight_tasks"] = float(self.inflight_tasks)
+        if self.selector.capability is not None:
+            metrics["bots/capability"] = float(self.selector.capability)
+        self._ev_tasks, self._ev_successes, self._ev_trials, self._ev_kept = [], [], [], []
+        self._released, self._empty_groups, self._select_s, self._picked_means = [], 0, 0.0, []
+        return metrics
+
+    # ---------------------------------------------------------------------------- checkpoints
     def state_dict(self) -> dict[str, Any]:
-        """Selector and position in the pass; verl saves it with the data loader (``data.pt``)."""
+        """Everything the next selections depend on; verl saves it inside ``data.pt``."""
         return {
+            "format": _STATE_FORMAT,
             "selector": self.selector.state_dict(),
-            "chunk": self._chunk,
-            "current": None if self._current is None else self._current.copy(),
-            "offset": self._offset,
-            "num_feeds": self.num_feeds,
+            "chunk": list(self._chunk),
+            "yielded": list(self._yielded),
+            "inflight": self._inflight.copy(),
+            "uid_task": dict(self._uid_task),
+            "evidence": (list(self._ev_tasks), list(self._ev_successes), list(self._ev_trials), list(self._ev_kept)),
+            "released": list(self._released),
+            "empty_groups": self._empty_groups,
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restore :meth:`state_dict`; the next ``iter`` continues the saved pass."""
+        """Restore :meth:`state_dict` (validated first; on error nothing changes)."""
+        if not isinstance(state, Mapping) or state.get("format") != _STATE_FORMAT:
+            raise InvalidArgumentError("state: not a BOTSPromptSampler state", "state")
         try:
-            current = state["current"]
-            chunk, offset = int(state["chunk"]), int(state["offset"])
-            self.selector.load_state_dict(state["selector"])
-        except (KeyError, TypeError) as exc:
-            raise InvalidArgumentError(f"state: not a BOTSCurriculumSampler state ({exc})", "state") from None
-        self._current = None if current is None else np.asarray(current, dtype=np.int64).copy()
-        self._chunk, self._offset = chunk, offset
-        self.num_feeds = int(state.get("num_feeds", 0))
-        self._resume = True
+            inflight = np.asarray(state["inflight"], dtype=np.int64)
+            tasks, succ, trials, kept = state["evidence"]
+            chunk, yielded = [int(t) for t in state["chunk"]], [int(t) for t in state["yielded"]]
+            uid_task = {str(k): int(v) for k, v in dict(state["uid_task"]).items()}
+            released, empty = [int(t) for t in state["released"]], int(state["empty_groups"])
+            selector_state = state["selector"]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InvalidArgumentError(f"state: not a BOTSPromptSampler state ({exc!r})", "state") from None
+        if inflight.shape != self._inflight.shape:
+            raise InvalidArgumentError(f"state: has {inflight.size} tasks, this sampler {self._inflight.size}", "state")
+        self.selector.load_state_dict(selector_state)  # validates before changing anything
+        self._chunk, self._yielded, self._inflight, self._uid_task = chunk, yielded, inflight.copy(), uid_task
+        self._ev_tasks, self._ev_successes = [int(t) for t in tasks], [float(s) for s in succ]
+        self._ev_trials, self._ev_kept = [float(t) for t in trials], [bool(k) for k in kept]
+        self._released, self._empty_groups = released, empty
+        self._select_s, self._picked_means = 0.0, []
 
 
-def with_bots_updates(trainer_cls: type) -> type:
-    """``RayPPOTrainer`` subclass for verl >= 0.8 (no curriculum hook): each step hands its
-    scored batch to the BOTS sampler just before the actor update. On verl <= 0.7 the trainer
-    already calls ``update`` itself and this subclass does not add a second call."""
-
-    class BOTSRayPPOTrainer(trainer_cls):  # type: ignore[misc,valid-type]
-        def _update_actor(self, batch: Any) -> Any:
-            sampler = getattr(self.train_dataloader, "sampler", None)
-            if isinstance(sampler, BOTSCurriculumSampler) and not VERL_HAS_CURRICULUM_HOOK:
-                sampler.update(batch)
-            return super()._update_actor(batch)
-
-    BOTSRayPPOTrainer.__name__ = BOTSRayPPOTrainer.__qualname__ = f"BOTS{trainer_cls.__name__}"
-    return BOTSRayPPOTrainer
-
-
-# ---------------------------------------------------------------------------------- helpers
-
-
-def _get(cfg: Any, key: str, default: Any) -> Any:
-    if cfg is None:
-        return default
-    if hasattr(cfg, "get"):
-        return cfg.get(key, default)
-    return getattr(cfg, key, default)
-
-
-def _bots_config(data_config: Any) -> dict[str, Any]:
-    sampler_cfg = _get(data_config, "sampler", None)
-    bots = _get(sampler_cfg, "bots", None)
+def _bots_options(config: Any) -> dict[str, Any]:
+    """The ``bots`` section's set (non-null) options; unknown keys are refused."""
+    bots = config.get("bots", None) if hasattr(config, "get") else None
     if bots is None:
         return {}
-    try:  # an omegaconf DictConfig: resolve interpolations into plain values
-        from omegaconf import OmegaConf
-
-        if OmegaConf.is_config(bots):
-            return dict(OmegaConf.to_container(bots, resolve=True))  # type: ignore[arg-type]
-    except ImportError:
-        pass
-    return dict(bots)
-
-
-def _int_id(value: Any, name: str) -> int:
-    if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
-        return int(value)
-    if isinstance(value, (float, np.floating)) and float(value).is_integer():
-        return int(value)
-    raise DataError(f"{name}: task ids must be integers, got {value!r}")
-
-
-def _rates(frame: Any, column: str) -> npt.NDArray[np.float64]:
-    return np.array([np.nan if v is None else float(v) for v in column_values(frame, column)], dtype=np.float64)
-
-
-def _build_selector(cfg: dict[str, Any], frame: Any, num_rows: int) -> BOTS:
-    unknown = set(cfg) - set(_BOTS_KEYS) - {
-        "weak_column", "strong_column", "momentum", "min_gap", "task_id_column", "index_key", "success_threshold", "checkpoint",
-    }
+    cfg = dict(OmegaConf.to_container(bots, resolve=True)) if OmegaConf.is_config(bots) else dict(bots)  # type: ignore[arg-type]
+    unknown = set(cfg) - set(_BOTS_KEYS) - set(_OTHER_KEYS)
     if unknown:
-        raise ConfigError(f"data.sampler.bots: unknown keys {sorted(unknown)}")
-    if cfg.get("checkpoint"):
-        return BOTS.load(str(cfg["checkpoint"]), threads=cfg.get("threads"))
-    kwargs = {k: cfg[k] for k in _BOTS_KEYS if k in cfg}
-    weak, strong = cfg.get("weak_column"), cfg.get("strong_column")
-    if (weak is None) != (strong is None):
-        raise ConfigError("data.sampler.bots: weak_column and strong_column go together")
-    if weak is not None:
-        kwargs["evidence"] = Interpolation(_rates(frame, str(weak)), _rates(frame, str(strong)), cfg.get("momentum", 0.9),
-                                           min_gap=cfg.get("min_gap", SPEC_MIN_GAP))  # fmt: skip
-    return BOTS(num_rows, **kwargs)
+        raise ConfigError(f"bots: unknown keys {sorted(unknown)} (known: {sorted(_BOTS_KEYS + _OTHER_KEYS)})")
+    return {k: v for k, v in cfg.items() if v is not None}
+
+
+def _rates(frame: Any, column: str, rows_of_task: IntArray) -> FloatArray:
+    per_row = np.array([np.nan if v is None else float(v) for v in column_values(frame, column)], dtype=np.float64)
+    out = np.full(rows_of_task.shape, np.nan)
+    has = rows_of_task >= 0
+    out[has] = per_row[rows_of_task[has]]
+    return out
+
+
+def build_sampler(config: Any, dataset: Any, selector: BOTS | None = None) -> BOTSPromptSampler:
+    """The :class:`BOTSPromptSampler` for verl's training ``dataset`` (an ``RLHFDataset``: its
+    ``dataframe`` is read, or any dataset with those columns) under the full verl ``config``
+    (``data.train_batch_size``, ``actor_rollout_ref.rollout.n`` and the ``bots`` section).
+    ``selector`` replaces the configured one."""
+    cfg = _bots_options(config)
+    frame = getattr(dataset, "dataframe", None)
+    frame = dataset if frame is None else frame
+    column = str(cfg.get("task_id_column", "extra_info.index"))
+    ids = column_values(frame, column)
+    if len(ids) != len(dataset):
+        raise DataError(f"{column}: {len(ids)} task ids for {len(dataset)} dataset rows")
+    int_ids = [int(v) if isinstance(v, (float, np.floating)) and float(v).is_integer() else v for v in ids]
+    chunk = int(config.data.train_batch_size)
+    if selector is None:
+        if cfg.get("checkpoint"):
+            selector = BOTS.load(str(cfg["checkpoint"]), threads=cfg.get("threads"))
+        else:
+            num_tasks = cfg.get("num_tasks")
+            if num_tasks is None:
+                ints = [v for v in int_ids if isinstance(v, (int, np.integer)) and not isinstance(v, bool)]
+                num_tasks = (max(ints) + 1) if ints else len(int_ids)
+            kwargs = {k: cfg[k] for k in _BOTS_KEYS if k in cfg}
+            kwargs.setdefault("n_rollouts", int(config.actor_rollout_ref.rollout.n))
+            rows = rows_of_tasks(int_ids, int(num_tasks), column)  # validates ids before reading columns
+            weak, strong = cfg.get("weak_column"), cfg.get("strong_column")
+            if (weak is None) != (strong is None):
+                raise ConfigError("bots: weak_column and strong_column go together")
+            if weak is not None:
+                kwargs["evidence"] = Interpolation(
+                    _rates(frame, str(weak), rows), _rates(frame, str(strong), rows), cfg.get("momentum", 0.9),
+                    min_gap=cfg.get("min_gap", SPEC_MIN_GAP),
+                )  # fmt: skip
+            selector = BOTS(int(num_tasks), **kwargs)
+    if chunk > len(int_ids):
+        raise ConfigError(f"data.train_batch_size: {chunk} exceeds the {len(int_ids)} training rows")
+    return BOTSPromptSampler(selector, int_ids, chunk, cfg.get("success_threshold"), column)
+
+
+# ------------------------------------------------------------------------------- replay buffer
+
+
+class _EvidenceTap:
+    """Reads every finished training group just before verl's replay buffer deletes it or hands it
+    to the trainer, and reports it to the trainer's :class:`BOTSPromptSampler`."""
+
+    partitions: dict[str, dict[str, dict[str, Any]]]
+    refill_fn: Any
+    bots_sampler: BOTSPromptSampler | None = None
+
+    def _bots_init(self) -> None:
+        trainer = getattr(self.refill_fn, "__self__", None)
+        if not isinstance(trainer, _BOTSTrainerMixin):
+            raise ConfigError(
+                f"{type(self).__name__}: built outside a BOTS trainer (e.g. via trainer.v1.sampler.custom_sampler); "
+                "BOTS would see the rewards but not choose the prompts. Run `python -m bots_rft.integrations.verl` "
+                "with trainer.v1.trainer_mode=bots_sync (or bots_colocate_async / bots_separate_async) instead"
+            )
+
+    def _clear_groups(self, partition_id: str, uids: set[str]) -> None:
+        if partition_id == "train" and uids:
+            self._bots_feed(partition_id, set(uids), self.partitions[partition_id], kept=False)
+        super()._clear_groups(partition_id, uids)  # type: ignore[misc]
+
+    def _materialize_batch(self, partition_id: str, selected_prompt_uids: list[str], partition_snapshot: dict[str, dict]) -> Any:
+        if partition_id == "train":
+            self._bots_feed(partition_id, set(selected_prompt_uids), partition_snapshot, kept=True)
+        return super()._materialize_batch(partition_id, selected_prompt_uids, partition_snapshot)  # type: ignore[misc]
+
+    def _bots_feed(self, partition_id: str, uids: set[str], partition: Mapping[str, Any], kept: bool) -> None:
+        sampler = self.bots_sampler
+        if sampler is None:
+            raise ConfigError("bots: evidence arrived before the BOTS sampler was attached to the replay buffer")
+        keys = [k for k in partition if k.split("_")[0] in uids]
+        # One reward per rollout (session): an agent loop with several outputs gives them all the
+        # session's final reward, so the last output stands for the session.
+        sessions: dict[str, dict[str, tuple[int, int, float]]] = {}
+        if keys:
+            data = tq.kv_batch_get(keys=keys, partition_id=partition_id, select_fields=["index", "rm_scores"])
+            for key, index, scores in zip(keys, list(data["index"]), list(data["rm_scores"]), strict=True):
+                uid, session, out = key.split("_")[:3]
+                prev = sessions.setdefault(uid, {}).get(session)
+                if prev is None or int(out) >= prev[0]:
+                    sessions[uid][session] = (int(out), int(index), float(scores.float().sum()))
+        for uid in sorted(uids):
+            per_session = sessions.get(uid)
+            if not per_session:
+                sampler.observe_empty(uid)
+                continue
+            tasks = {t for _, t, _ in per_session.values()}
+            if len(tasks) != 1:
+                raise DataError(f"index: the rollouts of group {uid} carry different task ids {sorted(tasks)}")
+            rewards = [r for _, _, r in per_session.values()]
+            sampler.observe(uid, tasks.pop(), rewards, kept)
+
+
+class BOTSReplayBuffer(_EvidenceTap, ReplayBuffer):
+    """verl's sync ``ReplayBuffer`` (DAPO filtering and all) that shows BOTS every finished group."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._bots_init()
+
+
+class BOTSReplayBufferAsync(_EvidenceTap, ReplayBufferAsync):
+    """verl's ``ReplayBufferAsync`` (staleness, DAPO, failures) that shows BOTS every finished group."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._bots_init()
+
+
+# ------------------------------------------------------------------------------------ trainers
+
+#: Registered trainer name -> verl's mode it runs.
+BOTS_MODES = {"bots_sync": "sync", "bots_colocate_async": "colocate_async", "bots_separate_async": "separate_async"}
+
+
+def check_config(config: Any) -> str:
+    """Refuse configurations BOTS cannot serve; returns verl's trainer mode behind the BOTS one."""
+    trainer = config.trainer
+    if not bool(trainer.get("use_v1", True)):
+        raise ConfigError(f"trainer.use_v1: false selects verl's legacy RayPPOTrainer; BOTS supports {SUPPORTED_VERL}")
+    mode = str(trainer.v1.trainer_mode)
+    if mode not in BOTS_MODES:
+        raise ConfigError(
+            f"trainer.v1.trainer_mode: {mode!r} is not a BOTS trainer; use one of {', '.join(BOTS_MODES)}"
+        )
+    custom = trainer.v1.sampler.get("custom_sampler", None)
+    if custom is not None and (custom.get("path") or custom.get("name")):
+        raise ConfigError(
+            "trainer.v1.sampler.custom_sampler: BOTS installs its own replay buffer (verl's, extended); "
+            f"unset custom_sampler (got path={custom.get('path')!r}, name={custom.get('name')!r})"
+        )
+    reward_model = config.reward.reward_model
+    if reward_model.enable and not reward_model.enable_resource_pool:
+        raise ConfigError(
+            "reward.reward_model: a colocated reward model scores rollouts only after the replay buffer hands "
+            "out a batch, so the groups it filters or discards would reach BOTS without rewards; use rule-based "
+            "rewards or reward.reward_model.enable_resource_pool=true"
+        )
+    _bots_options(config)
+    return BOTS_MODES[mode]
+
+
+class _BOTSTrainerMixin:
+    """What the three BOTS trainers add to verl's: see the module docstring."""
+
+    config: DictConfig
+    replay_buffer: Any
+    train_dataset: Any
+    train_dataloader: Any
+    train_dataloader_it: Any
+    global_steps: int
+    bots_sampler: BOTSPromptSampler
+
+    def __init__(self, config: DictConfig) -> None:
+        mode = check_config(config)
+        with open_dict(config):  # verl branches on the plain mode name everywhere
+            config.trainer.v1.trainer_mode = mode
+        super().__init__(config)  # type: ignore[call-arg]
+
+    def _build_replay_buffer(self) -> Any:
+        # verl's own construction (DAPO metric, batch sizes, in-flight bound, failure refills), then the
+        # same arguments into the BOTS subclass: nothing of verl's filtering is re-derived by hand.
+        stock = super()._build_replay_buffer()  # type: ignore[misc]
+        cls = {ReplayBuffer: BOTSReplayBuffer, ReplayBufferAsync: BOTSReplayBufferAsync}.get(type(stock))
+        if cls is None:
+            raise ConfigError(f"trainer.v1.sampler: unexpected replay buffer {type(stock).__name__}")
+        names = [p for p in inspect.signature(ReplayBuffer.__init__).parameters if p != "self"]
+        return cls(**{name: getattr(stock, name) for name in names})
+
+    def _init_dataloader(self) -> None:
+        super()._init_dataloader()  # type: ignore[misc]
+        self.bots_sampler = build_sampler(self.config, self.train_dataset)
+        gen_batch_size = self.config.data.get("gen_batch_size", None) or self.config.data.train_batch_size
+        # num_workers=0: workers would fetch ahead, i.e. select from a posterior missing recent evidence.
+        self.train_dataloader = StatefulDataLoader(
+            dataset=self.train_dataset, batch_size=gen_batch_size, num_workers=0, drop_last=True,
+            collate_fn=collate_fn, sampler=self.bots_sampler,
+        )  # fmt: skip
+        self.train_dataloader_it = None
+        self.replay_buffer.bots_sampler = self.bots_sampler
+
+    def _fetch_one_gen_batch(self) -> Any:
+        batch = super()._fetch_one_gen_batch()  # type: ignore[misc]
+        self.bots_sampler.dispatched(list(batch["uid"]))
+        return batch
+
+    def step(self, metrics: dict[str, Any], timing_raw: dict[str, Any]) -> Any:
+        batch = super().step(metrics, timing_raw)  # type: ignore[misc]
+        metrics.update(self.bots_sampler.fold())  # before fit() writes this step's checkpoint
+        return batch
+
+    def _save_checkpoint(self) -> None:
+        super()._save_checkpoint()  # type: ignore[misc]
+        folder = os.path.join(self.config.trainer.default_local_dir, f"global_step_{self.global_steps}")
+        self.bots_sampler.selector.save(os.path.join(folder, SELECTOR_FILE))
+
+    def _load_checkpoint(self) -> Any:
+        out = super()._load_checkpoint()  # type: ignore[misc]
+        # StatefulDataLoader restores its sampler only when iterated; do it now, so evidence arriving
+        # before the first fetch (async modes) lands in the restored state, not in one replaced later.
+        if self.train_dataloader_it is None:
+            self.train_dataloader_it = iter(self.train_dataloader)
+        return out
+
+
+class BOTSPPOTrainerSync(_BOTSTrainerMixin, PPOTrainerSync):
+    """verl's sync V1 trainer with BOTS choosing prompts (``trainer.v1.trainer_mode=bots_sync``)."""
+
+
+class BOTSPPOTrainerColocateAsync(_BOTSTrainerMixin, PPOTrainerColocateAsync):
+    """verl's colocated async V1 trainer with BOTS (``trainer.v1.trainer_mode=bots_colocate_async``)."""
+
+
+class BOTSPPOTrainerSeparateAsync(_BOTSTrainerMixin, PPOTrainerSeparateAsync):
+    """verl's separate async V1 trainer with BOTS (``trainer.v1.trainer_mode=bots_separate_async``)."""
+
+
+_TRAINERS = {
+    "bots_sync": BOTSPPOTrainerSync,
+    "bots_colocate_async": BOTSPPOTrainerColocateAsync,
+    "bots_separate_async": BOTSPPOTrainerSeparateAsync,
+}
+
+
+def register() -> None:
+    """Put the BOTS trainers into verl's ``TRAINER_REGISTRY`` (idempotent)."""
+    for name, cls in _TRAINERS.items():
+        if TRAINER_REGISTRY.get(name) is not cls:
+            register_trainer(name)(cls)
+
+
+# --------------------------------------------------------------------------------- entry point
+
+from verl.trainer.main_ppo import TaskRunnerV1 as _TaskRunnerV1  # noqa: E402
+
+
+class BOTSTaskRunner(_TaskRunnerV1.__ray_actor_class__):  # type: ignore[misc,name-defined]
+    """verl's V1 task runner, registering the BOTS trainers in the Ray actor before verl looks the
+    trainer up by name (``get_trainer_cls``)."""
+
+    def run(self, config: DictConfig) -> Any:
+        register()
+        check_config(config)
+        return super().run(config)
+
+
+def _default_config() -> dict[str, Any]:
+    return {
+        "defaults": ["ppo_trainer", "_self_"],
+        "bots": dict(BOTS_DEFAULTS),
+        "trainer": {"v1": {"trainer_mode": "bots_sync"}},
+        "data": {"dataloader_num_workers": 0},
+    }
+
+
+def _run(config: DictConfig) -> None:
+    import ray
+    from verl.trainer.main_ppo import run_ppo
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+    from verl.utils.device import auto_set_device
+
+    check_config(config)
+    auto_set_device(config)
+    validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
+    run_ppo(config, task_runner_class=ray.remote(BOTSTaskRunner))
+
+
+def main() -> None:
+    """``python -m bots_rft.integrations.verl <hydra overrides>``: verl's ``main_ppo`` with the BOTS
+    trainers (config: verl's ``ppo_trainer`` plus ``bots.*``, ``trainer.v1.trainer_mode=bots_sync``)."""
+    import hydra
+    from hydra.core.config_store import ConfigStore
+
+    ConfigStore.instance().store(name="bots_ppo_trainer", node=_default_config())
+    config_dir = os.path.join(os.path.dirname(_verl.__file__), "trainer", "config")
+    hydra.main(config_path=config_dir, config_name="bots_ppo_trainer", version_base=None)(_run)()
+
+
+if __name__ == "__main__":
+    # Run the module under its real name, so the classes Ray ships to its actor are importable ones.
+    from bots_rft.integrations.verl import main as _main
+
+    _main()
+else:
+    register()
