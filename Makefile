@@ -45,15 +45,22 @@ $(VENV)/.deps-nodeps: $(VENV)/.deps-$(EXTRAS) Makefile
 	$(UV) pip install -q --python $(PY) --no-deps --python-version 3.12 $(PY312_PKGS)
 	touch $@
 
-$(CORE_SO): $(VENV)/.deps-$(EXTRAS) $(VENV)/.deps-nodeps $(RUST_SRC)
+# The base dependencies (numpy, tqdm, matplotlib) and maturin: all the core and `bots demo` need.
+$(VENV)/.deps-base: $(VENV)/.created pyproject.toml
+	$(UV) pip install -q --python $(PY) -r pyproject.toml "maturin>=1.7,<2"
+	touch $@
+
+$(CORE_SO): $(VENV)/.deps-base $(RUST_SRC)
 	source $(VENV)/bin/activate && maturin develop --release --uv -q
 	touch $@
 
-setup: $(CORE_SO)
+# What the tests need: the core, every extra, and the trainers installed without their deps.
+setup: $(CORE_SO) $(VENV)/.deps-nodeps
 
 build: $(CORE_SO)
 
-demo: setup
+# The demo runs on the core and the base dependencies alone (no torch, no extras).
+demo: $(CORE_SO)
 	$(VENV)/bin/bots demo
 
 test-rust:
