@@ -34,7 +34,7 @@ def cfg(pool: Path, out: Path, **kw: Any) -> Any:
         pool=str(pool), model="tiny", device="cpu", steps=2, batch_size=4, rollouts=4, mini_batch_size=2,
         micro_batch_size=8, max_new_tokens=6, lr=1e-3, warmup_steps=2, verifiers=TOY_VERIFIER,
         weak_column="weak_pass_rate", strong_column="strong_pass_rate", out_dir=str(out), progress=False,
-        eval_every=2, tensorboard=False,
+        eval_every=2, tensorboard=False, reward_workers=0,
     )  # fmt: skip
     base.update(kw)
     return load_config(None, base)
@@ -120,8 +120,10 @@ def test_kl_and_multiple_epochs(toy_pool: Path, tmp_path: Path) -> None:
 
 
 def _weights(out: Path) -> dict[str, Any]:
+    from safetensors.torch import load_file
+
     ckpt = out / "checkpoints" / (out / "checkpoints" / "latest").read_text().strip()
-    return torch.load(ckpt / "model.pt")
+    return load_file(ckpt / "model.safetensors")
 
 
 @pytest.mark.parametrize("method", ["bots", "dynamic"])
@@ -164,11 +166,11 @@ def test_sigterm_checkpoints_and_stops(toy_pool: Path, tmp_path: Path) -> None:
 def test_corrupt_checkpoint_is_refused(toy_pool: Path, tmp_path: Path) -> None:
     train(cfg(toy_pool, tmp_path, steps=1))
     ckpt = tmp_path / "checkpoints" / "step_000001"
-    (ckpt / "optimizer.pt").write_bytes(b"garbage")
-    with pytest.raises(CheckpointError, match="optimizer.pt"):
+    (ckpt / "optimizer.safetensors").write_bytes(b"garbage")
+    with pytest.raises(CheckpointError, match="optimizer.safetensors"):
         GRPOTrainer(cfg(toy_pool, tmp_path, steps=2, resume=True))
     with pytest.raises(ConfigError, match="method"):
-        (ckpt / "optimizer.pt").unlink()
+        (ckpt / "optimizer.safetensors").unlink()
         train(cfg(toy_pool, tmp_path / "c", steps=1))
         GRPOTrainer(cfg(toy_pool, tmp_path / "c", steps=2, resume=True, method="random"))
 

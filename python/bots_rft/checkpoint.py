@@ -56,7 +56,10 @@ def _encode(state: Any, arrays: list[np.ndarray]) -> Any:
 def _decode(node: Any, arrays: list[np.ndarray]) -> Any:
     if isinstance(node, dict):
         if set(node) == {"__array__"}:
-            return arrays[node["__array__"]]
+            i = node["__array__"]
+            if not isinstance(i, int) or isinstance(i, bool) or not 0 <= i < len(arrays):
+                raise ValueError(f"reference to array {i!r}; the file has {len(arrays)}")
+            return arrays[i]
         return {k: _decode(v, arrays) for k, v in node.items()}
     if isinstance(node, list):
         return [_decode(v, arrays) for v in node]
@@ -86,6 +89,46 @@ def to_bytes(state: dict[str, Any]) -> bytes:
     return bytes(body)
 
 
+def _read_array(data: bytes, base: int, end: int, i: int, spec: Any) -> np.ndarray:
+    """Array ``i`` of the payload, after checking its spec against the file: a plain numeric
+    (or bool/unicode) dtype, a non-negative shape, an aligned offset inside the payload and a
+    size that matches the shape — so a header edited to point elsewhere (into the header, past
+    the end) is refused even when the checksum was recomputed."""
+    if not isinstance(spec, dict):
+        raise ValueError(f"array {i}: spec is not a mapping")
+    dtype = np.dtype(spec["dtype"])
+    if dtype.hasobject or dtype.kind not in "biufcU" or dtype.fields is not None:
+        raise ValueError(f"array {i}: dtype {spec['dtype']!r} is not allowed")
+    shape, offset, nbytes = spec["shape"], spec["offset"], spec["nbytes"]
+    if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
+        raise ValueError(f"array {i}: invalid shape {shape!r}")
+    for name, value in (("offset", offset), ("nbytes", nbytes)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise ValueError(f"array {i}: invalid {name} {value!r}")
+    count = 1
+    for d in shape:
+        count *= d
+    if count * dtype.itemsize != nbytes:
+        raise ValueError(f"array {i}: {nbytes} bytes do not hold shape {shape} of {dtype}")
+    if offset % _ALIGN:
+        raise ValueError(f"array {i}: offset {offset} is not {_ALIGN}-byte aligned")
+    if base + offset + nbytes > end:
+        raise ValueError(f"array {i}: bytes {offset}..{offset + nbytes} lie outside the {end - base}-byte payload")
+    raw = np.frombuffer(data, dtype=dtype, count=count, offset=base + offset)
+    return raw.reshape(shape).copy()
+
+
+def _check_layout(specs: list[dict[str, Any]], payload: int) -> None:
+    """Arrays do not overlap and the payload ends where the last one does (as written)."""
+    spans = sorted((s["offset"], s["offset"] + s["nbytes"]) for s in specs)
+    for (_, end), (start, _) in zip(spans, spans[1:]):
+        if start < end:
+            raise ValueError(f"arrays overlap at payload byte {start}")
+    last = spans[-1][1] if spans else 0
+    if last != payload:
+        raise ValueError(f"the payload has {payload} bytes, the arrays end at {last}")
+
+
 def from_bytes(data: bytes, source: str = "checkpoint") -> dict[str, Any]:
     if len(data) < _PREFIX.size + _DIGEST:
         raise CheckpointError(f"{source}: truncated ({len(data)} bytes is shorter than any checkpoint)")
@@ -109,13 +152,15 @@ def from_bytes(data: bytes, source: str = "checkpoint") -> dict[str, Any]:
             raise CheckpointError(f"{source}: truncated ({len(data)} bytes, expected {need})")
         raise CheckpointError(f"{source}: corrupt (checksum mismatch)")
     try:
-        header = json.loads(data[_PREFIX.size : _PREFIX.size + hlen])
         base = _PREFIX.size + hlen
-        arrays = []
-        for s in header["arrays"]:
-            start = base + s["offset"]
-            raw = np.frombuffer(data, dtype=np.dtype(s["dtype"]), count=int(np.prod(s["shape"], dtype=np.int64)), offset=start)
-            arrays.append(raw.reshape(s["shape"]).copy())
+        if base > len(data) - _DIGEST:
+            raise ValueError(f"header length {hlen} runs past the end of the file")
+        header = json.loads(data[_PREFIX.size : base])
+        specs = header["arrays"]
+        if not isinstance(specs, list):
+            raise ValueError("'arrays' is not a list")
+        arrays = [_read_array(data, base, len(data) - _DIGEST, i, s) for i, s in enumerate(specs)]
+        _check_layout(specs, len(data) - _DIGEST - base)
         state = _decode(header["state"], arrays)
     except (ValueError, KeyError, TypeError, IndexError) as exc:
         raise CheckpointError(f"{source}: corrupt header ({exc})") from None

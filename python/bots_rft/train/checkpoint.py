@@ -1,10 +1,16 @@
 """Trainer checkpoints: a directory per step with the model, optimizer, scheduler, selector (in
-its own format), every rank's RNG states and the step; written into a temporary directory and
-renamed into place, with a ``latest`` pointer written atomically, so a kill mid-save never
-leaves a checkpoint that looks complete but is not."""
+its own format), every rank's RNG states, the step and the pool's identity; written into a
+temporary directory and renamed into place, with a ``latest`` pointer written atomically, so a
+kill mid-save never leaves a checkpoint that looks complete but is not.
+
+Nothing here is a pickle, so loading a checkpoint cannot run code: tensors are stored with
+safetensors, everything else as JSON (``NAME.json`` holds the structure, with each tensor replaced
+by a reference into ``NAME.safetensors``). Python's and numpy's RNG states are plain integers.
+"""
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import shutil
@@ -18,9 +24,12 @@ from ..errors import CheckpointError
 from .distributed import Dist
 
 __all__ = ["rng_state", "set_rng_state", "save_checkpoint", "latest_checkpoint", "load_training_state", "model_state",
-           "load_model_state", "CHECKPOINT_VERSION"]  # fmt: skip
+           "load_model_state", "save_tree", "load_tree", "CHECKPOINT_VERSION"]  # fmt: skip
 
-CHECKPOINT_VERSION = 1
+#: 2: safetensors + JSON (version 1 was torch pickles, which are no longer loaded).
+CHECKPOINT_VERSION = 2
+
+_TENSOR, _TUPLE, _DICT, _NDARRAY = "__tensor__", "__tuple__", "__dict__", "__ndarray__"
 
 
 def rng_state() -> dict[str, Any]:
@@ -42,6 +51,101 @@ def set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
+# ---------------------------------------------------------------------- tensors + JSON
+def _encode(obj: Any, tensors: dict[str, torch.Tensor], seen: set[int]) -> Any:
+    if isinstance(obj, torch.Tensor):
+        t = obj.detach().cpu()
+        if t.data_ptr() in seen or not t.is_contiguous():  # tied weights: safetensors wants one owner
+            t = t.clone().contiguous()
+        if t.numel():
+            seen.add(t.data_ptr())
+        key = str(len(tensors))
+        tensors[key] = t
+        return {_TENSOR: key}
+    if isinstance(obj, np.ndarray):
+        if obj.dtype.hasobject:
+            raise CheckpointError("state: object arrays cannot be stored")
+        return {_NDARRAY: obj.tolist(), "dtype": obj.dtype.str, "shape": list(obj.shape)}
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, tuple):
+        return {_TUPLE: [_encode(v, tensors, seen) for v in obj]}
+    if isinstance(obj, list):
+        return [_encode(v, tensors, seen) for v in obj]
+    if isinstance(obj, dict):
+        if all(isinstance(k, str) and not k.startswith("__") for k in obj):
+            return {k: _encode(v, tensors, seen) for k, v in obj.items()}
+        return {_DICT: [[_encode(k, tensors, seen), _encode(v, tensors, seen)] for k, v in obj.items()]}
+    if obj is None or isinstance(obj, (bool, int, float, str)):
+        return obj
+    raise CheckpointError(f"state: cannot store a value of type {type(obj).__name__}")
+
+
+def _decode(node: Any, tensors: dict[str, torch.Tensor], where: str) -> Any:
+    if isinstance(node, list):
+        return [_decode(v, tensors, where) for v in node]
+    if not isinstance(node, dict):
+        return node
+    if _TENSOR in node:
+        key = node[_TENSOR]
+        if key not in tensors:
+            raise CheckpointError(f"{where}: refers to tensor {key!r}, which its .safetensors file lacks")
+        return tensors[key]
+    if _NDARRAY in node:
+        return np.asarray(node[_NDARRAY], dtype=np.dtype(node["dtype"])).reshape(node["shape"])
+    if _TUPLE in node:
+        return tuple(_decode(v, tensors, where) for v in node[_TUPLE])
+    if _DICT in node:
+        return {_hashable(_decode(k, tensors, where)): _decode(v, tensors, where) for k, v in node[_DICT]}
+    return {k: _decode(v, tensors, where) for k, v in node.items()}
+
+
+def _hashable(key: Any) -> Any:
+    return tuple(key) if isinstance(key, list) else key
+
+
+def save_tree(directory: Path, name: str, obj: Any) -> None:
+    """``obj`` (nested dicts, lists, tuples, scalars, tensors, small numpy arrays) as
+    ``directory/name.json`` plus, when it holds tensors, ``directory/name.safetensors``."""
+    from safetensors.torch import save_file
+
+    tensors: dict[str, torch.Tensor] = {}
+    tree = _encode(obj, tensors, set())
+    if tensors:
+        save_file(tensors, str(directory / f"{name}.safetensors"))
+    (directory / f"{name}.json").write_text(json.dumps({"tree": tree, "tensors": len(tensors)}, allow_nan=True))
+
+
+def load_tree(directory: Path, name: str) -> Any:
+    """What :func:`save_tree` wrote; a missing, truncated or corrupt file is a CheckpointError."""
+    from safetensors.torch import load_file
+
+    meta = directory / f"{name}.json"
+    try:
+        doc = json.loads(meta.read_text())
+        tree, count = doc["tree"], int(doc["tensors"])
+    except FileNotFoundError:
+        raise CheckpointError(f"checkpoint {str(directory)!r} is incomplete: missing {meta.name!r}") from None
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
+        raise CheckpointError(f"checkpoint file {str(meta)!r} is corrupt or truncated ({exc})") from None
+    tensors: dict[str, torch.Tensor] = {}
+    if count:
+        path = directory / f"{name}.safetensors"
+        try:
+            tensors = load_file(str(path))
+        except FileNotFoundError:
+            raise CheckpointError(f"checkpoint {str(directory)!r} is incomplete: missing {path.name!r}") from None
+        except Exception as exc:  # noqa: BLE001 - safetensors raises its own error types
+            raise CheckpointError(f"checkpoint file {str(path)!r} is corrupt or truncated ({exc})") from None
+        if len(tensors) != count:
+            raise CheckpointError(f"checkpoint file {str(path)!r} holds {len(tensors)} tensors, expected {count}")
+    try:
+        return _decode(tree, tensors, str(meta))
+    except (ValueError, TypeError, KeyError) as exc:
+        raise CheckpointError(f"checkpoint file {str(meta)!r} is corrupt ({exc})") from None
+
+
+# --------------------------------------------------------------------------- model state
 def model_state(model: Any, dist_: Dist) -> dict[str, torch.Tensor] | None:
     """Full (unsharded) CPU weights on rank 0, None elsewhere."""
     if dist_.is_fsdp(model):
@@ -87,9 +191,10 @@ def save_checkpoint(
     trainer_state: dict[str, Any],
     dist_: Dist,
     keep: int,
+    save_extra: Any = None,
 ) -> Path:
     """Write ``root/step_XXXXXX`` (collective: every rank calls it). ``save_selector(dir)``
-    writes the selector's file on rank 0."""
+    writes the selector's file on rank 0, as does ``save_extra(dir)`` when given."""
     final = root / f"step_{step:06d}"
     tmp = root / f".step_{step:06d}.tmp"
     weights = model_state(model, dist_)
@@ -99,14 +204,15 @@ def save_checkpoint(
             shutil.rmtree(tmp)
         tmp.mkdir(parents=True)
     dist_.barrier()
-    torch.save(rng_state(), tmp / f"rng_rank{dist_.rank}.pt")
+    save_tree(tmp, f"rng_rank{dist_.rank}", rng_state())
     if dist_.is_main:
-        torch.save(weights, tmp / "model.pt")
-        torch.save(optim, tmp / "optimizer.pt")
-        torch.save(scheduler.state_dict(), tmp / "scheduler.pt")
+        save_tree(tmp, "model", weights)
+        save_tree(tmp, "optimizer", optim)
+        save_tree(tmp, "scheduler", scheduler.state_dict())
         save_selector(tmp)
-        torch.save({"version": CHECKPOINT_VERSION, "step": step, "world": dist_.world, **trainer_state},
-                   tmp / "trainer.pt")  # fmt: skip
+        if save_extra is not None:
+            save_extra(tmp)
+        save_tree(tmp, "trainer", {"version": CHECKPOINT_VERSION, "step": step, "world": dist_.world, **trainer_state})
     dist_.barrier()
     if dist_.is_main:
         for f in tmp.iterdir():
@@ -137,21 +243,24 @@ def latest_checkpoint(root: Path) -> Path | None:
 
 def load_training_state(path: Path, dist_: Dist) -> dict[str, Any]:
     """Everything but the selector, checked: ``{"trainer", "model", "optimizer", "scheduler", "rng"}``."""
-    needed = ["trainer.pt", "model.pt", "optimizer.pt", "scheduler.pt", f"rng_rank{dist_.rank}.pt"]
-    missing = [n for n in needed if not (path / n).exists()]
-    if missing:
-        raise CheckpointError(f"checkpoint {str(path)!r} is incomplete: missing {missing}")
-    out: dict[str, Any] = {}
-    for key, name in zip(("trainer", "model", "optimizer", "scheduler", "rng"), needed):
-        try:
-            out[key] = torch.load(path / name, map_location="cpu", weights_only=False)
-        except Exception as exc:  # noqa: BLE001 - torch raises many kinds on corrupt files
-            raise CheckpointError(f"checkpoint file {str(path / name)!r} is corrupt or truncated ({exc})") from None
-    version = out["trainer"].get("version")
+    if (path / "trainer.pt").exists() and not (path / "trainer.json").exists():
+        raise CheckpointError(
+            f"checkpoint {str(path)!r} was written by an older bots-rft as torch pickles, which this version does "
+            "not load (loading a pickle can run arbitrary code); start a new run, or resume it with the version "
+            "that wrote it"
+        )
+    trainer = load_tree(path, "trainer")
+    if not isinstance(trainer, dict):
+        raise CheckpointError(f"checkpoint file {str(path / 'trainer.json')!r} is corrupt (not a mapping)")
+    version = trainer.get("version")
     if not isinstance(version, int) or version > CHECKPOINT_VERSION:
         raise CheckpointError(f"checkpoint {str(path)!r} has version {version!r}; this bots-rft reads {CHECKPOINT_VERSION}")
-    if out["trainer"].get("world") != dist_.world:
+    if trainer.get("world") != dist_.world:
         raise CheckpointError(
-            f"checkpoint {str(path)!r} was written by {out['trainer'].get('world')} process(es), now {dist_.world}"
+            f"checkpoint {str(path)!r} was written by {trainer.get('world')} process(es), now {dist_.world}"
         )
+    out: dict[str, Any] = {"trainer": trainer}
+    for key, name in (("model", "model"), ("optimizer", "optimizer"), ("scheduler", "scheduler"),
+                      ("rng", f"rng_rank{dist_.rank}")):  # fmt: skip
+        out[key] = load_tree(path, name)
     return out

@@ -84,12 +84,17 @@ class TrainConfig:
     save_every: int = 0  # 0: only on SIGTERM and at the end
     keep_checkpoints: int = 2
     resume: bool = False
+    overwrite: bool = False  # replace a previous run in out_dir (else a run there is refused unless resuming)
+    extend_pool: bool = False  # resume on a pool with new tasks (they start at the prior); removed tasks: error
     tensorboard: bool = True  # when the tensorboard package is installed
     progress: bool = True
     # --- misc
     seed: int = 0
-    reward_workers: int | None = 0  # 0: score in-process (fast for reasoning-gym); None: 2
+    # Verifier processes: >= 1 bounds every hang by reward_timeout (about 60 us of IPC per
+    # response); 0 scores in-process (a timer stops Python-level hangs only); None: 2.
+    reward_workers: int | None = 1
     reward_timeout: float = 30.0
+    verifier_error_stop: float = 1.0  # stop (exit 3) when this share of a step's verifications are verifier errors
     threads: int | None = None  # torch CPU threads
     distributed: str = "ddp"  # ddp | fsdp (when launched under torchrun)
 
@@ -143,6 +148,8 @@ class TrainConfig:
             raise bad("loss_agg", "expected 'token-mean' or 'seq-mean-token-mean'")
         if self.distributed not in ("ddp", "fsdp"):
             raise bad("distributed", "expected 'ddp' or 'fsdp'")
+        if not 0.0 < self.verifier_error_stop <= 1.0:
+            raise bad("verifier_error_stop", "must lie in (0, 1]")
         if self.reward_workers is not None and self.reward_workers < 0:
             raise bad("reward_workers", "must be >= 0 or null")
         if self.method == "offline" and not (self.weak_column and self.strong_column):

@@ -13,7 +13,7 @@ from ..data import TaskPool
 from ..rewards import RewardScorer
 from .distributed import Dist
 from .rollout import generate_rollouts
-from .scoring import score_texts
+from .scoring import VerifierErrors, score_texts
 
 __all__ = ["evaluate", "summarise_accuracy"]
 
@@ -49,16 +49,19 @@ def evaluate(
     numbers, so evaluating never shifts the training run's random streams."""
     mine = dist_.shard(list(rows))
     rewards: list[float] = []
+    errors = VerifierErrors()
     with dist_.full_params(model):
         if mine:
             ro = generate_rollouts(
                 model, tok, [chats[r] for r in mine], mine, 1, max_new_tokens=max_new_tokens, batch_size=batch_size,
                 max_prompt_tokens=max_prompt_tokens, greedy=True, bf16=bf16,
             )  # fmt: skip
-            rewards = score_texts(scorer, pool, mine, ro.texts, 1)[:, 0].tolist()
-    parts = dist_.gather((mine, rewards))
+            rewards = score_texts(scorer, pool, mine, ro.texts, 1, errors)[:, 0].tolist()
+    parts = dist_.gather((mine, rewards, errors))
     if not dist_.is_main:
         return None
     all_rows = [r for p in parts for r in p[0]]
     all_rewards = [x for p in parts for x in p[1]]
-    return summarise_accuracy(pool.data_sources(all_rows).tolist(), all_rewards)
+    summary = summarise_accuracy(pool.data_sources(all_rows).tolist(), all_rewards)
+    summary.update(VerifierErrors.merged(p[2] for p in parts).record())
+    return summary

@@ -1,20 +1,22 @@
 """Selection methods by name over the training pool's rows, and their checkpoints.
 
 bots / mopps / dots are :class:`bots_rft.BOTS` (its own versioned file format); random /
-offline / dynamic are :mod:`bots_rft.baselines` (state dicts saved with torch). Dynamic sampling
-rolls out inside ``select`` through a callback the trainer provides."""
+offline / dynamic are :mod:`bots_rft.baselines`, whose state dicts are saved in the same format
+(JSON plus raw arrays, checksummed; never a pickle). Dynamic sampling rolls out inside ``select``
+through a callback the trainer provides."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import torch
 
 from .. import BOTS, Interpolation
 from ..baselines import DynamicSampling, OfflineSelector, RandomSelector, RolloutFn, Selector
+from ..checkpoint import load_state, save_state
 from ..errors import CheckpointError, ConfigError
 from .config import TrainConfig
 
@@ -75,7 +77,7 @@ def _method_selector(
 
 
 def selector_file(directory: Path, sel: Selector) -> Path:
-    return directory / ("selector.bots" if isinstance(sel, BOTS) else "selector.pt")
+    return directory / ("selector.bots" if isinstance(sel, BOTS) else "selector_state.bots")
 
 
 def save_selector(sel: Selector, directory: Path) -> Path:
@@ -83,21 +85,26 @@ def save_selector(sel: Selector, directory: Path) -> Path:
     if isinstance(sel, BOTS):
         sel.save(path)
     else:
-        torch.save(sel.state_dict(), path)
+        save_state(path, sel.state_dict())
     return path
 
 
-def load_selector(fresh: Selector, directory: Path) -> Selector:
+def load_selector(
+    fresh: Selector, directory: Path, adapt: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+) -> Selector:
     """``fresh`` (built by :func:`make_selector` with the same config) restored from
-    ``directory``; a BOTS selector is re-read from its own file."""
+    ``directory``; a BOTS selector is re-read from its own file (with its saved parameters).
+    ``adapt`` maps the saved state to the one to load (e.g. grown to a pool with more tasks)."""
     path = selector_file(directory, fresh)
     if not path.exists():
         raise CheckpointError(f"checkpoint {str(directory)!r} has no selector file {path.name!r}")
-    if isinstance(fresh, BOTS):
+    if isinstance(fresh, BOTS) and adapt is None:
         return BOTS.load(path)
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=False)
-    except Exception as exc:  # noqa: BLE001 - torch raises many kinds on corrupt files
-        raise CheckpointError(f"{str(path)!r}: cannot read the selector state ({exc})") from None
-    fresh.load_state_dict(state)
+    state = load_state(path)
+    if adapt is not None:
+        state = adapt(state)
+    if isinstance(fresh, BOTS):
+        fresh.load_state_dict(state, params="checkpoint")
+    else:
+        fresh.load_state_dict(state)
     return fresh

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import shutil
 import signal
 import threading
 import time
@@ -29,7 +30,8 @@ from ..errors import CheckpointError, ConfigError
 from ..metrics import effective_ratios
 from ..models import resolve_device
 from ..rewards import RewardScorer
-from .checkpoint import latest_checkpoint, load_model_state, load_training_state, save_checkpoint, set_rng_state
+from .checkpoint import (latest_checkpoint, load_model_state, load_training_state, rng_state, save_checkpoint,
+                         set_rng_state)  # fmt: skip
 from .config import TrainConfig
 from .distributed import Dist
 from .evaluate import evaluate
@@ -37,16 +39,20 @@ from .grpo import group_advantages, grpo_loss
 from .logger import MetricsLogger
 from .model import autocast, load_policy, sequence_logprobs, unwrap
 from .rollout import Rollouts, concat_rollouts, generate_rollouts
-from .scoring import register_config_verifiers, score_texts
+from .pool_identity import compare_pools, grown_state, load_pool_ids, save_pool_ids
+from .scoring import VerifierErrors, register_config_verifiers, score_texts
 from .selection import load_selector, make_selector, save_selector
+from .stops import RunInterrupted, VerifierErrorStop, signal_name
 from .sft import sft_warmup
 
 __all__ = ["GRPOTrainer", "TrainResult", "train", "resolve_eval_pool"]
 
 log = logging.getLogger("bots_rft.train")
 
-# Config keys that must match for a checkpoint to be resumed.
-_RESUME_KEYS = ("pool", "method", "batch_size", "rollouts", "seed", "mini_batch_size", "ppo_epochs")
+# Config keys that must match for a checkpoint to be resumed (the pool is checked by identity).
+_RESUME_KEYS = ("method", "batch_size", "rollouts", "seed", "mini_batch_size", "ppo_epochs")
+# What a run writes into out_dir; a directory holding any is refused unless resuming or overwriting.
+_RUN_OUTPUTS = ("metrics.jsonl", "checkpoints", "tensorboard")
 
 
 @dataclass
@@ -57,6 +63,10 @@ class TrainResult:
     final_eval: dict[str, Any] | None
     metrics_path: Path
     history: list[dict[str, Any]] = field(default_factory=list)
+    signal: int | None = None  # the signal that stopped the run early
+    checkpoint: Path | None = None  # the checkpoint written last
+    verifier_errors: int = 0  # over the whole run (all records of metrics.jsonl)
+    verifier_error_kinds: dict[str, int] = field(default_factory=dict)
 
 
 def resolve_eval_pool(cfg: TrainConfig) -> Path | None:
@@ -98,11 +108,13 @@ class GRPOTrainer:
             )
         self.out_dir = Path(cfg.out_dir)
         self.ckpt_root = self.out_dir / "checkpoints"
+        self._check_out_dir()
 
         self.pool = TaskPool.load(cfg.pool)
         if cfg.batch_size > len(self.pool):
             raise ConfigError(f"batch_size: {cfg.batch_size} exceeds the pool's {len(self.pool)} tasks")
         self.chats = self.pool.prompts(system_prompt=cfg.system_prompt)
+        self.pool_identity = self.pool.identity() if self.dist.is_main else None
         self.weak = self.pool.pass_rate(cfg.weak_column) if cfg.weak_column else None
         self.strong = self.pool.pass_rate(cfg.strong_column) if cfg.strong_column else None
         eval_path = resolve_eval_pool(cfg)
@@ -144,7 +156,10 @@ class GRPOTrainer:
         self.step = 0
         self.cum_rollouts = 0
         self.cum_gen_tokens = 0
-        self._stop = False
+        self._signal: int | None = None
+        self._abortable = False  # a signal may abandon the step in progress (see _on_signal)
+        self._snapshot: dict[str, Any] | None = None
+        self._step_errors = VerifierErrors()
         self._cache: dict[int, Rollouts] = {}
         self._gen_s = 0.0
         self._reward_s = 0.0
@@ -155,8 +170,50 @@ class GRPOTrainer:
                                     resume_step=self.step if self.resume_from is not None else None)  # fmt: skip
 
     # ------------------------------------------------------------------------ checkpoints
+    def _check_out_dir(self) -> None:
+        """A directory holding another run is refused (nothing is written) unless resuming it or
+        told to overwrite it; overwriting removes that run's outputs first."""
+        if self.cfg.resume or not self.out_dir.is_dir():
+            return
+        used = [n for n in _RUN_OUTPUTS if (self.out_dir / n).exists()]
+        if not used:
+            return
+        if not self.cfg.overwrite:
+            raise ConfigError(
+                f"out_dir: {str(self.out_dir)!r} already holds a training run ({', '.join(used)}); continue it with "
+                "--resume, replace it with --overwrite, or choose another directory"
+            )
+        if self.dist.is_main:
+            for name in used:
+                target = self.out_dir / name
+                shutil.rmtree(target) if target.is_dir() else target.unlink()
+        self.dist.barrier()
+
+    def _check_pool(self, path: Path, saved: dict[str, Any] | None) -> Any:
+        """None when the pool is the checkpoint's; else the function that grows the saved selector
+        state to this pool (``extend_pool``), or a ConfigError saying what changed."""
+        if saved is None:
+            raise CheckpointError(f"checkpoint {str(path)!r} does not record its pool's identity")
+        change = compare_pools(saved, load_pool_ids(path), self.pool)
+        if change is None:
+            return None
+        if not self.cfg.extend_pool:
+            raise ConfigError(
+                f"pool: {self.cfg.pool!r} is not the pool the checkpoint in {str(path)!r} was trained on "
+                f"({change.describe()}); resume on that pool, or pass --extend-pool (extend_pool=true) to add tasks"
+            )
+        if change.removed_ids.size:
+            grown_state({}, change, self.selector)  # raises: names the removed ids, even when extending
+        if not change.added.size and not change.reordered:
+            log.warning("pool: resuming on changed task content (%s)", change.describe())
+            return None
+        fresh = self.selector
+        log.warning("pool: extending the checkpoint's pool (%s); new tasks start at the prior", change.describe())
+        return lambda state: grown_state(state, change, fresh)
+
     def _restore(self, path: Path) -> None:
         state = load_training_state(path, self.dist)
+        adapt = self._check_pool(path, state["trainer"].get("pool")) if self.dist.is_main else None
         saved = state["trainer"].get("config", {})
         for key in _RESUME_KEYS:
             if key in saved and saved[key] != getattr(self.cfg, key):
@@ -178,7 +235,7 @@ class GRPOTrainer:
             raise CheckpointError(f"checkpoint {str(path)!r} does not fit this model/optimizer ({exc})") from None
         set_rng_state(state["rng"])
         if self.dist.is_main:
-            self.selector = load_selector(self.selector, path)
+            self.selector = load_selector(self.selector, path, adapt)
             if isinstance(self.selector, DynamicSampling):
                 self.selector.rollout = self._dynamic_callback
         t = state["trainer"]
@@ -193,8 +250,8 @@ class GRPOTrainer:
             self.ckpt_root, self.step, model=self.model, optimizer=self.optimizer, scheduler=self.scheduler,
             save_selector=lambda d: save_selector(self.selector, d),
             trainer_state={"config": self.cfg.to_dict(), "cum_rollouts": self.cum_rollouts,
-                           "cum_gen_tokens": self.cum_gen_tokens},
-            dist_=self.dist, keep=self.cfg.keep_checkpoints,
+                           "cum_gen_tokens": self.cum_gen_tokens, "pool": self.pool_identity},
+            dist_=self.dist, keep=self.cfg.keep_checkpoints, save_extra=lambda d: save_pool_ids(d, self.pool),
         )  # fmt: skip
 
     # --------------------------------------------------------------------------- rollouts
@@ -211,7 +268,7 @@ class GRPOTrainer:
                 max_prompt_tokens=cfg.max_prompt_tokens, bf16=cfg.bf16,
             )  # fmt: skip
         t1 = time.perf_counter()
-        ro.rewards = torch.as_tensor(score_texts(self.scorer, self.pool, ids, ro.texts, cfg.rollouts))
+        ro.rewards = torch.as_tensor(score_texts(self.scorer, self.pool, ids, ro.texts, cfg.rollouts, self._step_errors))
         self._gen_s += t1 - t0
         self._reward_s += time.perf_counter() - t1
         self._gen_tokens += int(ro.completion_mask.sum())
@@ -286,6 +343,8 @@ class GRPOTrainer:
         return out
 
     def _train(self, ro: Rollouts) -> dict[str, float]:
+        # From here on the step changes the weights: a signal lets it finish (see _on_signal).
+        self._abortable = False
         cfg = self.cfg
         n = cfg.rollouts
         assert ro.rewards is not None
@@ -364,7 +423,9 @@ class GRPOTrainer:
         mine = self.dist.shard(ids)
         rewards_local = [] if ro is None else ro.rewards.tolist()  # type: ignore[union-attr]
         parts = self.dist.gather((mine, rewards_local, self._gen_s, self._reward_s, self._gen_tokens,
-                                  [] if ro is None else ro.completion_mask.sum(1).tolist()))  # fmt: skip
+                                  [] if ro is None else ro.completion_mask.sum(1).tolist(), self._step_errors))  # fmt: skip
+        errors = VerifierErrors.merged(p[6] for p in parts)
+        self._stop_on_verifier_errors(errors)  # before the selector or the model learn from them
         rewards = np.asarray([r for p in parts for r in p[1]], dtype=np.float64).reshape(len(ids), cfg.rollouts)
         successes = rewards.sum(axis=1)
         update_s = 0.0
@@ -402,7 +463,7 @@ class GRPOTrainer:
             "response_len": float(np.mean(lengths)) if lengths else 0.0,
             "lr": float(self.scheduler.get_last_lr()[0]), "capability": cap,
             "rollouts": rollouts, "extra_rollouts": extra, "cum_rollouts": self.cum_rollouts,
-            "task_ids": ids, "successes": successes.tolist(),
+            "task_ids": ids, "successes": successes.tolist(), **errors.record(),
             **{k: v for k, v in stats.items() if k != "train_tokens"},
         }  # fmt: skip
         return rec
@@ -426,55 +487,134 @@ class GRPOTrainer:
 
     # -------------------------------------------------------------------------------- run
     def run(self) -> TrainResult:
+        """Train to ``steps``. SIGTERM/SIGINT stop the run within seconds, even while a verifier is
+        stuck: a step still rolling out or scoring is abandoned, one in its optimizer updates is
+        finished; the last finished step is checkpointed and the result says ``interrupted``.
+        A step whose verifications are verifier errors at or above ``verifier_error_stop`` raises
+        :class:`~bots_rft.train.stops.VerifierErrorStop` after checkpointing the step before."""
         cfg = self.cfg
         from tqdm.auto import tqdm
 
-        handler_set = threading.current_thread() is threading.main_thread()
-        previous: Any = None
-        if handler_set:
-            previous = signal.signal(signal.SIGTERM, self._on_sigterm)
+        handlers_set = threading.current_thread() is threading.main_thread()
+        previous: dict[int, Any] = {}
+        if handlers_set:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                previous[sig] = signal.signal(sig, self._on_signal)
         history: list[dict[str, Any]] = []
         final_eval = None
-        interrupted = False
+        failure: VerifierErrorStop | None = None
+        checkpoint: Path | None = None
         try:
             if self.dist.is_main:
                 self.logger.write({"kind": "config", "step": self.step, "config": cfg.to_dict(),
                                    "world_size": self.dist.world, "device": str(self.device),
                                    "pool_tasks": len(self.pool), "eval_tasks": len(self.eval_rows),
                                    "sft_losses": self.sft_losses[-5:] if self.sft_losses else None})  # fmt: skip
-            if self.step == 0:
-                final_eval = self.evaluate()
-                self._log_eval(final_eval)
             bar = tqdm(total=cfg.steps, initial=self.step, desc=f"grpo {cfg.method}", unit="step",
                        disable=not (cfg.progress and self.dist.is_main))  # fmt: skip
-            while self.step < cfg.steps:
-                rec = self.train_step()
-                if self.dist.is_main:
-                    self.logger.write(rec)
-                    history.append(rec)
-                    bar.set_postfix(reward=f"{rec['reward_mean']:.3f}", etr=f"{rec['etr']:.2f}")
-                bar.update(1)
-                if (cfg.eval_every and self.step % cfg.eval_every == 0) or self.step == cfg.steps:
+            try:
+                self._finished_step()
+                if self.step == 0:
                     final_eval = self.evaluate()
                     self._log_eval(final_eval)
-                if cfg.save_every and self.step % cfg.save_every == 0 and self.step < cfg.steps:
-                    self.save()
-                if self.dist.sum(1.0 if self._stop else 0.0) > 0:
-                    interrupted = True
-                    break
+                while self.step < cfg.steps:
+                    rec = self.train_step()
+                    self._abortable = False
+                    if self.dist.is_main:
+                        self.logger.write(rec)
+                        history.append(rec)
+                        bar.set_postfix(reward=f"{rec['reward_mean']:.3f}", etr=f"{rec['etr']:.2f}")
+                    bar.update(1)
+                    self._finished_step()
+                    if (cfg.eval_every and self.step % cfg.eval_every == 0) or self.step == cfg.steps:
+                        final_eval = self.evaluate()
+                        self._log_eval(final_eval)
+                    self._abortable = False
+                    if cfg.save_every and self.step % cfg.save_every == 0 and self.step < cfg.steps:
+                        self.save()
+                    # Collective, so that every rank stops after the same step.
+                    if self.dist.sum(1.0 if self._signal is not None else 0.0) > 0:
+                        if self._signal is None:
+                            self._signal = int(signal.SIGTERM)  # another rank was signalled
+                        break
+                    self._abortable = not self.dist.enabled
+                    if self._signal is not None and self._abortable:
+                        raise RunInterrupted(self._signal)  # came after the check above
+            except RunInterrupted:
+                self._rewind()
+            except VerifierErrorStop as exc:
+                self._rewind()
+                failure = exc
+            self._abortable = False
             bar.close()
-            self.save()
+            checkpoint = self.save()
         finally:
-            if handler_set:
-                signal.signal(signal.SIGTERM, previous)
+            self._abortable = False
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
             self.logger.close()
             self.scorer.close()
-        return TrainResult(self.out_dir, self.step, interrupted, final_eval, self.logger.path, history)
+        if failure is not None:
+            failure.saved(self.step, str(checkpoint))
+            log.error("%s", failure)
+            raise failure
+        interrupted = self._signal is not None and self.step < cfg.steps
+        if interrupted and self.dist.is_main:
+            assert self._signal is not None
+            log.warning("%s: stopped; checkpoint of step %d saved in %s (continue with --resume)",
+                        signal_name(self._signal), self.step, checkpoint)  # fmt: skip
+        totals = self._verifier_error_totals()
+        return TrainResult(self.out_dir, self.step, interrupted, final_eval, self.logger.path, history,
+                           signal=self._signal if interrupted else None, checkpoint=checkpoint,
+                           verifier_errors=sum(totals.values()), verifier_error_kinds=totals)  # fmt: skip
 
-    def _on_sigterm(self, signum: int, frame: Any) -> None:
-        # Finish the current step, checkpoint, and return: never die mid-update.
-        log.warning("SIGTERM: checkpointing after step %d", self.step + 1)
-        self._stop = True
+    def _finished_step(self) -> None:
+        """The state after the last finished step, kept so that a step abandoned half-way (by a
+        signal, or for verifier errors) can be checkpointed as if it never began: its selection
+        moved the selector's random stream and its sampling the RNGs, its update the posterior."""
+        self._snapshot = {
+            "step": self.step, "cum_rollouts": self.cum_rollouts, "cum_gen_tokens": self.cum_gen_tokens,
+            "rng": rng_state(), "selector": copy.deepcopy(self.selector.state_dict()) if self.dist.is_main else None,
+        }  # fmt: skip
+        self._step_errors = VerifierErrors()
+        # Abandoning a step mid-way is only safe where no other rank waits in a collective.
+        self._abortable = not self.dist.enabled
+
+    def _rewind(self) -> None:
+        snap = self._snapshot
+        assert snap is not None
+        self.step, self.cum_rollouts, self.cum_gen_tokens = snap["step"], snap["cum_rollouts"], snap["cum_gen_tokens"]
+        set_rng_state(snap["rng"])
+        if self.dist.is_main:
+            self.selector.load_state_dict(snap["selector"])
+        self._cache.clear()
+
+    def _stop_on_verifier_errors(self, errors: VerifierErrors) -> None:
+        if errors.scored and errors.count and errors.rate >= self.cfg.verifier_error_stop:
+            raise VerifierErrorStop(self.step, errors.count, errors.scored, errors.first, self.cfg.verifier_error_stop)
+
+    def _verifier_error_totals(self) -> dict[str, int]:
+        """Verifier errors of the whole run (resumed parts included), by kind, from metrics.jsonl."""
+        from .logger import read_metrics
+
+        totals: dict[str, int] = {}
+        if not (self.dist.is_main and self.logger.path.exists()):
+            return totals
+        for rec in read_metrics(self.logger.path):
+            for kind, n in (rec.get("verifier_error_kinds") or {}).items():
+                totals[kind] = totals.get(kind, 0) + int(n)
+        return dict(sorted(totals.items()))
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        first = self._signal is None
+        self._signal = signum
+        if self._abortable:
+            # Rolling out or scoring (perhaps stuck in a verifier): abandon the step now.
+            self._abortable = False
+            raise RunInterrupted(signum)
+        if first:
+            # Updating weights or saving: never stop half-way; the loop stops after this.
+            log.warning("%s: finishing step %d, then checkpointing it", signal_name(signum), self.step)
 
     def close(self) -> None:
         self.dist.close()
