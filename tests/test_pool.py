@@ -262,3 +262,54 @@ def test_make_row_builds_a_valid_pool() -> None:
     with pytest.raises(DataError, match="at least one row"):
         TaskPool.from_records([])
     assert PoolColumns().required()["id"] == "extra_info.index"
+
+
+# ------------------------------------------------------------------ prompts and identity
+@pytest.mark.parametrize(
+    ("prompt", "match"),
+    [
+        ([], r"column 'prompt' row 1: empty prompt \(no messages\)"),
+        ([{"role": "usr", "content": "hi"}], r"column 'prompt' row 1, message 0: unknown chat role 'usr'"),
+        ([{"role": "system", "content": "s"}, {"role": "bot", "content": "x"}], r"row 1, message 1: unknown chat role 'bot'"),
+    ],
+)
+def test_empty_prompts_and_unknown_roles_are_refused(tmp_path: Path, prompt: list[dict[str, str]], match: str) -> None:
+    rows = [make_row(index=i, prompt=chat(f"q{i}"), ground_truth="1", data_source="math", ability="m", split="t")
+            for i in range(3)]  # fmt: skip
+    rows[1]["prompt"] = prompt
+    with pytest.raises(DataError, match=match):
+        TaskPool.from_records(rows)
+    # Also when the messages are stored as JSON text (checked when read).
+    rows[1]["prompt"] = json.dumps(prompt)
+    for r in (rows[0], rows[2]):
+        r["prompt"] = json.dumps(r["prompt"])
+    pool = TaskPool.from_records(rows)
+    with pytest.raises(DataError, match=match.replace(r"\(no messages\)", "")):
+        pool.prompts()
+
+
+def test_blank_string_prompt_is_refused() -> None:
+    rows = [make_row(index=i, prompt=chat("q"), ground_truth="1", data_source="math", ability="m", split="t")
+            for i in range(2)]  # fmt: skip
+    for r in rows:
+        r["prompt"] = "  "
+    with pytest.raises(DataError, match=r"column 'prompt' row 0: empty prompt"):
+        TaskPool.from_records(rows)
+
+
+def test_pool_identity(tmp_path: Path) -> None:
+    rows = [make_row(index=i, prompt=chat(f"q{i}"), ground_truth=str(i), data_source="math", ability="m", split="t")
+            for i in range(5)]  # fmt: skip
+    pool = TaskPool.from_records(rows)
+    ident = pool.identity()
+    assert ident["tasks"] == 5
+    pool.to_parquet(tmp_path / "p.parquet")
+    pool.to_jsonl(tmp_path / "p.jsonl")
+    assert TaskPool.load(tmp_path / "p.parquet").identity() == ident  # where it is stored does not matter
+    changed = [dict(r) for r in rows]
+    changed[2] = dict(changed[2], reward_model={"ground_truth": "x", "style": "rule"})
+    other = TaskPool.from_records(changed).identity()
+    assert other["ids_sha256"] == ident["ids_sha256"] and other["content_sha256"] != ident["content_sha256"]
+    swapped = TaskPool.from_records([rows[1], rows[0], *rows[2:]]).identity()
+    assert swapped["ids_sha256"] != ident["ids_sha256"]
+    assert pool.with_pass_rate("r_pass_rate", [0.5] * 5).identity() == ident  # references are not content

@@ -7,6 +7,7 @@ reading a difficulty column of a pool with millions of rows takes well under a s
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
@@ -21,7 +22,7 @@ import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 
 from ..errors import DataError, InvalidArgumentError
-from .schema import PASS_RATE_SUFFIX, PoolColumns
+from .schema import CHAT_ROLES, PASS_RATE_SUFFIX, PoolColumns
 
 __all__ = ["TaskPool", "Rows", "Message"]
 
@@ -108,9 +109,12 @@ def _read_json_lines(path: Path) -> pa.Table:
         raise DataError(f"{path}: rows do not share one schema ({exc})") from exc
 
 
-def _as_messages(value: Any, row: int) -> list[Message]:
+def _as_messages(value: Any, row: int, column: str = "prompt") -> list[Message]:
     """A prompt cell as chat messages: a list of {role, content}, or a plain string (one user turn,
-    or a JSON-encoded message list as some exports store it)."""
+    or a JSON-encoded message list as some exports store it). An empty prompt or an unknown chat
+    role is a :class:`DataError` naming the column and row."""
+    if isinstance(value, str) and not value.strip():
+        raise DataError(f"column {column!r} row {row}: empty prompt")
     if isinstance(value, str):
         text = value.strip()
         if text.startswith("[") and text.endswith("]"):
@@ -129,7 +133,15 @@ def _as_messages(value: Any, row: int) -> list[Message]:
         for m in value:
             if not isinstance(m, Mapping) or "content" not in m:
                 raise DataError(f"prompt of row {row}: message {m!r} lacks 'role'/'content'")
-            messages.append({"role": str(m.get("role") or "user"), "content": str(m["content"])})
+            role = str(m.get("role") or "user")
+            if role not in CHAT_ROLES:
+                raise DataError(
+                    f"column {column!r} row {row}, message {len(messages)}: unknown chat role {role!r}; "
+                    f"expected one of {list(CHAT_ROLES)}"
+                )
+            messages.append({"role": role, "content": str(m["content"])})
+        if not messages:
+            raise DataError(f"column {column!r} row {row}: empty prompt (no messages)")
         return messages
     raise DataError(f"prompt of row {row}: expected chat messages or a string, got {value!r}")
 
@@ -257,9 +269,73 @@ class TaskPool:
                     f"{self._source}: column {col!r} ({role}) has {arr.null_count} missing "
                     f"value(s), first at row {_first_null(arr)}"
                 )
+        self._validate_prompts()
         self._validate_ids()
         for col in self.difficulty_columns:
             self.pass_rate(col)  # validates the range
+
+    def _validate_prompts(self) -> None:
+        """Empty prompts and unknown chat roles, columnar (prompts stored as JSON text are
+        checked when read)."""
+        col = self._columns.prompt
+        arr = _resolve(self._table, col)
+        assert arr is not None
+        start = 0
+        for chunk in arr.chunks:
+            typ = chunk.type
+            if pa.types.is_string(typ) or pa.types.is_large_string(typ):
+                empty = pc.equal(pc.utf8_length(pc.utf8_trim_whitespace(chunk)), 0)
+                rows = np.flatnonzero(empty.to_numpy(zero_copy_only=False))
+                if rows.size:
+                    raise DataError(f"{self._source}: column {col!r} row {start + int(rows[0])}: empty prompt")
+            elif pa.types.is_list(typ) or pa.types.is_large_list(typ):
+                lengths = pc.list_value_length(chunk).to_numpy(zero_copy_only=False)
+                rows = np.flatnonzero(lengths == 0)
+                if rows.size:
+                    raise DataError(
+                        f"{self._source}: column {col!r} row {start + int(rows[0])}: empty prompt (no messages)"
+                    )
+                value_type = typ.value_type
+                if pa.types.is_struct(value_type) and value_type.get_field_index("role") >= 0:
+                    flat = pc.list_flatten(chunk)
+                    roles = pc.struct_field(flat, [value_type.get_field_index("role")])
+                    known = pc.or_kleene(pc.is_in(roles, value_set=pa.array(list(CHAT_ROLES))), pc.is_null(roles))
+                    bad = np.flatnonzero(~known.to_numpy(zero_copy_only=False))
+                    if bad.size:
+                        parents = pc.list_parent_indices(chunk).to_numpy(zero_copy_only=False)
+                        row = int(parents[bad[0]])
+                        message = int(bad[0]) - int(np.flatnonzero(parents == row)[0])
+                        raise DataError(
+                            f"{self._source}: column {col!r} row {start + row}, message {message}: unknown chat "
+                            f"role {roles[int(bad[0])].as_py()!r}; expected one of {list(CHAT_ROLES)}"
+                        )
+            start += len(chunk)
+
+    def identity(self) -> dict[str, Any]:
+        """What makes this pool this pool, for checking a resumed run: the task count, a hash of
+        the task ids in row order and a hash of the tasks' content (prompt, ground truth,
+        data_source, extra_info; not the difficulty columns, which reference runs add later)."""
+        ids = self.ids
+        h_ids = hashlib.sha256()
+        if ids.dtype == object:
+            h_ids.update(b"str\0" + "\0".join(str(i) for i in ids.tolist()).encode("utf-8", "surrogatepass"))
+        else:
+            h_ids.update(b"int\0" + np.ascontiguousarray(ids, dtype="<i8").tobytes())
+        names = [self._columns.id, self._columns.prompt, self._columns.ground_truth, self._columns.data_source]
+        if self._columns.extra_info is not None and _resolve(self._table, self._columns.extra_info) is not None:
+            names.append(self._columns.extra_info)
+        h_content = hashlib.sha256()
+        step = 65536
+        for name in names:
+            arr = _resolve(self._table, name)
+            assert arr is not None
+            h_content.update(f"\0{name}\0".encode())
+            # The values as JSON: the same tasks hash alike however the file stored them (parquet
+            # or JSONL, row groups, validity bitmaps), which Arrow's own buffers do not.
+            for begin in range(0, len(arr), step):
+                values = arr.slice(begin, step).to_pylist()
+                h_content.update(json.dumps(values, sort_keys=True, default=str, ensure_ascii=False).encode())
+        return {"tasks": len(self), "ids_sha256": h_ids.hexdigest(), "content_sha256": h_content.hexdigest()}
 
     def _validate_ids(self) -> None:
         col = self._columns.id
@@ -365,7 +441,8 @@ class TaskPool:
         message kept (``system_prompt=None``), dropped (``""``) or replaced (any other text).
         Training and reference evaluation must prompt alike for pass rates to transfer."""
         idx = self._rows(rows)
-        chats = [_as_messages(v, int(r)) for v, r in zip(self._take(self._columns.prompt, idx), idx)]
+        col = self._columns.prompt
+        chats = [_as_messages(v, int(r), col) for v, r in zip(self._take(col, idx), idx)]
         if system_prompt is None:
             return chats
         head: list[Message] = [{"role": "system", "content": system_prompt}] if system_prompt else []

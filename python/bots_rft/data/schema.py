@@ -13,7 +13,11 @@ from typing import Any
 
 from ..errors import InvalidArgumentError
 
-__all__ = ["PoolColumns", "PASS_RATE_SUFFIX", "make_row", "chat"]
+__all__ = ["PoolColumns", "PASS_RATE_SUFFIX", "CHAT_ROLES", "make_row", "chat"]
+
+#: Roles a prompt's chat messages may have (what chat templates know); a message without a role
+#: is a user message.
+CHAT_ROLES = ("system", "user", "assistant", "tool")
 
 # Columns whose name ends with this are treated as difficulty (pass-rate) columns and validated.
 PASS_RATE_SUFFIX = "_pass_rate"
