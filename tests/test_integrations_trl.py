@@ -11,6 +11,7 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
 from typing import Any
 
@@ -390,18 +391,26 @@ def test_async_prompts_exclude_tasks_in_flight_until_scored() -> None:
     assert sel.num_updates == 1
 
 
-def _rollout_loop(stream: Any, prompts: Any, reward: Any, **queues: Any) -> Any:
-    """TRL's real rollout loop, constructed as AsyncRolloutWorker does in its child."""
-    import multiprocessing as mp
-    import queue
-    import threading
-
-    from accelerate.state import PartialState
+try:  # module level, so that the spawned rollout process can unpickle it
     from trl.experimental.async_grpo.async_rollout_worker import _AsyncRolloutLoop
+except ImportError:  # pragma: no cover - the async tests skip without trl
+    _AsyncRolloutLoop = object
 
+
+class FakeVLLMLoop(_AsyncRolloutLoop):  # type: ignore[misc, valid-type]
+    """TRL's rollout loop with the vLLM request replaced: every turn answers 'ghi' + EOS."""
+
+    async def _generate_one_turn(self, prompt_ids: list[int]) -> tuple[list[int], list[float]]:
+        import asyncio
+
+        await asyncio.sleep(0.001 * (len(prompt_ids) % 5))  # groups finish out of order
+        return [70, 71, 72, self.eos_token_ids[0]], [-0.5] * 4
+
+
+def _loop_kwargs(stream: Any, reward: Any) -> dict[str, Any]:
+    """What AsyncRolloutWorker forwards to the loop (the trainer's settings, minus vLLM's)."""
     from bots_rft.models import byte_tokenizer
 
-    PartialState()  # as TRL's rollout child does first (its logger needs it)
     tok = byte_tokenizer()
     # TRL parses completions with the tokenizer's response template; the local byte tokenizer's
     # chat template is not one TRL knows, so give it one: the whole completion is the content.
@@ -410,28 +419,34 @@ def _rollout_loop(stream: Any, prompts: Any, reward: Any, **queues: Any) -> Any:
         "properties": {"role": {"const": "assistant"}, "content": {"type": "string"}},
         "x-regex": r"^(?P<content>.*?)$",
     }
-
-    class FakeVLLMLoop(_AsyncRolloutLoop):  # type: ignore[misc]
-        async def _generate_one_turn(self, prompt_ids: list[int]) -> tuple[list[int], list[float]]:
-            import asyncio
-
-            await asyncio.sleep(0.001 * (len(prompt_ids) % 5))  # groups finish out of order
-            return [70, 71, 72, tok.eos_token_id], [-0.5] * 4
-
-    return FakeVLLMLoop(
+    return dict(
         model_name="tiny",
-        dataset=prompts,
+        dataset=stream.prompts,
         reward_funcs=[reward],
         processing_class=tok,
         eos_token_ids=[tok.eos_token_id],
-        rollout_buffer=queues.get("rollout_buffer", queue.Queue()),
+        num_generations=4,
+        max_inflight_tasks=8,  # two groups generating at once, more waiting to be scored
+    )
+
+
+def _rollout_loop(stream: Any, reward: Any) -> Any:
+    """TRL's real rollout loop in this process, constructed as TRL's rollout child does."""
+    import multiprocessing as mp
+    import queue
+    import threading
+
+    from accelerate.state import PartialState
+
+    PartialState()  # as TRL's rollout child does first (its logger needs it)
+    return FakeVLLMLoop(
+        **_loop_kwargs(stream, reward),
+        rollout_buffer=queue.Queue(),
         model_version_value=mp.Value("i", 0),
         heartbeat_value=mp.Value("d", 0.0),
         failed_event=threading.Event(),
         exception_info_queue=queue.Queue(),
         metrics_queue=queue.Queue(),
-        num_generations=4,
-        max_inflight_tasks=8,  # two groups generating at once, more waiting to be scored
     )
 
 
@@ -451,7 +466,7 @@ def test_async_rollout_loop_streams_bots_picks_and_feeds_every_group() -> None:
     n = 90
     sel = EventBOTS(n, seed=0, threads=1, thompson=False, lam=0.0)
     stream = AsyncBOTS(sel, _pool(n), groups_per_update=4)
-    loop = _rollout_loop(stream, stream.prompts, stream.recording(pass_fail_or_half))
+    loop = _rollout_loop(stream, stream.recording(pass_fail_or_half))
 
     async def run(groups: int) -> None:
         stop = loop._stop_event
@@ -576,3 +591,68 @@ def test_async_grpo_trainer_attach_logs_saves_and_restores(tmp_path: Any, monkey
     assert ran == [str(folder)]
     np.testing.assert_array_equal(other.alpha, saved["alpha"])
     assert other.num_updates == 2 and other.num_selections == saved["num_selections"]
+
+
+def test_async_rollout_child_process_asks_the_trainer_process() -> None:
+    """As AsyncGRPOTrainer runs it: TRL's `_child_main` in a spawned process, with the prompts and
+    the reward function pickled into it. The selector stays here; the child asks for prompts and
+    reports rewards over the local connection."""
+    import multiprocessing as mp
+    import pickle
+    import time
+
+    pytest.importorskip("trl")
+    pytest.importorskip("aiohttp")
+    from trl.experimental.async_grpo.async_rollout_worker import _child_main
+
+    from bots_rft.integrations.trl_async import AsyncBOTS
+
+    n = 30
+    sel = EventBOTS(n, seed=4, threads=1)
+    stream = AsyncBOTS(sel, _pool(n))
+    kwargs = _loop_kwargs(stream, stream.recording(pass_fail_or_half))
+    assert len(pickle.dumps(kwargs)) < 10**6  # AsyncRolloutWorker.start checks it pickles; it is small
+    ctx = mp.get_context("spawn")
+    samples, metrics, errors = ctx.Queue(), ctx.Queue(), ctx.Queue(maxsize=1)
+    stop, ready, failed = ctx.Event(), ctx.Event(), ctx.Event()
+    version, heartbeat = ctx.Value("i", 0), ctx.Value("d", 0.0)  # kept alive until the child has them
+    child = ctx.Process(
+        target=_child_main,
+        args=(FakeVLLMLoop, kwargs, samples, version, stop, ready, heartbeat, failed, errors, metrics),
+        daemon=True,
+    )
+    child.start()
+    try:
+        waited = 0
+        while sel.num_updates < 8 and child.is_alive() and not failed.is_set():
+            time.sleep(0.05)
+            waited += 1
+            assert waited < 6000, "the rollout child made no progress"  # a hang guard, not a timing check
+    finally:
+        stop.set()
+        # Drain as the trainer does: a child exits only once its queues' data is read.
+        drained: list[Any] = []
+        for _ in range(600):
+            drained += _drain(samples)
+            _drain(metrics)
+            child.join(0.05)
+            if not child.is_alive():
+                break
+        if child.is_alive():
+            child.terminate()
+    assert not failed.is_set(), errors.get(timeout=5)
+    assert child.exitcode == 0 and sel.num_updates >= 8
+    _never_picked_while_in_flight(sel.events)
+    assert drained and all(s.advantage is not None for s in drained)  # TRL queued the scored samples
+    stream.close()
+
+
+def _drain(q: Any) -> list[Any]:
+    import queue
+
+    out = []
+    while True:
+        try:
+            out.append(q.get_nowait())
+        except queue.Empty:
+            return out
