@@ -285,6 +285,9 @@ def test_host_secrets_and_files_are_out_of_reach(host: Host) -> None:
     # host itself can read from /proc.
     trainer = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], env={**os.environ, "BOTS_HOSTILE_SECRET": SECRET})
     try:
+        deadline = time.monotonic() + 10  # its environment is readable once it has started
+        while SECRET.encode() not in Path(f"/proc/{trainer.pid}/environ").read_bytes() and time.monotonic() < deadline:
+            time.sleep(0.01)
         assert SECRET.encode() in Path(f"/proc/{trainer.pid}/environ").read_bytes()
         run = run_python(host.substitute(hunt + "print(repr(found))"), limits=LIMITS)
         assert run.ok, run.stderr

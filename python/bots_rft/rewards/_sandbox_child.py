@@ -332,8 +332,31 @@ def _probe() -> None:
     print(json.dumps(info), flush=True)
 
 
+def _watch_lifeline(fd: int) -> None:
+    """End this process (and with it, as its namespace's PID 1, everything the program started)
+    when the launcher goes away: the write end of the lifeline pipe is the launcher's alone, so
+    end-of-file means it is gone. The parent-death signal cannot do this job: changing the uid
+    clears it. A program that holds the interpreter lock in C code meets its CPU limit instead."""
+    import _thread
+
+    exit_now = os._exit  # bound now: the program may replace os._exit later
+
+    def watch() -> None:
+        while True:
+            try:
+                if not os.read(fd, 1):
+                    break
+            except OSError:
+                break
+        exit_now(137)
+
+    _thread.start_new_thread(watch, ())
+
+
 def main() -> None:
     cfg = json.loads(sys.argv[1])
+    if cfg.get("lifeline_fd") is not None:
+        _watch_lifeline(int(cfg["lifeline_fd"]))
     _drop_privileges(cfg)
     _set_limits(cfg)
     mode = cfg["mode"]

@@ -403,9 +403,13 @@ class _Launched:
     init_pidfd: int  # pidfd of the sandbox's PID 1; -1 unsandboxed; -2 none (closed, or never started)
     uid: int | None
     started: float
+    lifeline: int = -1  # write end of the agent's lifeline pipe: closing it ends the sandbox
 
     def finish(self) -> None:
         """Kill everything the run started and wait until it is gone."""
+        if self.lifeline >= 0:
+            os.close(self.lifeline)
+            self.lifeline = -1
         if self.init_pidfd == -1:  # unsandboxed: the process group is all there is
             _kill_group(self.proc.pid)
         elif self.init_pidfd >= 0:
@@ -451,12 +455,23 @@ def launch(
     into the program's working directory; the standard streams default to ``/dev/null``."""
     iso = require_isolation(allow_unsandboxed) if mode != "probe" else None
     cfg: dict[str, object] = {"mode": mode, **limits.agent_config(), **(extra or {})}
-    if iso is not None and not iso.kernel:
-        return _launch_unconfined(cfg, files, stdin, stdout, stderr, pass_fds)
-    binary, why = _bwrap_binary()
-    if binary is None:
-        raise _LaunchError(why)
-    return _launch_bwrap(binary, _Runtime.get(), cfg, limits, files, stdin, stdout, stderr, pass_fds)
+    life_r, life_w = os.pipe()  # the agent ends itself when this process is gone (see the agent)
+    cfg["lifeline_fd"] = life_r
+    try:
+        if iso is not None and not iso.kernel:
+            launched = _launch_unconfined(cfg, files, stdin, stdout, stderr, [*pass_fds, life_r])
+        else:
+            binary, why = _bwrap_binary()
+            if binary is None:
+                raise _LaunchError(why)
+            launched = _launch_bwrap(binary, _Runtime.get(), cfg, limits, files, stdin, stdout, stderr, [*pass_fds, life_r])
+    except BaseException:
+        os.close(life_w)
+        raise
+    finally:
+        os.close(life_r)
+    launched.lifeline = life_w
+    return launched
 
 
 def _memfd(name: str, data: bytes) -> int:
