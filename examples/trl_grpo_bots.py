@@ -11,6 +11,13 @@
     # several GPUs: the same script under accelerate (every process builds the same selector)
     accelerate launch --num_processes 4 examples/trl_grpo_bots.py --parquet ... --model ...
 
+    # resume: the newest checkpoint-<step>/ in --output-dir, BOTS selector included
+    python examples/trl_grpo_bots.py --steps 6 --resume
+
+BOTS logs ``bots/etr``, ``bots/mean_reward_of_picks``, ``bots/select_ms``, ``bots/update_ms``,
+``bots/pick_mean_p10/p50/p90`` and (with reference pass rates) ``bots/capability`` into TRL's
+logs, beside TRL's own metrics (``--report-to tensorboard`` or ``wandb`` to see them there).
+
 The reward here is a plain "ground truth appears in the answer" check, enough for a demo; use a
 real verifier (math-verify, bots_rft.rewards) for training. Needs the ``integrations`` extra
 (``pip install 'bots-rft[integrations]'``).
@@ -83,6 +90,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--lr", type=float, default=1e-6)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--cpu", action="store_true", help="force CPU")
+    p.add_argument("--resume", action="store_true", help="resume from the newest checkpoint in --output-dir")
+    p.add_argument("--report-to", default="none", help="TRL/transformers reporters: none, tensorboard, wandb, ...")
     args = p.parse_args(argv)
 
     import torch
@@ -119,19 +128,20 @@ def main(argv: list[str] | None = None) -> None:
         bf16=not use_cpu,
         logging_steps=1,
         save_steps=max(1, args.steps // 2),
-        report_to=[],
+        report_to=[] if args.report_to == "none" else args.report_to.split(","),
         seed=args.seed,
     )
     trainer = GRPOTrainer(
         model=model, reward_funcs=[answer_contains_ground_truth], args=config, train_dataset=pool, processing_class=tokenizer
     )
     hook = attach_bots(trainer, selector, task_id_column="extra_info.index")
-    trainer.train()
+    trainer.train(resume_from_checkpoint=True if args.resume else None)  # restores the selector too
 
     if trainer.accelerator.is_main_process:
         mean = selector.mean()
         print(f"BOTS fed {hook.num_feeds} generations; last chunk: {hook.last_task_ids.tolist() if hook.last_task_ids is not None else []}")
         print(f"posterior mean range [{mean.min():.3f}, {mean.max():.3f}], capability {selector.capability}")
+        print("last generation's BOTS metrics:", {k: round(v, 4) for k, v in hook.last_metrics.items()})
         selector.save(os.path.join(args.output_dir, "bots_selector.bots"))
 
 
