@@ -36,6 +36,12 @@ NODEPS_PKGS := $(TRAINER_PKGS) tensordict==0.10.0 torchdata==0.11.0 omegaconf==2
 # skyrl-train 0.3.1 declares Python 3.12 only but is pure Python and imports on 3.11 (its tests
 # re-export one name that ray 2.60 moved); jaxtyping, loguru and skyrl-gym are what it imports.
 PY312_PKGS := skyrl-train==0.3.1 jaxtyping==0.3.11 loguru==0.7.3 skyrl-gym==0.4.0
+# areal 1.0.4 and what `areal.trainer.rl_trainer` imports on CPU (its full dependency list pulls
+# SGLang/vLLM-era pins and agent SDKs that the tests never touch).
+AREAL_PKGS := areal==1.0.4 colorlog==6.12.0 tenacity==9.2.1 flask==3.1.3 blinker==1.9.0 itsdangerous==2.2.0 lark==1.3.1 \
+	uvloop==0.23.0 numba==0.68.1 llvmlite==0.50.0 einops==0.8.2 aiofiles==25.1.0 openai==3.54.0 sniffio==1.3.1 jiter==0.19.0 \
+	swanlab==0.10.3 pyroaring==1.2.0 watchdog==7.1.0 pydantic-settings==2.16.3 python-dotenv==1.2.4 pyecharts==2.1.0 \
+	simplejson==4.3.0 prettytable==3.18.0 trackio==0.43.0 gradio-client==2.7.2 wandb==0.31.0 platformdirs==4.14.7 tensorboardx==2.6.5
 # What those import at run time (all small, pure Python or prebuilt wheels) and ray.
 TRAINER_RUNTIME_PKGS := ray==2.60.0 cloudpickle importlib-metadata zipp pyzmq msgspec cachetools prometheus_client psutil \
 	uvicorn fastapi aiohttp peft sqlalchemy greenlet pybase64 httpx jsonlines sortedcontainers
@@ -43,6 +49,7 @@ $(VENV)/.deps-nodeps: $(VENV)/.deps-$(EXTRAS) Makefile
 	$(UV) pip install -q --python $(PY) $(TRAINER_RUNTIME_PKGS)
 	$(UV) pip install -q --python $(PY) --no-deps $(NODEPS_PKGS)
 	$(UV) pip install -q --python $(PY) --no-deps --python-version 3.12 $(PY312_PKGS)
+	$(UV) pip install -q --python $(PY) --no-deps $(AREAL_PKGS)
 	touch $@
 
 # The base dependencies (numpy, tqdm, matplotlib) and maturin: all the core and `bots demo` need.
