@@ -82,6 +82,7 @@ test: setup test-rust test-python
 # core crate's criterion benches of the sampler, the update kernel and top-B.
 bench: setup
 	$(PY) benches/run.py
+	$(PY) benches/verdicts.py
 	cargo bench -p bots-core --bench kernels -- --warm-up-time 1 --measurement-time 3
 
 lint: setup

@@ -53,6 +53,13 @@ def workloads(n: int) -> dict[str, list[tuple[str, str, str, dict[str, Any]]]]:
     }
 
 
+def _cpu_seconds() -> float:
+    import resource
+
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
 def run(n: int, workers: int) -> dict[str, Any]:
     from bots_rft.rewards import RewardItem, RewardScorer
 
@@ -72,11 +79,15 @@ def run(n: int, workers: int) -> dict[str, Any]:
 
     for name, items in workloads(10).items():
         times = []
+        cpu_start = _cpu_seconds()
         for it in items:
             start = time.perf_counter()
             verify_code(*it)
             times.append(time.perf_counter() - start)
         results[name]["median_latency_ms"] = 1000 * statistics.median(times)
+        # CPU time of this process and every process it started, per verdict: unlike the wall
+        # clock, it hardly depends on what else the machine is running.
+        results[name]["cpu_ms_per_verdict"] = 1000 * (_cpu_seconds() - cpu_start) / len(items)
     return results
 
 
@@ -103,9 +114,10 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "verdicts.json").write_text(json.dumps(report, indent=2) + "\n")
     print(f"isolation: {report['isolation']}")
-    print(f"{'workload':<10} {'verdicts/s':>11} {'passed':>8} {'median latency':>15}")
+    print(f"{'workload':<10} {'verdicts/s':>11} {'passed':>8} {'median latency':>15} {'CPU per verdict':>16}")
     for name, r in results.items():
-        print(f"{name:<10} {r['verdicts_per_s']:>11.1f} {r['passed']:>4}/{r['verdicts']:<3} {r['median_latency_ms']:>12.1f} ms")
+        print(f"{name:<10} {r['verdicts_per_s']:>11.1f} {r['passed']:>4}/{r['verdicts']:<3} {r['median_latency_ms']:>12.1f} ms"
+              f" {r['cpu_ms_per_verdict']:>13.1f} ms")
     return 0
 
 
