@@ -175,12 +175,18 @@ class CPUPPOTrainer(rl_trainer.PPOTrainer):  # type: ignore[misc]
 
 @pytest.fixture(scope="module", autouse=True)
 def _spmd(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    previous = os.environ.get("AREAL_SPMD_MODE")
     os.environ["AREAL_SPMD_MODE"] = "1"
-    if not dist.is_initialized():
+    created = not dist.is_initialized()
+    if created:
         dist.init_process_group("gloo", init_method=f"file://{tmp_path_factory.mktemp('pg')}/store", rank=0, world_size=1)
     yield
-    os.environ.pop("AREAL_SPMD_MODE", None)
-    dist.destroy_process_group()
+    if previous is None:
+        os.environ.pop("AREAL_SPMD_MODE", None)
+    else:
+        os.environ["AREAL_SPMD_MODE"] = previous
+    if created:
+        dist.destroy_process_group()
 
 
 def _config(tmp_path: Any, epochs: int = 1, *, resume: bool = False, steps: int | None = None) -> Any:
