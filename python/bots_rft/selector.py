@@ -341,7 +341,7 @@ class BOTS:
 
     # ----------------------------------------------------------------------------- updates
     def update(self, task_ids: Any, successes: Any, trials: Any, predicted: Any = None) -> None:
-        """Fold one step's rollout results into every task's posterior (SPEC 2.1).
+        """Fold one step's rollout results into every task's posterior (the paper's eq. 1).
 
         ``task_ids`` may repeat (their counts are summed); ``successes`` and ``trials`` may be
         fractional (rewards in [0, 1]); ``trials`` is a scalar or one value per entry.

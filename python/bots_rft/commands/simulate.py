@@ -79,7 +79,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
     p.add_argument("--dapo-oversample", type=real(1.0), default=3.0,
                    help="DAPO generation batch as a multiple of the batch (default 3)")
     p.add_argument("--min-gap", type=real(0.0, 1.0, high_open=True), default=SPEC_MIN_GAP,
-                   help="interpolation estimator: skip batches whose mean references differ by less (default: SPEC's 1e-6)")  # fmt: skip
+                   help="interpolation estimator: skip batches whose mean references differ by less (default: 1e-6)")  # fmt: skip
     p.add_argument("--groups", type=integer(1), default=8, help="skill groups of the simulated pool")
     p.add_argument("--eval-tasks", type=integer(1), default=4096, help="held-out tasks (default 4096)")
     p.add_argument("--learner", type=_override, action="append", default=[], metavar="KEY=VALUE",

@@ -1,0 +1,75 @@
+"""What the README and the guides show is what the commands print and do.
+
+- README's `bots demo` block ends with the comparison `bots demo` prints (seeded, the same on any
+  machine);
+- the simulated methods table in README and docs/what-bots-does.md is the one the default
+  `bots simulate` run prints;
+- the training guide's smoke commands work in a fresh checkout.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from bots_rft.cli import build_parser, main
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _block_after(text: str, marker: str) -> str:
+    """The fenced block that contains ``marker``."""
+    for block in re.findall(r"```[a-z]*\n(.*?)```", text, flags=re.S):
+        if marker in block:
+            return str(block)
+    raise AssertionError(f"no fenced block with {marker!r}")
+
+
+def _table_after(text: str, heading: str) -> str:
+    """The first markdown table after ``heading``."""
+    rest = text[text.index(heading) :]
+    lines = rest.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("| Method |"))
+    end = next(i for i in range(start, len(lines)) if not lines[i].startswith("|"))
+    return "\n".join(lines[start:end])
+
+
+def test_readme_demo_block_ends_with_the_comparison_bots_demo_prints() -> None:
+    from bots_rft.simulate import quick_comparison
+
+    block = _block_after((ROOT / "README.md").read_text(encoding="utf-8"), "bots demo: 1,000,000 tasks")
+    printed = quick_comparison(seed=0, progress=False)  # what `bots demo` (seed 0) ends with
+    assert block.rstrip().endswith(printed.rstrip()), printed
+
+
+def test_simulated_methods_table_in_the_docs_is_what_bots_simulate_prints() -> None:
+    from bots_rft.commands.simulate import build_config
+    from bots_rft.simulate.experiment import run_experiment
+    from bots_rft.simulate.report import group_rows, markdown_table
+
+    # The default run's methods table (its sweeps and the ablation do not change these rows).
+    args = build_parser().parse_args(["simulate", "--no-sampling-ablation", "--rho-sweep", "none", "--lam-sweep", "none"])
+    printed = markdown_table(group_rows(run_experiment(build_config(args), progress=False), "methods"))
+    assert _table_after((ROOT / "README.md").read_text(encoding="utf-8"), "Its methods table") == printed
+    assert _table_after((ROOT / "docs" / "what-bots-does.md").read_text(encoding="utf-8"), "### Methods") == printed
+
+
+def test_training_guide_smoke_commands_work_on_a_fresh_checkout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    guide = (ROOT / "docs" / "training.md").read_text(encoding="utf-8")
+    block = _block_after(guide, "configs/smoke_tiny.yaml")
+    commands = [line.split("#")[0].strip() for line in block.splitlines()]
+    toy = next(c for c in commands if c.startswith("bots data toy"))
+    smoke = next(c for c in commands if c.startswith("bots train --config configs/smoke_tiny.yaml"))
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs" / "smoke_tiny.yaml").write_bytes((ROOT / "configs" / "smoke_tiny.yaml").read_bytes())
+    monkeypatch.chdir(tmp_path)  # relative paths as in a checkout, nothing there yet
+    assert main(shlex.split(toy)[1:]) == 0
+    assert main([*shlex.split(smoke)[1:], "--no-progress"]) == 0
+    assert "bots train: done after step 4" in capsys.readouterr().out
