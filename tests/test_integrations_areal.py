@@ -14,6 +14,7 @@ and the HF saver / evaluator / stats logger (the logger records what it is asked
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 from types import SimpleNamespace
@@ -25,6 +26,9 @@ import pytest
 from bots_rft import BOTS, ConfigError, DataError, InvalidTypeError
 
 pytest.importorskip("datasets")
+# Importing AReaL installs uvloop as the process-wide asyncio policy (areal/api/cli_args.py);
+# the rest of the test session keeps the policy it had.
+_policy = asyncio.get_event_loop_policy()
 rl_trainer = pytest.importorskip("areal.trainer.rl_trainer")
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
@@ -38,6 +42,8 @@ from datasets import Dataset  # noqa: E402
 
 from bots_rft.integrations.areal import TASK_ID_KEY, RecordingFilter, TaskIdWorkflow, with_bots  # noqa: E402
 from bots_rft.integrations.batches import BOTSBatchSampler, EvidenceBuffer  # noqa: E402
+
+asyncio.set_event_loop_policy(_policy)
 
 N_PASS, N_FAIL, N_MIXED = 6, 6, 12
 N = N_PASS + N_FAIL + N_MIXED

@@ -5,7 +5,8 @@ Faked, because they need GPUs, vLLM or a Ray cluster: the generator (a ``Generat
 whose rewards come from a table: some tasks always pass, some always fail, some are mixed), the
 policy workers (``policy_model``: dp size 1, saves nothing), the forward pass and the PPO update
 (``fwd_logprobs_values_reward``, ``train_critic_and_policy``), weight sync, ``ray.get`` inside
-the trainer module, and the experiment tracker (records what it is asked to log).
+the trainer module, and the experiment tracker (records what it is asked to log); Ray-worker log formatting is skipped
+(it replaces the root logger's handlers).
 
 skyrl-train 0.3.1 declares Python 3.12 only but is pure Python; the Makefile installs it with
 ``--python-version 3.12 --no-deps``. It imports ``PlacementGroupSchedulingStrategy`` from
@@ -123,6 +124,8 @@ def tokenizer() -> Any:
 @pytest.fixture(autouse=True)
 def _no_ray(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(skyrl_trainer, "ray", SimpleNamespace(get=lambda refs, **kw: refs))
+    # Ray-worker log formatting: it would replace the root logger's handlers for the whole session.
+    monkeypatch.setattr(skyrl_trainer, "configure_ray_worker_logging", lambda: None)
 
 
 def _dataset(tmp_path: Any, tokenizer: Any, order: list[int] | None = None) -> Any:
