@@ -159,3 +159,14 @@ def test_resume_refuses_other_settings(pool_path: Path, tmp_path: Path) -> None:
 def test_config_validation(pool_path: Path, field: str, value: Any) -> None:
     with pytest.raises(InvalidArgumentError, match=field):
         run_refeval(cfg(pool_path, **{field: value}), progress=False)
+
+
+@pytest.mark.parametrize("bad", [{"model": "nosuch"}, {"dtype": "int3"}, {"device": "bogus"}, {"column": "prompt"}])
+def test_a_failed_start_leaves_nothing_that_blocks_the_corrected_rerun(pool_path: Path, bad: dict[str, Any]) -> None:
+    before = sorted(p.name for p in pool_path.parent.iterdir())
+    with pytest.raises((ConfigError, InvalidArgumentError)):
+        run_refeval(cfg(pool_path, **bad), progress=False)
+    assert sorted(p.name for p in pool_path.parent.iterdir()) == before  # no progress file
+    fixed = {**bad, "column": COLUMN} if "column" in bad else {}
+    summary = run_refeval(cfg(pool_path, **fixed), progress=False)  # the corrected run is not blocked
+    assert summary.tasks == 4 and summary.evaluated_now == 4
