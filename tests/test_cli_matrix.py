@@ -94,6 +94,7 @@ TRAIN = [
     ("unknown method", ["train", "--config", "toy.yaml", "method=greedy"], "method: expected one of"),
     ("unknown key", ["train", "--config", "toy.yaml", "bogus=1"], "unknown key(s) ['bogus']"),
     ("out unwritable", ["train", "--config", "toy.yaml", "--out", "afile/run"], "out_dir: cannot create 'afile/run'"),
+    ("out holds a run", ["train", "--config", "toy.yaml", "--out", "oldcmp/bots"], "out_dir: 'oldcmp/bots' already holds a training run"),
 ]
 COMPARE = [
     ("config missing", ["compare", "--config", "nope.yaml"], "--config: 'nope.yaml' does not exist"),
