@@ -384,9 +384,11 @@ def test_metrics_after_feedback(pool: str) -> None:
     picks = read(r)
     r.feedback(indices=picks, values=[1.0, 0.5, 0.25, 0.0])
     m = sel.metrics()
-    assert m["bots/effective_task_ratio"] == 0.5
-    assert m["bots/pending"] == 0 and m["bots/updates"] == 1
-    assert "bots/capability" in m and "bots/select_ms" in m and "bots/update_ms" in m
+    assert m["bots/etr"] == 0.5 and m["bots/below_one"] == 0.75 and m["bots/above_zero"] == 0.75
+    assert m["bots/mean_reward_of_picks"] == 0.4375 and m["bots/groups"] == 4
+    assert m["bots/inflight_tasks"] == 0 and m["bots/updates"] == 1
+    for key in ("bots/capability", "bots/select_ms", "bots/update_ms", "bots/pick_mean_p10", "bots/pick_mean_p50"):
+        assert key in m, key
 
 
 # ------------------------------------------------------------------------------- configuration

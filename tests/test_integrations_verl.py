@@ -278,7 +278,7 @@ def test_inflight_prompts_are_excluded_until_their_evidence_is_folded() -> None:
     nxt = next(it)  # everything in flight: the exclusion is lifted rather than stalling verl
     assert 0 <= nxt < 6
     metrics = sampler.fold()
-    assert metrics["bots/groups_seen"] == 6 and metrics["bots/inflight_tasks"] == 1  # the one just yielded
+    assert metrics["bots/groups"] == 6 and metrics["bots/inflight_tasks"] == 1  # the one just yielded
     with pytest.raises(DataError, match="fetched for task"):
         sampler.dispatched(["u6"])
         sampler.observe("u6", (nxt + 1) % 6, [1.0], kept=True)
@@ -297,9 +297,9 @@ def test_filtered_groups_reach_bots_and_extreme_tasks_stop_being_chosen(cluster:
     steps = run_steps(trainer, 8)
     loop: FakeAgentLoop = trainer.agent_loop_manager
     evicted = sum(m.get("training/filter_groups/evicted_samples", 0) for m in steps)
-    seen = sum(m["bots/groups_seen"] for m in steps) + sum(m["bots/groups_without_rollouts"] for m in steps)
+    seen = sum(m["bots/groups"] for m in steps) + sum(m["bots/groups_without_rollouts"] for m in steps)
     assert evicted > 0 and seen == len(loop.dispatched)  # every dispatched group, kept or evicted
-    assert sum(m["bots/evicted_groups_seen"] for m in steps) >= evicted
+    assert sum(m["bots/evicted_groups"] for m in steps) >= evicted
     sel = trainer.bots_sampler.selector
     mean = sel.mean()
     tried = np.zeros(len(KIND), dtype=bool)
@@ -312,8 +312,8 @@ def test_filtered_groups_reach_bots_and_extreme_tasks_stop_being_chosen(cluster:
     late_picks = [KIND[t] for t in loop.dispatched[-3 * BATCH :]]
     assert late_picks.count("mixed") >= 0.75 * len(late_picks), late_picks
     assert steps[-1]["bots/etr"] >= steps[0]["bots/etr"]
-    for key in ("bots/etr", "bots/below_one", "bots/above_zero", "bots/mean_of_picks/mean", "bots/mean_of_picks/p50",
-                "bots/select_ms", "bots/update_ms", "bots/evicted_groups_seen", "bots/kept_groups_seen", "bots/inflight_tasks"):
+    for key in ("bots/etr", "bots/below_one", "bots/above_zero", "bots/pick_mean_p10", "bots/pick_mean_p50",
+                "bots/select_ms", "bots/update_ms", "bots/evicted_groups", "bots/kept_groups", "bots/inflight_tasks"):
         assert key in steps[-1], key  # fmt: skip
     assert steps[-1]["bots/inflight_tasks"] == 0  # sync: nothing carried into the next step
 
@@ -373,5 +373,5 @@ def test_async_stale_groups_feed_bots_and_running_prompts_stay_excluded(cluster:
     trainer.global_steps = 3
     trainer.replay_buffer.sample(trainer.global_steps, "train", BATCH)
     metrics = sampler.fold()
-    assert metrics["bots/evicted_groups_seen"] == 2 * BATCH  # both stale batches
-    assert metrics["bots/kept_groups_seen"] == BATCH  # the refills verl trains on
+    assert metrics["bots/evicted_groups"] == 2 * BATCH  # both stale batches
+    assert metrics["bots/kept_groups"] == BATCH  # the refills verl trains on

@@ -27,7 +27,7 @@ from torch.utils.data import Sampler
 
 from ..errors import DataError, InvalidArgumentError
 from .tasks import successes_from_rewards
-from .trl import PICK_QUANTILES, Pick, outcome_metrics
+from .step_metrics import Pick, capability_metrics, outcome_metrics, pick_metrics
 
 __all__ = ["BOTSBatchSampler", "EvidenceBuffer"]
 
@@ -282,8 +282,6 @@ class EvidenceBuffer:
             metrics["bots/update_ms"] = (time.perf_counter() - start) * 1e3
             self.num_updates += 1
             metrics.update(outcome_metrics(ids, succ))
-            metrics["bots/groups"] = float(np.unique(ids).size)
-            metrics["bots/rollouts"] = float(ids.size)
         if self.sampler is not None:
             self.sampler.settle(None if settle_all else ids)
             self.sampler.end_step()
@@ -291,11 +289,8 @@ class EvidenceBuffer:
             if picks:
                 metrics["bots/select_ms"] = float(sum(p.select_ms for p in picks))
                 means = [p.posterior_means for p in picks if p.posterior_means is not None]
-                if means and sum(m.size for m in means):
-                    quantiles = np.percentile(np.concatenate(means), PICK_QUANTILES)
-                    metrics.update({f"bots/pick_mean_p{q}": float(v) for q, v in zip(PICK_QUANTILES, quantiles)})
-        capability = getattr(self.selector, "capability", None)
-        if capability is not None:
-            metrics["bots/capability"] = float(capability)
+                if means:
+                    metrics.update(pick_metrics(np.concatenate(means)))
+        metrics.update(capability_metrics(self.selector))
         self.last_metrics = metrics
         return metrics

@@ -54,8 +54,8 @@ from .._validation import FloatArray, IntArray, as_bool, as_floats, as_ids, as_i
 from ..checkpoint import from_bytes, load_state, to_bytes
 from ..errors import BotsError, CheckpointError, ConfigError, DataError, InvalidArgumentError
 from ..evidence import SPEC_MIN_GAP, Interpolation
-from ..metrics import effective_ratios
 from ..selector import BOTS
+from .step_metrics import capability_metrics, outcome_metrics, pick_metrics
 from .tasks import column_values
 
 __all__ = ["BOTSSelector", "AUTHOR_DEFAULTS", "STATE_FORMAT"]
@@ -337,13 +337,10 @@ class BOTSSelector(BaseSelector):
             self._reads += 1
             for i in picks.tolist():
                 self._pending[i] = self._reads
+            self._metrics.update({"bots/select_ms": 1e3 * elapsed, "bots/inflight_tasks": float(len(self._pending))})
             alphas = self._bots.alpha[picks]
             betas = self._bots.beta[picks]
-            self._metrics.update({
-                "bots/select_ms": 1e3 * elapsed,
-                "bots/pending": float(len(self._pending)),
-                "bots/picked_posterior_mean": float(np.mean(alphas / (alphas + betas))) if picks.size else math.nan,
-            })
+            self._metrics.update(pick_metrics(alphas / (alphas + betas)))
             if not return_extra_info:
                 return picks.tolist()
             assert p_hat is not None
@@ -456,17 +453,14 @@ class BOTSSelector(BaseSelector):
                         f"[{s.reward_low}, {s.reward_high}]; clipped (set reward_range to your reward's range)"
                     )
                 self._clipped += int(outside.sum())
-            ratios = effective_ratios(rates * s.n_rollouts, s.n_rollouts)
-            cap = self._bots.capability
+            self._metrics.update(outcome_metrics(ids, rates * s.n_rollouts, s.n_rollouts))
             self._metrics.update({
                 "bots/update_ms": 1e3 * elapsed,
-                "bots/effective_task_ratio": ratios.etr,
-                "bots/pending": float(len(self._pending)),
+                "bots/inflight_tasks": float(len(self._pending)),
                 "bots/clipped_rewards": float(self._clipped),
                 "bots/updates": float(self._bots.num_updates),
             })
-            if cap is not None:
-                self._metrics["bots/capability"] = float(cap)
+            self._metrics.update(capability_metrics(self._bots))
             self._logger.info("BOTSSelector " + " ".join(f"{k}={v:.4g}" for k, v in sorted(self._metrics.items())))
 
     # ------------------------------------------------------------------------------- state

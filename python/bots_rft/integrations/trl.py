@@ -64,7 +64,7 @@ import numpy.typing as npt
 from torch.utils.data import Sampler
 
 from ..errors import CheckpointError, ConfigError, InvalidArgumentError
-from ..metrics import effective_ratios
+from .step_metrics import Pick, capability_metrics, outcome_metrics
 from .tasks import column_values, rows_of_tasks, split_column, successes_from_rewards
 
 __all__ = [
@@ -77,8 +77,6 @@ __all__ = [
     "save_selector",
     "restore_selector",
     "add_checkpointing",
-    "Pick",
-    "outcome_metrics",
     "task_ids_and_rewards",
 ]
 
@@ -86,55 +84,6 @@ IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
 #: File name of the selector checkpoint written into each TRL ``checkpoint-<step>`` folder.
 SELECTOR_FILE = "bots_selector.bots"
-#: Quantiles of the picks' posterior means logged as ``bots/pick_mean_p<q>``.
-PICK_QUANTILES = (10, 50, 90)
-
-
-@dataclass(frozen=True)
-class Pick:
-    """One selection: the task ids, how long ``select`` took, and the picks' posterior means
-    at that moment (``None`` for selectors without ``alpha``/``beta``)."""
-
-    task_ids: IntArray
-    select_ms: float
-    posterior_means: FloatArray | None
-
-    @classmethod
-    def timed(cls, selector: Any, batch_size: int, exclude: Any = None) -> Pick:
-        start = time.perf_counter()
-        ids = np.asarray(selector.select(batch_size, exclude=exclude), dtype=np.int64)
-        select_ms = (time.perf_counter() - start) * 1e3
-        return cls(ids, select_ms, posterior_means(selector, ids))
-
-    def metrics(self) -> dict[str, float]:
-        out = {"bots/select_ms": self.select_ms}
-        if self.posterior_means is not None and self.posterior_means.size:
-            for q, v in zip(PICK_QUANTILES, np.percentile(self.posterior_means, PICK_QUANTILES)):
-                out[f"bots/pick_mean_p{q}"] = float(v)
-        return out
-
-
-def posterior_means(selector: Any, task_ids: IntArray) -> FloatArray | None:
-    """α / (α + β) of ``task_ids`` (reads only those entries), or None for selectors without a
-    Beta posterior (the baselines)."""
-    alpha, beta = getattr(selector, "alpha", None), getattr(selector, "beta", None)
-    if alpha is None or beta is None:
-        return None
-    a, b = np.asarray(alpha)[task_ids], np.asarray(beta)[task_ids]
-    return np.asarray(a / (a + b), dtype=np.float64)
-
-
-def outcome_metrics(task_ids: IntArray, successes: FloatArray) -> dict[str, float]:
-    """``bots/etr`` (share of the fed tasks with 0 < successes < trials: the groups that carry a
-    GRPO signal) and ``bots/mean_reward_of_picks`` (mean success over their rollouts)."""
-    if successes.size == 0:
-        return {}
-    tasks, inverse = np.unique(task_ids, return_inverse=True)
-    sums = np.bincount(inverse, weights=successes, minlength=tasks.size)
-    trials = np.bincount(inverse, minlength=tasks.size).astype(np.float64)
-    return {"bots/etr": effective_ratios(sums, trials).etr, "bots/mean_reward_of_picks": float(successes.mean())}
-
-
 class BOTSRepeatSampler(Sampler[int]):
     """TRL's ``RepeatSampler`` layout with the selector choosing each chunk.
 
@@ -364,9 +313,7 @@ class BOTSTrainerHook:
             metrics["bots/update_ms"] = (time.perf_counter() - start) * 1e3
             metrics.update(outcome_metrics(ids[ok], succ[ok]))
             self.num_feeds += 1
-        capability = getattr(self.selector, "capability", None)
-        if capability is not None:
-            metrics["bots/capability"] = float(capability)
+        metrics.update(capability_metrics(self.selector))
         self.last_metrics = metrics
         if log_metric is not None:
             for name, value in metrics.items():

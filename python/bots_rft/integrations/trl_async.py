@@ -50,7 +50,8 @@ import numpy.typing as npt
 
 from ..errors import ConfigError, InvalidArgumentError
 from .tasks import column_values, rows_of_tasks, successes_from_rewards
-from .trl import PICK_QUANTILES, Pick, add_checkpointing, task_ids_and_rewards
+from .step_metrics import Pick, pick_metrics
+from .trl import add_checkpointing, task_ids_and_rewards
 
 __all__ = ["AsyncBOTS", "BOTSPrompts", "RecordingReward"]
 
@@ -178,9 +179,7 @@ class _Selection:
         for key, name in names.items():
             if m[key][1] > 0:
                 out[name] = (m[key][0], m[key][1])
-        if means:
-            for q, v in zip(PICK_QUANTILES, np.percentile(means, PICK_QUANTILES)):
-                out[f"bots/pick_mean_p{q}"] = float(v)
+        out.update(pick_metrics(means))
         if capability is not None:
             out["bots/capability"] = float(capability)
         return out

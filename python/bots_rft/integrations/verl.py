@@ -32,11 +32,11 @@ What the BOTS trainers change, and nothing else:
   evidence not yet folded) rides in verl's ``data.pt``; the selector alone is also written as
   ``global_step_<n>/bots_selector.bots`` (:meth:`bots_rft.BOTS.load`). Resume with verl's usual
   ``trainer.resume_mode``: a resumed run selects exactly what an uninterrupted one would.
-- **Metrics** (verl's logger, every step): ``bots/etr`` ``bots/below_one`` ``bots/above_zero`` over the
-  step's finished groups, ``bots/mean_of_picks/{mean,min,p25,p50,p75,max}`` (posterior means of the
-  tasks picked), ``bots/capability`` (the interpolation estimator's μ̃, once it exists),
-  ``bots/select_ms`` ``bots/update_ms``, ``bots/groups_seen`` ``bots/kept_groups_seen``
-  ``bots/evicted_groups_seen`` ``bots/groups_without_rollouts`` ``bots/inflight_tasks``.
+- **Metrics** (verl's logger, every step): the ``bots/*`` set every integration logs
+  (:mod:`bots_rft.integrations.step_metrics`: ``etr``, ``pick_mean_p50``, ``capability``,
+  ``select_ms``, ...) over the step's finished groups, and ``bots/kept_groups``
+  ``bots/evicted_groups`` (what DAPO kept and dropped) ``bots/groups_without_rollouts``
+  ``bots/inflight_tasks``.
 
 The selector's task ids are the dataset's ``extra_info.index`` (verl's ``index`` field); they must
 be distinct integers in ``[0, bots.num_tasks)`` (default: the largest id + 1; ids without a row,
@@ -70,8 +70,8 @@ from torch.utils.data import Sampler
 
 from ..errors import ConfigError, DataError, InvalidArgumentError
 from ..evidence import SPEC_MIN_GAP, Interpolation
-from ..metrics import effective_ratios
 from ..selector import BOTS
+from .step_metrics import capability_metrics, outcome_metrics, pick_metrics
 from .tasks import column_values, rows_of_tasks, successes_from_rewards
 
 SUPPORTED_VERL = "verl 0.9.x (tested with 0.9.1) with its V1 trainer (trainer.use_v1=true)"
@@ -142,7 +142,6 @@ BOTS_DEFAULTS: dict[str, Any] = {
     "task_id_column": "extra_info.index", "num_tasks": None, "success_threshold": None, "checkpoint": None,
 }  # fmt: skip
 _STATE_FORMAT = "bots-rft/verl-prompt-sampler"
-_QUANTILES = (("min", 0.0), ("p25", 0.25), ("p50", 0.5), ("p75", 0.75), ("max", 1.0))
 
 
 # ------------------------------------------------------------------------------------ sampler
@@ -288,28 +287,23 @@ class BOTSPromptSampler(Sampler[int]):
             self.selector.update(ids, succ, trials)
             self.selector.flush()
             metrics["bots/update_ms"] = 1e3 * (time.perf_counter() - start)
-            ratios = effective_ratios(succ, trials)
             kept = np.asarray(self._ev_kept, dtype=bool)
-            metrics.update({
-                "bots/etr": ratios.etr, "bots/below_one": ratios.below_one, "bots/above_zero": ratios.above_zero,
-                "bots/groups_seen": float(ids.size), "bots/kept_groups_seen": float(np.count_nonzero(kept)),
-                "bots/evicted_groups_seen": float(np.count_nonzero(~kept)), "bots/rollouts_seen": float(trials.sum()),
-            })  # fmt: skip
+            metrics.update(outcome_metrics(ids, succ, trials))
+            # Entries here are groups (a task lifted out of the in-flight exclusion can finish
+            # twice in one step): count groups, not distinct tasks.
+            metrics["bots/groups"] = float(ids.size)
+            metrics["bots/kept_groups"] = float(np.count_nonzero(kept))
+            metrics["bots/evicted_groups"] = float(np.count_nonzero(~kept))
             self._chunk = []  # drawn from the old posterior: draw again
         released = np.asarray(self._released, dtype=np.int64)
         if released.size:
             np.subtract.at(self._inflight, released, 1)
             np.maximum(self._inflight, 0, out=self._inflight)  # groups restored without a fetch record
-        if self._picked_means:
-            picks = np.asarray(self._picked_means, dtype=np.float64)
-            metrics["bots/mean_of_picks/mean"] = float(picks.mean())
-            for name, q in _QUANTILES:
-                metrics[f"bots/mean_of_picks/{name}"] = float(np.quantile(picks, q))
+        metrics.update(pick_metrics(self._picked_means))
         metrics["bots/select_ms"] = 1e3 * self._select_s
         metrics["bots/groups_without_rollouts"] = float(self._empty_groups)
         metrics["bots/inflight_tasks"] = float(self.inflight_tasks)
-        if self.selector.capability is not None:
-            metrics["bots/capability"] = float(self.selector.capability)
+        metrics.update(capability_metrics(self.selector))
         self._ev_tasks, self._ev_successes, self._ev_trials, self._ev_kept = [], [], [], []
         self._released, self._empty_groups, self._select_s, self._picked_means = [], 0, 0.0, []
         return metrics

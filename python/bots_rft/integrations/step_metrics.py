@@ -1,0 +1,107 @@
+"""The ``bots/*`` metrics every trainer integration logs, under one set of names.
+
+Whatever the trainer (TRL, verl, Trinity-RFT, SkyRL, AReaL), a step's selection and update show up
+in its logger as:
+
+- ``bots/select_ms``, ``bots/update_ms``: time spent choosing tasks and folding evidence in;
+- ``bots/pick_mean_p10`` / ``p50`` / ``p90``: quantiles of the posterior means α/(α+β) of the
+  tasks picked (near the target when BOTS is confident about them);
+- ``bots/etr``, ``bots/below_one``, ``bots/above_zero``: of the tasks whose rollouts came back,
+  the share with 0 < successes < trials (the groups that carry a GRPO signal), with some failure,
+  with some success;
+- ``bots/mean_reward_of_picks``: successes over trials of those rollouts;
+- ``bots/groups``, ``bots/rollouts``: how many tasks and rollouts the update saw;
+- ``bots/capability``: the interpolation estimator's μ̃, once it exists.
+
+Integrations add their own counters beside these (verl: ``bots/evicted_groups``; tasks in flight:
+``bots/inflight_tasks``; ...), documented with each integration.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ..metrics import effective_ratios
+
+__all__ = ["PICK_QUANTILES", "Pick", "posterior_means", "pick_metrics", "outcome_metrics", "capability_metrics"]
+
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+
+#: Quantiles of the picks' posterior means logged as ``bots/pick_mean_p<q>``.
+PICK_QUANTILES = (10, 50, 90)
+
+
+def posterior_means(selector: Any, task_ids: IntArray) -> FloatArray | None:
+    """α / (α + β) of ``task_ids`` (reads only those entries), or None for selectors without a
+    Beta posterior (the baselines)."""
+    alpha, beta = getattr(selector, "alpha", None), getattr(selector, "beta", None)
+    if alpha is None or beta is None:
+        return None
+    a, b = np.asarray(alpha)[task_ids], np.asarray(beta)[task_ids]
+    return np.asarray(a / (a + b), dtype=np.float64)
+
+
+def pick_metrics(means: Any) -> dict[str, float]:
+    """``bots/pick_mean_p<q>`` over the posterior means of the tasks picked (none: no entries)."""
+    m = np.asarray(means, dtype=np.float64).reshape(-1)
+    if m.size == 0:
+        return {}
+    return {f"bots/pick_mean_p{q}": float(v) for q, v in zip(PICK_QUANTILES, np.percentile(m, PICK_QUANTILES))}
+
+
+@dataclass(frozen=True)
+class Pick:
+    """One selection: the task ids, how long ``select`` took, and the picks' posterior means
+    at that moment (``None`` for selectors without ``alpha``/``beta``)."""
+
+    task_ids: IntArray
+    select_ms: float
+    posterior_means: FloatArray | None
+
+    @classmethod
+    def timed(cls, selector: Any, batch_size: int, exclude: Any = None) -> Pick:
+        start = time.perf_counter()
+        ids = np.asarray(selector.select(batch_size, exclude=exclude), dtype=np.int64)
+        select_ms = (time.perf_counter() - start) * 1e3
+        return cls(ids, select_ms, posterior_means(selector, ids))
+
+    def metrics(self) -> dict[str, float]:
+        out = {"bots/select_ms": self.select_ms}
+        if self.posterior_means is not None:
+            out.update(pick_metrics(self.posterior_means))
+        return out
+
+
+def outcome_metrics(task_ids: Any, successes: Any, trials: Any = 1.0) -> dict[str, float]:
+    """The outcome metrics of one update's evidence: entry ``i`` is ``successes[i]`` out of
+    ``trials[i]`` (a scalar: the same for all) for task ``task_ids[i]``; entries of one task are
+    summed first (a task whose rollouts come back one by one counts once)."""
+    ids = np.asarray(task_ids, dtype=np.int64).reshape(-1)
+    succ = np.asarray(successes, dtype=np.float64).reshape(-1)
+    tri = np.broadcast_to(np.asarray(trials, dtype=np.float64), succ.shape)
+    if succ.size == 0:
+        return {}
+    tasks, inverse = np.unique(ids, return_inverse=True)
+    sums = np.bincount(inverse, weights=succ, minlength=tasks.size)
+    totals = np.bincount(inverse, weights=tri, minlength=tasks.size)
+    ratios = effective_ratios(sums, totals)
+    return {
+        "bots/etr": ratios.etr,
+        "bots/below_one": ratios.below_one,
+        "bots/above_zero": ratios.above_zero,
+        "bots/mean_reward_of_picks": float(succ.sum() / tri.sum()) if tri.sum() > 0 else float("nan"),
+        "bots/groups": float(tasks.size),
+        "bots/rollouts": float(tri.sum()),
+    }
+
+
+def capability_metrics(selector: Any) -> dict[str, float]:
+    """``bots/capability`` (μ̃) when the selector's implicit evidence has an estimate."""
+    capability = getattr(selector, "capability", None)
+    return {} if capability is None else {"bots/capability": float(capability)}
