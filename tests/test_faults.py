@@ -404,7 +404,10 @@ def test_sigterm_while_a_verifier_hangs_checkpoints_exits_143_and_resumes_exactl
     assert selections(train_records(out)) == reference
 
 
-def test_sigterm_while_an_in_process_verifier_hangs(toy_pool: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_while_an_in_process_verifier_hangs(
+    toy_pool: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, signum: int
+) -> None:
     """``reward_workers=0``: the signal reaches the verifier stuck in this very process."""
     from bots_rft.train.trainer import GRPOTrainer
 
@@ -423,7 +426,7 @@ def test_sigterm_while_an_in_process_verifier_hangs(toy_pool: Path, tmp_path: Pa
     def terminate_when_hanging() -> None:
         for _ in range(1200):
             if Path(str(hang) + ".hanging").exists():
-                os.kill(os.getpid(), signal.SIGTERM)
+                os.kill(os.getpid(), signum)
                 return
             time.sleep(0.05)
 
@@ -435,7 +438,7 @@ def test_sigterm_while_an_in_process_verifier_hangs(toy_pool: Path, tmp_path: Pa
     finally:
         killer.join()
         trainer.close()
-    assert res.interrupted and res.signal == signal.SIGTERM and res.steps_done == 2
+    assert res.interrupted and res.signal == signum and res.steps_done == 2
     assert (tmp_path / "run" / "checkpoints" / "latest").read_text().strip() == "step_000002"
     assert [r["step"] for r in train_records(tmp_path / "run")] == [1, 2]
 

@@ -76,8 +76,9 @@ def _in_process_guard(timeout: float) -> Iterator[dict[str, bool]]:
     def on_sigint(signum: int, frame: Any) -> None:
         state["sigint"] = True
         if callable(previous_int):
-            previous_int(signum, frame)
-        raise KeyboardInterrupt
+            previous_int(signum, frame)  # Python's default handler raises KeyboardInterrupt itself
+        elif previous_int != signal.SIG_IGN:
+            raise KeyboardInterrupt
 
     previous_alarm = signal.signal(signal.SIGALRM, on_alarm)
     signal.signal(signal.SIGINT, on_sigint)
