@@ -89,5 +89,7 @@ def test_two_gloo_processes(tmp_path: Path) -> None:
             assert len(rec["successes"]) == 4 and all(0 <= s <= 2 for s in rec["successes"])
         assert a["final_eval"]["tasks"] == 3 and b["final_eval"] is None  # eval sharded, gathered on rank 0
         ckpt = tmp_path / method / "checkpoints" / "step_000002"
-        assert (ckpt / "rng_rank0.pt").exists() and (ckpt / "rng_rank1.pt").exists()
+        for rank in (0, 1):  # each rank's random state, as JSON + safetensors (no pickles)
+            assert (ckpt / f"rng_rank{rank}.json").exists() and (ckpt / f"rng_rank{rank}.safetensors").exists()
+        assert not list(ckpt.glob("*.pt"))
     assert sum(r["extra_rollouts"] for r in r0["dynamic"]["history"]) > 0

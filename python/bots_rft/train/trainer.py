@@ -150,7 +150,10 @@ class GRPOTrainer:
             self.optimizer, lambda s: min(1.0, (s + 1) / warm) if warm else 1.0
         )
         self.scorer = RewardScorer(workers=cfg.reward_workers, timeout=cfg.reward_timeout)
-        self.selector: Any = None
+        self.selector: Any = None  # rank 0's; the other ranks follow its broadcasts
+        # Every rank must take the same path in _select, so this is decided from the config,
+        # not from the selector only rank 0 holds.
+        self.rolls_out_in_select = cfg.method == "dynamic" or cfg.dynamic_sampling
         if self.dist.is_main:
             self.selector = make_selector(cfg, len(self.pool), self.weak, self.strong, rollout=self._dynamic_callback)
         self.step = 0
@@ -296,7 +299,7 @@ class GRPOTrainer:
         selection latency in seconds (rank 0)."""
         cfg = self.cfg
         select_s = 0.0
-        if not isinstance(self.selector, DynamicSampling):
+        if not self.rolls_out_in_select:
             ids = None
             if self.dist.is_main:
                 t = time.perf_counter()
