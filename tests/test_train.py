@@ -4,6 +4,7 @@ hand-computed values, a few steps of every selection method, exact resume, confi
 from __future__ import annotations
 
 import math
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from bots_rft import BOTS  # noqa: E402
 from bots_rft.cli import main as cli_main  # noqa: E402
 from bots_rft.errors import BotsError, CheckpointError, ConfigError  # noqa: E402
 from bots_rft.train import load_config  # noqa: E402
@@ -293,3 +295,29 @@ def test_print_config_is_a_config_file(toy_pool: Path, tmp_path: Path, capsys: p
     assert cfg == load_config(src, ["lr=3e-5", "min_gap=0.05"])
     assert all(f"\n{f.name}:" in "\n" + text for f in dataclasses.fields(cfg))
     assert not (Path(cfg.out_dir) / "metrics.jsonl").exists()
+
+
+def _saved_selector(out: Path) -> BOTS:
+    ckpt = out / "checkpoints" / (out / "checkpoints" / "latest").read_text().strip()
+    return BOTS.load(ckpt / "selector.bots")
+
+
+def test_resume_with_other_selection_parameters_is_an_explicit_choice(toy_pool: Path, tmp_path: Path) -> None:
+    train(cfg(toy_pool, tmp_path, steps=1, eval_every=0))
+    before = (tmp_path / "checkpoints" / "latest").read_text()
+    # Refused by default, naming the parameter and both values; nothing written.
+    with pytest.raises(ConfigError, match=r"lam: .*0\.1.*0\.3.*resume_params"):
+        train(cfg(toy_pool, tmp_path, steps=2, eval_every=0, resume=True, lam=0.3))
+    assert (tmp_path / "checkpoints" / "latest").read_text() == before
+    with pytest.raises(ConfigError, match="resume_params"):
+        cfg(toy_pool, tmp_path, resume_params="sometimes")
+    # resume_params=checkpoint keeps the saved value ...
+    keep = tmp_path / "keep"
+    shutil.copytree(tmp_path, keep, ignore=shutil.ignore_patterns("keep"))
+    train(cfg(toy_pool, keep, steps=2, eval_every=0, resume=True, lam=0.3, resume_params="checkpoint"))
+    assert _saved_selector(keep).lam == 0.1
+    # ... resume_params=config applies the new one from the resumed step on, and checkpoints it.
+    res = train(cfg(toy_pool, tmp_path, steps=2, eval_every=0, resume=True, lam=0.3, target=0.4, resume_params="config"))
+    assert res.steps_done == 2
+    sel = _saved_selector(tmp_path)
+    assert sel.lam == 0.3 and sel.target == 0.4 and sel.rho == 0.1

@@ -15,6 +15,11 @@ from ..evidence import SPEC_MIN_GAP
 
 __all__ = ["TrainConfig", "METHODS", "load_config", "parse_overrides"]
 
+#: What a resumed run does when the selection parameters differ from the checkpoint's.
+RESUME_PARAMS = ("error", "config", "checkpoint")
+#: Selection parameters a resumed BOTS run may change (see ``resume_params``).
+SELECTION_PARAMS = ("lam", "rho", "target", "thompson")
+
 #: Selection methods ``method=`` accepts.
 METHODS = ("bots", "random", "offline", "mopps", "dots", "dynamic")
 
@@ -86,6 +91,10 @@ class TrainConfig:
     resume: bool = False
     overwrite: bool = False  # replace a previous run in out_dir (else a run there is refused unless resuming)
     extend_pool: bool = False  # resume on a pool with new tasks (they start at the prior); removed tasks: error
+    # Resuming with other selection parameters (lam, rho, target, thompson) than the checkpoint's:
+    # "error" refuses, "config" applies the new values from the resumed step on (recorded in the
+    # next checkpoint), "checkpoint" keeps the saved ones.
+    resume_params: str = "error"
     tensorboard: bool = True  # when the tensorboard package is installed
     progress: bool = True
     # --- misc
@@ -144,6 +153,8 @@ class TrainConfig:
         for key in ("weight_decay", "kl_coef"):
             if not getattr(self, key) >= 0:
                 raise bad(key, "must be >= 0")
+        if self.resume_params not in RESUME_PARAMS:
+            raise bad("resume_params", f"expected one of {list(RESUME_PARAMS)}")
         if self.loss_agg not in ("token-mean", "seq-mean-token-mean"):
             raise bad("loss_agg", "expected 'token-mean' or 'seq-mean-token-mean'")
         if self.distributed not in ("ddp", "fsdp"):

@@ -32,7 +32,7 @@ from ..models import resolve_device
 from ..rewards import RewardScorer
 from .checkpoint import (latest_checkpoint, load_model_state, load_training_state, rng_state, save_checkpoint,
                          set_rng_state)  # fmt: skip
-from .config import TrainConfig
+from .config import SELECTION_PARAMS, TrainConfig
 from .distributed import Dist
 from .evaluate import evaluate
 from .grpo import group_advantages, grpo_loss
@@ -214,6 +214,26 @@ class GRPOTrainer:
         log.warning("pool: extending the checkpoint's pool (%s); new tasks start at the prior", change.describe())
         return lambda state: grown_state(state, change, fresh)
 
+    def _changed_selection_params(self, path: Path, saved: dict[str, Any]) -> dict[str, Any]:
+        """The selection parameters to change on resume ({} when none differ or the run keeps
+        the checkpoint's); refuses a difference unless ``resume_params`` says what to do."""
+        # mopps and dots fix lam, rho and the sampling rule; random and offline use none of them.
+        keys = SELECTION_PARAMS if self.cfg.method == "bots" else ("target",) if self.cfg.method in ("mopps", "dots") else ()
+        diff = {k: getattr(self.cfg, k) for k in keys if k in saved and saved[k] != getattr(self.cfg, k)}
+        if not diff:
+            return {}
+        if self.cfg.resume_params == "error":
+            first = next(iter(diff))
+            raise ConfigError(
+                f"{first}: the checkpoint in {str(path)!r} was trained with {saved[first]!r}, now {diff[first]!r}; "
+                "pass resume_params=config to continue with the new value(s), or resume_params=checkpoint to keep the saved ones"
+            )
+        if self.cfg.resume_params == "checkpoint":
+            log.warning("resume: keeping the checkpoint's selection parameters (%s)",
+                        ", ".join(f"{k}={saved[k]!r}" for k in diff))  # fmt: skip
+            return {}
+        return diff
+
     def _restore(self, path: Path) -> None:
         state = load_training_state(path, self.dist)
         adapt = self._check_pool(path, state["trainer"].get("pool")) if self.dist.is_main else None
@@ -237,10 +257,16 @@ class GRPOTrainer:
         except (RuntimeError, KeyError, ValueError) as exc:
             raise CheckpointError(f"checkpoint {str(path)!r} does not fit this model/optimizer ({exc})") from None
         set_rng_state(state["rng"])
+        changed = self._changed_selection_params(path, saved)
         if self.dist.is_main:
             self.selector = load_selector(self.selector, path, adapt)
             if isinstance(self.selector, DynamicSampling):
                 self.selector.rollout = self._dynamic_callback
+            bots = self.selector.proposer if isinstance(self.selector, DynamicSampling) else self.selector
+            if changed and isinstance(bots, BOTS):
+                bots.set_params(**changed)
+                log.warning("resume: selection parameters changed from step %d on: %s", int(state["trainer"]["step"]) + 1,
+                            ", ".join(f"{k}={v!r}" for k, v in changed.items()))  # fmt: skip
         t = state["trainer"]
         self.step = int(t["step"])
         self.cum_rollouts = int(t.get("cum_rollouts", 0))
