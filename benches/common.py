@@ -9,7 +9,7 @@ from typing import Protocol
 
 import numpy as np
 
-# The setting of SPEC section 4: B=256, n=16, λ=ρ=0.1, p*=0.5, interpolation evidence, Thompson.
+# The project's benchmark setting: B=256, n=16, λ=ρ=0.1, p*=0.5, interpolation evidence, Thompson.
 BATCH = 256
 N_ROLLOUTS = 16
 LAM = 0.1

@@ -1,6 +1,6 @@
 """BOTS in plain numpy, the way the paper's authors wrote it: a dense update of α, β over the
-whole pool with the interpolation estimator (SPEC 2.1, 2.2), ``rng.beta`` over the whole pool,
-and ``np.argpartition`` on |p̂ − p*| followed by a sort of the B best (SPEC 2.3).
+whole pool with the interpolation estimator, ``rng.beta`` over the whole pool,
+and ``np.argpartition`` on |p̂ − p*| followed by a sort of the B best.
 
 It is the baseline the Rust core is measured against, and an independent check of its update.
 No attempt is made to be clever (in-place tricks, chunking): this is what a user would write.
@@ -42,7 +42,7 @@ class NumpyBOTS:
 
     # ----------------------------------------------------------------------------- update
     def _observe(self, uids: np.ndarray, s: np.ndarray, t: np.ndarray) -> None:
-        """Interpolation estimator (SPEC 2.2) on the distinct rolled-out tasks."""
+        """Interpolation estimator on the distinct rolled-out tasks."""
         w, st = self.weak[uids], self.strong[uids]
         both = ~np.isnan(w) & ~np.isnan(st)
         if not both.any():

@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-# SPEC section 4: update + select (one step) targets on the project's 2-core machines, in ms.
-SPEC_STEP_TARGET_MS = {54_400: 0.3, 1_000_000: 4.0, 10_000_000: 40.0}
+# The project's targets for one step (update + select) on its 2-core machines, in ms.
+STEP_TARGET_MS = {54_400: 0.3, 1_000_000: 4.0, 10_000_000: 40.0}
 OPS = ("update", "select", "step")
 
 Result = dict[str, Any]
@@ -141,10 +141,10 @@ def write_markdown(path: Path, meta: dict[str, Any], results: list[Result]) -> N
         f"bots-rft's fused update+select must read α, β (2×8 B), read the references as float32 (2×4 B) and "
         f"write α, β (2×8 B): {per_task} B per task. Floor = {per_task} B × N ÷ copy bandwidth (the large copy "
         "above, per thread count). 'In-cache floor' uses the bandwidth of a copy with the step's own footprint "
-        f"({per_task} B × N), which is higher while that fits in cache. SPEC target: update + select on this class "
+        f"({per_task} B × N), which is higher while that fits in cache. target: update + select on this class "
         "of machine.",
         "",
-        f"| N | MB streamed | in-cache floor | {head} | SPEC target | met (best threads) |",
+        f"| N | MB streamed | in-cache floor | {head} | target | met (best threads) |",
         "|---:|---:|---:|" + "---:|---:|---:|" * len(threads) + "---:|---:|",
     ]
     for n in sizes:
@@ -159,7 +159,7 @@ def write_markdown(path: Path, meta: dict[str, Any], results: list[Result]) -> N
             row.append(f"{_ms(f)} | {_ms(step)} | {_ratio(step, f)}")
         fp = bw_fp.get(n, {})
         in_cache = floor_ms(n, per_task, max(fp.values())) if fp else None
-        target = SPEC_STEP_TARGET_MS.get(n)
+        target = STEP_TARGET_MS.get(n)
         met = "—" if target is None or best is None else ("yes" if best <= target else "no")
         lines.append(
             f"| {n:,} | {per_task * n / 1e6:.1f} | {_ms(in_cache)} | {' | '.join(row)} | {_ms(target)} | {met} |"
@@ -186,9 +186,9 @@ def write_plot(path: Path, meta: dict[str, Any], results: list[Result]) -> None:
     for t, b in sorted((int(t), b) for t, b in meta["copy_bandwidth_bytes_per_s"].items()):
         ax.plot(xs, [floor_ms(n, meta["fused_step_bytes_per_task"], b) for n in xs], "k--", alpha=0.4 + 0.3 * (t > 1),
                 label=f"streaming floor, {t} thread{'s' if t > 1 else ''} ({b / 1e9:.0f} GB/s)")
-    tgt = [(n, SPEC_STEP_TARGET_MS[n]) for n in xs if n in SPEC_STEP_TARGET_MS]
+    tgt = [(n, STEP_TARGET_MS[n]) for n in xs if n in STEP_TARGET_MS]
     if tgt:
-        ax.plot([p[0] for p in tgt], [p[1] for p in tgt], "kx", markersize=9, linestyle="none", label="SPEC target")
+        ax.plot([p[0] for p in tgt], [p[1] for p in tgt], "kx", markersize=9, linestyle="none", label="target")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("pool size N (tasks)")

@@ -2,7 +2,7 @@
 implementations of the same algorithm, side by side in one run, with peak memory per task and
 the memory-streaming floor. Writes bench.md, bench.json and bench.png.
 
-    python benches/run.py                       # full run (SPEC 4 sizes), a few minutes
+    python benches/run.py                       # full run (54,400 / 1M / 10M tasks), a few minutes
     python benches/run.py --quick               # smoke test: small pools, few repeats
     python benches/run.py --sizes 54400,1e6 --impls bots-rft,numpy --out /tmp/b
 """

@@ -1,4 +1,4 @@
-"""A plain numpy implementation of SPEC 2.1–2.3, written independently of the core, that the
+"""A plain numpy implementation of the method (update, interpolation estimator, selection), written independently of the core, that the
 tests compare the core against."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Behaviour of the baseline selectors (SPEC 2.4) and the shared Selector protocol."""
+"""Behaviour of the baseline selectors (paper appendix E.6) and the shared Selector protocol."""
 
 from __future__ import annotations
 

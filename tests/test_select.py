@@ -1,4 +1,4 @@
-"""Selection (SPEC 2.3): greedy order, exclusion, Thompson frequencies, determinism."""
+"""Selection: greedy order, exclusion, Thompson frequencies, determinism."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The update rule (SPEC 2.1–2.2) against the numpy reference."""
+"""The update rule and the interpolation estimator against the numpy reference."""
 
 from __future__ import annotations
 
@@ -105,7 +105,7 @@ def test_coincident_references_skip_the_estimate() -> None:
 
 
 def test_min_gap_skips_batches_whose_references_nearly_cancel() -> None:
-    """St - W = 0.04 on the first batch: SPEC's 1e-6 gap takes mu = (0.5 - 0.3) / 0.04 = 5, a
+    """St - W = 0.04 on the first batch: the default 1e-6 gap takes mu = (0.5 - 0.3) / 0.04 = 5, a
     gap of 0.05 skips it; both take the next batch (St - W = 0.5)."""
     weak, strong = [0.3, 0.3, 0.2], [0.34, 0.34, 0.7]
     spec, wide = Interpolation(weak, strong), Interpolation(weak, strong, min_gap=0.05)
@@ -118,7 +118,7 @@ def test_min_gap_skips_batches_whose_references_nearly_cancel() -> None:
         sel.update([2], [8], 16)  # mu = (0.5 - 0.2) / 0.5 = 0.6
     assert a.capability == pytest.approx(0.9 * 5.0 + 0.1 * 0.6, rel=1e-5)
     assert b.capability == pytest.approx(0.6)
-    # Kept through state_dict and checkpoints; a state without it (older files) means SPEC's gap.
+    # Kept through state_dict and checkpoints; a state without it (older files) means the default gap.
     state = wide.state_dict()
     assert Interpolation.from_state_dict(state).min_gap == 0.05
     del state["min_gap"]

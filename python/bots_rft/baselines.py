@@ -1,4 +1,4 @@
-"""Task selectors to compare BOTS with (paper appendix E.6, SPEC 2.4), and the protocol they share.
+"""Task selectors to compare BOTS with (paper appendix E.6), and the protocol they share.
 
 - :class:`Selector`: what a trainer (or ``bots simulate``) needs from any task selector; BOTS
   satisfies it as well.

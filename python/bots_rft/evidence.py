@@ -1,6 +1,6 @@
 """Implicit evidence: predictions of the success rate of tasks not rolled out this step.
 
-:class:`Interpolation` is the paper's estimator (SPEC 2.2); the core evaluates it fused into the
+:class:`Interpolation` is the paper's estimator; the core evaluates it fused into the
 update, with no pool-sized temporaries. Any other object with a ``predict(task_ids, successes,
 trials)`` method returning a length-N array (NaN = no prediction) or None plugs in too.
 """
@@ -16,8 +16,8 @@ from . import _core
 from ._validation import FloatArray, as_real, rates_or_nan
 from .errors import CheckpointError, InvalidArgumentError
 
-#: SPEC 2.2: batches whose mean references differ by less than this give no estimate.
-SPEC_MIN_GAP = 1e-6
+#: The method's default: batches whose mean references differ by less than this give no estimate.
+DEFAULT_MIN_GAP = 1e-6
 
 
 @runtime_checkable
@@ -29,7 +29,7 @@ class ImplicitEvidence(Protocol):
 
 
 class Interpolation:
-    """Linear interpolation between a weak and a strong reference model (SPEC 2.2).
+    """Linear interpolation between a weak and a strong reference model.
 
     ``weak`` and ``strong`` are each task's pass rates under the two references (NaN where
     unknown). Each update locates the current policy between them on the rolled-out batch,
@@ -37,7 +37,7 @@ class Interpolation:
     p̃_k = clip(mu·strong_k + (1 - mu)·weak_k, 0, 1) for the other tasks.
 
     A batch whose mean references differ by less than ``min_gap`` (|St - W| < min_gap) gives no
-    estimate and leaves mu~ unchanged. SPEC 2.2's value, the default, only avoids dividing by
+    estimate and leaves mu~ unchanged. The default, 1e-6, only avoids dividing by
     zero. A larger gap (0.02-0.1) also skips batches where the division would amplify rollout
     noise: a selector that chooses from its own predictions (DOTS) can pick batches whose
     references nearly cancel, and mu then jumps (docs/training.md shows one run where it did).
@@ -46,7 +46,7 @@ class Interpolation:
     rollouts needs far fewer), which halves what the fused update reads per task.
     """
 
-    def __init__(self, weak: Any, strong: Any, momentum: float = 0.9, *, min_gap: float = SPEC_MIN_GAP) -> None:
+    def __init__(self, weak: Any, strong: Any, momentum: float = 0.9, *, min_gap: float = DEFAULT_MIN_GAP) -> None:
         self._weak = rates_or_nan(weak, "weak").astype(np.float32)
         self._strong = rates_or_nan(strong, "strong", len(self._weak)).astype(np.float32)
         m = as_real(momentum, "momentum")
@@ -65,7 +65,7 @@ class Interpolation:
         return len(self._weak)
 
     def __repr__(self) -> str:
-        gap = "" if self._min_gap == SPEC_MIN_GAP else f", min_gap={self._min_gap}"
+        gap = "" if self._min_gap == DEFAULT_MIN_GAP else f", min_gap={self._min_gap}"
         return f"Interpolation(num_tasks={len(self)}, momentum={self._momentum}{gap}, capability={self._capability})"
 
     @property
@@ -137,8 +137,8 @@ class Interpolation:
     def from_state_dict(cls, state: dict[str, Any]) -> Interpolation:
         if not isinstance(state, dict) or state.get("kind") != "interpolation":
             raise CheckpointError(f"evidence: not an interpolation state: {state!r:.80}")
-        # States saved before min_gap existed used SPEC's value.
-        ev = cls(state["weak"], state["strong"], state["momentum"], min_gap=state.get("min_gap", SPEC_MIN_GAP))
+        # States saved before min_gap existed used the default.
+        ev = cls(state["weak"], state["strong"], state["momentum"], min_gap=state.get("min_gap", DEFAULT_MIN_GAP))
         cap = state.get("capability")
         ev._capability = None if cap is None else float(cap)
         return ev

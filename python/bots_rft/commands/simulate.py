@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..evidence import SPEC_MIN_GAP
+from ..evidence import DEFAULT_MIN_GAP
 from ._args import check_output_dir, integer, real
 
 DEFAULT_METHODS = "random,offline,mopps,dots,bots,dapo"
@@ -78,7 +78,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
                    help="also run BOTS with the posterior mean instead of Thompson sampling")
     p.add_argument("--dapo-oversample", type=real(1.0), default=3.0,
                    help="DAPO generation batch as a multiple of the batch (default 3)")
-    p.add_argument("--min-gap", type=real(0.0, 1.0, high_open=True), default=SPEC_MIN_GAP,
+    p.add_argument("--min-gap", type=real(0.0, 1.0, high_open=True), default=DEFAULT_MIN_GAP,
                    help="interpolation estimator: skip batches whose mean references differ by less (default: 1e-6)")  # fmt: skip
     p.add_argument("--groups", type=integer(1), default=8, help="skill groups of the simulated pool")
     p.add_argument("--eval-tasks", type=integer(1), default=4096, help="held-out tasks (default 4096)")

@@ -53,7 +53,7 @@ from .. import _core
 from .._validation import FloatArray, IntArray, as_bool, as_floats, as_ids, as_int, as_real
 from ..checkpoint import from_bytes, load_state, to_bytes
 from ..errors import BotsError, CheckpointError, ConfigError, DataError, InvalidArgumentError
-from ..evidence import SPEC_MIN_GAP, Interpolation
+from ..evidence import DEFAULT_MIN_GAP, Interpolation
 from ..selector import BOTS
 from .step_metrics import capability_metrics, outcome_metrics, pick_metrics
 from .tasks import column_values
@@ -170,7 +170,7 @@ def _resolve(kwargs: Mapping[str, Any], seed: Any) -> _Settings:
             "needs 0 < target < 1); use a target inside (0, 1), or tau > 0 for difficulty_based's softmax rule"
         )
     momentum = real("momentum", kwargs.get("momentum", 0.9), 0.0, 1.0)
-    min_gap = real("min_gap", kwargs.get("min_gap", SPEC_MIN_GAP), 0.0, 1.0)
+    min_gap = real("min_gap", kwargs.get("min_gap", DEFAULT_MIN_GAP), 0.0, 1.0)
     prior_alpha = real("prior_alpha", kwargs.get("prior_alpha", 1.0), 0.0, math.inf, open_low=True)
     prior_beta = real("prior_beta", kwargs.get("prior_beta", 1.0), 0.0, math.inf, open_low=True)
     reward_range = kwargs.get("reward_range", (0.0, 1.0))

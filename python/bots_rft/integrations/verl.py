@@ -69,7 +69,7 @@ import numpy.typing as npt
 from torch.utils.data import Sampler
 
 from ..errors import ConfigError, DataError, InvalidArgumentError
-from ..evidence import SPEC_MIN_GAP, Interpolation
+from ..evidence import DEFAULT_MIN_GAP, Interpolation
 from ..selector import BOTS
 from .step_metrics import capability_metrics, outcome_metrics, pick_metrics
 from .tasks import column_values, rows_of_tasks, successes_from_rewards
@@ -138,7 +138,7 @@ _OTHER_KEYS = ("weak_column", "strong_column", "momentum", "min_gap", "task_id_c
 #: Defaults of the ``bots`` config section the entry point adds (None: derived, see the module doc).
 BOTS_DEFAULTS: dict[str, Any] = {
     "lam": 0.1, "rho": 0.1, "target": 0.5, "n_rollouts": None, "thompson": True, "seed": 0, "threads": None,
-    "weak_column": None, "strong_column": None, "momentum": 0.9, "min_gap": SPEC_MIN_GAP,
+    "weak_column": None, "strong_column": None, "momentum": 0.9, "min_gap": DEFAULT_MIN_GAP,
     "task_id_column": "extra_info.index", "num_tasks": None, "success_threshold": None, "checkpoint": None,
 }  # fmt: skip
 _STATE_FORMAT = "bots-rft/verl-prompt-sampler"
@@ -397,7 +397,7 @@ def build_sampler(config: Any, dataset: Any, selector: BOTS | None = None) -> BO
             if weak is not None:
                 kwargs["evidence"] = Interpolation(
                     _rates(frame, str(weak), rows), _rates(frame, str(strong), rows), cfg.get("momentum", 0.9),
-                    min_gap=cfg.get("min_gap", SPEC_MIN_GAP),
+                    min_gap=cfg.get("min_gap", DEFAULT_MIN_GAP),
                 )  # fmt: skip
             selector = BOTS(int(num_tasks), **kwargs)
     if chunk > len(int_ids):

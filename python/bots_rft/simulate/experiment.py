@@ -19,7 +19,7 @@ import numpy.typing as npt
 
 from ..baselines import DynamicSampling, OfflineSelector, RandomSelector, Selector
 from ..errors import ConfigError
-from ..evidence import SPEC_MIN_GAP
+from ..evidence import DEFAULT_MIN_GAP
 from ..metrics import effective_probability, effective_ratios, pearson, rate_histogram, roc_auc
 from .learner import LearnerConfig, SimulatedLearner, TaskWorld, make_world
 
@@ -93,7 +93,7 @@ class SimConfig:
     lam_sweep: tuple[float, ...] = PAPER_SWEEP
     sampling_ablation: bool = True
     dapo_oversample: float = 3.0
-    min_gap: float = SPEC_MIN_GAP  # the interpolation estimator's gap
+    min_gap: float = DEFAULT_MIN_GAP  # the interpolation estimator's gap
     threads: int | None = 1  # BOTS core threads (simulations are small; 1 avoids contention)
 
     def __post_init__(self) -> None:

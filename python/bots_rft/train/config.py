@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, get_type_hints
 
 from ..errors import ConfigError
-from ..evidence import SPEC_MIN_GAP
+from ..evidence import DEFAULT_MIN_GAP
 
 __all__ = ["TrainConfig", "METHODS", "load_config", "parse_overrides"]
 
@@ -26,7 +26,7 @@ METHODS = ("bots", "random", "offline", "mopps", "dots", "dynamic")
 
 @dataclass
 class TrainConfig:
-    """Every knob of ``bots train``. Defaults follow the paper's GRPO setting (SPEC section 5)
+    """Every knob of ``bots train``. Defaults follow the paper's GRPO setting
     except the sizes, which are CPU-friendly; the example configs in ``configs/`` scale them up."""
 
     # --- data
@@ -51,7 +51,7 @@ class TrainConfig:
     target: float = 0.5
     thompson: bool = True
     momentum: float = 0.9
-    min_gap: float = SPEC_MIN_GAP  # interpolation: skip batches with |St - W| below this
+    min_gap: float = DEFAULT_MIN_GAP  # interpolation: skip batches with |St - W| below this
     # DAPO's dynamic sampling on top of the method: roll out generation batches the method
     # proposes, train on the groups whose rollouts disagree; the method still learns from every
     # rolled-out group. method=dynamic is the paper's baseline (epoch order + this filter).

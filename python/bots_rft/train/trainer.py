@@ -1,4 +1,4 @@
-"""The GRPO training loop fed by a task selector (SPEC section 5).
+"""The GRPO training loop fed by a task selector (the paper's GRPO setting).
 
 Each step: rank 0's selector picks B tasks and broadcasts their ids; every rank rolls out its
 share n times (temperature 1.0), scores them with the pool's verifiers, and the rewards come

@@ -137,7 +137,7 @@ impl PerTask for Interp<'_> {
     }
 }
 
-/// The update of one chunk (SPEC 2.1), rolled-out tasks excluded (they are written afterwards).
+/// The update of one chunk, rolled-out tasks excluded (they are written afterwards).
 #[inline(always)]
 #[allow(clippy::too_many_arguments)] // one monomorphised kernel per (prior, prior, evidence) kind
 fn update_chunk<A: PerTask, B: PerTask, E: PerTask>(

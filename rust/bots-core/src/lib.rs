@@ -23,7 +23,7 @@ pub use error::{CoreError, ErrorKind};
 pub use kernel::{available_backends, backend, set_backend, Backend};
 pub use select::{select, Exclude, Scoring, SelectArgs, Selection};
 pub use step::step;
-pub use update::{aggregate, batch_capability, update, Batch, Evidence, Prior, UpdateArgs, UpdateParams, SPEC_MIN_GAP};
+pub use update::{aggregate, batch_capability, update, Batch, Evidence, Prior, UpdateArgs, UpdateParams, DEFAULT_MIN_GAP};
 
 /// Tasks per unit of parallel work (and per fused update + select pass over cache-resident data).
 /// Draws do not depend on it.

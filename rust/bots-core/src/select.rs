@@ -1,4 +1,4 @@
-//! Top-B selection by closeness of a (sampled or mean) success rate to the target (SPEC 2.3).
+//! Top-B selection by closeness of a (sampled or mean) success rate to the target.
 //!
 //! Each chunk of [`CHUNK`] tasks scores its tasks with its own random stream, then keeps the
 //! candidates that can still enter the best B; per-thread candidate lists are trimmed with

@@ -1,4 +1,4 @@
-//! One pass over the pool: the update of SPEC 2.1 and the selection of SPEC 2.3, fused so each
+//! One pass over the pool: the posterior update and the top-B selection, fused so each
 //! chunk is updated and then sampled while it is still in cache.
 
 use rayon::prelude::*;

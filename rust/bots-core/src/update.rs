@@ -1,5 +1,4 @@
-//! The posterior update of SPEC 2.1 and the batch statistic of the interpolation estimator
-//! (SPEC 2.2). `update` streams over the whole pool once; it never draws random numbers.
+//! The posterior update and the batch statistic of the interpolation estimator. `update` streams over the whole pool once; it never draws random numbers.
 
 use rayon::prelude::*;
 
@@ -139,13 +138,13 @@ pub fn aggregate(num_tasks: usize, task_ids: &[i64], successes: &[f64], trials: 
     Ok(batch)
 }
 
-/// SPEC 2.2's threshold below which the batch's references count as coinciding.
-pub const SPEC_MIN_GAP: f64 = 1e-6;
+/// The default threshold below which the batch's references count as coinciding.
+pub const DEFAULT_MIN_GAP: f64 = 1e-6;
 
-/// The interpolation estimator's capability coefficient on one batch (SPEC 2.2):
+/// The interpolation estimator's capability coefficient on one batch:
 /// mu = (obs - W) / (St - W) over the batch's tasks that have both references.
 /// `None` when no such task exists or the references (nearly) coincide, |St - W| < `min_gap`
-/// (SPEC: [`SPEC_MIN_GAP`]; a larger gap also skips batches where the division would amplify
+/// (default: [`DEFAULT_MIN_GAP`]; a larger gap also skips batches where the division would amplify
 /// rollout noise).
 pub fn batch_capability(batch: &Batch, weak: &[f32], strong: &[f32], min_gap: f64) -> Result<Option<f64>> {
     if !(min_gap >= 0.0 && min_gap.is_finite()) {
@@ -206,7 +205,7 @@ pub fn check_evidence(evidence: &Evidence, n: usize) -> Result<()> {
     }
 }
 
-/// Applies one step's update to every task (SPEC 2.1). On error nothing is modified.
+/// Applies one step's update to every task. On error nothing is modified.
 pub fn update(
     alpha: &mut [f64],
     beta: &mut [f64],
@@ -340,11 +339,11 @@ mod tests {
         let weak = [0.25f32, 0.25, f32::NAN, 0.0];
         let strong = [0.75f32, 0.75, 1.0, 1.0];
         // obs = mean(0.5, 0.25) = 0.375, W = 0.25, S = 0.75 -> mu = 0.25
-        assert_eq!(batch_capability(&batch, &weak, &strong, SPEC_MIN_GAP).unwrap(), Some(0.25));
+        assert_eq!(batch_capability(&batch, &weak, &strong, DEFAULT_MIN_GAP).unwrap(), Some(0.25));
         let same = [0.25f32; 4];
-        assert_eq!(batch_capability(&batch, &same, &same, SPEC_MIN_GAP).unwrap(), None);
+        assert_eq!(batch_capability(&batch, &same, &same, DEFAULT_MIN_GAP).unwrap(), None);
         let nan = [f32::NAN; 4];
-        assert_eq!(batch_capability(&batch, &nan, &strong, SPEC_MIN_GAP).unwrap(), None);
+        assert_eq!(batch_capability(&batch, &nan, &strong, DEFAULT_MIN_GAP).unwrap(), None);
         // St - W = 0.5 here: a gap threshold above it skips the batch, one at or below keeps it.
         assert_eq!(batch_capability(&batch, &weak, &strong, 0.5).unwrap(), Some(0.25));
         assert_eq!(batch_capability(&batch, &weak, &strong, 0.5001).unwrap(), None);

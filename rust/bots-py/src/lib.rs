@@ -74,7 +74,7 @@ fn aggregate(
 /// The interpolation estimator's capability coefficient on a batch, or None (no task with both
 /// references, or |St - W| < min_gap).
 #[pyfunction]
-// The literal (core::SPEC_MIN_GAP) so that the signature Python sees shows the value.
+// The literal (core::DEFAULT_MIN_GAP) so that the signature Python sees shows the value.
 #[pyo3(signature = (batch, weak, strong, min_gap = 1e-6))]
 fn batch_capability(
     batch: &Batch,
@@ -199,7 +199,7 @@ fn selection_to_py(py: Python<'_>, selection: core::Selection) -> (Bound<'_, PyA
     (PyArray1::from_iter(py, selection.ids.into_iter().map(|k| k as i64)), selection.kth_distance)
 }
 
-/// The `k` tasks nearest the target, best first, from a read-only posterior (SPEC 2.3), and the
+/// The `k` tasks nearest the target, best first, from a read-only posterior, and the
 /// distance of the last one. `bound_hint` as in `step`.
 #[pyfunction]
 #[pyo3(signature = (alpha, beta, k, target, thompson, seed, counter, exclude_mask=None, exclude_ids=None, bound_hint=None, threads=None))]
