@@ -12,27 +12,19 @@ torch = pytest.importorskip("torch")
 
 from bots_rft import BOTS, Interpolation  # noqa: E402
 from bots_rft.baselines import DynamicSampling  # noqa: E402
-from bots_rft.train.config import load_config  # noqa: E402
 from bots_rft.train.logger import read_metrics  # noqa: E402
-from bots_rft.train.toy import TOY_VERIFIER, write_toy_pool  # noqa: E402
 from bots_rft.train.trainer import GRPOTrainer, train  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def toy_pool(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    train_path, _ = write_toy_pool(tmp_path_factory.mktemp("toy"), num_tasks=12, eval_tasks=3)
-    return train_path
+from test_train import cfg, toy_pool  # noqa: E402,F401  (the trainer tests' toy pool and config)
 
 
 def _cfg(pool: Path, out: Path, **kw: Any) -> Any:
+    """The trainer tests' toy run, with BOTS proposing and DAPO's filter on."""
     base: dict[str, Any] = dict(
-        pool=str(pool), model="tiny", device="cpu", steps=2, batch_size=3, rollouts=4, mini_batch_size=3,
-        micro_batch_size=12, max_new_tokens=4, lr=1e-3, warmup_steps=1, verifiers=TOY_VERIFIER, out_dir=str(out),
-        progress=False, eval_every=0, tensorboard=False, method="bots", dynamic_sampling=True, oversample=2.0,
-        max_rounds=2, weak_column="weak_pass_rate", strong_column="strong_pass_rate",
+        batch_size=3, mini_batch_size=3, micro_batch_size=12, max_new_tokens=4, warmup_steps=1, eval_every=0,
+        method="bots", dynamic_sampling=True, oversample=2.0, max_rounds=2,
     )  # fmt: skip
     base.update(kw)
-    return load_config(None, base)
+    return cfg(pool, out, **base)
 
 
 def test_bots_learns_from_every_group_dynamic_sampling_rolled_out(toy_pool: Path, tmp_path: Path) -> None:

@@ -140,9 +140,7 @@ def check_output_dir(
 
 
 def check_training_config(cfg: Any) -> None:
-    """What ``bots train`` and ``bots compare`` refuse in a valid config before any work: a group
-    of one rollout (GRPO's advantage, reward minus the group mean, is then always 0, so nothing
-    is learned and no task is ever effective) and an output directory that cannot be written."""
-    if cfg.rollouts < 2:
-        raise InvalidArgumentError(f"rollouts: GRPO needs at least 2 rollouts per task, got {cfg.rollouts}", "rollouts")
+    """What ``bots train`` and ``bots compare`` refuse in a valid config before any work: an
+    output directory that cannot be written. (A group of one rollout, whose GRPO advantage is
+    always 0, is refused by the config's own validation.)"""
     check_output_dir(cfg.out_dir, "out_dir", overwrite=True)

@@ -121,6 +121,8 @@ class TrainConfig:
             v = getattr(self, key)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise bad(key, "must be an integer >= 1")
+        if self.rollouts < 2:  # a group of one has no spread: its GRPO advantage is always zero
+            raise ConfigError(f"rollouts: GRPO needs at least 2 rollouts per task, got {self.rollouts}")
         for key in ("warmup_steps", "sft_steps", "eval_every", "save_every", "seed"):
             v = getattr(self, key)
             if not isinstance(v, int) or isinstance(v, bool) or v < 0:
