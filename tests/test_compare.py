@@ -48,6 +48,11 @@ def test_compare_two_methods(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert main(["compare", "--config", str(cfg), "--methods", "bots,random", "--out", str(out), "--reuse",
                  "--no-progress"]) == 0  # fmt: skip
     assert "finished run" in capsys.readouterr().out
+    # Keys that only say how a run is driven never stop a reuse (nor their absence from runs
+    # recorded before they existed).
+    assert main(["compare", "--config", str(cfg), "--methods", "bots,random", "--out", str(out), "--reuse",
+                 "--no-progress", "resume_params=config", "verifier_error_stop=0.5", "reward_workers=0"]) == 0  # fmt: skip
+    assert "finished run" in capsys.readouterr().out
     assert main(["compare", "--config", str(cfg), "--methods", "bots", "--out", str(out)]) == 2
     capsys.readouterr()
     before = {p: p.stat().st_mtime_ns for p in out.rglob("*")}

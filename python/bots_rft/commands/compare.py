@@ -84,8 +84,10 @@ def _finished(run_dir: Path, steps: int) -> bool:
 
 # Settings that do not change what a run computes (where it writes, how it reports, how many CPU
 # threads or scoring processes it uses): a run that differs only in these may be reused.
-_REUSE_IGNORED = frozenset({"out_dir", "resume", "progress", "tensorboard", "save_every", "keep_checkpoints",
-                            "threads", "reward_workers", "reward_timeout"})  # fmt: skip
+# How a run is driven, not what it learns: never a reason to redo a run.
+_REUSE_IGNORED = frozenset({"out_dir", "resume", "overwrite", "extend_pool", "resume_params", "progress", "tensorboard",
+                            "save_every", "keep_checkpoints", "threads", "reward_workers", "reward_timeout",
+                            "verifier_error_stop"})  # fmt: skip
 # What the shared supervised warm-up depends on.
 _WARMUP_KEYS = ("model", "pool", "seed", "system_prompt", "dtype", "max_prompt_tokens", "grad_clip",
                 "sft_steps", "sft_lr", "sft_batch_size", "sft_template")  # fmt: skip
