@@ -472,7 +472,7 @@ def test_a_step_of_only_verifier_errors_stops_with_status_3(
                           reward_workers=0)  # fmt: skip
     assert cli_main(["train", "--config", str(config), "--out", str(tmp_path / "run")]) == 3
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1
+    assert len(err.splitlines()) == 1, err  # one line, even where logging reaches stderr
     assert "step 1: 16 of 16 verifications were verifier errors" in err
     assert "test_faults:always_raise for data_source 'toy/first_char': verifier raised RuntimeError: reward model offline" in err
     assert "checkpoint of step 0 saved" in err

@@ -585,8 +585,7 @@ class GRPOTrainer:
             self.scorer.close()
         if failure is not None:
             failure.saved(self.step, str(checkpoint))
-            log.error("%s", failure)
-            raise failure
+            raise failure  # its message is the report (the CLI prints it once; logging it too doubled it)
         interrupted = self._signal is not None and self.step < cfg.steps
         if interrupted and self.dist.is_main:
             assert self._signal is not None
