@@ -656,3 +656,18 @@ def _drain(q: Any) -> list[Any]:
             out.append(q.get_nowait())
         except queue.Empty:
             return out
+
+
+def test_baseline_selectors_checkpoint_without_pickles(tmp_path: Any) -> None:
+    """A selector without its own file format (the baselines) is stored in bots-rft's
+    checksummed state format, never as a pickle, and restores exactly."""
+    from bots_rft.baselines import RandomSelector
+    from bots_rft.integrations.trl import restore_selector, save_selector
+
+    sel = RandomSelector(50, seed=3)
+    sel.select(5)
+    path = save_selector(sel, tmp_path / "checkpoint-1")
+    assert not [p for p in (tmp_path / "checkpoint-1").iterdir() if p.suffix == ".pkl"], path
+    twin = RandomSelector(50, seed=0)
+    restore_selector(twin, tmp_path / "checkpoint-1")
+    assert np.array_equal(twin.select(5), sel.select(5))

@@ -432,19 +432,17 @@ def load_selector(checkpoint_dir: str | os.PathLike[str], **kwargs: Any) -> Any:
 
 
 def save_selector(selector: Any, checkpoint_dir: str | os.PathLike[str]) -> str:
-    """Write ``selector`` into a checkpoint folder: :data:`SELECTOR_FILE` for a BOTS, its
-    pickled state dict (``SELECTOR_FILE + ".pkl"``) for other selectors. Returns the path."""
-    folder = os.fspath(checkpoint_dir)
-    os.makedirs(folder, exist_ok=True)
-    if hasattr(selector, "save"):
-        path = os.path.join(folder, SELECTOR_FILE)
-        selector.save(path)
-        return path
-    import pickle
+    """Write ``selector`` into a checkpoint folder as :data:`SELECTOR_FILE`: a BOTS with its own
+    ``save``, any other selector's state dict in the same checksummed format (never a pickle: a
+    checkpoint must not be able to run code when loaded). Returns the path."""
+    from ..checkpoint import save_state
 
-    path = os.path.join(folder, SELECTOR_FILE + ".pkl")
-    with open(path, "wb") as fh:
-        pickle.dump(selector.state_dict(), fh, protocol=5)
+    path = os.path.join(os.fspath(checkpoint_dir), SELECTOR_FILE)
+    if hasattr(selector, "save"):
+        os.makedirs(os.fspath(checkpoint_dir), exist_ok=True)
+        selector.save(path)
+    else:
+        save_state(path, selector.state_dict())
     return path
 
 
@@ -457,11 +455,6 @@ def restore_selector(selector: Any, checkpoint_dir: str | os.PathLike[str]) -> N
     path = os.path.join(folder, SELECTOR_FILE)
     if os.path.isfile(path):
         selector.load_state_dict(load_state(path))
-    elif os.path.isfile(path + ".pkl"):
-        import pickle
-
-        with open(path + ".pkl", "rb") as fh:
-            selector.load_state_dict(pickle.load(fh))
     else:
         raise CheckpointError(
             f"resume_from_checkpoint: {folder!r} holds no {SELECTOR_FILE} (written by a run without BOTS, or with "
