@@ -404,6 +404,7 @@ class _Launched:
     uid: int | None
     started: float
     lifeline: int = -1  # write end of the agent's lifeline pipe: closing it ends the sandbox
+    workdir: str | None = None  # unsandboxed only: the host directory the run wrote in
 
     def finish(self) -> None:
         """Kill everything the run started and wait until it is gone."""
@@ -607,20 +608,15 @@ def _launch_unconfined(
         pass_fds=list(pass_fds),
         start_new_session=True,
     )
-    launched = _Launched(proc, None, -1, None, time.monotonic())
-    _unconfined_workdirs[id(launched)] = workdir
-    return launched
-
-
-_unconfined_workdirs: dict[int, str] = {}
+    return _Launched(proc, None, -1, None, time.monotonic(), workdir=workdir)
 
 
 def finish(launched: _Launched) -> None:
     """Kill everything the run started, wait until it is gone, remove its files."""
     launched.finish()
-    workdir = _unconfined_workdirs.pop(id(launched), None)
-    if workdir is not None:
-        shutil.rmtree(workdir, ignore_errors=True)
+    if launched.workdir is not None:
+        shutil.rmtree(launched.workdir, ignore_errors=True)
+        launched.workdir = None
 
 
 def _sandbox_env(workdir: str) -> dict[str, str]:
