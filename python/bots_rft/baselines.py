@@ -447,8 +447,9 @@ class DynamicSampling:
         if self._rolled is None:
             raise InvalidArgumentError("update: no selection is waiting for feedback", "task_ids")
         rolled_ids, rolled_succ = self._rolled
-        if not np.isin(ids, rolled_ids).all():
-            stray = int(ids[~np.isin(ids, rolled_ids)][0])
+        stray_ids = ids[~np.isin(ids, rolled_ids)]
+        if stray_ids.size:
+            stray = int(stray_ids[0])
             raise InvalidArgumentError(f"task_ids: task {stray} was not rolled out by the last selection", "task_ids")
         self.proposer.update(rolled_ids, rolled_succ, float(self.n_rollouts))
         self._rolled = None
