@@ -86,6 +86,7 @@ bench: setup
 	cargo bench -p bots-core --bench kernels -- --warm-up-time 1 --measurement-time 3
 
 lint: setup
+	$(VENV)/bin/ruff check python tests benches
 	$(PY) -m mypy python/bots_rft
 	$(PY) -m mypy.stubtest bots_rft._core
 
