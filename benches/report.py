@@ -9,6 +9,14 @@ from typing import Any
 # The project's targets for one step (update + select) on its 2-core machines, in ms.
 STEP_TARGET_MS = {54_400: 0.3, 1_000_000: 4.0, 10_000_000: 40.0}
 OPS = ("update", "select", "step")
+# Goals for what the trainer waits for with the background pass: select() called after the
+# optimiser step (median, at 10M tasks), and take(k) (median, every size).
+SELECT_WAIT_GOAL_MS = 0.1
+SELECT_WAIT_GOAL_N = 10_000_000
+TAKE_GOAL_MS = 0.05
+STAGES = ("update", "draw", "greedy_select", "thompson_select", "select_minus_draw")
+README_START = "<!-- bench-summary:start"
+README_END = "<!-- bench-summary:end -->"
 
 Result = dict[str, Any]
 
@@ -54,11 +62,25 @@ def ratio_rows(results: list[Result], n: int) -> list[tuple[str, Result, Result]
     return pairs
 
 
-def write_json(path: Path, meta: dict[str, Any], results: list[Result]) -> None:
-    path.write_text(json.dumps({"meta": meta, "results": results}, indent=1) + "\n")
+def write_json(path: Path, meta: dict[str, Any], results: list[Result], *, stages: list[Result] = (),  # type: ignore[assignment]
+               critical_path: list[Result] = ()) -> None:  # type: ignore[assignment]  # fmt: skip
+    data = {"meta": meta, "results": results, "stages": list(stages), "critical_path": list(critical_path)}
+    path.write_text(json.dumps(data, indent=1) + "\n")
 
 
-def write_markdown(path: Path, meta: dict[str, Any], results: list[Result]) -> None:
+def simd_line(meta: dict[str, Any]) -> str:
+    chosen = meta.get("simd_backend", "not recorded")
+    avail = meta.get("simd_available") or []
+    return f"{chosen}" + (f" (this CPU can run: {', '.join(avail)})" if avail else "")
+
+
+def step_floor_ms(meta: dict[str, Any], n: int, threads: int) -> float | None:
+    bw = {int(t): v for t, v in meta["copy_bandwidth_bytes_per_s"].items()}
+    return floor_ms(n, meta["fused_step_bytes_per_task"], bw[threads]) if threads in bw else None
+
+
+def write_markdown(path: Path, meta: dict[str, Any], results: list[Result], *, stages: list[Result] = (),  # type: ignore[assignment]
+                   critical_path: list[Result] = ()) -> None:  # type: ignore[assignment]  # fmt: skip
     sizes: list[int] = meta["sizes"]
     bw = {int(t): v for t, v in meta["copy_bandwidth_bytes_per_s"].items()}
     bw_fp = {int(n): {int(t): v for t, v in d.items()} for n, d in meta["footprint_copy_bandwidth_bytes_per_s"].items()}
@@ -70,6 +92,7 @@ def write_markdown(path: Path, meta: dict[str, Any], results: list[Result]) -> N
         "",
         f"- Date: {meta['date']}; wall time {meta['wall_s']:.0f} s",
         f"- CPU: {meta['cpu']}, {meta['cores']} cores; {meta['platform']}",
+        f"- SIMD path of the kernels: {simd_line(meta)}",
         f"- Versions: bots-rft {v['bots-rft']}, numpy {v['numpy']}, torch {v['torch']}, Python {meta['python']}",
         f"- Setting: B={prm['batch']}, n={prm['n_rollouts']}, λ={prm['lam']}, ρ={prm['rho']}, interpolation evidence, "
         f"Thompson sampling; torch draws Beta by `{'_standard_gamma ratio' if prm['torch_sampler'] == 'gamma' else 'distributions.Beta.sample'}`",
@@ -84,24 +107,31 @@ def write_markdown(path: Path, meta: dict[str, Any], results: list[Result]) -> N
         "",
         "## Timings (median ms)",
         "",
-        "| N | implementation | threads | update | select | step | step ÷ bots-rft (same threads) | timed runs |",
-        "|---:|---|---:|---:|---:|---:|---:|---:|",
+        "step ÷ floor: the step's median over the memory-streaming floor at the same thread count (last section). "
+        "numpy ÷ this: numpy's step median over this row's (the speed-up over the authors' style).",
+        "",
+        "| N | implementation | threads | update | select | step | step ÷ floor | numpy ÷ this | step ÷ bots-rft (same threads) "
+        "| timed runs |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for n in sizes:
+        numpy = _find(results, "numpy", n, 1)
         for r in sorted(_ok(results), key=lambda r: (r["impl"] != "bots-rft", r["impl"], r["threads"])):
             if r["num_tasks"] != n:
                 continue
             m = r["median_ms"]
             bots = _find(results, "bots-rft", n, r["threads"])
             ratio = "" if r["impl"] == "bots-rft" else _ratio(m["step"], bots["median_ms"]["step"] if bots else None)
+            vs_numpy = "" if r["impl"] == "numpy" else _ratio(numpy["median_ms"]["step"] if numpy else None, m["step"])
+            vs_floor = _ratio(m["step"], step_floor_ms(meta, n, r["threads"]))
             runs = "/".join(str(len(r["times_ms"][op])) for op in OPS)
             lines.append(
-                f"| {n:,} | {r['impl']} | {r['threads']} | {_ms(m['update'])} | {_ms(m['select'])} | {_ms(m['step'])} "
-                f"| {ratio} | {runs} |"
+                f"| {n:,} | {r['impl']} | {r['threads']} | {_ms(m['update'])} | {_ms(m['select'])} | **{_ms(m['step'])}** "
+                f"| {vs_floor} | {vs_numpy} | {ratio} | {runs} |"
             )
     errors = [r for r in results if "error" in r]
     for r in errors:
-        lines.append(f"| {r['num_tasks']:,} | {r['impl']} | {r['threads']} | failed: {r['error']} | | | | |")
+        lines.append(f"| {r['num_tasks']:,} | {r['impl']} | {r['threads']} | failed: {r['error']} | | | | | | |")
 
     lines += ["", "## Speed-up of bots-rft (baseline time ÷ bots-rft time)", "",
               "| N | comparison | update | select | step |", "|---:|---|---:|---:|---:|"]
@@ -164,8 +194,168 @@ def write_markdown(path: Path, meta: dict[str, Any], results: list[Result]) -> N
         lines.append(
             f"| {n:,} | {per_task * n / 1e6:.1f} | {_ms(in_cache)} | {' | '.join(row)} | {_ms(target)} | {met} |"
         )
+    if stages:
+        lines += stage_section(stages)
+    if critical_path:
+        lines += critical_path_section(critical_path)
     lines.append("")
     path.write_text("\n".join(lines))
+
+
+def _ns(x: float) -> str:
+    return f"{x:.2f}" if abs(x) < 10 else f"{x:.1f}"
+
+
+def stage_section(stages: list[Result]) -> list[str]:
+    """Per-stage ns per task on one core, one row per pool size and SIMD path."""
+    lines = [
+        "",
+        "## Per-stage cost on one core (ns per task)",
+        "",
+        "Each stage of a step called on its own through the compiled core with threads=1 (benches/stages.py, calls "
+        "in benches/core_calls.py), on a posterior a few updates in; median time ÷ N. update: the O(N) posterior "
+        "pass of one batch with interpolation evidence (`_core.step` without k). draw: one Thompson draw per task "
+        "(`_core.thompson_draws`; it also checks every shape and writes N float32 draws to a new array). greedy "
+        "top-B: `_core.select(..., thompson=False)`, no sampling. Thompson select: draw and top-B fused "
+        "(`_core.select(..., thompson=True)`), what `select()` runs. select − draw estimates what top-B adds to the "
+        "sampling; it is small and can be negative, since the fused pass writes no array and skips most blocks "
+        "with one comparison. One step on one core ≈ update + Thompson select; (auto) marks the path the core "
+        "picks on this CPU.",
+        "",
+        "| N | SIMD path | update | draw | greedy top-B | Thompson select | select − draw | update + select, ms (1 core) "
+        "| timed runs |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for st in stages:
+        n = st["num_tasks"]
+        if "error" in st:
+            lines.append(f"| {n:,} | failed: {st['error']} | | | | | | | |")
+            continue
+        for name, b in st["backends"].items():
+            ns = b["ns_per_task"]
+            label = f"{name} (auto)" if name == st["auto_backend"] else name
+            step_ms = (b["median_ms"]["update"] + b["median_ms"]["thompson_select"])
+            runs = "/".join(str(b["timed_runs"][k]) for k in STAGES[:4])
+            cells = " | ".join(_ns(ns[k]) for k in STAGES)
+            lines.append(f"| {n:,} | {label} | {cells} | {_ms(step_ms)} | {runs} |")
+    return lines
+
+
+def _met(value: float, goal: float) -> str:
+    return "yes" if value < goal else "**no**"
+
+
+def critical_path_section(critical: list[Result]) -> list[str]:
+    """select() wait after a pause, prefetch on and off; update() on the caller; take(k)."""
+    ok = [c for c in critical if "error" not in c and "skipped" not in c]
+    pause = ok[0]["pause_s"] if ok else (critical[0].get("pause_s", 0.2) if critical else 0.2)
+    lines = [
+        "",
+        "## What the trainer waits for (critical path)",
+        "",
+        f"A trainer's loop (benches/critical_path.py): `update()`, then {pause * 1e3:.0f} ms of other work (its "
+        "optimiser step, a sleep here), then `select(B)`. prefetch on: the fused update + next-selection pass starts "
+        "in the background when `update()` returns, so `select()` only picks up its result; prefetch off: `select()` "
+        "runs the pass. Times on the caller's thread, median / 90th percentile / maximum over the timed steps; "
+        f"'same selections': both modes chose identical tasks at every step. Goal: median `select()` wait "
+        f"< {SELECT_WAIT_GOAL_MS} ms at {SELECT_WAIT_GOAL_N:,} tasks with prefetch.",
+        "",
+        "| N | threads | prefetch | select() wait median | p90 | max | update() median | update() p90 | same selections "
+        "| goal met |",
+        "|---:|---:|---|---:|---:|---:|---:|---:|---|---|",
+    ]
+    for c in ok:
+        n = c["num_tasks"]
+        for mode in ("prefetch", "sync"):
+            r = c["modes"][mode]
+            w, u = r["select_wait_ms"], r["update_ms"]
+            goal = _met(w["median"], SELECT_WAIT_GOAL_MS) if mode == "prefetch" and n == SELECT_WAIT_GOAL_N else ""
+            same = "yes" if c["identical_selections"] else "**no**"
+            lines.append(
+                f"| {n:,} | {c['threads']} | {'on' if mode == 'prefetch' else 'off'} | **{_ms(w['median'])}** | {_ms(w['p90'])} "
+                f"| {_ms(w['max'])} | {_ms(u['median'])} | {_ms(u['p90'])} | {same} | {goal} |"
+            )
+    if len(ok) < len(critical):
+        lines.append("")
+    lines += [f"- {c['num_tasks']:,} tasks: failed: {c['error']}" for c in critical if "error" in c]
+    lines += [f"- {c['num_tasks']:,} tasks: skipped: {c['skipped']}" for c in critical if "skipped" in c]
+    takes = [(c, t) for c in ok for t in c.get("take", [])]
+    skipped = sorted({c["take_skipped"] for c in ok if "take_skipped" in c})
+    if takes or skipped:
+        lines += [
+            "",
+            "### Streaming: take(k)",
+            "",
+            "`take(k)` hands out the next k tasks of the current Thompson draw; the next draw is prepared in the "
+            "background when the current one has half its tasks left. Loop: `take(k, draw_size)`, a short pause (a "
+            "rollout worker's turn); once a group of taken tasks has results, one `update()` returns them (an "
+            "asynchronous trainer's group). Median / p90 / maximum over every call after warm-up. Goal: median "
+            f"take() < {TAKE_GOAL_MS} ms.",
+            "",
+            "| N | threads | k | draw size | take() median | p90 | max | take() calls | group | update() median | update() p90 "
+            "| goal met |",
+            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        ]
+        for c, t in takes:
+            tk, u = t["take_ms"], t["update_ms"] or {}
+            lines.append(
+                f"| {c['num_tasks']:,} | {c['threads']} | {t['k']} | {t['draw_size']} | **{_ms(tk['median'])}** | {_ms(tk['p90'])} "
+                f"| {_ms(tk['max'])} | {tk['runs']} | {t['evidence_batch']} | {_ms(u.get('median'))} | {_ms(u.get('p90'))} "
+                f"| {_met(tk['median'], TAKE_GOAL_MS)} |"
+            )
+        lines += [""] * bool(skipped) + [f"- skipped: {reason}" for reason in skipped]
+    return lines
+
+
+def readme_summary(meta: dict[str, Any], results: list[Result], critical: list[Result]) -> str:
+    """The README's run summary: date, CPU, SIMD path, and per pool size the step medians with
+    their ratios and what select() waits with prefetch, all from this one run."""
+    bw = {int(t): v for t, v in meta["copy_bandwidth_bytes_per_s"].items()}
+    crit = {c["num_tasks"]: c for c in critical if "modes" in c}
+    head = (
+        f"Run of {meta['date'].replace('T', ' ').replace('+00:00', ' UTC')}: {meta['cpu']}, {meta['cores']} cores, "
+        f"SIMD path {meta.get('simd_backend', 'not recorded')}, copy bandwidth "
+        + ", ".join(f"{b / 1e9:.1f} GB/s with {t} thread{'s' if t > 1 else ''}" for t, b in sorted(bw.items()))
+        + f"; load average {meta['load_avg_start'][0]:.2f} at start, {meta['load_avg_end'][0]:.2f} at end."
+    )
+    lines = [
+        head,
+        "",
+        "| pool size | bots-rft step, 1 thread | 2 threads | numpy (÷ bots-rft, 2 threads) | torch, best of 1/2 threads "
+        "| step ÷ floor (2 threads) | target | select() wait after the optimiser step, prefetch on / off (2 threads) "
+        "| update() with prefetch |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for n in meta["sizes"]:
+        b1, b2, npy = _find(results, "bots-rft", n, 1), _find(results, "bots-rft", n, 2), _find(results, "numpy", n, 1)
+        torch = [r["median_ms"]["step"] for r in _ok(results) if r["impl"] == "torch" and r["num_tasks"] == n]
+        s1 = b1["median_ms"]["step"] if b1 else None
+        s2 = b2["median_ms"]["step"] if b2 else None
+        np_step = npy["median_ms"]["step"] if npy else None
+        numpy_cell = f"{_ms(np_step)} ms ({_ratio(np_step, s2)})" if np_step is not None else "—"
+        floor = floor_ms(n, meta["fused_step_bytes_per_task"], bw[2]) if 2 in bw else None
+        c = crit.get(n)
+        if c:
+            on, off = c["modes"]["prefetch"], c["modes"]["sync"]
+            wait = f"{_ms(on['select_wait_ms']['median'])} / {_ms(off['select_wait_ms']['median'])} ms"
+            upd = f"{_ms(on['update_ms']['median'])} ms"
+        else:
+            wait = upd = "—"
+        lines.append(
+            f"| {n:,} | {_ms(s1)} ms | **{_ms(s2)} ms** | {numpy_cell} | {_ms(min(torch)) + ' ms' if torch else '—'} "
+            f"| {_ratio(s2, floor)} | {_ms(STEP_TARGET_MS.get(n))}{' ms' if n in STEP_TARGET_MS else ''} | {wait} | {upd} |"
+        )
+    return "\n".join(lines)
+
+
+def replace_readme_summary(path: Path, summary: str) -> None:
+    """Put ``summary`` between the README's start and end markers (the markers stay)."""
+    text = path.read_text()
+    start, end = text.find(README_START), text.find(README_END)
+    if start < 0 or end < start:
+        raise ValueError(f"{path} has no {README_START} ... {README_END} markers")
+    start_line_end = text.index("\n", start) + 1
+    path.write_text(text[:start_line_end] + summary + "\n" + text[end:])
 
 
 def write_plot(path: Path, meta: dict[str, Any], results: list[Result]) -> None:

@@ -2,9 +2,16 @@
 implementations of the same algorithm, side by side in one run, with peak memory per task and
 the memory-streaming floor. Writes bench.md, bench.json and bench.png.
 
+Three parts, each job in its own process: ``step`` (worker.py: update / select / step against
+numpy and torch), ``stages`` (stages.py: ns per task of each stage on one core, per SIMD path) and
+``critical`` (critical_path.py: how long the trainer waits in select() after a pause, prefetch on
+and off, and take(k) latency).
+
     python benches/run.py                       # full run (54,400 / 1M / 10M tasks), a few minutes
     python benches/run.py --quick               # smoke test: small pools, few repeats
     python benches/run.py --sizes 54400,1e6 --impls bots-rft,numpy --out /tmp/b
+    python benches/run.py --parts stages,critical   # only the new tables (the report shows what ran)
+    python benches/run.py --rerender --readme   # rewrite the reports and README's summary from bench.json
 """
 
 from __future__ import annotations
@@ -26,11 +33,14 @@ sys.path.insert(0, str(HERE))
 
 from bandwidth import copy_bandwidth  # noqa: E402
 from common import BATCH, FUSED_STEP_BYTES_PER_TASK, LAM, N_ROLLOUTS, RHO, core_count, cpu_model  # noqa: E402
-from report import write_json, write_markdown, write_plot  # noqa: E402
+from report import readme_summary, replace_readme_summary, write_json, write_markdown, write_plot  # noqa: E402
 
 FULL_SIZES = [54_400, 1_000_000, 10_000_000]
 QUICK_SIZES = [5_000, 54_400]
+# The per-stage table is about the large pools, where per-call overheads no longer matter.
+FULL_STAGE_SIZES = [1_000_000, 10_000_000]
 IMPLS = ["bots-rft", "numpy", "torch"]
+PARTS = ["step", "stages", "critical"]
 # Worker environment: a fixed glibc mmap threshold makes every large array its own mapping,
 # returned to the OS when freed, so RSS measures live arrays rather than allocator slack.
 WORKER_ENV = {"MALLOC_MMAP_THRESHOLD_": "131072", "MALLOC_TRIM_THRESHOLD_": "131072"}
@@ -71,21 +81,56 @@ def run_job(impl: str, n: int, threads: int, args: argparse.Namespace, big: bool
     else:
         # One warm-up is enough at 10M (each run is long); ≥7 timed runs everywhere.
         cmd += [f"--warmup={1 if big else 2}", "--min-repeats=7", "--max-repeats=200", f"--budget={args.budget}"]
+    return run_process(cmd, {"impl": impl, "num_tasks": n, "threads": threads}, args.job_timeout)
+
+
+def run_process(cmd: list[str], ident: dict[str, Any], timeout: float) -> dict[str, Any]:
+    """Run one job's process; its last stdout line is its JSON result. On failure, ``ident``
+    with an ``error``."""
     env = {**os.environ, **WORKER_ENV}
     for attempt in range(2):
         try:
-            proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=None, text=True, env=env, cwd=HERE,
-                                  timeout=args.job_timeout)
+            proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=None, text=True, env=env, cwd=HERE, timeout=timeout)
         except subprocess.TimeoutExpired:
-            print(f"    worker timed out after {args.job_timeout:.0f} s; skipped", flush=True)
-            return {"impl": impl, "num_tasks": n, "threads": threads, "error": f"timed out after {args.job_timeout:.0f} s"}
+            print(f"    job timed out after {timeout:.0f} s; skipped", flush=True)
+            return {**ident, "error": f"timed out after {timeout:.0f} s"}
         if proc.returncode == 0:
             return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
         # The extension may be mid-rebuild by someone else: wait once and retry.
-        print(f"    worker failed (exit {proc.returncode}); {'retrying in 30 s' if attempt == 0 else 'giving up'}", flush=True)
+        print(f"    job failed (exit {proc.returncode}); {'retrying in 30 s' if attempt == 0 else 'giving up'}", flush=True)
         if attempt == 0:
             time.sleep(30)
-    return {"impl": impl, "num_tasks": n, "threads": threads, "error": f"worker exited {proc.returncode}"}
+    return {**ident, "error": f"exited {proc.returncode}"}
+
+
+def run_stages(n: int, args: argparse.Namespace) -> dict[str, Any]:
+    cmd = [sys.executable, str(HERE / "stages.py"), f"--num-tasks={n}", "--threads=1", f"--backends={args.stage_backends}",
+           f"--seed={args.seed}"]  # fmt: skip
+    if args.quick:
+        cmd += ["--warmup=1", "--min-repeats=3", "--max-repeats=5", "--budget=0.02"]
+    else:
+        cmd += [f"--warmup={1 if n >= 5_000_000 else 2}", "--min-repeats=7", "--max-repeats=100", "--budget=0.5"]
+    return run_process(cmd, {"kind": "stages", "num_tasks": n, "threads": 1}, args.job_timeout)
+
+
+def run_critical(n: int, args: argparse.Namespace) -> dict[str, Any]:
+    cmd = [sys.executable, str(HERE / "critical_path.py"), f"--num-tasks={n}", f"--threads={args.critical_threads}",
+           f"--pause={args.pause}", f"--seed={args.seed}"]  # fmt: skip
+    if args.quick:
+        cmd += ["--warmup=1", "--repeats=3", "--takes=300", "--take-interval=0.0002"]
+    else:
+        cmd += ["--warmup=2", "--repeats=21", "--takes=600", "--take-interval=0.001"]
+    return run_process(cmd, {"kind": "critical_path", "num_tasks": n, "threads": args.critical_threads}, args.job_timeout)
+
+
+def simd_paths() -> dict[str, Any]:
+    """The SIMD path the core chose on this CPU and every path it can run."""
+    try:
+        import core_calls
+
+        return {"simd_backend": core_calls.backend(), "simd_available": core_calls.available_backends()}
+    except ImportError as exc:  # the extension is not built: the jobs will say so
+        return {"simd_backend": f"unknown ({exc})", "simd_available": []}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -99,17 +144,34 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--budget", type=float, default=1.0, help="seconds of timed runs per operation beyond the minimum")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--job-timeout", type=float, default=240.0, help="seconds before one job is abandoned")
+    p.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated subset of {','.join(PARTS)}")
+    p.add_argument("--stage-sizes", type=parse_sizes,
+                   help="pool sizes of the per-stage table (default 1e6,1e7; quick or with --sizes: the step sizes)")
+    p.add_argument("--stage-backends", default="all", help="SIMD paths of the per-stage table: all, auto, or a list")
+    p.add_argument("--critical-sizes", type=parse_sizes, help="pool sizes of the critical-path table (default: the step sizes)")
+    p.add_argument("--critical-threads", type=int, default=2, help="threads of the critical-path selectors")
+    p.add_argument("--pause", type=float, default=0.2, help="seconds between update() and select() in the critical-path table")
     p.add_argument("--out", type=Path, default=HERE / "results", help="output folder")
     p.add_argument("--rerender", action="store_true", help="only rewrite bench.md and bench.png from OUT/bench.json")
+    p.add_argument("--readme", action="store_true",
+                   help="also rewrite the run summary in the repository's README.md (refused for --quick runs)")
     args = p.parse_args(argv)
     if args.rerender:
         data = json.loads((args.out / "bench.json").read_text())
-        write_markdown(args.out / "bench.md", data["meta"], data["results"])
+        extra = {k: data.get(k, []) for k in ("stages", "critical_path")}
+        write_markdown(args.out / "bench.md", data["meta"], data["results"], **extra)
         write_plot(args.out / "bench.png", data["meta"], data["results"])
         print(f"rewrote {args.out / 'bench.md'} and bench.png from bench.json")
-        return 0
+        return update_readme(args, data["meta"], data["results"], extra["critical_path"]) if args.readme else 0
 
+    parts = [s.strip() for s in args.parts.split(",") if s.strip()]
+    if set(parts) - set(PARTS):
+        p.error(f"--parts: unknown {sorted(set(parts) - set(PARTS))}; choose from {PARTS}")
+    if args.readme and args.quick:
+        p.error("--readme: a --quick run is not representative; README keeps its numbers")
     sizes: list[int] = args.sizes or (QUICK_SIZES if args.quick else FULL_SIZES)
+    stage_sizes: list[int] = args.stage_sizes or (sizes if args.quick or args.sizes else FULL_STAGE_SIZES)
+    critical_sizes: list[int] = args.critical_sizes or sizes
     impls = [s.strip() for s in args.impls.split(",") if s.strip()]
     unknown = sorted(set(impls) - set(IMPLS))
     if unknown:
@@ -134,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
         for n in sizes
         for impl in impls
         for t in (thread_counts if impl != "numpy" else [1])
-    ]
+    ] if "step" in parts else []  # fmt: skip
     results = []
     for i, (impl, n, t) in enumerate(jobs, 1):
         print(f"[{i}/{len(jobs)}] {impl:8s} N={n:>12,} threads={t}", flush=True)
@@ -149,17 +211,32 @@ def main(argv: list[str] | None = None) -> int:
             )
         results.append(r)
 
+    stages: list[dict[str, Any]] = []
+    for i, n in enumerate(stage_sizes if "stages" in parts else [], 1):
+        print(f"[stages {i}/{len(stage_sizes)}] N={n:>12,} threads=1, SIMD paths: {args.stage_backends}", flush=True)
+        stages.append(run_stages(n, args))
+    critical: list[dict[str, Any]] = []
+    for i, n in enumerate(critical_sizes if "critical" in parts else [], 1):
+        print(f"[critical path {i}/{len(critical_sizes)}] N={n:>12,} threads={args.critical_threads}, "
+              f"select {args.pause:g} s after update", flush=True)  # fmt: skip
+        critical.append(run_critical(n, args))
+
     meta = {
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "cpu": cpu_model(),
         "cores": core_count(),
+        **simd_paths(),
+        "parts": parts,
         "platform": platform.platform(),
         "python": platform.python_version(),
         "versions": {d: version(d) for d in ("bots-rft", "numpy", "torch")},
         "params": {"batch": BATCH, "n_rollouts": N_ROLLOUTS, "lam": LAM, "rho": RHO, "evidence": "interpolation",
                    "thompson": True, "torch_sampler": args.torch_sampler},
         "quick": args.quick,
-        "sizes": sizes,
+        "sizes": sizes if "step" in parts else [],
+        "stage_sizes": stage_sizes if "stages" in parts else [],
+        "critical_sizes": critical_sizes if "critical" in parts else [],
+        "pause_s": args.pause,
         "load_avg_start": load_start,
         "load_avg_end": os.getloadavg(),
         "wall_s": time.perf_counter() - started,
@@ -167,12 +244,31 @@ def main(argv: list[str] | None = None) -> int:
         "footprint_copy_bandwidth_bytes_per_s": {str(n): {str(t): bw for t, bw in v.items()} for n, v in bw_footprint.items()},
         "fused_step_bytes_per_task": FUSED_STEP_BYTES_PER_TASK,
     }
-    write_json(args.out / "bench.json", meta, results)
-    write_markdown(args.out / "bench.md", meta, results)
+    write_json(args.out / "bench.json", meta, results, stages=stages, critical_path=critical)
+    write_markdown(args.out / "bench.md", meta, results, stages=stages, critical_path=critical)
     write_plot(args.out / "bench.png", meta, results)
     print(f"wrote {args.out / 'bench.md'}, bench.json, bench.png in {meta['wall_s']:.0f} s "
           f"(load average {load_start[0]:.2f} -> {meta['load_avg_end'][0]:.2f})", flush=True)
-    return 1 if any("error" in r for r in results) else 0
+    failed = any("error" in r for r in [*results, *stages, *critical])
+    if args.readme and not failed:
+        return update_readme(args, meta, results, critical)
+    return 1 if failed else 0
+
+
+def update_readme(args: argparse.Namespace, meta: dict[str, Any], results: list[dict[str, Any]],
+                  critical: list[dict[str, Any]]) -> int:  # fmt: skip
+    """Replace the run summary between README.md's markers with this run's."""
+    readme = HERE.parent / "README.md"
+    if meta.get("quick") or "step" not in meta.get("parts", PARTS):
+        print("--readme: the summary needs a full run with the step part; README keeps its numbers", file=sys.stderr)
+        return 1
+    try:
+        replace_readme_summary(readme, readme_summary(meta, results, critical))
+    except ValueError as exc:
+        print(f"--readme: {exc}", file=sys.stderr)
+        return 1
+    print(f"rewrote the run summary in {readme}")
+    return 0
 
 
 if __name__ == "__main__":

@@ -1,0 +1,112 @@
+"""Per-stage cost of one bots-rft step on ONE core, in ns per task, for each SIMD path: the
+update pass, the Thompson draw, greedy top-B and the fused Thompson selection (draw + top-B).
+One pool size per process (its own job, like worker.py). Prints one JSON line on stdout;
+progress goes to stderr.
+
+    python benches/stages.py --num-tasks 1000000
+    python benches/stages.py --num-tasks 10000000 --backends auto
+
+``thompson_select - draw`` estimates what top-B adds to the sampling. It is an estimate: the draw
+stage also checks every shape and writes the N float32 draws to a new array, which the fused
+selection never does, and top-B skips most blocks with one vectorised comparison, so the
+difference is small and can come out negative.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import core_calls
+from common import BATCH, make_workload
+from worker import measure
+
+STAGES = ("update", "draw", "greedy_select", "thompson_select")
+
+
+def _timed(fn: Callable[[], object]) -> Callable[[], float]:
+    def op() -> float:
+        t = time.perf_counter()
+        fn()
+        return time.perf_counter() - t
+
+    return op
+
+
+def stage_ops(state: core_calls.StageState, threads: int) -> dict[str, Callable[[], float]]:
+    counter = iter(range(1, 1 << 62))  # every draw a fresh position of the random stream
+    return {
+        "update": _timed(lambda: core_calls.update_pass(state, threads)),
+        "draw": _timed(lambda: core_calls.draw(state, next(counter), threads)),
+        "greedy_select": _timed(lambda: core_calls.greedy_select(state, BATCH, next(counter), threads)),
+        "thompson_select": _timed(lambda: core_calls.thompson_select(state, BATCH, next(counter), threads)),
+    }
+
+
+def backends_to_run(choice: str) -> list[str]:
+    """``auto``: the automatic choice only; ``all``: every path this CPU can run; else a list."""
+    available = core_calls.available_backends()
+    if choice == "auto":
+        return [core_calls.backend()]
+    if choice == "all":
+        return available
+    names = [b.strip() for b in choice.split(",") if b.strip()]
+    missing = [b for b in names if b not in available]
+    if missing:
+        raise SystemExit(f"--backends: {missing} not available on this CPU (available: {available})")
+    return names
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    n = args.num_tasks
+    auto = core_calls.backend()
+    state = core_calls.make_state(make_workload(n, seed=args.seed))
+    # A posterior a few steps in (every task with a reference has moved off the flat prior), so
+    # the sampler sees the shapes it sees in training.
+    for _ in range(3):
+        core_calls.update_pass(state, args.threads)
+
+    per_backend: dict[str, Any] = {}
+    try:
+        for name in backends_to_run(args.backends):
+            core_calls.set_backend(name)
+            med: dict[str, float] = {}
+            runs: dict[str, int] = {}
+            for stage, op in stage_ops(state, args.threads).items():
+                times = measure(op, args.warmup, args.min_repeats, args.max_repeats, args.budget)
+                med[stage] = statistics.median(times)
+                runs[stage] = len(times)
+            ns = {k: v / n * 1e9 for k, v in med.items()}
+            ns["select_minus_draw"] = ns["thompson_select"] - ns["draw"]
+            per_backend[name] = {"median_ms": {k: v * 1e3 for k, v in med.items()}, "ns_per_task": ns, "timed_runs": runs}
+            print(
+                f"    {name:9s} " + "  ".join(f"{k} {v:.2f}" for k, v in ns.items()) + " ns/task",
+                file=sys.stderr,
+                flush=True,
+            )
+    finally:
+        core_calls.set_backend(None)
+    return {"kind": "stages", "num_tasks": n, "threads": args.threads, "auto_backend": auto, "backends": per_backend}
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--num-tasks", type=int, required=True)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--backends", default="all", help="auto (the automatic choice), all, or a comma-separated list")
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--min-repeats", type=int, default=7)
+    p.add_argument("--max-repeats", type=int, default=100)
+    p.add_argument("--budget", type=float, default=0.5, help="seconds of timed runs per stage (beyond min-repeats)")
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args(argv)
+    print(json.dumps(run(args)), flush=True)
+
+
+if __name__ == "__main__":
+    main()
