@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from bots_rft.baselines import DynamicSampling, OfflineSelector, RandomSelector, Selector
-from bots_rft.errors import BotsError, InvalidArgumentError, InvalidTypeError
+from bots_rft.errors import BotsError, CheckpointError, InvalidArgumentError, InvalidTypeError
 
 # ------------------------------------------------------------------------------------------
 # Protocol
@@ -116,10 +116,12 @@ def test_offline_exclude_and_state() -> None:
     other = OfflineSelector(np.zeros(10), strong)
     other.load_state_dict(state)
     assert other.select(4).tolist() == expected.tolist() == [4, 5, 6, 7]
-    with pytest.raises(InvalidArgumentError):
+    with pytest.raises(CheckpointError, match="cursor 99"):
         other.load_state_dict({"kind": "offline", "num_tasks": 10, "cursor": 99})
-    with pytest.raises(InvalidArgumentError):
+    with pytest.raises(InvalidTypeError, match="strong: has length 4, expected 3"):
         OfflineSelector(np.zeros(3), np.zeros(4))
+    with pytest.raises(InvalidArgumentError, match="weak: must be in"):
+        OfflineSelector(np.full(3, 1.5), np.zeros(3))
 
 
 # ------------------------------------------------------------------------------------------
@@ -276,7 +278,7 @@ def test_proposer_state_round_trip_and_validation() -> None:
     other.load_state_dict(state)
     assert np.array_equal(other.select(6), sel.select(6))
     plain = DynamicSampling(60, TableRollout(table), n_rollouts=8)
-    with pytest.raises(InvalidArgumentError, match="proposer"):
+    with pytest.raises(CheckpointError, match="proposer"):
         plain.load_state_dict(state)
     with pytest.raises(InvalidArgumentError, match="proposer"):
         DynamicSampling(60, TableRollout(table), proposer=BOTS(59))

@@ -116,3 +116,103 @@ def prior(value: Any, name: str, num_tasks: int) -> float | FloatArray:
         i = int(np.flatnonzero(bad)[0])
         raise InvalidArgumentError(f"{name}: must be finite and > 0, got {arr[i]} at index {i}", name)
     return arr
+
+
+# ---------------------------------------------------------------------------------------------
+# Selector inputs: the checks every selector applies to select / update, with the same error
+# class and message for the same mistake (BOTS leaves the update's checks to the core, which
+# reports them in these words).
+# ---------------------------------------------------------------------------------------------
+
+
+def exclusion(exclude: Any, n: int) -> tuple[npt.NDArray[np.bool_] | None, IntArray | None]:
+    """(mask, sorted distinct ids) from ``exclude``, at most one of them set.
+
+    Only a boolean array (or a list of bools) is a mask; integers are task ids. An integer
+    sequence of length ``n`` holding only 0 and 1, some repeated, is refused: as ids it would
+    exclude just tasks 0 and 1, so it is almost surely a mask with the wrong dtype.
+    """
+    if exclude is None:
+        return None, None
+    arr = np.asarray(exclude)
+    if arr.dtype == np.bool_:
+        if arr.shape != (n,):
+            raise InvalidTypeError(f"exclude: a mask must have shape ({n},), got {arr.shape}", "exclude")
+        return np.ascontiguousarray(arr), None
+    ids = as_ids(exclude, "exclude")
+    if ids.size == n and np.all((ids == 0) | (ids == 1)) and np.unique(ids).size < n:
+        raise InvalidTypeError(
+            f"exclude: an integer array of {n} zeros and ones (dtype {arr.dtype}) is ambiguous: as task ids it "
+            "excludes only tasks 0 and 1; pass a boolean mask (np.asarray(mask, dtype=bool)) or distinct task ids",
+            "exclude",
+        )
+    if ids.size and (ids.min() < 0 or ids.max() >= n):
+        bad = int(ids[(ids < 0) | (ids >= n)][0])
+        raise InvalidArgumentError(f"exclude: id {bad} is out of range [0, {n})", "exclude")
+    return None, np.unique(ids)
+
+
+def selectable(exclude: Any, n: int) -> npt.NDArray[np.bool_] | None:
+    """The tasks ``exclude`` leaves selectable, as a bool mask; None when it excludes nothing."""
+    mask, ids = exclusion(exclude, n)
+    if mask is not None:
+        return ~mask
+    if ids is None or ids.size == 0:
+        return None
+    allowed = np.ones(n, dtype=bool)
+    allowed[ids] = False
+    return allowed
+
+
+def batch_size(value: Any, available: int) -> int:
+    """A batch of at least one task, at most the ``available`` selectable ones."""
+    b = as_int(value, "batch_size", minimum=1)
+    if b > available:
+        raise InvalidArgumentError(f"batch_size: {b} exceeds the selectable pool of {available} tasks", "batch_size")
+    return b
+
+
+def feedback(task_ids: Any, successes: Any, trials: Any, n: int) -> tuple[IntArray, FloatArray, FloatArray]:
+    """(ids, successes, trials) of one update, checked as the core checks them: ids in [0, n),
+    one success count per id, trials a scalar or one per id, 0 <= successes <= trials."""
+    ids = as_ids(task_ids, "task_ids")
+    out = (ids < 0) | (ids >= n)
+    if out.any():
+        i = int(np.flatnonzero(out)[0])
+        raise InvalidArgumentError(f"task_ids: {ids[i]} at position {i} is out of range [0, {n})", "task_ids")
+    succ = as_floats(successes, "successes")
+    if succ.shape[0] != ids.size:
+        raise InvalidTypeError(f"successes: has length {succ.shape[0]}, expected {ids.size} (one per task id)", "successes")
+    if np.ndim(trials) == 0:
+        value = trials.item() if isinstance(trials, (np.ndarray, np.generic)) else trials
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+            raise InvalidTypeError(f"trials: must be a number or an array, got {_describe(value)}", "trials")
+        tri = np.full(ids.size, float(value))
+    else:
+        tri = as_floats(trials, "trials")
+        if tri.shape[0] == 1:  # one value for every id, as a scalar
+            tri = np.full(ids.size, tri[0])
+        if tri.shape[0] != ids.size:
+            raise InvalidTypeError(f"trials: has length {tri.shape[0]}, expected 1 or {ids.size} (one per task id)", "trials")
+    bad = ~(np.isfinite(tri) & (tri > 0))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise InvalidArgumentError(f"trials: must be finite and > 0, got {_number(tri[i])} at position {i}", "trials")
+    bad = ~(np.isfinite(succ) & (succ >= 0))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise InvalidArgumentError(f"successes: must be finite and >= 0, got {_number(succ[i])} at position {i}", "successes")
+    over = succ > tri
+    if over.any():
+        i = int(np.flatnonzero(over)[0])
+        raise InvalidArgumentError(
+            f"successes: {_number(succ[i])} at position {i} exceeds its trials {_number(tri[i])}", "successes"
+        )
+    return ids, succ, tri
+
+
+def _number(x: float) -> str:
+    """A number as the core prints it: NaN, inf, and integers without a decimal point."""
+    if math.isnan(x):
+        return "NaN"
+    return f"{x:g}" if math.isfinite(x) and x == int(x) else repr(float(x))

@@ -22,7 +22,10 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from .errors import InvalidArgumentError, InvalidTypeError
+from ._validation import as_int, feedback, rates_or_nan, selectable
+from ._validation import batch_size as _check_batch
+from .errors import CheckpointError, InvalidArgumentError, InvalidTypeError
+from .methods import MAX_ROUNDS, OVERSAMPLE, ROLLOUTS, SEED
 
 __all__ = [
     "Selector",
@@ -61,102 +64,35 @@ class Selector(Protocol):
 
 
 # ---------------------------------------------------------------------------------------------
-# Shared validation
+# Shared validation: the same checks (and error classes) as BOTS, from bots_rft._validation and
+# the method table bots_rft.methods.
 # ---------------------------------------------------------------------------------------------
 
 
 def _check_num_tasks(num_tasks: object) -> int:
-    if isinstance(num_tasks, bool) or not isinstance(num_tasks, (int, np.integer)):
-        raise InvalidTypeError(f"num_tasks must be an int, got {num_tasks!r}", "num_tasks")
-    if num_tasks <= 0:
-        raise InvalidArgumentError(f"num_tasks must be > 0, got {num_tasks}", "num_tasks")
-    return int(num_tasks)
-
-
-def _check_seed(seed: object) -> int:
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise InvalidArgumentError(f"seed must be a non-negative int, got {seed!r}", "seed")
-    return int(seed)
-
-
-def _check_batch(batch_size: object, available: int) -> int:
-    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)):
-        raise InvalidTypeError(f"batch_size must be an int, got {batch_size!r}", "batch_size")
-    if batch_size <= 0:
-        raise InvalidArgumentError(f"batch_size must be > 0, got {batch_size}", "batch_size")
-    if batch_size > available:
-        raise InvalidArgumentError(
-            f"batch_size={batch_size} exceeds the {available} selectable tasks", "batch_size"
-        )
-    return int(batch_size)
+    return as_int(num_tasks, "num_tasks", minimum=1)
 
 
 def _allowed_mask(exclude: object, num_tasks: int) -> npt.NDArray[np.bool_] | None:
     """Selectable tasks as a bool mask, or None when nothing is excluded."""
-    if exclude is None:
-        return None
-    arr = np.asarray(exclude)
-    if arr.dtype == np.bool_:
-        if arr.shape != (num_tasks,):
-            raise InvalidArgumentError(
-                f"exclude as a mask must have shape ({num_tasks},), got {arr.shape}", "exclude"
-            )
-        return np.asarray(~arr)
-    if arr.size == 0:
-        return None
-    if not np.issubdtype(arr.dtype, np.integer) or arr.ndim != 1:
-        raise InvalidTypeError(
-            f"exclude must be a 1-D integer id array or a bool mask, got dtype {arr.dtype}, "
-            f"shape {arr.shape}",
-            "exclude",
-        )
-    if arr.min() < 0 or arr.max() >= num_tasks:
-        raise InvalidArgumentError(
-            f"exclude ids must lie in [0, {num_tasks}), got {arr.min()}..{arr.max()}", "exclude"
-        )
-    mask = np.ones(num_tasks, dtype=bool)
-    mask[arr] = False
-    return mask
+    return selectable(exclude, num_tasks)
 
 
 def _check_update(
     task_ids: object, successes: object, trials: object, num_tasks: int
 ) -> tuple[IdArray, npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-    ids = np.asarray(task_ids)
-    if ids.ndim != 1 or not (np.issubdtype(ids.dtype, np.integer) or ids.size == 0):
-        raise InvalidTypeError(
-            f"task_ids must be a 1-D integer array, got dtype {ids.dtype}, shape {ids.shape}",
-            "task_ids",
-        )
-    ids = ids.astype(np.int64)
-    if ids.size and (ids.min() < 0 or ids.max() >= num_tasks):
-        raise InvalidArgumentError(
-            f"task_ids must lie in [0, {num_tasks}), got {ids.min()}..{ids.max()}", "task_ids"
-        )
-    s = np.asarray(successes, dtype=np.float64)
-    if s.shape != ids.shape:
-        raise InvalidArgumentError(
-            f"successes must have shape {ids.shape}, got {s.shape}", "successes"
-        )
-    t = np.broadcast_to(np.asarray(trials, dtype=np.float64), ids.shape)
-    if np.any(~(t > 0)) or np.any(~np.isfinite(t)):
-        raise InvalidArgumentError(f"trials must be finite and > 0, got {trials!r:.80}", "trials")
-    if np.any(~np.isfinite(s)) or np.any(s < 0) or np.any(s > t):
-        raise InvalidArgumentError("successes must lie in [0, trials]", "successes")
-    return ids, s, np.asarray(t)
+    return feedback(task_ids, successes, trials, num_tasks)
 
 
 def _check_state(state: object, kind: str, num_tasks: int) -> dict[str, Any]:
+    """A state dict of this kind of selector over ``num_tasks`` tasks. A state that does not fit
+    is a :class:`CheckpointError`, as for BOTS."""
     if not isinstance(state, dict):
-        raise InvalidTypeError(f"state must be a dict, got {type(state).__name__}", "state")
+        raise CheckpointError(f"state: must be a dict, got {type(state).__name__}")
     if state.get("kind") != kind:
-        raise InvalidArgumentError(
-            f"state is for a {state.get('kind')!r} selector, not {kind!r}", "state"
-        )
+        raise CheckpointError(f"state: is for a {state.get('kind')!r} selector, not {kind!r}")
     if state.get("num_tasks") != num_tasks:
-        raise InvalidArgumentError(
-            f"state has num_tasks={state.get('num_tasks')!r}, this selector {num_tasks}", "state"
-        )
+        raise CheckpointError(f"state: has num_tasks={state.get('num_tasks')!r}, this selector {num_tasks}")
     return state
 
 
@@ -175,7 +111,7 @@ class RandomSelector:
 
     def __init__(self, num_tasks: int, *, seed: int = 0) -> None:
         self.num_tasks = _check_num_tasks(num_tasks)
-        self.seed = _check_seed(seed)
+        self.seed = SEED.check(seed)
         self._rng = np.random.default_rng(self.seed)
 
     def select(self, batch_size: int, exclude: object = None) -> IdArray:
@@ -207,7 +143,7 @@ class RandomSelector:
         try:
             rng.bit_generator.state = st["rng"]
         except (KeyError, TypeError, ValueError) as exc:
-            raise InvalidArgumentError(f"state has an invalid rng entry: {exc}", "state") from exc
+            raise CheckpointError(f"state: has an invalid rng entry ({exc})") from exc
         self._rng, self.seed = rng, int(st.get("seed", self.seed))
 
 
@@ -227,14 +163,10 @@ class OfflineSelector:
     kind = "offline"
 
     def __init__(self, weak: object, strong: object) -> None:
-        w = np.asarray(weak, dtype=np.float64)
-        s = np.asarray(strong, dtype=np.float64)
-        if w.ndim != 1 or s.shape != w.shape or w.size == 0:
-            raise InvalidArgumentError(
-                f"weak and strong must be non-empty 1-D arrays of equal length, got shapes "
-                f"{w.shape} and {s.shape}",
-                "strong",
-            )
+        w = rates_or_nan(weak, "weak")
+        s = rates_or_nan(strong, "strong", len(w))
+        if w.size == 0:
+            raise InvalidArgumentError("weak: must hold the pass rates of at least one task, got none", "weak")
         self.num_tasks = int(w.size)
         # lexsort: last key is primary. Negate for descending; NaN sorts last either way.
         self.order: IdArray = np.lexsort(
@@ -268,8 +200,8 @@ class OfflineSelector:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         st = _check_state(state, self.kind, self.num_tasks)
         cursor = st.get("cursor")
-        if not isinstance(cursor, int) or not 0 <= cursor < self.num_tasks:
-            raise InvalidArgumentError(f"state has an invalid cursor {cursor!r}", "state")
+        if isinstance(cursor, bool) or not isinstance(cursor, int) or not 0 <= cursor < self.num_tasks:
+            raise CheckpointError(f"state: has an invalid cursor {cursor!r} (the curriculum has {self.num_tasks} tasks)")
         self._cursor = cursor
 
 
@@ -320,18 +252,15 @@ class DynamicSampling:
             )
         self.proposer = proposer
         if not callable(rollout):
-            raise InvalidTypeError(f"rollout must be callable, got {rollout!r}", "rollout")
-        if isinstance(n_rollouts, bool) or not isinstance(n_rollouts, int) or n_rollouts <= 0:
-            raise InvalidArgumentError(f"n_rollouts must be > 0, got {n_rollouts!r}", "n_rollouts")
-        if not oversample >= 1.0:
-            raise InvalidArgumentError(f"oversample must be >= 1, got {oversample!r}", "oversample")
-        if isinstance(max_rounds, bool) or not isinstance(max_rounds, int) or max_rounds <= 0:
-            raise InvalidArgumentError(f"max_rounds must be > 0, got {max_rounds!r}", "max_rounds")
+            raise InvalidTypeError(f"rollout: must be callable, got {rollout!r}", "rollout")
+        n_rollouts = ROLLOUTS.check(n_rollouts)
+        oversample = OVERSAMPLE.check(oversample)
+        max_rounds = MAX_ROUNDS.check(max_rounds)
         self.rollout = rollout
         self.n_rollouts = n_rollouts
         self.oversample = float(oversample)
         self.max_rounds = max_rounds
-        self.seed = _check_seed(seed)
+        self.seed = SEED.check(seed)
         self._rng = np.random.default_rng(self.seed)
         self._perm: IdArray = self._rng.permutation(self.num_tasks).astype(np.int64)
         self._cursor = 0
@@ -476,15 +405,14 @@ class DynamicSampling:
             rng.bit_generator.state = st["rng"]
             extra, total = int(st["extra_rollouts"]), int(st["total_rollouts"])
         except (KeyError, TypeError, ValueError) as exc:
-            raise InvalidArgumentError(f"state is malformed: {exc}", "state") from exc
+            raise CheckpointError(f"state: malformed dynamic-sampling state ({exc})") from exc
         if perm.shape != (self.num_tasks,) or not 0 <= cursor <= self.num_tasks:
-            raise InvalidArgumentError("state has an invalid permutation or cursor", "state")
+            raise CheckpointError("state: has an invalid permutation or cursor")
         proposer_state = st.get("proposer")
         if (proposer_state is None) != (self.proposer is None):
-            raise InvalidArgumentError(
-                "state: saved " + ("without" if proposer_state is None else "with") + " a proposer, this selector "
-                + ("has one" if self.proposer is not None else "has none"), "state"
-            )
+            saved = "without" if proposer_state is None else "with"
+            ours = "has one" if self.proposer is not None else "has none"
+            raise CheckpointError(f"state: saved {saved} a proposer, this selector {ours}")
         if self.proposer is not None and proposer_state is not None:
             self.proposer.load_state_dict(proposer_state)
         self._perm, self._cursor, self._rng = perm, cursor, rng

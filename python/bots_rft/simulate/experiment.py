@@ -10,16 +10,16 @@ from __future__ import annotations
 
 import math
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from ..baselines import DynamicSampling, OfflineSelector, RandomSelector, Selector
-from ..errors import ConfigError
-from ..evidence import DEFAULT_MIN_GAP
+from ..baselines import DynamicSampling, Selector
+from ..errors import BotsError, ConfigError
+from ..methods import LAM, MIN_GAP, OVERSAMPLE, RHO, Parameter, method, method_names
 from ..metrics import effective_probability, effective_ratios, pearson, rate_histogram, roc_auc
 from .learner import LearnerConfig, SimulatedLearner, TaskWorld, make_world
 
@@ -36,26 +36,36 @@ __all__ = [
 
 FloatArray = npt.NDArray[np.float64]
 
-KINDS = ("random", "offline", "mopps", "dots", "bots", "dapo")
+#: The methods a simulation compares, in the order of the paper's tables (Random first).
+TABLE_ORDER = ("random", "offline", "mopps", "dots", "bots", "dynamic")
+
+
+def _checked(param: Parameter, value: Any, argument: str | None = None) -> Any:
+    """``param.check``, its error raised as the ConfigError a simulation config raises."""
+    try:
+        return param.check(value, argument)
+    except BotsError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 @dataclass(frozen=True)
 class MethodSpec:
-    """One task-selection method. ``lam``/``rho``/``thompson`` matter for kind "bots" only
-    (the presets "mopps" and "dots" fix them, as the paper's appendix E.6)."""
+    """One task-selection method of :data:`bots_rft.methods.METHODS` (any of its names; ``kind``
+    holds the canonical one). ``lam``/``rho``/``thompson`` matter for kind "bots" only (the
+    presets "mopps" and "dots" fix them, as the paper's appendix E.6)."""
 
     kind: str
-    lam: float = 0.1
-    rho: float = 0.1
+    lam: float = LAM.default
+    rho: float = RHO.default
     thompson: bool = True
 
     def __post_init__(self) -> None:
-        if self.kind not in KINDS:
-            raise ConfigError(f"unknown method kind {self.kind!r}; known: {', '.join(KINDS)}")
-        for name in ("lam", "rho"):
-            v = getattr(self, name)
-            if not 0.0 <= v <= 1.0:
-                raise ConfigError(f"{name} must lie in [0, 1], got {v!r}")
+        try:
+            object.__setattr__(self, "kind", method(self.kind, "kind").name)
+        except BotsError as exc:
+            raise ConfigError(str(exc)) from None
+        for param in (LAM, RHO):
+            _checked(param, getattr(self, param.name))
 
     @property
     def key(self) -> str:
@@ -65,15 +75,9 @@ class MethodSpec:
         return self.kind
 
 
-#: Method names accepted by ``--methods``, with their table labels.
-METHODS: dict[str, str] = {
-    "random": "Random",
-    "offline": "Offline",
-    "mopps": "BOTS-MoPPS",
-    "dots": "BOTS-DOTS",
-    "bots": "BOTS",
-    "dapo": "DAPO-DS",
-}
+#: Method names accepted by ``--methods`` (canonical; their aliases are accepted too), with their
+#: table labels, in table order.
+METHODS: dict[str, str] = {name: method(name).label for name in TABLE_ORDER}
 
 PAPER_SWEEP: tuple[float, ...] = (0.0, 0.05, 0.1, 0.2, 0.5, 1.0)
 
@@ -87,13 +91,13 @@ class SimConfig:
     batch_size: int = 256
     seeds: tuple[int, ...] = (0, 1, 2)
     methods: tuple[str, ...] = tuple(METHODS)
-    lam: float = 0.1  # BOTS's λ, and λ of the ρ sweep / sampling ablation
-    rho: float = 0.1  # BOTS's ρ, and ρ of the λ sweep / sampling ablation
+    lam: float = LAM.default  # BOTS's λ, and λ of the ρ sweep / sampling ablation
+    rho: float = RHO.default  # BOTS's ρ, and ρ of the λ sweep / sampling ablation
     rho_sweep: tuple[float, ...] = PAPER_SWEEP
     lam_sweep: tuple[float, ...] = PAPER_SWEEP
     sampling_ablation: bool = True
-    dapo_oversample: float = 3.0
-    min_gap: float = DEFAULT_MIN_GAP  # the interpolation estimator's gap
+    dapo_oversample: float = OVERSAMPLE.default  # DAPO-DS's generation batch / batch size
+    min_gap: float = MIN_GAP.default  # the interpolation estimator's gap
     threads: int | None = 1  # BOTS core threads (simulations are small; 1 avoids contention)
 
     def __post_init__(self) -> None:
@@ -105,26 +109,21 @@ class SimConfig:
             raise ConfigError(
                 f"batch_size={self.batch_size} exceeds num_tasks={self.learner.num_tasks}"
             )
-        if not self.seeds or any(isinstance(s, bool) or not isinstance(s, int) or s < 0
-                                 for s in self.seeds):  # fmt: skip
+        if not self.seeds or any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in self.seeds):
             raise ConfigError(f"seeds must be non-negative ints, got {self.seeds!r}")
         if len(set(self.seeds)) != len(self.seeds):
             raise ConfigError(f"seeds must be distinct, got {self.seeds!r}")
-        unknown = [m for m in self.methods if m not in METHODS]
+        unknown = [m for m in self.methods if m not in method_names(aliases=True)]
         if unknown:
-            raise ConfigError(f"unknown methods {unknown}; known: {', '.join(METHODS)}")
-        for name in ("lam", "rho"):
-            v = getattr(self, name)
-            if not 0.0 <= v <= 1.0:
-                raise ConfigError(f"{name} must lie in [0, 1], got {v!r}")
-        for name in ("rho_sweep", "lam_sweep"):
-            bad = [v for v in getattr(self, name) if not 0.0 <= v <= 1.0]
-            if bad:
-                raise ConfigError(f"{name} values must lie in [0, 1], got {bad}")
-        if not self.dapo_oversample >= 1.0:
-            raise ConfigError(f"dapo_oversample must be >= 1, got {self.dapo_oversample!r}")
-        if not 0.0 <= self.min_gap < 1.0:
-            raise ConfigError(f"min_gap must lie in [0, 1), got {self.min_gap!r}")
+            raise ConfigError(f"methods: unknown {unknown}; known: {', '.join(METHODS)}")
+        object.__setattr__(self, "methods", tuple(method(m).name for m in self.methods))
+        for param in (LAM, RHO):
+            _checked(param, getattr(self, param.name))
+        for name, param in (("rho_sweep", RHO), ("lam_sweep", LAM)):
+            for i, v in enumerate(getattr(self, name)):
+                _checked(param, v, f"{name}[{i}]")
+        _checked(OVERSAMPLE, self.dapo_oversample, "dapo_oversample")
+        _checked(MIN_GAP, self.min_gap)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -135,19 +134,16 @@ class SimConfig:
 def _spec_for(name: str, config: SimConfig) -> MethodSpec:
     if name == "bots":
         return MethodSpec("bots", lam=config.lam, rho=config.rho, thompson=True)
-    if name == "mopps":
-        return MethodSpec("mopps", lam=0.0, rho=0.0, thompson=True)
-    if name == "dots":
-        return MethodSpec("dots", lam=1.0, rho=1.0, thompson=False)
-    return MethodSpec(name)
+    # A preset's spec carries the values it fixes, so that its row shows them.
+    fixed = method(name).fixed
+    return MethodSpec(name, **fixed) if fixed else MethodSpec(name)
 
 
 def build_groups(config: SimConfig) -> dict[str, list[tuple[str, MethodSpec]]]:
     """The experiment's tables: group name -> [(row label, spec)], Random first in each."""
     random = ("Random", MethodSpec("random"))
     groups: dict[str, list[tuple[str, MethodSpec]]] = {
-        "methods": [random] + [(METHODS[m], _spec_for(m, config))
-                               for m in config.methods if m != "random"],  # fmt: skip
+        "methods": [random] + [(METHODS[m], _spec_for(m, config)) for m in config.methods if m != "random"],
     }
     if config.rho_sweep:
         groups["rho"] = [random] + [
@@ -196,7 +192,7 @@ class RunRecord:
                    for name in ("etr", "below_one", "above_zero", "signal", "capability",
                                 "pearson_next", "auc_next", "pearson_true")},
                 "rollouts": 0 if last else int(self.rollouts[t]),
-            })  # fmt: skip
+            })
         return rows
 
 
@@ -211,37 +207,26 @@ class ExperimentResult:
         return [self.runs[(spec.key, s)] for s in self.config.seeds]
 
 
-def _bots_api() -> tuple[Any, Any]:
-    # Imported late: the compiled core is only needed when a BOTS method actually runs.
-    from .. import BOTS, Interpolation
-
-    return BOTS, Interpolation
-
-
 def make_selector(
     spec: MethodSpec, world: TaskWorld, seed: int, learner: SimulatedLearner, config: SimConfig
 ) -> Selector:
-    n = world.config.n_rollouts
-    if spec.kind == "random":
-        return RandomSelector(world.num_tasks, seed=seed)
-    if spec.kind == "offline":
-        return OfflineSelector(world.weak, world.strong)
-    if spec.kind == "dapo":
-        return DynamicSampling(world.num_tasks, learner.rollout, n_rollouts=n,
-                               oversample=config.dapo_oversample, seed=seed)  # fmt: skip
-    BOTS, Interpolation = _bots_api()
-    kw = {"n_rollouts": n, "seed": seed, "threads": config.threads}
-    if spec.kind == "mopps":
-        return BOTS.mopps(world.num_tasks, **kw)  # type: ignore[no-any-return]
-    evidence = Interpolation(world.weak, world.strong, min_gap=config.min_gap)
-    if spec.kind == "dots":
-        return BOTS.dots(world.num_tasks, evidence, **kw)  # type: ignore[no-any-return]
-    return BOTS(world.num_tasks, lam=spec.lam, rho=spec.rho, thompson=spec.thompson,  # type: ignore[no-any-return]
-                evidence=evidence, **kw)  # fmt: skip
+    """The selector ``spec`` names, built by the method table over the world's pool."""
+    m = method(spec.kind)
+    given = {"lam": spec.lam, "rho": spec.rho, "thompson": spec.thompson, "n_rollouts": world.config.n_rollouts,
+             "min_gap": config.min_gap, "oversample": config.dapo_oversample, "seed": seed}
+    params = {k: v for k, v in given.items() if k in {p.name for p in m.params}}
+    return m.build(world.num_tasks, weak=world.weak, strong=world.strong, rollout=learner.rollout,
+                   threads=config.threads, **params)
+
+
+# The learner's random stream is named by the run's key. Dynamic sampling ran under the key
+# "dapo" before the method names were unified; it keeps that stream, so that simulations
+# published with earlier versions reproduce.
+_STREAM_NAMES = {"dynamic": "dapo"}
 
 
 def _stream(key: str) -> int:
-    return zlib.crc32(key.encode())
+    return zlib.crc32(_STREAM_NAMES.get(key, key).encode())
 
 
 def run_method(
@@ -258,13 +243,13 @@ def run_method(
     # Evidence quality is measured on the estimator the method uses; Random gets a shadow BOTS
     # fed with its batches, so the estimator is judged on uniform batches as in the paper (E.3).
     tracker: Any = None
-    if spec.kind in ("bots", "dots"):
+    if spec.kind in ("bots", "dots"):  # the methods that use the interpolation estimator
         tracker = selector
     elif spec.kind == "random":
-        BOTS, Interpolation = _bots_api()
-        tracker = BOTS(world.num_tasks, lam=config.lam, rho=config.rho, n_rollouts=n,
-                       evidence=Interpolation(world.weak, world.strong, min_gap=config.min_gap), seed=seed,
-                       threads=config.threads)  # fmt: skip
+        tracker = method("bots").build(
+            world.num_tasks, weak=world.weak, strong=world.strong, threads=config.threads,
+            lam=config.lam, rho=config.rho, n_rollouts=n, min_gap=config.min_gap, seed=seed,
+        )
 
 
     def nan() -> FloatArray:
@@ -275,14 +260,15 @@ def run_method(
         perf=np.full(T + 1, np.nan), hist=np.zeros((T, n + 1), np.int64),
         rollouts=np.zeros(T, np.int64), signal=nan(), capability=nan(),
         pearson_next=nan(), auc_next=nan(), pearson_true=nan(),
-    )  # fmt: skip
+    )
     rec.perf[0] = learner.evaluate()
     prev_pred: FloatArray | None = None
     spent = 0
     for t in range(T):
         ids = selector.select(B)
         succ: npt.NDArray[Any]
-        if isinstance(selector, DynamicSampling):
+        if method(spec.kind).rolls_out:
+            assert isinstance(selector, DynamicSampling)
             taken = selector.take_rollouts()
             assert taken is not None  # select() always leaves the batch's rollouts
             succ = taken
@@ -341,7 +327,7 @@ def run_experiment(
     runs: dict[tuple[str, int], RunRecord] = {}
     start = time.perf_counter()
     with tqdm(total=total, desc=desc, unit="step", disable=not progress, leave=True,
-              mininterval=0.5) as bar:  # fmt: skip
+              mininterval=0.5) as bar:
         for seed in config.seeds:
             world = make_world(config.learner, seed)
             for key, spec in unique.items():

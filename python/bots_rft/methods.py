@@ -1,0 +1,354 @@
+"""The task-selection methods bots-rft implements, in one table.
+
+Every entry point reads this table rather than spelling methods itself: ``bots simulate``, ``bots
+train`` and ``bots compare`` take their method names, defaults and ranges from it; the trainer's
+config and the simulator check their parameters with it; :func:`Method.build` makes the selector
+either of them runs. A method is
+
+- a **name** (plus accepted aliases) and the label result tables print;
+- its **parameters**: each a :class:`Parameter` with its type, range and default, and one check
+  that raises :class:`~bots_rft.errors.InvalidTypeError` for a value of the wrong type and
+  :class:`~bots_rft.errors.InvalidArgumentError` for one out of range, both naming the parameter
+  and the value;
+- the parameters it **fixes** (the BOTS-MoPPS and BOTS-DOTS presets are BOTS with λ, ρ and the
+  sampling rule pinned, as the paper's appendix E.6);
+- whether it needs the weak/strong **reference pass rates**, and whether its ``select`` **rolls
+  out** (DAPO's dynamic sampling filters on rollouts, so it calls back into the trainer);
+- the **class** that implements it and the **file** its state is checkpointed in. Every selector's
+  state dict is written with :func:`bots_rft.checkpoint.save_state` (JSON plus raw arrays,
+  checksummed; never a pickle), so one reader restores any of them.
+
+Adding a method is adding its class and one :class:`Method` entry here; the contract test
+(``tests/test_method_contract.py``) then runs it through the battery every method passes.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from .errors import InvalidArgumentError, InvalidTypeError
+from .evidence import DEFAULT_MIN_GAP
+
+if TYPE_CHECKING:
+    from .baselines import RolloutFn, Selector
+
+__all__ = [
+    "Parameter",
+    "Method",
+    "METHODS",
+    "PARAMETERS",
+    "DEFAULT_MIN_GAP",
+    "method",
+    "method_names",
+]
+
+#: The largest seed any selector accepts (the core's random streams are keyed by a u64).
+MAX_SEED = 2**64 - 1
+
+ParamType = Literal["float", "int", "bool"]
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, np.generic):
+        value = value.item()
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _bound(x: float) -> str:
+    return "inf" if x == math.inf else "-inf" if x == -math.inf else f"{x:g}"
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """One tunable parameter: its type, its range and its default.
+
+    A float's range is ``low``..``high`` (each end closed unless ``*_open``; infinite ends are
+    open: a float parameter is always finite). An int's range is ``low``..``high`` inclusive.
+    """
+
+    name: str
+    type: ParamType
+    default: Any
+    doc: str
+    low: float = -math.inf
+    high: float = math.inf
+    low_open: bool = False
+    high_open: bool = False
+
+    @property
+    def span(self) -> str:
+        """The range as text: ``[0, 1)`` for floats, ``>= 1`` for ints."""
+        if self.type == "bool":
+            return "True or False"
+        if self.type == "int":
+            return f">= {int(self.low)}" if self.high == math.inf else f"in [{int(self.low)}, {int(self.high)}]"
+        left = "(" if self.low_open or self.low == -math.inf else "["
+        right = ")" if self.high_open or self.high == math.inf else "]"
+        return f"{left}{_bound(self.low)}, {_bound(self.high)}{right}"
+
+    def contains(self, value: float) -> bool:
+        """Whether a number of the right type lies in the range (NaN never does)."""
+        if self.type == "float" and not math.isfinite(value):
+            return False
+        above = value > self.low if self.low_open else value >= self.low
+        below = value < self.high if self.high_open else value <= self.high
+        return bool(above and below)
+
+    def check(self, value: Any, argument: str | None = None) -> Any:
+        """``value`` as this parameter's type, or a typed error naming ``argument`` (default: the
+        parameter's name) and the value."""
+        arg = argument or self.name
+        if self.type == "bool":
+            if not isinstance(value, (bool, np.bool_)):
+                raise InvalidTypeError(f"{arg}: must be a bool, got {_shown(value)}", arg)
+            return bool(value)
+        if isinstance(value, (bool, np.bool_)):
+            raise InvalidTypeError(f"{arg}: must be {'an integer' if self.type == 'int' else 'a real number'}, got {_shown(value)}", arg)
+        if self.type == "int":
+            if not isinstance(value, numbers.Integral):
+                raise InvalidTypeError(f"{arg}: must be an integer, got {_shown(value)}", arg)
+            v: float = int(value)
+            if not self.contains(v):
+                bound = f">= {int(self.low)}" if v < self.low else f"<= {int(self.high)}"
+                raise InvalidArgumentError(f"{arg}: must be an integer {bound}, got {_shown(value)}", arg)
+            return int(value)
+        if not isinstance(value, numbers.Real):
+            raise InvalidTypeError(f"{arg}: must be a real number, got {_shown(value)}", arg)
+        v = float(value)
+        if not self.contains(v):
+            raise InvalidArgumentError(f"{arg}: must lie in {self.span}, got {_shown(value)}", arg)
+        return v
+
+
+# ---------------------------------------------------------------------------------------------
+# Parameters. One definition per meaning: λ is the same λ in BOTS, the ρ sweep and the trainer.
+# ---------------------------------------------------------------------------------------------
+
+LAM = Parameter("lam", "float", 0.1, "λ, the discount of old evidence toward the prior", 0.0, 1.0)
+RHO = Parameter("rho", "float", 0.1, "ρ, the weight of implicit evidence", 0.0, 1.0)
+TARGET = Parameter("target", "float", 0.5, "p*, the target success rate", 0.0, 1.0, low_open=True, high_open=True)
+THOMPSON = Parameter("thompson", "bool", True, "Thompson sampling from the posterior (else its mean)")
+PSEUDO_ROLLOUTS = Parameter(
+    "n_rollouts", "float", 16.0, "n, the pseudo sample size of implicit evidence (rollouts per task)", 0.0, low_open=True
+)
+MOMENTUM = Parameter("momentum", "float", 0.9, "γ, the momentum of the interpolation's capability μ̃", 0.0, 1.0)
+MIN_GAP = Parameter(
+    "min_gap", "float", DEFAULT_MIN_GAP,
+    "interpolation: batches whose mean references differ by less give no estimate", 0.0, 1.0, high_open=True,
+)
+SEED = Parameter("seed", "int", 0, "the selector's random stream", 0, MAX_SEED)
+ROLLOUTS = Parameter("n_rollouts", "int", 16, "rollouts per task; a group is kept when 0 < successes < n", 1)
+OVERSAMPLE = Parameter("oversample", "float", 3.0, "generation batch as a multiple of the batch size", 1.0)
+MAX_ROUNDS = Parameter("max_rounds", "int", 16, "generation batches per selection at most", 1)
+
+#: Every parameter by name (``n_rollouts`` is BOTS' real-valued one; dynamic sampling's is an int).
+PARAMETERS: Mapping[str, Parameter] = MappingProxyType(
+    {p.name: p for p in (LAM, RHO, TARGET, THOMPSON, PSEUDO_ROLLOUTS, MOMENTUM, MIN_GAP, SEED, OVERSAMPLE, MAX_ROUNDS)}
+)
+
+References = Literal["unused", "optional", "required"]
+
+
+@dataclass(frozen=True)
+class Method:
+    """One selection method (see the module docstring for the fields' meaning)."""
+
+    name: str
+    label: str
+    summary: str
+    implementation: str  # "module:qualified name" of the class or preset that builds it
+    params: tuple[Parameter, ...]
+    references: References
+    state_file: str  # the file a trainer checkpoints its state in (bots_rft.checkpoint format)
+    fixed: Mapping[str, Any] = field(default_factory=dict)
+    rolls_out: bool = False
+    aliases: tuple[str, ...] = ()
+
+    def param(self, name: str) -> Parameter:
+        for p in self.params:
+            if p.name == name:
+                return p
+        raise KeyError(name)
+
+    @property
+    def defaults(self) -> dict[str, Any]:
+        return {p.name: p.default for p in self.params}
+
+    def check(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """Every parameter of this method, from ``params`` or its default, checked. A parameter
+        the method fixes, or does not have, is refused naming it."""
+        names = {p.name for p in self.params}
+        for key in params:
+            if key in self.fixed:
+                raise InvalidArgumentError(
+                    f"{key}: the {self.name} method fixes {', '.join(f'{k}={v!r}' for k, v in self.fixed.items())}; "
+                    f"got {key}={_shown(params[key])}",
+                    key,
+                )
+            if key not in names:
+                raise InvalidArgumentError(
+                    f"{key}: not a parameter of the {self.name} method (it takes {', '.join(sorted(names)) or 'none'})",
+                    key,
+                )
+        return {p.name: p.check(params[p.name]) if p.name in params else p.default for p in self.params}
+
+    def build(
+        self,
+        num_tasks: int,
+        *,
+        weak: npt.ArrayLike | None = None,
+        strong: npt.ArrayLike | None = None,
+        rollout: RolloutFn | None = None,
+        threads: int | None = None,
+        **params: Any,
+    ) -> Selector:
+        """A selector of this method over ``num_tasks`` tasks. ``weak``/``strong``: reference pass
+        rates (NaN unknown), used when the method uses them; ``rollout``: the callback a method that
+        rolls out needs; ``threads``: the BOTS core's thread pool (None: every core)."""
+        return _BUILDERS[self.name](self, num_tasks, weak, strong, rollout, threads, self.check(params))
+
+
+# ---------------------------------------------------------------------------------------------
+# Builders: imported late so that the table itself depends on nothing but the error classes.
+# ---------------------------------------------------------------------------------------------
+
+def _references(m: Method, weak: Any, strong: Any) -> tuple[Any, Any] | None:
+    if (weak is None) != (strong is None):
+        raise InvalidArgumentError(f"{'strong' if strong is None else 'weak'}: the {m.name} method needs both weak and strong, or neither", "weak" if weak is None else "strong")
+    if weak is None:
+        if m.references == "required":
+            raise InvalidArgumentError(f"weak: the {m.name} method needs reference pass rates (weak and strong)", "weak")
+        return None
+    return weak, strong
+
+
+def _interpolation(m: Method, weak: Any, strong: Any, p: dict[str, Any]) -> Any:
+    from .evidence import Interpolation
+
+    refs = _references(m, weak, strong)
+    return None if refs is None else Interpolation(refs[0], refs[1], p["momentum"], min_gap=p["min_gap"])
+
+
+def _build_bots(m: Method, n: int, weak: Any, strong: Any, rollout: Any, threads: Any, p: dict[str, Any]) -> Selector:
+    from .selector import BOTS
+
+    return BOTS(
+        n, lam=p["lam"], rho=p["rho"], target=p["target"], n_rollouts=p["n_rollouts"], thompson=p["thompson"],
+        evidence=_interpolation(m, weak, strong, p), seed=p["seed"], threads=threads,
+    )
+
+
+def _build_mopps(m: Method, n: int, weak: Any, strong: Any, rollout: Any, threads: Any, p: dict[str, Any]) -> Selector:
+    from .selector import BOTS
+
+    return BOTS.mopps(n, target=p["target"], n_rollouts=p["n_rollouts"], seed=p["seed"], threads=threads)
+
+
+def _build_dots(m: Method, n: int, weak: Any, strong: Any, rollout: Any, threads: Any, p: dict[str, Any]) -> Selector:
+    from .selector import BOTS
+
+    evidence = _interpolation(m, weak, strong, p)
+    return BOTS.dots(n, evidence, target=p["target"], n_rollouts=p["n_rollouts"], seed=p["seed"], threads=threads)
+
+
+def _build_random(m: Method, n: int, weak: Any, strong: Any, rollout: Any, threads: Any, p: dict[str, Any]) -> Selector:
+    from .baselines import RandomSelector
+
+    return RandomSelector(n, seed=p["seed"])
+
+
+def _build_offline(m: Method, n: int, weak: Any, strong: Any, rollout: Any, threads: Any, p: dict[str, Any]) -> Selector:
+    from .baselines import OfflineSelector
+
+    refs = _references(m, weak, strong)
+    assert refs is not None  # required
+    sel = OfflineSelector(*refs)
+    if sel.num_tasks != n:
+        raise InvalidArgumentError(f"weak: has {sel.num_tasks} pass rates, expected num_tasks={n}", "weak")
+    return sel
+
+
+def _build_dynamic(m: Method, n: int, weak: Any, strong: Any, rollout: Any, threads: Any, p: dict[str, Any]) -> Selector:
+    from .baselines import DynamicSampling
+
+    if rollout is None:
+        raise InvalidArgumentError(f"rollout: the {m.name} method rolls out inside select and needs a rollout callback", "rollout")
+    return DynamicSampling(
+        n, rollout, n_rollouts=p["n_rollouts"], oversample=p["oversample"], max_rounds=p["max_rounds"], seed=p["seed"]
+    )
+
+
+_BUILDERS: dict[str, Callable[..., Selector]] = {
+    "bots": _build_bots,
+    "random": _build_random,
+    "offline": _build_offline,
+    "mopps": _build_mopps,
+    "dots": _build_dots,
+    "dynamic": _build_dynamic,
+}
+
+_BOTS_FILE = "selector.bots"  # BOTS' own file name since the first release
+_BASELINE_FILE = "selector_state.bots"
+
+#: The methods, by canonical name, in the order the trainer lists them.
+METHODS: Mapping[str, Method] = MappingProxyType({
+    m.name: m
+    for m in (
+        Method(
+            "bots", "BOTS", "Bayesian online task selection: explicit and implicit evidence, Thompson sampling",
+            "bots_rft.selector:BOTS", (LAM, RHO, TARGET, THOMPSON, PSEUDO_ROLLOUTS, MOMENTUM, MIN_GAP, SEED),
+            "optional", _BOTS_FILE,
+        ),
+        Method(
+            "random", "Random", "uniform without replacement within each batch",
+            "bots_rft.baselines:RandomSelector", (SEED,), "unused", _BASELINE_FILE,
+        ),
+        Method(
+            "offline", "Offline", "a static easy-to-hard curriculum by the strong reference pass rate",
+            "bots_rft.baselines:OfflineSelector", (), "required", _BASELINE_FILE,
+        ),
+        Method(
+            "mopps", "BOTS-MoPPS", "BOTS on explicit evidence only, without discount (appendix E.6)",
+            "bots_rft.selector:BOTS.mopps", (TARGET, PSEUDO_ROLLOUTS, SEED), "unused", _BOTS_FILE,
+            fixed=MappingProxyType({"lam": 0.0, "rho": 0.0, "thompson": True}),
+        ),
+        Method(
+            "dots", "BOTS-DOTS", "BOTS on the latest evidence only, greedy on the mean (appendix E.6)",
+            "bots_rft.selector:BOTS.dots", (TARGET, PSEUDO_ROLLOUTS, MOMENTUM, MIN_GAP, SEED), "required", _BOTS_FILE,
+            fixed=MappingProxyType({"lam": 1.0, "rho": 1.0, "thompson": False}),
+        ),
+        Method(
+            "dynamic", "DAPO-DS", "DAPO's dynamic sampling: roll out generation batches in epoch order, keep "
+            "the tasks whose rollouts disagree",
+            "bots_rft.baselines:DynamicSampling", (ROLLOUTS, OVERSAMPLE, MAX_ROUNDS, SEED), "unused", _BASELINE_FILE,
+            rolls_out=True, aliases=("dapo",),
+        ),
+    )
+})
+
+_BY_NAME: dict[str, Method] = {alias: m for m in METHODS.values() for alias in (m.name, *m.aliases)}
+
+
+def method_names(*, aliases: bool = False) -> tuple[str, ...]:
+    """The canonical method names (and, with ``aliases``, every other name accepted for them)."""
+    return tuple(_BY_NAME) if aliases else tuple(METHODS)
+
+
+def method(name: Any, argument: str = "method") -> Method:
+    """The method ``name`` (or an alias of it) names; an unknown one is an
+    :class:`InvalidArgumentError` naming ``argument``, the value and the known names."""
+    if not isinstance(name, str):
+        raise InvalidTypeError(f"{argument}: must be a method name, got {_shown(name)}", argument)
+    found = _BY_NAME.get(name.strip().lower())
+    if found is None:
+        raise InvalidArgumentError(f"{argument}: expected one of {list(METHODS)}, got {name!r}", argument)
+    return found
