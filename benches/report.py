@@ -307,26 +307,23 @@ def critical_path_section(critical: list[Result]) -> list[str]:
     return lines
 
 
+README_HEADER = (
+    "| run | pool size | bots-rft step, 1 thread | 2 threads | numpy (numpy ÷ bots-rft, 2 threads) "
+    "| torch, best of 1/2 threads | step ÷ floor (2 threads) | target | select() wait after the optimiser step, "
+    "prefetch on / off | update() with prefetch |\n"
+    "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+)
+
+
 def readme_summary(meta: dict[str, Any], results: list[Result], critical: list[Result]) -> str:
-    """The README's run summary: date, CPU, SIMD path, and per pool size the step medians with
-    their ratios and what select() waits with prefetch, all from this one run."""
+    """The README's run summary: per pool size the step medians with their ratios and what
+    select() waits with prefetch, all from this one run, labelled with its date, CPU and SIMD path."""
     bw = {int(t): v for t, v in meta["copy_bandwidth_bytes_per_s"].items()}
     crit = {c["num_tasks"]: c for c in critical if "modes" in c}
-    head = (
-        f"Run of {meta['date'].replace('T', ' ').replace('+00:00', ' UTC')}: {meta['cpu']}, {meta['cores']} cores, "
-        f"SIMD path {meta.get('simd_backend', 'not recorded')}, copy bandwidth "
-        + ", ".join(f"{b / 1e9:.1f} GB/s with {t} thread{'s' if t > 1 else ''}" for t, b in sorted(bw.items()))
-        + f"; load average {meta['load_avg_start'][0]:.2f} at start, {meta['load_avg_end'][0]:.2f} at end."
-    )
-    lines = [
-        head,
-        "",
-        "| pool size | bots-rft step, 1 thread | 2 threads | numpy (÷ bots-rft, 2 threads) | torch, best of 1/2 threads "
-        "| step ÷ floor (2 threads) | target | select() wait after the optimiser step, prefetch on / off (2 threads) "
-        "| update() with prefetch |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    for n in meta["sizes"]:
+    when = meta["date"][:16].replace("T", " ") + " UTC"
+    run = f"{when}, {meta['cpu']} ({meta['cores']} cores), {meta.get('simd_backend', 'SIMD path not recorded')}"
+    lines = [README_HEADER]
+    for i, n in enumerate(meta["sizes"]):
         b1, b2, npy = _find(results, "bots-rft", n, 1), _find(results, "bots-rft", n, 2), _find(results, "numpy", n, 1)
         torch = [r["median_ms"]["step"] for r in _ok(results) if r["impl"] == "torch" and r["num_tasks"] == n]
         s1 = b1["median_ms"]["step"] if b1 else None
@@ -341,10 +338,18 @@ def readme_summary(meta: dict[str, Any], results: list[Result], critical: list[R
             upd = f"{_ms(on['update_ms']['median'])} ms"
         else:
             wait = upd = "—"
+        target = f"{_ms(STEP_TARGET_MS[n])} ms" if n in STEP_TARGET_MS else "—"
         lines.append(
-            f"| {n:,} | {_ms(s1)} ms | **{_ms(s2)} ms** | {numpy_cell} | {_ms(min(torch)) + ' ms' if torch else '—'} "
-            f"| {_ratio(s2, floor)} | {_ms(STEP_TARGET_MS.get(n))}{' ms' if n in STEP_TARGET_MS else ''} | {wait} | {upd} |"
+            f"| {run if i == 0 else ''} | {n:,} | {_ms(s1)} ms | **{_ms(s2)} ms** | {numpy_cell} "
+            f"| {_ms(min(torch)) + ' ms' if torch else '—'} | {_ratio(s2, floor)} | {target} | {wait} | {upd} |"
         )
+    lines += [
+        "",
+        "Copy bandwidth "
+        + ", ".join(f"{b / 1e9:.1f} GB/s with {t} thread{'s' if t > 1 else ''}" for t, b in sorted(bw.items()))
+        + f"; load average {meta['load_avg_start'][0]:.2f} at the start of the run, {meta['load_avg_end'][0]:.2f} at "
+        "its end. Medians; select() is called 0.2 s after update(), 2 threads.",
+    ]
     return "\n".join(lines)
 
 
