@@ -10,8 +10,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, get_type_hints
 
-from ..errors import ConfigError
-from ..evidence import DEFAULT_MIN_GAP
+from ..errors import BotsError, ConfigError
+from ..methods import LAM, MIN_GAP, MOMENTUM, OVERSAMPLE, RHO, TARGET, THOMPSON, method, method_names
 
 __all__ = ["TrainConfig", "METHODS", "load_config", "parse_overrides"]
 
@@ -20,8 +20,8 @@ RESUME_PARAMS = ("error", "config", "checkpoint")
 #: Selection parameters a resumed BOTS run may change (see ``resume_params``).
 SELECTION_PARAMS = ("lam", "rho", "target", "thompson")
 
-#: Selection methods ``method=`` accepts.
-METHODS = ("bots", "random", "offline", "mopps", "dots", "dynamic")
+#: Selection methods ``method=`` accepts (:data:`bots_rft.methods.METHODS`; their aliases too).
+METHODS = method_names()
 
 
 @dataclass
@@ -45,19 +45,21 @@ class TrainConfig:
     bf16: bool = True  # bf16 autocast on CUDA (ignored on CPU)
     gradient_checkpointing: bool = False  # CUDA memory saver (allowed on CPU too)
     # --- selection
-    method: str = "bots"
-    lam: float = 0.1
-    rho: float = 0.1
-    target: float = 0.5
-    thompson: bool = True
-    momentum: float = 0.9
-    min_gap: float = DEFAULT_MIN_GAP  # interpolation: skip batches with |St - W| below this
+    method: str = "bots"  # a name of bots_rft.methods.METHODS
+    lam: float = LAM.default
+    rho: float = RHO.default
+    target: float = TARGET.default
+    thompson: bool = THOMPSON.default
+    momentum: float = MOMENTUM.default
+    min_gap: float = MIN_GAP.default  # interpolation: skip batches with |St - W| below this
     # DAPO's dynamic sampling on top of the method: roll out generation batches the method
     # proposes, train on the groups whose rollouts disagree; the method still learns from every
     # rolled-out group. method=dynamic is the paper's baseline (epoch order + this filter).
     dynamic_sampling: bool = False
-    oversample: float = 3.0  # dynamic sampling: generation batch = oversample * batch_size
-    max_rounds: int = 4  # dynamic sampling: generation batches per step at most
+    oversample: float = OVERSAMPLE.default  # dynamic sampling: generation batch = oversample * batch_size
+    # Dynamic sampling: generation batches per step at most. Fewer than the method's 16: on a
+    # trainer each round is a generation pass of the model, not a simulated one.
+    max_rounds: int = 4
     # --- GRPO
     steps: int = 20
     batch_size: int = 8  # tasks per step (paper: 256)
@@ -114,10 +116,16 @@ class TrainConfig:
 
         if not self.pool:
             raise ConfigError("pool: a training pool path is required (pool=PATH)")
-        if self.method not in METHODS:
-            raise bad("method", f"expected one of {list(METHODS)}")
-        for key in ("steps", "batch_size", "rollouts", "micro_batch_size", "ppo_epochs", "max_new_tokens",
-                    "generation_batch_size", "max_rounds", "sft_batch_size", "keep_checkpoints"):  # fmt: skip
+        try:
+            self.method = method(self.method).name  # an alias ("dapo") becomes the canonical name
+            for param in (LAM, RHO, TARGET, THOMPSON, MOMENTUM, MIN_GAP, OVERSAMPLE):
+                param.check(getattr(self, param.name))
+        except BotsError as exc:  # the method table's message, as the config's error class
+            raise ConfigError(str(exc)) from None
+        for key in (
+            "steps", "batch_size", "rollouts", "micro_batch_size", "ppo_epochs", "max_new_tokens",
+            "generation_batch_size", "max_rounds", "sft_batch_size", "keep_checkpoints",
+        ):
             v = getattr(self, key)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise bad(key, "must be an integer >= 1")
@@ -133,17 +141,6 @@ class TrainConfig:
                 raise bad(key, "must be an integer >= 1 or null")
         if self.mini_batch_size is not None and self.batch_size % self.mini_batch_size:
             raise bad("mini_batch_size", f"must divide batch_size={self.batch_size}")
-        for key in ("lam", "rho"):
-            if not 0.0 <= getattr(self, key) <= 1.0:
-                raise bad(key, "must lie in [0, 1]")
-        if not 0.0 < self.target < 1.0:
-            raise bad("target", "must lie in (0, 1)")
-        if not 0.0 <= self.momentum < 1.0:
-            raise bad("momentum", "must lie in [0, 1)")
-        if not 0.0 <= self.min_gap < 1.0:
-            raise bad("min_gap", "must lie in [0, 1)")
-        if not self.oversample >= 1.0:
-            raise bad("oversample", "must be >= 1")
         if not (self.temperature > 0 and math.isfinite(self.temperature)):
             raise bad("temperature", "must be > 0")
         if not 0.0 < self.top_p <= 1.0:
@@ -165,9 +162,10 @@ class TrainConfig:
             raise bad("verifier_error_stop", "must lie in (0, 1]")
         if self.reward_workers is not None and self.reward_workers < 0:
             raise bad("reward_workers", "must be >= 0 or null")
-        if self.method == "offline" and not (self.weak_column and self.strong_column):
+        if method(self.method).references == "required" and not (self.weak_column and self.strong_column):
             raise ConfigError(
-                "method: 'offline' orders tasks by reference pass rates; set weak_column and strong_column"
+                f"method: {self.method!r} needs reference pass rates ({method(self.method).summary}); "
+                "set weak_column and strong_column"
             )
         if (self.weak_column is None) != (self.strong_column is None):
             raise ConfigError(

@@ -1,8 +1,10 @@
-"""Selection methods by name over the training pool's rows, and their checkpoints.
+"""The selector a training run uses, built from its config by the method table, and its
+checkpoints.
 
-bots / mopps / dots are :class:`bots_rft.BOTS` (its own versioned file format); random /
-offline / dynamic are :mod:`bots_rft.baselines`, whose state dicts are saved in the same format
-(JSON plus raw arrays, checksummed; never a pickle). Dynamic sampling rolls out inside ``select``
+The method and its parameters come from :data:`bots_rft.methods.METHODS`. Every selector's state
+is saved in bots-rft's checkpoint format (JSON plus raw arrays, checksummed; never a pickle), in the
+file the method table names. With ``dynamic_sampling`` on, DAPO's dynamic sampling wraps the
+method, which proposes every generation batch; dynamic sampling rolls out inside ``select``
 through a callback the trainer provides."""
 
 from __future__ import annotations
@@ -14,13 +16,21 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .. import BOTS, Interpolation
-from ..baselines import DynamicSampling, OfflineSelector, RandomSelector, RolloutFn, Selector
+from .. import BOTS
+from ..baselines import DynamicSampling, RolloutFn, Selector
 from ..checkpoint import load_state, save_state
-from ..errors import CheckpointError, ConfigError
+from ..errors import BotsError, CheckpointError, ConfigError
+from ..methods import Method, method
 from .config import TrainConfig
 
 __all__ = ["make_selector", "save_selector", "load_selector", "selector_file"]
+
+
+def _params(cfg: TrainConfig, m: Method) -> dict[str, Any]:
+    """The config's values of the parameters ``m`` takes (``rollouts`` is n)."""
+    values = {"n_rollouts": cfg.rollouts, **{k: getattr(cfg, k) for k in ("lam", "rho", "target", "thompson",
+              "momentum", "min_gap", "oversample", "max_rounds", "seed")}}
+    return {p.name: values[p.name] for p in m.params}
 
 
 def make_selector(
@@ -32,51 +42,24 @@ def make_selector(
 ) -> Selector:
     """The selector ``cfg.method`` names, over ``num_tasks`` rows; ``weak``/``strong`` are the
     reference pass rates (NaN unknown) or None when the pool has none."""
-    evidence = (
-        Interpolation(weak, strong, momentum=cfg.momentum, min_gap=cfg.min_gap)
-        if weak is not None and strong is not None
-        else None
-    )
-    if cfg.method == "dynamic" or not cfg.dynamic_sampling:
-        return _method_selector(cfg, num_tasks, evidence, weak, strong, rollout)
-    if rollout is None:
-        raise ConfigError("dynamic_sampling: needs a rollout callback")
-    proposer = _method_selector(cfg, num_tasks, evidence, weak, strong, None)
-    return DynamicSampling(num_tasks, rollout, n_rollouts=cfg.rollouts, oversample=cfg.oversample,
-                           max_rounds=cfg.max_rounds, seed=cfg.seed, proposer=proposer)  # fmt: skip
-
-
-def _method_selector(
-    cfg: TrainConfig,
-    num_tasks: int,
-    evidence: Interpolation | None,
-    weak: npt.NDArray[np.float64] | None,
-    strong: npt.NDArray[np.float64] | None,
-    rollout: RolloutFn | None,
-) -> Selector:
-    common: dict[str, Any] = {"n_rollouts": cfg.rollouts, "target": cfg.target, "seed": cfg.seed}
-    if cfg.method == "bots":
-        return BOTS(num_tasks, lam=cfg.lam, rho=cfg.rho, thompson=cfg.thompson, evidence=evidence, **common)
-    if cfg.method == "mopps":
-        return BOTS.mopps(num_tasks, **common)
-    if cfg.method == "dots":
-        if evidence is None:
-            raise ConfigError("method: 'dots' needs reference pass rates; set weak_column and strong_column")
-        return BOTS.dots(num_tasks, evidence, **common)
-    if cfg.method == "random":
-        return RandomSelector(num_tasks, seed=cfg.seed)
-    if cfg.method == "offline":
-        assert weak is not None and strong is not None  # validated by TrainConfig
-        return OfflineSelector(weak, strong)
-    if cfg.method == "dynamic":
+    m = method(cfg.method)
+    try:
+        if m.rolls_out or not cfg.dynamic_sampling:
+            return m.build(num_tasks, weak=weak, strong=strong, rollout=rollout, **_params(cfg, m))
         if rollout is None:
-            raise ConfigError("method: 'dynamic' needs a rollout callback")
-        return DynamicSampling(num_tasks, rollout, n_rollouts=cfg.rollouts, oversample=cfg.oversample,
-                               max_rounds=cfg.max_rounds, seed=cfg.seed)  # fmt: skip
-    raise ConfigError(f"method: unknown selection method {cfg.method!r}")
+            raise ConfigError("dynamic_sampling: needs a rollout callback")
+        proposer = m.build(num_tasks, weak=weak, strong=strong, **_params(cfg, m))
+        dynamic = method("dynamic")
+        return DynamicSampling(num_tasks, rollout, proposer=proposer, **_params(cfg, dynamic))
+    except ConfigError:
+        raise
+    except BotsError as exc:  # a value the config cannot hold (e.g. no reference columns), as a config error
+        raise ConfigError(f"method: {cfg.method!r}: {exc}") from None
 
 
 def selector_file(directory: Path, sel: Selector) -> Path:
+    """Where a run checkpoints ``sel``: the file of its method (BOTS and its presets in their own,
+    the baselines in another, as since the first release)."""
     return directory / ("selector.bots" if isinstance(sel, BOTS) else "selector_state.bots")
 
 
