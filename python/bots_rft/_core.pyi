@@ -13,8 +13,12 @@ __all__ = [
     "batch_capability",
     "beta_draws",
     "check_predicted",
+    "Pass",
+    "SelectSpec",
+    "UpdateSpec",
     "select",
     "set_backend",
+    "start_step",
     "step",
     "thompson_draws",
     "thread_count",
@@ -46,41 +50,72 @@ def batch_capability(
     batch: Batch, weak: npt.NDArray[np.float32], strong: npt.NDArray[np.float32], min_gap: float = 1e-06
 ) -> float | None: ...
 def check_predicted(predicted: npt.NDArray[np.float64], num_tasks: int) -> None: ...
+@final
+class UpdateSpec:
+    """One step's posterior update: explicit evidence, priors, λ, ρ, n and implicit evidence."""
+
+    def __new__(
+        cls,
+        batch: Batch,
+        *,
+        prior_alpha: float | npt.NDArray[np.float64] = ...,
+        prior_beta: float | npt.NDArray[np.float64] = ...,
+        lam: float = 0.0,
+        rho: float = 0.0,
+        n_rollouts: float = 1.0,
+        predicted: npt.NDArray[np.float64] | None = None,
+        weak: npt.NDArray[np.float32] | None = None,
+        strong: npt.NDArray[np.float32] | None = None,
+        capability: float | None = None,
+    ) -> UpdateSpec: ...
+
+@final
+class SelectSpec:
+    """One selection: k tasks nearest the target, from stream (seed, counter), exclusions applied."""
+
+    def __new__(
+        cls,
+        k: int,
+        *,
+        target: float = 0.5,
+        thompson: bool = True,
+        seed: int = 0,
+        counter: int = 0,
+        exclude_mask: npt.NDArray[np.bool_] | None = None,
+        exclude_ids: npt.NDArray[np.int64] | None = None,
+        bound_hint: float | None = None,
+    ) -> SelectSpec: ...
+    @property
+    def k(self) -> int: ...
+
+@final
+class Pass:
+    """A pass started by :func:`start_step`, running in the background."""
+
+    def done(self) -> bool: ...
+    def wait(self) -> tuple[npt.NDArray[np.int64], float] | None: ...
+
 def step(
     alpha: npt.NDArray[np.float64],
     beta: npt.NDArray[np.float64],
+    update: UpdateSpec | None = None,
+    select: SelectSpec | None = None,
     *,
-    prior_alpha: float | npt.NDArray[np.float64] = ...,
-    prior_beta: float | npt.NDArray[np.float64] = ...,
-    batch: Batch | None = None,
-    lam: float = 0.0,
-    rho: float = 0.0,
-    n_rollouts: float = 1.0,
-    predicted: npt.NDArray[np.float64] | None = None,
-    weak: npt.NDArray[np.float32] | None = None,
-    strong: npt.NDArray[np.float32] | None = None,
-    capability: float | None = None,
-    k: int | None = None,
-    target: float = 0.5,
-    thompson: bool = True,
-    seed: int = 0,
-    counter: int = 0,
-    exclude_mask: npt.NDArray[np.bool_] | None = None,
-    exclude_ids: npt.NDArray[np.int64] | None = None,
-    bound_hint: float | None = None,
     threads: int | None = None,
 ) -> tuple[npt.NDArray[np.int64], float] | None: ...
+def start_step(
+    alpha: npt.NDArray[np.float64],
+    beta: npt.NDArray[np.float64],
+    update: UpdateSpec | None = None,
+    select: SelectSpec | None = None,
+    *,
+    threads: int | None = None,
+) -> Pass: ...
 def select(
     alpha: npt.NDArray[np.float64],
     beta: npt.NDArray[np.float64],
-    k: int,
-    target: float,
-    thompson: bool,
-    seed: int,
-    counter: int,
-    exclude_mask: npt.NDArray[np.bool_] | None = None,
-    exclude_ids: npt.NDArray[np.int64] | None = None,
-    bound_hint: float | None = None,
+    select: SelectSpec,
+    *,
     threads: int | None = None,
 ) -> tuple[npt.NDArray[np.int64], float]: ...
 def beta_draws(a: float, b: float, size: int, seed: int) -> npt.NDArray[np.float64]: ...

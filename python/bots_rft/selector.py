@@ -12,10 +12,12 @@ from __future__ import annotations
 import math
 import os
 import threading
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal
 
 import numpy as np
+import numpy.typing as npt
 
 from . import _core
 from ._validation import (
@@ -35,7 +37,8 @@ from .errors import CheckpointError, InvalidArgumentError, InvalidTypeError
 from .evidence import ImplicitEvidence, Interpolation
 
 STATE_FORMAT = "bots-rft/selector"
-STATE_VERSION = 1
+# 2: adds "stream" (the state of `take`); version-1 states load unchanged.
+STATE_VERSION = 2
 _MAX_SEED = 2**64 - 1
 # What set_params may change between steps. The seed names the random stream and the priors
 # are the point the posterior decays toward; both stay fixed for a selector's life.
@@ -54,6 +57,10 @@ class BOTS:
     posterior mean); ``prior_alpha``/``prior_beta`` are α0/β0 (scalar or per task);
     ``evidence`` is an :class:`Interpolation` or any :class:`ImplicitEvidence` plug-in.
     ``threads=None`` uses every core; an int uses a pool of that size. Results never depend on it.
+    ``prefetch=True`` (the default) runs each update's pass over the pool in the background,
+    fused with the selection the next :meth:`select` is expected to ask for, so that ``select``
+    finds it ready; ``prefetch=False`` runs that pass inside ``select``. Results are identical
+    either way (same ids, same posterior, bit for bit); only where the time is spent differs.
 
     Parameters are read-only attributes (``sel.lam``, ``sel.rho``, ...): assigning one raises
     AttributeError. :meth:`set_params` changes λ, ρ, p*, n or the sampling rule between steps,
@@ -74,6 +81,7 @@ class BOTS:
         evidence: Interpolation | ImplicitEvidence | None = None,
         seed: int = 0,
         threads: int | None = None,
+        prefetch: bool = True,
     ) -> None:
         n = as_int(num_tasks, "num_tasks", minimum=1)
         self._num_tasks = n
@@ -87,19 +95,29 @@ class BOTS:
         self._evidence = _check_evidence(evidence, n)
         self._seed = as_int(seed, "seed", minimum=0, maximum=_MAX_SEED)
         self._threads = _check_threads(threads)
+        self._prefetch = as_bool(prefetch, "prefetch")
         self._alpha = np.empty(n, dtype=np.float64)
         self._beta = np.empty(n, dtype=np.float64)
         self._alpha[:] = self._prior_alpha
         self._beta[:] = self._prior_beta
         self._num_selections = 0
         self._num_updates = 0
-        # An update is validated (and the estimator advanced) when `update` is called, but its
-        # O(N) pass waits for the next `select`, which runs both in one fused pass over the pool.
-        # Anything that reads the posterior applies it first.
-        self._pending: dict[str, Any] | None = None
-        # (batch size, a loosened k-th distance of the last selection): lets the next selection
-        # prune from its first task. Only speed depends on it, so it is not checkpointed.
-        self._bound_hint: tuple[int, float] | None = None
+        # An update is validated (and the estimator advanced) when `update` is called; its O(N)
+        # pass then runs in the background (prefetch) fused with the next selection, or, without
+        # prefetch, waits here for the next `select`, which runs both in one fused pass. Anything
+        # that reads the posterior settles both first.
+        self._pending: _core.UpdateSpec | None = None
+        self._pass: _core.Pass | None = None
+        self._pass_role: _Speculation | _Draw | None = None
+        # The next selection computed ahead of time, for `select` to take if it asks for it.
+        self._speculation: _Speculation | None = None
+        # What the last `select` asked for (batch size, how many tasks it excluded): the shape of
+        # the next speculation. None until the first `select`.
+        self._last_request: tuple[int, int] | None = None
+        # Loosened k-th distances of past selections by batch size: let a selection prune from its
+        # first task. Only speed depends on them, so they are not checkpointed.
+        self._bound_hints: dict[int, float] = {}
+        self._stream = _Stream()
         self._lock = threading.RLock()
 
     # ----------------------------------------------------------------------------- presets
@@ -127,18 +145,19 @@ class BOTS:
 
     @property
     def alpha(self) -> FloatArray:
-        """Read-only view of α. It shows later updates once they are applied (at the next
-        select, flush or read); copy it to keep a snapshot."""
+        """α of every task: a read-only snapshot (a copy), with every update made so far applied.
+        The posterior itself is never shared, because background passes write it; for a few
+        tasks use :meth:`posterior`."""
         with self._lock:
             self._flush_locked()
-            return _readonly(self._alpha)
+            return _readonly(self._alpha.copy())
 
     @property
     def beta(self) -> FloatArray:
-        """Read-only view of β (see :attr:`alpha`)."""
+        """β of every task (see :attr:`alpha`)."""
         with self._lock:
             self._flush_locked()
-            return _readonly(self._beta)
+            return _readonly(self._beta.copy())
 
     @property
     def evidence(self) -> Interpolation | ImplicitEvidence | None:
@@ -229,8 +248,11 @@ class BOTS:
         checks = {"lam": in_closed_unit, "rho": in_closed_unit, "target": in_open_unit, "n_rollouts": positive, "thompson": as_bool}
         checked = {name: checks[name](value, name) for name, value in changes.items()}
         with self._lock:
+            self._settle()
             for name, value in checked.items():
                 setattr(self, f"_{name}", value)
+            self._speculation = None
+            self._speculate()
 
     def __setattr__(self, name: str, value: Any) -> None:
         # Assigning a parameter (sel.lam = 5) used to create a plain attribute the selector never
@@ -259,32 +281,127 @@ class BOTS:
         )
 
     def flush(self) -> None:
-        """Apply any pending update now. Never needed for correctness (every read applies it);
-        useful to time ``update`` on its own."""
+        """Finish any update now: wait for a background pass, apply a pending update. Never needed
+        for correctness (every read does it); useful to time ``update`` on its own."""
         with self._lock:
             self._flush_locked()
 
+    def close(self) -> None:
+        """Wait for any background pass and apply any pending update. The selector stays usable;
+        this only guarantees that no work of it is running. Also called by ``with BOTS(...)``."""
+        self.flush()
+
+    def __enter__(self) -> BOTS:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def _flush_locked(self) -> None:
+        self._settle()
         if self._pending is not None:
-            _core.step(self._alpha, self._beta, threads=self._threads, **self._pending)
+            _core.step(self._alpha, self._beta, self._pending, threads=self._threads)
             self._pending = None
 
-    def _update_kwargs(self, batch: _core.Batch, evidence: dict[str, Any]) -> dict[str, Any]:
-        return {
-            "batch": batch,
-            "prior_alpha": self._prior_alpha,
-            "prior_beta": self._prior_beta,
-            "lam": self._lam,
-            "rho": self._rho,
-            "n_rollouts": self._n_rollouts,
+    def _settle(self) -> None:
+        """Wait for the background pass, if any, and file what it selected."""
+        if self._pass is None:
+            return
+        running, role = self._pass, self._pass_role
+        self._pass, self._pass_role = None, None
+        self._file(role, running.wait())
+
+    def _file(self, role: _Speculation | _Draw | None, result: tuple[IntArray, float] | None) -> None:
+        """Keep what a pass selected where `select` (a speculation) or `take` (a draw) finds it."""
+        if role is None or result is None:
+            return
+        role.candidates, role.kth = result
+        self._remember_hint(role.k, role.kth)
+        if isinstance(role, _Speculation):
+            self._speculation = role
+        else:
+            self._stream.prepared = role
+
+    def _start(self, update: _core.UpdateSpec | None, role: _Speculation | _Draw | None) -> None:
+        """Start a pass (the pending update, if any, and a selection, if any) in the background,
+        or, without prefetch, run it now. Nothing else may be in flight."""
+        assert self._pass is None
+        spec = None if role is None else self._select_spec(role.k, role.counter)
+        if update is None and spec is None:
+            return
+        if self._prefetch:
+            self._pass = _core.start_step(self._alpha, self._beta, update, spec, threads=self._threads)
+            self._pass_role = role
+            return
+        self._file(role, _core.step(self._alpha, self._beta, update, spec, threads=self._threads))
+
+    def _select_spec(self, k: int, counter: int, mask: Any = None, ids: Any = None) -> _core.SelectSpec:
+        return _core.SelectSpec(
+            k,
+            target=self._target,
+            thompson=self._thompson,
+            seed=self._seed,
+            counter=counter,
+            exclude_mask=mask,
+            exclude_ids=ids,
+            bound_hint=self._bound_hints.get(k),
+        )
+
+    def _remember_hint(self, k: int, kth: float) -> None:
+        # 1.5x: the k-th distance moves from step to step; a hint that proves too tight costs a
+        # second pass (the result is the same either way).
+        if len(self._bound_hints) > 8:
+            self._bound_hints.clear()
+        if math.isfinite(kth) and kth > 0:
+            self._bound_hints[k] = 1.5 * kth
+        else:
+            self._bound_hints.pop(k, None)
+
+    def _expected_selection(self) -> _Speculation | None:
+        """The selection the next `select` will probably ask for: like the last one (prefetch
+        only; None before the first `select`)."""
+        if not self._prefetch or self._last_request is None:
+            return None
+        k, excluded = self._last_request
+        # Ranking more tasks than asked lets one pass serve a select that excludes up to that
+        # many of them (see `_reuse`); the slack absorbs a growing exclusion list.
+        extra = min(_MAX_SPECULATIVE_EXTRA, excluded + excluded // 4 + 16) if excluded else 0
+        return _Speculation(min(self._num_tasks, k + extra), self._num_selections, self._target, self._thompson, self._seed)
+
+    def _speculate(self) -> None:
+        """After a change of state or parameters: start the expected selection in the background."""
+        role = self._expected_selection()
+        if role is not None and self._pass is None:
+            self._start(self._pending, role)
+            self._pending = None
+
+    def _update_spec(self, batch: _core.Batch, evidence: dict[str, Any]) -> _core.UpdateSpec:
+        return _core.UpdateSpec(
+            batch,
+            prior_alpha=self._prior_alpha,
+            prior_beta=self._prior_beta,
+            lam=self._lam,
+            rho=self._rho,
+            n_rollouts=self._n_rollouts,
             **evidence,
-        }
+        )
 
     def mean(self) -> FloatArray:
         """Posterior means α / (α + β) (a new array)."""
         with self._lock:
             self._flush_locked()
             return self._alpha / (self._alpha + self._beta)
+
+    def posterior(self, task_ids: Any) -> tuple[FloatArray, FloatArray]:
+        """(α, β) of the given tasks (new arrays): cheap per-pick information, where
+        :attr:`alpha` and :attr:`beta` copy the whole pool."""
+        ids = as_ids(task_ids, "task_ids")
+        if ids.size and (ids.min() < 0 or ids.max() >= self._num_tasks):
+            bad = int(ids[(ids < 0) | (ids >= self._num_tasks)][0])
+            raise InvalidArgumentError(f"task_ids: {bad} is out of range [0, {self._num_tasks})", "task_ids")
+        with self._lock:
+            self._flush_locked()
+            return self._alpha[ids], self._beta[ids]
 
     def predicted(self) -> FloatArray | None:
         """p̃ the interpolation estimator would give every task now (NaN = none), or None."""
@@ -295,49 +412,133 @@ class BOTS:
     def select(self, batch_size: int, exclude: Any = None) -> IntArray:
         """The ``batch_size`` distinct tasks whose sampled (or mean) success rate is nearest the
         target, best first, ties to the lower index. ``exclude``: task ids or a boolean mask of
-        length ``num_tasks``. Never changes the posterior; advances the random stream."""
+        length ``num_tasks``. Never changes the posterior; advances the random stream.
+
+        With prefetch, the answer is usually ready: computed in the background since the last
+        update. It is used only if it provably equals what this call computes (same random stream
+        position and parameters, and enough ranked tasks left after the exclusions); otherwise
+        the selection is computed here. The ids are the same either way."""
         k = as_int(batch_size, "batch_size", minimum=0)
         mask, ids = _exclusion(exclude, self._num_tasks)
         with self._lock:
-            hint = self._bound_hint[1] if self._bound_hint and self._bound_hint[0] == k else None
-            if self._pending is not None:
-                # The fused pass: apply the pending update and select, chunk by chunk.
-                result = _core.step(
-                    self._alpha,
-                    self._beta,
-                    k=k,
-                    target=self._target,
-                    thompson=self._thompson,
-                    seed=self._seed,
-                    counter=self._num_selections,
-                    exclude_mask=mask,
-                    exclude_ids=ids,
-                    bound_hint=hint,
-                    threads=self._threads,
-                    **self._pending,
-                )
+            self._settle()
+            chosen = self._reuse(k, mask, ids)
+            if chosen is None:
+                spec = self._select_spec(k, self._num_selections, mask, ids)
+                result = _core.step(self._alpha, self._beta, self._pending, spec, threads=self._threads)
                 self._pending = None
-            else:
-                result = _core.select(
-                    self._alpha,
-                    self._beta,
-                    k,
-                    self._target,
-                    self._thompson,
-                    self._seed,
-                    self._num_selections,
-                    exclude_mask=mask,
-                    exclude_ids=ids,
-                    bound_hint=hint,
-                    threads=self._threads,
-                )
+                assert result is not None
+                chosen, kth = result
+                self._remember_hint(k, kth)
+            self._speculation = None
             self._num_selections += 1
-            assert result is not None
-            chosen, kth = result
-            # 1.5x: the k-th distance moves from step to step; a hint that proves too tight costs
-            # a second pass (the result is the same either way).
-            self._bound_hint = (k, 1.5 * kth) if math.isfinite(kth) and kth > 0 else None
+            excluded = int(ids.size) if ids is not None else (int(np.count_nonzero(mask)) if mask is not None else 0)
+            self._last_request = (k, excluded)
         return chosen
+
+    def _reuse(self, k: int, mask: np.ndarray | None, ids: np.ndarray | None) -> IntArray | None:
+        """The first ``k`` tasks of the speculation's ranking that are not excluded, if the
+        speculation was made for this call (same stream position and parameters) and ranks
+        enough of them; else None.
+
+        Why this equals a fresh selection: the speculation holds the K best tasks of the whole
+        pool in the total order (distance, id). Removing the excluded ones keeps that order, and
+        any selectable task outside the K is worse than all of them; so if at least k remain, they
+        are the k best selectable tasks."""
+        spec = self._speculation
+        if spec is None or self._pending is not None:
+            return None
+        if (spec.counter, spec.target, spec.thompson, spec.seed) != (
+            self._num_selections,
+            self._target,
+            self._thompson,
+            self._seed,
+        ):
+            return None
+        ranked = spec.candidates
+        if mask is not None:
+            ranked = ranked[~mask[ranked]]
+        elif ids is not None and ids.size:
+            ranked = ranked[~_sorted_contains(ids, ranked)]
+        if ranked.size < k:
+            return None
+        return np.array(ranked[:k], dtype=np.int64)
+
+    # ----------------------------------------------------------------------------- streaming
+    def take(self, k: int, *, draw_size: int = 256) -> IntArray:
+        """Hand out the next ``k`` tasks for rollout, for trainers that ask a few at a time.
+
+        Tasks come from a sequence of *draws*. A draw is one Thompson selection (or greedy, per
+        ``thompson``) with its own position in the random stream, exactly as one :meth:`select`
+        call makes it, ranking the pool by closeness to the target; it hands out at most
+        ``draw_size`` tasks, best first, skipping tasks in flight. Taking ``draw_size`` tasks at
+        once from a fresh draw with nothing in flight returns what ``select(draw_size)`` would.
+
+        Handed-out tasks are *in flight* (:attr:`in_flight`) until evidence for them arrives
+        (:meth:`update` / :meth:`update_rewards`) or are handed back with :meth:`release`; no
+        draw hands out a task in flight. When the current draw has half of its tasks or fewer left to hand
+        out, the next draw is made from the posterior as it is then (with prefetch, in the
+        background); evidence arriving later shapes the draw after. The point where a draw is
+        made depends only on the sequence of calls, so a run is reproducible, and identical with
+        prefetch on and off. ``draw_size`` applies from the next draw on.
+        """
+        k = as_int(k, "k", minimum=0)
+        size = as_int(draw_size, "draw_size", minimum=1)
+        with self._lock:
+            stream = self._stream
+            free = self._num_tasks - len(stream.in_flight)
+            if k > free:
+                raise InvalidArgumentError(
+                    f"k: {k} exceeds the {free} tasks not in flight (pool of {self._num_tasks}, {len(stream.in_flight)} in flight)",
+                    "k",
+                )
+            out: list[int] = []
+            while len(out) < k:
+                if stream.current is None or stream.current.exhausted():
+                    self._next_draw(size)
+                assert stream.current is not None
+                out.extend(stream.current.hand_out(k - len(out), stream.in_flight))
+            current = stream.current
+            running_low = current is None or current.left() <= current.quota // 2
+            if running_low and stream.prepared is None and not isinstance(self._pass_role, _Draw):
+                self._draw_ahead(size)
+        return np.array(out, dtype=np.int64)
+
+    def _next_draw(self, size: int) -> None:
+        """Make the prepared draw current, preparing one first if there is none."""
+        stream = self._stream
+        if stream.prepared is None and not isinstance(self._pass_role, _Draw):
+            self._draw_ahead(size)
+        self._settle()
+        assert stream.prepared is not None
+        stream.current, stream.prepared = stream.prepared, None
+
+    def _draw_ahead(self, size: int) -> None:
+        """Prepare the next draw from the posterior as it is now (pending update included)."""
+        self._settle()
+        self._speculation = None
+        # Rank as many extra tasks as are in flight now: enough for `size` of them to be free
+        # unless more are handed out before this draw is used (then the next draw is made).
+        ranked = min(self._num_tasks, size + len(self._stream.in_flight))
+        role = _Draw(ranked, self._num_selections, quota=size)
+        self._num_selections += 1
+        update, self._pending = self._pending, None
+        self._start(update, role)
+
+    def release(self, task_ids: Any) -> int:
+        """Return handed-out tasks without evidence (e.g. a rollout that failed): they may be
+        handed out again. Ids not in flight are ignored. Returns how many were released."""
+        ids = as_ids(task_ids, "task_ids")
+        with self._lock:
+            before = len(self._stream.in_flight)
+            self._stream.in_flight.difference_update(ids.tolist())
+            return before - len(self._stream.in_flight)
+
+    @property
+    def in_flight(self) -> IntArray:
+        """Tasks handed out by :meth:`take` and awaiting evidence, ascending."""
+        with self._lock:
+            return np.array(sorted(self._stream.in_flight), dtype=np.int64)
 
     # ----------------------------------------------------------------------------- updates
     def update(self, task_ids: Any, successes: Any, trials: Any, predicted: Any = None) -> None:
@@ -346,7 +547,8 @@ class BOTS:
         ``task_ids`` may repeat (their counts are summed); ``successes`` and ``trials`` may be
         fractional (rewards in [0, 1]); ``trials`` is a scalar or one value per entry.
         ``predicted`` (length ``num_tasks``, NaN = none) replaces the configured estimator for
-        this step: the estimator neither observes this batch nor predicts.
+        this step: the estimator neither observes this batch nor predicts. Tasks in flight
+        (:meth:`take`) that get evidence here are no longer in flight.
         """
         ids = as_ids(task_ids, "task_ids")
         succ = as_floats(successes, "successes")
@@ -381,13 +583,20 @@ class BOTS:
                 out = ev.predict(batch.ids, batch.successes, batch.trials)
                 if out is not None:
                     evidence["predicted"] = _checked_prediction(as_floats(out, "predicted", self._num_tasks), self._num_tasks)
-            # Validated: from here on nothing can fail. Apply any older pending update, then
-            # leave this one pending for the next select's fused pass.
+            spec = self._update_spec(batch, evidence)
+            # Validated: from here on nothing can fail. Finish the work in flight and any older
+            # pending update, then start this one's pass (with prefetch, fused with the selection
+            # the next select is expected to ask for) or leave it pending for the next pass.
             self._flush_locked()
-            self._pending = self._update_kwargs(batch, evidence)
+            self._speculation = None
             if pred is None and isinstance(ev, Interpolation):
                 ev.commit(proposed)
             self._num_updates += 1
+            self._stream.in_flight.difference_update(batch.ids.tolist())
+            if self._prefetch:
+                self._start(spec, self._expected_selection())
+            else:
+                self._pending = spec
 
     # ----------------------------------------------------------------------------- state
     def state_dict(self) -> dict[str, Any]:
@@ -414,6 +623,7 @@ class BOTS:
                 "num_selections": self._num_selections,
                 "num_updates": self._num_updates,
                 "evidence": ev_state,
+                "stream": self._stream.state_dict(),
             }
 
     def load_state_dict(self, state: dict[str, Any], *, params: ParamsOnLoad = "error") -> None:
@@ -435,6 +645,7 @@ class BOTS:
         if fresh._num_tasks != self._num_tasks:
             raise CheckpointError(f"state: has {fresh._num_tasks} tasks, this selector has {self._num_tasks}")
         with self._lock:
+            self._flush_locked()
             differences = _param_differences(self, fresh)
             if differences and params == "error":
                 raise CheckpointError(
@@ -444,9 +655,9 @@ class BOTS:
             if params == "current":
                 for name in (*SETTABLE_PARAMS, "seed", "prior_alpha", "prior_beta"):
                     setattr(fresh, f"_{name}", getattr(self, f"_{name}"))
-            lock = self._lock
+            lock, prefetch = self._lock, self._prefetch
             self.__dict__.update(fresh.__dict__)
-            self._lock = lock
+            self._lock, self._prefetch = lock, prefetch
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write a checkpoint atomically (temporary file, fsync, rename). ``path`` is a file;
@@ -465,6 +676,7 @@ class BOTS:
         *,
         threads: int | None = None,
         evidence: ImplicitEvidence | None = None,
+        prefetch: bool = True,
     ) -> BOTS:
         """Read a checkpoint written by :meth:`save`. A custom (non-interpolation) estimator is
         not stored in the file: pass it as ``evidence`` and its ``load_state_dict`` gets its state."""
@@ -473,10 +685,10 @@ class BOTS:
             state = load_state(path)
         except OSError as exc:
             raise CheckpointError(f"path: cannot read a checkpoint from {str(path)!r} ({exc.strerror or exc})") from None
-        return cls._from_state(state, threads=threads, evidence=evidence)
+        return cls._from_state(state, threads=threads, evidence=evidence, prefetch=prefetch)
 
     @classmethod
-    def _from_state(cls, state: dict[str, Any], *, threads: int | None, evidence: Any) -> BOTS:
+    def _from_state(cls, state: dict[str, Any], *, threads: int | None, evidence: Any, prefetch: bool = True) -> BOTS:
         if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
             raise CheckpointError(f"state: not a bots-rft selector state (format {_get(state, 'format')!r})")
         version = state.get("version")
@@ -512,6 +724,7 @@ class BOTS:
                 evidence=ev,
                 seed=p["seed"],
                 threads=threads,
+                prefetch=prefetch,
             )
             alpha = as_floats(state["alpha"], "alpha", n)
             beta = as_floats(state["beta"], "beta", n)
@@ -522,6 +735,7 @@ class BOTS:
             sel._beta = np.array(beta, dtype=np.float64, copy=True)
             sel._num_selections = as_int(state["num_selections"], "num_selections", minimum=0)
             sel._num_updates = as_int(state["num_updates"], "num_updates", minimum=0)
+            sel._stream = _Stream.from_state_dict(state.get("stream"), n)
         except CheckpointError:
             raise
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
@@ -535,10 +749,13 @@ class BOTS:
         if self._evidence is not None and not isinstance(self._evidence, Interpolation):
             state["evidence_object"] = self._evidence
         state["threads"] = self._threads
+        state["prefetch"] = self._prefetch
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        fresh = BOTS._from_state(state, threads=state.get("threads"), evidence=state.get("evidence_object"))
+        fresh = BOTS._from_state(
+            state, threads=state.get("threads"), evidence=state.get("evidence_object"), prefetch=state.get("prefetch", True)
+        )
         self.__dict__.update(fresh.__dict__)
 
 
@@ -686,3 +903,119 @@ def _check_unit_rewards(values: np.ndarray, row: int | None = None) -> None:
         where = tuple(int(x) for x in np.argwhere(bad)[0])
         pos = where if row is None else (row, *where)
         raise InvalidArgumentError(f"rewards: must be in [0, 1], got {values[where]} at {pos}", "rewards")
+
+
+# At most this many tasks beyond the batch size are ranked ahead of time to absorb exclusions.
+_MAX_SPECULATIVE_EXTRA = 65_536
+
+
+@dataclass(eq=False)
+class _Speculation:
+    """A selection computed ahead of time for the `select` expected next."""
+
+    k: int  # tasks ranked
+    counter: int
+    target: float
+    thompson: bool
+    seed: int
+    candidates: IntArray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
+    kth: float = math.inf
+
+
+@dataclass(eq=False)
+class _Draw:
+    """One draw of `take`: a ranking of `k` tasks from which at most `quota` are handed out."""
+
+    k: int  # tasks ranked
+    counter: int
+    quota: int
+    candidates: IntArray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
+    kth: float = math.inf
+    cursor: int = 0  # next rank to look at
+    handed: int = 0
+    _ranked: list[int] | None = None
+
+    def left(self) -> int:
+        return self.quota - self.handed
+
+    def exhausted(self) -> bool:
+        return self.handed >= self.quota or self.cursor >= len(self.candidates)
+
+    def hand_out(self, n: int, in_flight: set[int]) -> list[int]:
+        """Up to ``n`` tasks, best first, none in flight; marks them in flight."""
+        if self._ranked is None:
+            self._ranked = self.candidates.tolist()
+        ranked, out = self._ranked, list[int]()
+        while len(out) < n and self.handed < self.quota and self.cursor < len(ranked):
+            task = ranked[self.cursor]
+            self.cursor += 1
+            if task not in in_flight:
+                in_flight.add(task)
+                out.append(task)
+                self.handed += 1
+        return out
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "k": self.k,
+            "counter": self.counter,
+            "quota": self.quota,
+            "candidates": np.asarray(self.candidates, dtype=np.int64).copy(),
+            "kth": self.kth,
+            "cursor": self.cursor,
+            "handed": self.handed,
+        }
+
+    @classmethod
+    def from_state_dict(cls, state: dict[str, Any], n: int) -> _Draw:
+        candidates = as_ids(state["candidates"], "candidates")
+        if candidates.size and (candidates.min() < 0 or candidates.max() >= n):
+            raise CheckpointError("stream: a draw holds task ids out of range")
+        draw = cls(
+            as_int(state["k"], "k", minimum=0),
+            as_int(state["counter"], "counter", minimum=0),
+            as_int(state["quota"], "quota", minimum=1),
+            candidates,
+            float(state["kth"]),
+        )
+        draw.cursor = as_int(state["cursor"], "cursor", minimum=0, maximum=candidates.size)
+        draw.handed = as_int(state["handed"], "handed", minimum=0, maximum=draw.quota)
+        return draw
+
+
+@dataclass(eq=False)
+class _Stream:
+    """`take`'s state: tasks handed out and awaiting evidence, the draw being handed out, and the
+    next draw once made."""
+
+    in_flight: set[int] = field(default_factory=set)
+    current: _Draw | None = None
+    prepared: _Draw | None = None
+
+    def state_dict(self) -> dict[str, Any] | None:
+        if not self.in_flight and self.current is None and self.prepared is None:
+            return None
+        return {
+            "in_flight": np.array(sorted(self.in_flight), dtype=np.int64),
+            "current": None if self.current is None else self.current.state_dict(),
+            "prepared": None if self.prepared is None else self.prepared.state_dict(),
+        }
+
+    @classmethod
+    def from_state_dict(cls, state: dict[str, Any] | None, n: int) -> _Stream:
+        if state is None:
+            return cls()
+        in_flight = as_ids(state["in_flight"], "in_flight")
+        if in_flight.size and (in_flight.min() < 0 or in_flight.max() >= n):
+            raise CheckpointError("stream: in-flight task ids out of range")
+        return cls(
+            set(in_flight.tolist()),
+            None if state.get("current") is None else _Draw.from_state_dict(state["current"], n),
+            None if state.get("prepared") is None else _Draw.from_state_dict(state["prepared"], n),
+        )
+
+
+def _sorted_contains(sorted_ids: IntArray, values: IntArray) -> npt.NDArray[np.bool_]:
+    """For each value, whether it is in ``sorted_ids`` (ascending, distinct)."""
+    at = np.searchsorted(sorted_ids, values)
+    return sorted_ids[np.minimum(at, sorted_ids.size - 1)] == values

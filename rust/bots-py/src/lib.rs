@@ -1,28 +1,29 @@
 //! `bots_rft._core`: thin PyO3 wrappers over `bots-core`.
 //!
 //! Arrays cross as zero-copy numpy views; every kernel runs with the GIL released, inside a rayon
-//! pool of the requested size. Errors are mapped to Python exceptions in `errors.rs` only.
+//! pool of the requested size. A pass over the pool is described by typed specs (`specs.rs`),
+//! detached from Python's borrow rules in one place (`views.rs`), and run either at once (`step`,
+//! `select`) or in the background (`start_step`, `background.rs`). Errors are mapped to Python
+//! exceptions in `errors.rs` only.
 
+mod background;
 mod errors;
 mod pools;
+mod specs;
+mod views;
 
 use bots_core as core;
-use numpy::{PyArray1, PyReadonlyArray1, PyReadwriteArray1};
+use numpy::{PyArray1, PyArrayMethods, PyReadonlyArray1};
 use pyo3::prelude::*;
 
+use background::Pass;
 use errors::{core_err, not_contiguous};
-
-/// A prior given as one value or one value per task.
-#[derive(FromPyObject)]
-enum PriorArg<'py> {
-    Scalar(f64),
-    Array(PyReadonlyArray1<'py, f64>),
-}
+use specs::{SelectSpec, UpdateSpec};
 
 /// One step's rollout results, validated, with repeated task ids summed (sorted by id).
 #[pyclass(module = "bots_rft._core", frozen)]
-struct Batch {
-    inner: core::Batch,
+pub struct Batch {
+    pub(crate) inner: core::Batch,
 }
 
 #[pymethods]
@@ -49,13 +50,6 @@ impl Batch {
 
 fn slice<'a, T: numpy::Element>(a: &'a PyReadonlyArray1<'_, T>, name: &'static str) -> PyResult<&'a [T]> {
     a.as_slice().map_err(|_| not_contiguous(name))
-}
-
-fn prior_view<'a>(p: &'a PriorArg<'_>, name: &'static str) -> PyResult<core::Prior<'a>> {
-    Ok(match p {
-        PriorArg::Scalar(v) => core::Prior::Scalar(*v),
-        PriorArg::Array(a) => core::Prior::PerTask(slice(a, name)?),
-    })
 }
 
 /// Validate one step's results and sum repeated ids. `trials` has length 1 or len(task_ids).
@@ -92,137 +86,71 @@ fn check_predicted(py: Python<'_>, predicted: PyReadonlyArray1<'_, f64>, num_tas
     py.detach(|| core::update::check_evidence(&core::Evidence::Predicted(p), num_tasks)).map_err(core_err)
 }
 
-fn evidence_view<'a>(
-    predicted: &'a Option<PyReadonlyArray1<'_, f64>>,
-    weak: &'a Option<PyReadonlyArray1<'_, f32>>,
-    strong: &'a Option<PyReadonlyArray1<'_, f32>>,
-    capability: Option<f64>,
-) -> PyResult<core::Evidence<'a>> {
-    Ok(match (predicted, weak, strong, capability) {
-        (Some(p), None, None, None) => core::Evidence::Predicted(slice(p, "predicted")?),
-        (None, Some(w), Some(s), Some(mu)) => core::Evidence::Interpolation { weak: slice(w, "weak")?, strong: slice(s, "strong")? , mu },
-        (None, _, _, None) => core::Evidence::None,
-        _ => {
-            return Err(errors::invalid_argument(
-                "predicted",
-                "give either predicted, or weak, strong and capability together".to_string(),
-            ))
-        }
-    })
-}
-
-fn exclusion_ids(exclude_ids: &Option<PyReadonlyArray1<'_, i64>>) -> PyResult<Option<Vec<usize>>> {
-    match exclude_ids {
-        Some(e) => {
-            let raw = slice(e, "exclude")?;
-            if let Some(bad) = raw.iter().find(|&&x| x < 0) {
-                return Err(errors::invalid_argument("exclude", format!("id {bad} is negative")));
-            }
-            Ok(Some(raw.iter().map(|&x| x as usize).collect()))
-        }
-        None => Ok(None),
-    }
-}
-
-fn exclusion<'a>(mask: &'a Option<PyReadonlyArray1<'_, bool>>, ids: &'a Option<Vec<usize>>) -> PyResult<core::Exclude<'a>> {
-    Ok(match (mask, ids) {
-        (Some(m), None) => core::Exclude::Mask(slice(m, "exclude")?),
-        (None, Some(ids)) => core::Exclude::Ids(ids),
-        (None, None) => core::Exclude::None,
-        _ => return Err(errors::invalid_argument("exclude", "give a mask or ids, not both".to_string())),
-    })
-}
-
-/// One pass over the pool: apply an update (when `batch` is given), then select `k` tasks from the
-/// updated posterior (when `k` is given), fused chunk by chunk. Returns (ids, distance of the
-/// last selected) or None. `bound_hint` (e.g. the last k-th distance, loosened) prunes from the
-/// start and never changes the result.
-/// Everything is validated first: on error nothing is written.
-#[pyfunction]
-#[pyo3(signature = (alpha, beta, *, prior_alpha=PriorArg::Scalar(1.0), prior_beta=PriorArg::Scalar(1.0), batch=None, lam=0.0, rho=0.0, n_rollouts=1.0,
-                    predicted=None, weak=None, strong=None, capability=None,
-                    k=None, target=0.5, thompson=true, seed=0, counter=0, exclude_mask=None, exclude_ids=None, bound_hint=None, threads=None))]
-#[allow(clippy::too_many_arguments)]
-fn step<'py>(
-    py: Python<'py>,
-    mut alpha: PyReadwriteArray1<'py, f64>,
-    mut beta: PyReadwriteArray1<'py, f64>,
-    prior_alpha: PriorArg<'py>,
-    prior_beta: PriorArg<'py>,
-    batch: Option<PyRef<'py, Batch>>,
-    lam: f64,
-    rho: f64,
-    n_rollouts: f64,
-    predicted: Option<PyReadonlyArray1<'py, f64>>,
-    weak: Option<PyReadonlyArray1<'py, f32>>,
-    strong: Option<PyReadonlyArray1<'py, f32>>,
-    capability: Option<f64>,
-    k: Option<usize>,
-    target: f64,
-    thompson: bool,
-    seed: u64,
-    counter: u64,
-    exclude_mask: Option<PyReadonlyArray1<'py, bool>>,
-    exclude_ids: Option<PyReadonlyArray1<'py, i64>>,
-    bound_hint: Option<f64>,
-    threads: Option<usize>,
-) -> PyResult<Option<(Bound<'py, PyArray1<i64>>, f64)>> {
-    let pa = prior_view(&prior_alpha, "prior_alpha")?;
-    let pb = prior_view(&prior_beta, "prior_beta")?;
-    let evidence = evidence_view(&predicted, &weak, &strong, capability)?;
-    let update = batch.as_ref().map(|b| core::UpdateArgs {
-        prior_alpha: pa,
-        prior_beta: pb,
-        batch: &b.inner,
-        evidence,
-        params: core::UpdateParams { lam, rho, n_rollouts },
-    });
-    let ids = exclusion_ids(&exclude_ids)?;
-    let exclude = exclusion(&exclude_mask, &ids)?;
-    let select = k.map(|k| core::SelectArgs { k, target, scoring: scoring(thompson, seed, counter), exclude, hint: bound_hint });
-    let a = alpha.as_slice_mut().map_err(|_| not_contiguous("alpha"))?;
-    let b = beta.as_slice_mut().map_err(|_| not_contiguous("beta"))?;
-    let chosen = py.detach(|| pools::run(threads, || core::step(a, b, update, select)))?.map_err(core_err)?;
-    Ok(chosen.map(|c| selection_to_py(py, c)))
-}
-
-fn scoring(thompson: bool, seed: u64, counter: u64) -> core::Scoring {
-    if thompson {
-        core::Scoring::Thompson { seed, counter }
-    } else {
-        core::Scoring::Greedy
-    }
-}
-
 /// (ids as int64, distance of the last selected task).
-fn selection_to_py(py: Python<'_>, selection: core::Selection) -> (Bound<'_, PyArray1<i64>>, f64) {
+pub(crate) type PySelection<'py> = (Bound<'py, PyArray1<i64>>, f64);
+
+pub(crate) fn selection_to_py(py: Python<'_>, selection: core::Selection) -> PySelection<'_> {
     (PyArray1::from_iter(py, selection.ids.into_iter().map(|k| k as i64)), selection.kth_distance)
 }
 
-/// The `k` tasks nearest the target, best first, from a read-only posterior, and the
-/// distance of the last one. `bound_hint` as in `step`.
+/// One pass over the pool: apply `update` (if given), then select per `select` (if given) from the
+/// updated posterior, fused chunk by chunk. Returns (ids, distance of the last selected) or None.
+/// Everything is validated first: on error nothing is written.
 #[pyfunction]
-#[pyo3(signature = (alpha, beta, k, target, thompson, seed, counter, exclude_mask=None, exclude_ids=None, bound_hint=None, threads=None))]
-#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (alpha, beta, update=None, select=None, *, threads=None))]
+fn step<'py>(
+    py: Python<'py>,
+    alpha: Bound<'py, PyArray1<f64>>,
+    beta: Bound<'py, PyArray1<f64>>,
+    update: Option<PyRef<'py, UpdateSpec>>,
+    select: Option<PyRef<'py, SelectSpec>>,
+    threads: Option<usize>,
+) -> PyResult<Option<PySelection<'py>>> {
+    let (views, keep) = views::detach(py, &alpha, &beta, update.as_deref(), select.as_deref())?;
+    let chosen = py.detach(|| pools::run(threads, || views.run()))?.map_err(core_err)?;
+    drop(keep);
+    Ok(chosen.map(|c| selection_to_py(py, c)))
+}
+
+/// `step` started in the background: returns a `Pass` at once; `Pass.wait()` gives `step`'s
+/// result. Until then the caller must not read or write `alpha`/`beta` nor write any array the
+/// specs name (`bots_rft.BOTS` guarantees this for the arrays it owns).
+#[pyfunction]
+#[pyo3(signature = (alpha, beta, update=None, select=None, *, threads=None))]
+fn start_step<'py>(
+    py: Python<'py>,
+    alpha: Bound<'py, PyArray1<f64>>,
+    beta: Bound<'py, PyArray1<f64>>,
+    update: Option<PyRef<'py, UpdateSpec>>,
+    select: Option<PyRef<'py, SelectSpec>>,
+    threads: Option<usize>,
+) -> PyResult<Pass> {
+    let (views, keep) = views::detach(py, &alpha, &beta, update.as_deref(), select.as_deref())?;
+    Pass::start(views, keep, threads)
+}
+
+/// The selection `select` describes, from a read-only posterior.
+#[pyfunction]
+#[pyo3(signature = (alpha, beta, select, *, threads=None))]
 fn select<'py>(
     py: Python<'py>,
     alpha: PyReadonlyArray1<'py, f64>,
     beta: PyReadonlyArray1<'py, f64>,
-    k: usize,
-    target: f64,
-    thompson: bool,
-    seed: u64,
-    counter: u64,
-    exclude_mask: Option<PyReadonlyArray1<'py, bool>>,
-    exclude_ids: Option<PyReadonlyArray1<'py, i64>>,
-    bound_hint: Option<f64>,
+    select: PyRef<'py, SelectSpec>,
     threads: Option<usize>,
-) -> PyResult<(Bound<'py, PyArray1<i64>>, f64)> {
+) -> PyResult<PySelection<'py>> {
     let a = slice(&alpha, "alpha")?;
     let b = slice(&beta, "beta")?;
-    let ids = exclusion_ids(&exclude_ids)?;
-    let exclude = exclusion(&exclude_mask, &ids)?;
-    let args = core::SelectArgs { k, target, scoring: scoring(thompson, seed, counter), exclude, hint: bound_hint };
+    let mask = match &select.exclude {
+        specs::ExcludeSpec::Mask(m) => Some(m.bind(py).try_readonly().map_err(|_| not_contiguous("exclude"))?),
+        _ => None,
+    };
+    let exclude = match (&select.exclude, &mask) {
+        (specs::ExcludeSpec::Ids(ids), _) => core::Exclude::Ids(ids.as_slice()),
+        (specs::ExcludeSpec::Mask(_), Some(m)) => core::Exclude::Mask(slice(m, "exclude")?),
+        _ => core::Exclude::None,
+    };
+    let args = core::SelectArgs { k: select.k, target: select.target, scoring: select.scoring, exclude, hint: select.bound_hint };
     let chosen = py.detach(|| pools::run(threads, || core::step::select_only(a, b, args)))?.map_err(core_err)?;
     Ok(selection_to_py(py, chosen))
 }
@@ -312,10 +240,14 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("CHUNK", core::CHUNK)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<Batch>()?;
+    m.add_class::<UpdateSpec>()?;
+    m.add_class::<SelectSpec>()?;
+    m.add_class::<Pass>()?;
     m.add_function(wrap_pyfunction!(aggregate, m)?)?;
     m.add_function(wrap_pyfunction!(batch_capability, m)?)?;
     m.add_function(wrap_pyfunction!(check_predicted, m)?)?;
     m.add_function(wrap_pyfunction!(step, m)?)?;
+    m.add_function(wrap_pyfunction!(start_step, m)?)?;
     m.add_function(wrap_pyfunction!(select, m)?)?;
     m.add_function(wrap_pyfunction!(thompson_draws, m)?)?;
     m.add_function(wrap_pyfunction!(available_backends, m)?)?;

@@ -34,3 +34,14 @@ pub fn run<T: Send>(threads: Option<usize>, f: impl FnOnce() -> T + Send) -> PyR
         Some(t) => Ok(pool(t)?.install(f)),
     }
 }
+
+/// Starts `f` in the background on the global pool (`None`) or on the cached pool of `threads`
+/// threads, and returns at once.
+pub fn spawn(threads: Option<usize>, f: impl FnOnce() + Send + 'static) -> PyResult<()> {
+    match threads {
+        None => rayon::spawn(f),
+        Some(0) => return Err(invalid_argument("threads", "must be >= 1, got 0".to_string())),
+        Some(t) => pool(t)?.spawn(f),
+    }
+    Ok(())
+}
