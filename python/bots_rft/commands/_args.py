@@ -18,6 +18,7 @@ __all__ = [
     "check_training_config",
     "integer",
     "real",
+    "parameter",
     "check_input",
     "check_output_file",
     "check_output_dir",
@@ -67,6 +68,19 @@ def real(
 
     parse.__name__ = "number"
     return parse
+
+
+def parameter(param: Any) -> Callable[[str], Any]:
+    """An argparse ``type`` accepting the range of a :class:`bots_rft.methods.Parameter` (a number
+    parameter; the CLI spells booleans as flags)."""
+    if param.type == "int":
+        return integer(None if math.isinf(param.low) else int(param.low), None if math.isinf(param.high) else int(param.high))
+    return real(
+        None if math.isinf(param.low) else param.low,
+        None if math.isinf(param.high) else param.high,
+        low_open=param.low_open,
+        high_open=param.high_open,
+    )
 
 
 def check_input(path: str | os.PathLike[str], argument: str, *, directory_ok: bool = False) -> Path:

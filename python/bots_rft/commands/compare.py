@@ -25,7 +25,7 @@ from ._args import check_input, check_output_dir, check_training_config
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = subparsers.add_parser("compare", help="train several selection methods and tabulate TTB/BSF/ETR",
-                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", default=None, help="YAML or TOML training config")
     p.add_argument("--methods", default="bots,random", help="comma-separated (default: %(default)s)")
     p.add_argument("--model", default=None)
@@ -87,10 +87,10 @@ def _finished(run_dir: Path, steps: int) -> bool:
 # How a run is driven, not what it learns: never a reason to redo a run.
 _REUSE_IGNORED = frozenset({"out_dir", "resume", "overwrite", "extend_pool", "resume_params", "progress", "tensorboard",
                             "save_every", "keep_checkpoints", "threads", "reward_workers", "reward_timeout",
-                            "verifier_error_stop"})  # fmt: skip
+                            "verifier_error_stop"})
 # What the shared supervised warm-up depends on.
 _WARMUP_KEYS = ("model", "pool", "seed", "system_prompt", "dtype", "max_prompt_tokens", "grad_clip",
-                "sft_steps", "sft_lr", "sft_batch_size", "sft_template")  # fmt: skip
+                "sft_steps", "sft_lr", "sft_batch_size", "sft_template")
 WARMUP_RECORD = "bots_compare_warmup.json"
 
 
@@ -129,13 +129,13 @@ def _check_existing(out: Path, runs: list[tuple[Path, Any]], warmup: Any, reuse:
             diff = _differences(saved, cfg.to_dict(), _WARMUP_KEYS)
             if diff:
                 raise ConfigError(f"--reuse: the warm-up in {str(dest)!r} was made with other settings ({'; '.join(diff)}); "
-                                  "remove it or choose another --out")  # fmt: skip
+                                  "remove it or choose another --out")
     for run_dir, cfg in runs:
         if not (run_dir.exists() and any(run_dir.iterdir())):
             continue
         if not reuse:
             raise ConfigError(f"--out: {str(run_dir)!r} already holds a run; pass --reuse to reuse or resume it, "
-                              "or choose another --out")  # fmt: skip
+                              "or choose another --out")
         recorded = _recorded_config(run_dir)
         if recorded is None:
             continue  # started but never got as far as its first record: resumed from nothing
@@ -143,7 +143,7 @@ def _check_existing(out: Path, runs: list[tuple[Path, Any]], warmup: Any, reuse:
         diff = _differences(recorded, now, sorted((set(recorded) | set(now)) - _REUSE_IGNORED))
         if diff:
             raise ConfigError(f"--reuse: {str(run_dir)!r} was trained with other settings ({'; '.join(diff)}); "
-                              "remove it, choose another --out, or run with its settings")  # fmt: skip
+                              "remove it, choose another --out, or run with its settings")
 
 
 def _output_dir(args: argparse.Namespace, cfg: Any, override: str | None) -> Path:
@@ -160,7 +160,8 @@ def _output_dir(args: argparse.Namespace, cfg: Any, override: str | None) -> Pat
 
 def main(args: argparse.Namespace) -> int:
     from ..errors import ConfigError
-    from ..train.config import METHODS, load_config, parse_overrides
+    from ..methods import METHODS, method, method_names
+    from ..train.config import load_config, parse_overrides
     from ..train.report import (
         average_runs,
         comparison_markdown,
@@ -170,10 +171,11 @@ def main(args: argparse.Namespace) -> int:
         timing_markdown,
     )
 
-    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
-    bad = [m for m in methods if m not in METHODS]
+    methods = [m.strip().lower() for m in args.methods.split(",") if m.strip()]
+    bad = [m for m in methods if m not in method_names(aliases=True)]
     if len(methods) < 2 or bad:
         raise ConfigError(f"--methods: expected two or more of {list(METHODS)}, got {args.methods!r}")
+    methods = [method(m).name for m in methods]  # canonical names: run directories and labels
     extra = parse_overrides(list(args.overrides))
     if args.model is not None:
         extra["model"] = args.model
@@ -188,10 +190,10 @@ def main(args: argparse.Namespace) -> int:
     out = _output_dir(args, cfg, None if override is None else str(override))
     if args.report_only:
         missing = [str(_run_dir(out, m, s)) for m in methods for s in run_seeds
-                   if not (_run_dir(out, m, s) / "metrics.jsonl").exists()]  # fmt: skip
+                   if not (_run_dir(out, m, s) / "metrics.jsonl").exists()]
         if missing:
             raise ConfigError(f"--report-only: no run log (metrics.jsonl) in {', '.join(map(repr, missing))}; "
-                              "run without --report-only first")  # fmt: skip
+                              "run without --report-only first")
     else:
         check_output_dir(out, "--out", overwrite=True)  # existing runs are checked one by one below
         check_training_config(cfg.replace(out_dir=str(out)))
@@ -204,7 +206,7 @@ def main(args: argparse.Namespace) -> int:
 
         plan = [(m, seed, run_cfg_of(m, seed)) for m in methods for seed in run_seeds]
         _check_existing(out, [(_run_dir(out, m, s), c) for m, s, c in plan],
-                        (warm_dest, cfg) if cfg.sft_steps > 0 else None, args.reuse)  # fmt: skip
+                        (warm_dest, cfg) if cfg.sft_steps > 0 else None, args.reuse)
         out.mkdir(parents=True, exist_ok=True)
         if cfg.sft_steps > 0:
             cfg = _shared_warmup(cfg, warm_dest, args.reuse)  # type: ignore[assignment]

@@ -75,7 +75,7 @@ def add_parser(subparsers: Any) -> None:
     )
     info.add_argument("pool", help="parquet file, directory of parquet files, or JSONL file")
     info.add_argument("--config", default=None,
-                      help="a training config whose verifiers: entries count too (as in bots train)")  # fmt: skip
+                      help="a training config whose verifiers: entries count too (as in bots train)")
     info.set_defaults(func=_info)
 
 
@@ -134,7 +134,6 @@ def _info(args: argparse.Namespace) -> int:
     import numpy as np
 
     from ..data import TaskPool
-
     from ..errors import DataError
     from ..rewards.registry import get_verifier
 
@@ -158,7 +157,7 @@ def _info(args: argparse.Namespace) -> int:
     unscored = sum(c for s, c in counts if verifiers[s] is None)
     if orphans:
         print(f"{pool.source}: {len(pool)} tasks, NOT trainable as is: {unscored} have no verifier "
-              f"(data source {', '.join(map(repr, orphans))})")  # fmt: skip
+              f"(data source {', '.join(map(repr, orphans))})")
     else:
         print(f"{pool.source}: {len(pool)} tasks, valid (every task has a verifier)")
     for source, count in counts:
@@ -176,6 +175,6 @@ def _info(args: argparse.Namespace) -> int:
             print(f"  {col}: all NaN")
     if orphans:
         print("register a verifier for those data sources (bots_rft.rewards.register_verifier, or a verifiers: "
-              "entry in the training config, checked here with --config)")  # fmt: skip
+              "entry in the training config, checked here with --config)")
         return 1
     return 0

@@ -26,7 +26,7 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--max-new-tokens", type=integer(1), default=512, help="(default: %(default)s)")
     p.add_argument("--max-prompt-tokens", type=integer(1), default=4096, help="longer prompts keep their end (default: %(default)s)")
     p.add_argument("--system-prompt", default=None,
-                   help="replace the pool's system message ('' drops it); use what training uses")  # fmt: skip
+                   help="replace the pool's system message ('' drops it); use what training uses")
     p.add_argument("--temperature", type=real(0, low_open=True), default=1.0, help="(default: %(default)s)")
     p.add_argument("--top-p", type=real(0, 1, low_open=True), default=1.0, help="(default: %(default)s)")
     p.add_argument("--batch-size", type=integer(1), default=64, help="sequences per generate call (default: %(default)s)")

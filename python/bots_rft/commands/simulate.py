@@ -17,10 +17,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..evidence import DEFAULT_MIN_GAP
-from ._args import check_output_dir, integer, real
+from ..methods import LAM, MIN_GAP, OVERSAMPLE, RHO
+from ._args import check_output_dir, integer, parameter, real
 
-DEFAULT_METHODS = "random,offline,mopps,dots,bots,dapo"
+# The simulator's table order (bots_rft.simulate.experiment.TABLE_ORDER; not imported, so that
+# `bots --help` does not load the simulator).
+DEFAULT_METHODS = "random,offline,mopps,dots,bots,dynamic"
 DEFAULT_SWEEP = "0,0.05,0.1,0.2,0.5,1"
 
 
@@ -36,13 +38,14 @@ def _floats(text: str) -> tuple[float, ...]:
 
 
 def _names(text: str) -> tuple[str, ...]:
-    from ..simulate.experiment import METHODS
+    """Method names (or aliases) of the method table, as their canonical names."""
+    from ..methods import METHODS, method, method_names
 
     names = tuple(v.strip().lower() for v in text.split(",") if v.strip())
-    unknown = [n for n in names if n not in METHODS]
+    unknown = [n for n in names if n not in method_names(aliases=True)]
     if unknown or not names:
         raise argparse.ArgumentTypeError(f"unknown method(s) {unknown or text!r}; known: {', '.join(METHODS)}")
-    return names
+    return tuple(method(n).name for n in names)
 
 
 def _override(text: str) -> tuple[str, str]:
@@ -67,19 +70,19 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
     p.add_argument("--seeds", type=integer(1), default=3, help="number of seeds, 0..N-1 (default 3)")
     p.add_argument("--first-seed", type=integer(0), default=0, help="first seed (default 0)")
     p.add_argument("--methods", type=_names, default=tuple(DEFAULT_METHODS.split(",")),
-                   help=f"comma-separated, from {DEFAULT_METHODS} (default all)")
-    p.add_argument("--lam", type=real(0.0, 1.0), default=0.1, help="BOTS λ (default 0.1)")
-    p.add_argument("--rho", type=real(0.0, 1.0), default=0.1, help="BOTS ρ (default 0.1)")
+                   help=f"comma-separated, from {DEFAULT_METHODS} ('dapo' is dynamic; default all)")
+    p.add_argument("--lam", type=parameter(LAM), default=LAM.default, help=f"BOTS λ (default {LAM.default:g})")
+    p.add_argument("--rho", type=parameter(RHO), default=RHO.default, help=f"BOTS ρ (default {RHO.default:g})")
     p.add_argument("--rho-sweep", type=_floats, default=_floats(DEFAULT_SWEEP),
                    help=f"ρ values at λ=--lam, or 'none' (default {DEFAULT_SWEEP})")
     p.add_argument("--lam-sweep", type=_floats, default=_floats(DEFAULT_SWEEP),
                    help=f"λ values at ρ=--rho, or 'none' (default {DEFAULT_SWEEP})")
     p.add_argument("--sampling-ablation", action=argparse.BooleanOptionalAction, default=True,
                    help="also run BOTS with the posterior mean instead of Thompson sampling")
-    p.add_argument("--dapo-oversample", type=real(1.0), default=3.0,
-                   help="DAPO generation batch as a multiple of the batch (default 3)")
-    p.add_argument("--min-gap", type=real(0.0, 1.0, high_open=True), default=DEFAULT_MIN_GAP,
-                   help="interpolation estimator: skip batches whose mean references differ by less (default: 1e-6)")  # fmt: skip
+    p.add_argument("--dapo-oversample", type=parameter(OVERSAMPLE), default=OVERSAMPLE.default,
+                   help=f"DAPO generation batch as a multiple of the batch (default {OVERSAMPLE.default:g})")
+    p.add_argument("--min-gap", type=parameter(MIN_GAP), default=MIN_GAP.default,
+                   help=f"interpolation estimator: skip batches whose mean references differ by less (default: {MIN_GAP.default:g})")
     p.add_argument("--groups", type=integer(1), default=8, help="skill groups of the simulated pool")
     p.add_argument("--eval-tasks", type=integer(1), default=4096, help="held-out tasks (default 4096)")
     p.add_argument("--learner", type=_override, action="append", default=[], metavar="KEY=VALUE",
@@ -90,7 +93,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
     p.add_argument("--overwrite", action="store_true", help="write into a --out directory that holds files")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.set_defaults(func=main)  # fmt: skip
+    p.set_defaults(func=main)
 
 
 def _learner_overrides(pairs: list[tuple[str, str]]) -> dict[str, Any]:
@@ -123,7 +126,7 @@ def command_line(args: argparse.Namespace) -> str:
         "--sampling-ablation" if args.sampling_ablation else "--no-sampling-ablation",
         "--dapo-oversample", f"{args.dapo_oversample:g}", "--groups", str(args.groups),
         "--eval-tasks", str(args.eval_tasks),
-    ]  # fmt: skip
+    ]
     for key, value in args.learner:
         parts += ["--learner", f"{key}={value}"]
     return shlex.join(parts)
@@ -139,7 +142,7 @@ def build_config(args: argparse.Namespace) -> Any:
     learner = LearnerConfig(**{
         "num_tasks": args.tasks, "n_rollouts": args.rollouts, "num_groups": args.groups,
         "eval_tasks": args.eval_tasks, **_learner_overrides(args.learner),
-    })  # fmt: skip
+    })
     threads = None if args.threads == 0 else args.threads
     return SimConfig(
         learner=learner, steps=args.steps, batch_size=args.batch,
@@ -148,7 +151,7 @@ def build_config(args: argparse.Namespace) -> Any:
         rho_sweep=tuple(args.rho_sweep), lam_sweep=tuple(args.lam_sweep),
         sampling_ablation=args.sampling_ablation, dapo_oversample=args.dapo_oversample,
         min_gap=args.min_gap, threads=threads,
-    )  # fmt: skip
+    )
 
 
 def main(args: argparse.Namespace) -> int:
@@ -160,7 +163,7 @@ def main(args: argparse.Namespace) -> int:
     check_output_dir(out, "--out", overwrite=args.overwrite)  # before the run, not after it
     cmd = command_line(args)
     print(f"bots simulate: {config.learner.num_tasks:,} tasks, {config.steps} steps, batch "
-          f"{config.batch_size}, {config.learner.n_rollouts} rollouts, seeds {list(config.seeds)}")  # fmt: skip
+          f"{config.batch_size}, {config.learner.n_rollouts} rollouts, seeds {list(config.seeds)}")
     result = run_experiment(config, progress=not args.no_progress)
     written = write_outputs(result, out, command=cmd, plots=not args.no_plots)
     for group in result.groups:
