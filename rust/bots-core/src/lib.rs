@@ -1,30 +1,60 @@
 //! Pure Rust core of bots-rft: Bayesian Online Task Selection (BOTS).
 //!
 //! Each task keeps a Beta(alpha, beta) posterior over its success probability. [`update`] folds a
-//! step's rollout results (explicit evidence) and predictions for the other tasks (implicit
-//! evidence) into every posterior; [`select`] picks the tasks whose (sampled or mean) success
-//! rate is nearest a target. The crate has no Python dependency; `bots-py` binds it.
+//! step's rollout results (explicit evidence, a [`Batch`] built by [`aggregate`]) and predictions
+//! for the other tasks (implicit [`Evidence`]) into every posterior; [`select`] picks the tasks
+//! whose sampled ([`Scoring::Thompson`]) or mean ([`Scoring::Greedy`]) success rate is nearest a
+//! target; [`step`] does both in one pass over the pool. The crate has no Python dependency;
+//! `bots-py` binds it. Every public function checks its input and returns a [`CoreError`] naming
+//! the argument.
 //!
 //! Determinism contract: task j's Thompson draw in a selection is a function of
 //! `(seed, selection counter, j, alpha_j, beta_j)` only (counter-based Philox4x32-10 streams, see
-//! `kernel.rs`), so results do not depend on the number of threads, the chunking, the instruction
-//! set or the other tasks, and a restored selection counter reproduces the same draws.
+//! [`thompson_draws`]), so results do not depend on the number of threads, the chunking, the
+//! instruction set or the other tasks, and a restored selection counter reproduces the same draws.
+//!
+//! # Layout
+//!
+//! Modules form layers; a module uses only modules of lower layers (no cycles):
+//!
+//! 1. `error` ([`CoreError`]); `rng` (scalar xoshiro streams); `lanes` (element-wise Philox,
+//!    `ln`, `sincos` that the vectoriser widens); `backend` ([`Backend`] detection and the
+//!    `multiversion!` macro that compiles a kernel per instruction set).
+//! 2. `types`: the vocabulary ([`Prior`], [`Evidence`], [`Batch`], [`UpdateArgs`],
+//!    [`SelectArgs`], [`Selection`], ...) and the checks of each input.
+//! 3. `sampler`: the exact scalar f64 Beta sampler ([`beta_draws`]).
+//! 4. `batch`: [`aggregate`] and [`batch_capability`]; `update_kernel`: the update rule over one
+//!    chunk; `thompson`: the vectorised Thompson draw of one chunk ([`thompson_draws`]); `topk`:
+//!    the running top-B list with its shared admission bound.
+//! 5. `score`: one chunk scored (greedy or Thompson) into a worker's top-B list, and the fused
+//!    per-chunk pass, compiled per backend.
+//! 6. `step`: the parallel passes over the pool ([`step`], [`select_only`], [`update`], [`select`]).
+//!
+//! `profile` (diagnostics) times the Thompson draw's stages one by one on the calling thread.
 
-pub mod error;
-pub mod kernel;
-pub mod lanes;
-pub mod rng;
-pub mod sampler;
-pub mod select;
-pub mod step;
-pub mod update;
+mod backend;
+mod batch;
+mod error;
+mod lanes;
+pub mod profile;
+mod rng;
+mod sampler;
+mod score;
+mod step;
+mod thompson;
+mod topk;
+mod types;
+mod update_kernel;
 
-pub use error::{CoreError, ErrorKind};
-pub use kernel::{available_backends, backend, set_backend, Backend};
-pub use select::{select, Exclude, Scoring, SelectArgs, Selection};
-pub use step::step;
-pub use update::{aggregate, batch_capability, update, Batch, Evidence, Prior, UpdateArgs, UpdateParams, DEFAULT_MIN_GAP};
+#[cfg(test)]
+mod tests;
 
-/// Tasks per unit of parallel work (and per fused update + select pass over cache-resident data).
-/// Draws do not depend on it.
-pub const CHUNK: usize = 1024;
+pub use backend::{available_backends, backend, set_backend, Backend};
+pub use batch::{aggregate, batch_capability};
+pub use error::{CoreError, ErrorKind, Result};
+pub use sampler::beta_draws;
+pub use step::{select, select_only, step, update};
+pub use thompson::thompson_draws;
+pub use types::{
+    check_evidence, Batch, Evidence, Exclude, Prior, Scoring, SelectArgs, Selection, UpdateArgs, UpdateParams, CHUNK, DEFAULT_MIN_GAP,
+};

@@ -82,10 +82,22 @@ mod tests {
 
     #[test]
     fn streams_are_reproducible_and_distinct() {
-        let a: Vec<u64> = { let mut r = Xoshiro256pp::for_key(1, 2, 3); (0..4).map(|_| r.next_u64()).collect() };
-        let b: Vec<u64> = { let mut r = Xoshiro256pp::for_key(1, 2, 3); (0..4).map(|_| r.next_u64()).collect() };
-        let c: Vec<u64> = { let mut r = Xoshiro256pp::for_key(1, 2, 4); (0..4).map(|_| r.next_u64()).collect() };
-        let d: Vec<u64> = { let mut r = Xoshiro256pp::for_key(1, 3, 3); (0..4).map(|_| r.next_u64()).collect() };
+        let a: Vec<u64> = {
+            let mut r = Xoshiro256pp::for_key(1, 2, 3);
+            (0..4).map(|_| r.next_u64()).collect()
+        };
+        let b: Vec<u64> = {
+            let mut r = Xoshiro256pp::for_key(1, 2, 3);
+            (0..4).map(|_| r.next_u64()).collect()
+        };
+        let c: Vec<u64> = {
+            let mut r = Xoshiro256pp::for_key(1, 2, 4);
+            (0..4).map(|_| r.next_u64()).collect()
+        };
+        let d: Vec<u64> = {
+            let mut r = Xoshiro256pp::for_key(1, 3, 3);
+            (0..4).map(|_| r.next_u64()).collect()
+        };
         assert_eq!(a, b);
         assert_ne!(a, c);
         assert_ne!(a, d);

@@ -1,10 +1,12 @@
-//! Beta draws as a ratio of Marsaglia–Tsang gamma draws.
+//! The exact scalar Beta sampler (f64): a ratio of Marsaglia–Tsang gamma draws. It serves the
+//! tasks the vectorised Thompson draw leaves to it (shapes below 1) and [`beta_draws`].
 //!
 //! Shapes below 1 use the boost Gamma(a) = Gamma(a + 1) · U^(1/a), carried in log space so
 //! that tiny shapes (whose draws underflow f64) still give a well-defined Beta draw.
 
-use crate::lanes::ln;
+use crate::error::{CoreError, Result};
 use crate::rng::Xoshiro256pp;
+use crate::types::is_shape;
 
 /// Marsaglia & Tsang (2000) for shape >= 1: returns (d, v³) of the accepted attempt; the draw
 /// is d·v³. Callers take it as is or in log space.
@@ -37,14 +39,14 @@ fn ln_gamma_ge1(shape: f64, rng: &mut Xoshiro256pp) -> f64 {
 
 /// Gamma(shape, 1) draw for shape >= 1 (not in log space: cheaper when no boost is needed).
 #[inline]
-pub fn gamma_ge1(shape: f64, rng: &mut Xoshiro256pp) -> f64 {
+pub(crate) fn gamma_ge1(shape: f64, rng: &mut Xoshiro256pp) -> f64 {
     let (d, v3) = marsaglia_tsang(shape, rng);
     d * v3
 }
 
 /// log of a Gamma(shape, 1) draw for any shape > 0.
 #[inline]
-pub fn ln_gamma(shape: f64, rng: &mut Xoshiro256pp) -> f64 {
+pub(crate) fn ln_gamma(shape: f64, rng: &mut Xoshiro256pp) -> f64 {
     if shape >= 1.0 {
         ln_gamma_ge1(shape, rng)
     } else {
@@ -55,7 +57,7 @@ pub fn ln_gamma(shape: f64, rng: &mut Xoshiro256pp) -> f64 {
 
 /// One Beta(a, b) draw, a, b > 0. Always in [0, 1], never NaN.
 #[inline]
-pub fn beta(a: f64, b: f64, rng: &mut Xoshiro256pp) -> f64 {
+pub(crate) fn beta(a: f64, b: f64, rng: &mut Xoshiro256pp) -> f64 {
     if a >= 1.0 && b >= 1.0 {
         let x = gamma_ge1(a, rng);
         let y = gamma_ge1(b, rng);
@@ -68,28 +70,19 @@ pub fn beta(a: f64, b: f64, rng: &mut Xoshiro256pp) -> f64 {
     }
 }
 
-/// One Marsaglia–Tsang attempt in f32 for shape >= 1, given a standard normal `z` and a uniform
-/// `u`: the draw and whether it was accepted. Branch-free so that loops over it vectorise; a
-/// rejected draw must be replaced by a fresh independent one (accepted draws are exact).
-#[inline(always)]
-pub fn gamma_attempt(shape: f32, z: f32, u: f32) -> (f32, bool) {
-    let d = shape - 1.0 / 3.0;
-    let c = 1.0 / (9.0 * d).sqrt();
-    let v = 1.0 + c * z;
-    let v3 = v * v * v;
-    let z2 = z * z;
-    let squeeze = u < 1.0 - 0.0331 * z2 * z2;
-    // The log test decides what the squeeze does not; v3 <= 0 lanes are rejected anyway.
-    let full = ln(u) < 0.5 * z2 + d * (1.0 - v3 + ln(v3.max(f32::MIN_POSITIVE)));
-    (d * v3, (v > 0.0) & (squeeze | full))
-}
-
-/// `out.len()` Beta(a, b) draws from one seeded stream (for distribution tests).
-pub fn beta_draws(a: f64, b: f64, seed: u64, out: &mut [f64]) {
+/// `out.len()` Beta(a, b) draws from one seeded stream (for distribution tests). Errors name `a`
+/// or `b` when it is not finite and > 0.
+pub fn beta_draws(a: f64, b: f64, seed: u64, out: &mut [f64]) -> Result<()> {
+    for (name, shape) in [("a", a), ("b", b)] {
+        if !is_shape(shape) {
+            return Err(CoreError::value(name, format!("must be finite and > 0, got {shape}")));
+        }
+    }
     let mut rng = Xoshiro256pp::from_seed(seed);
     for x in out.iter_mut() {
         *x = beta(a, b, &mut rng);
     }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -98,7 +91,7 @@ mod tests {
 
     fn moments(a: f64, b: f64) -> (f64, f64) {
         let mut v = vec![0.0; 200_000];
-        beta_draws(a, b, 11, &mut v);
+        beta_draws(a, b, 11, &mut v).unwrap();
         let n = v.len() as f64;
         let m = v.iter().sum::<f64>() / n;
         let var = v.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / (n - 1.0);
@@ -118,9 +111,18 @@ mod tests {
     }
 
     #[test]
+    fn beta_draws_rejects_shapes_that_are_not_finite_and_positive() {
+        let mut v = vec![0.0; 4];
+        for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+            assert_eq!(beta_draws(bad, 1.0, 1, &mut v).unwrap_err().argument, "a", "{bad}");
+            assert_eq!(beta_draws(1.0, bad, 1, &mut v).unwrap_err().argument, "b", "{bad}");
+        }
+    }
+
+    #[test]
     fn tiny_shapes_stay_in_range() {
         let mut v = vec![0.0; 10_000];
-        beta_draws(1e-4, 1e-4, 3, &mut v);
+        beta_draws(1e-4, 1e-4, 3, &mut v).unwrap();
         assert!(v.iter().all(|x| x.is_finite() && (0.0..=1.0).contains(x)));
         // Mass piles at the ends, half near each.
         let low = v.iter().filter(|&&x| x < 0.5).count() as f64 / v.len() as f64;

@@ -1,16 +1,24 @@
-//! One pass over the pool: the posterior update and the top-B selection, fused so each
-//! chunk is updated and then sampled while it is still in cache.
+//! The entry points: one parallel pass over the pool that updates every posterior and selects
+//! the top B, fused so that each chunk is updated and then scored while it is still in cache;
+//! and the update-only and select-only forms of it.
 
 use rayon::prelude::*;
 
-use crate::error::{CoreError, Result};
-use crate::kernel::{self, ChunkScore, ChunkUpdate, Worker};
-use crate::select::{SelectArgs, Selection, TopK};
-use crate::update::UpdateArgs;
-use crate::CHUNK;
+use crate::backend;
+use crate::error::Result;
+use crate::score::{run_score_chunk, run_step_chunk, ChunkScore, Worker};
+use crate::topk::TopK;
+use crate::types::{
+    invalid_shape, is_shape, pool_len, Batch, Evidence, Exclude, Prior, Scoring, SelectArgs, Selection, UpdateArgs, UpdateParams, CHUNK,
+};
+use crate::update_kernel::ChunkUpdate;
 
 /// Applies `update` (if any) to every task, then selects (if asked) from the updated posterior.
-/// Everything is validated before anything is written: on error the posterior is unchanged.
+///
+/// Every argument is validated before anything is written: on an invalid argument the posterior
+/// is unchanged. A selection also checks the posterior it scores (every alpha and beta must be
+/// finite and positive, which valid updates of a valid posterior keep): it reports the first
+/// invalid task as an error naming `alpha` or `beta`, after this step's update has been applied.
 pub fn step(alpha: &mut [f64], beta: &mut [f64], update: Option<UpdateArgs>, select: Option<SelectArgs>) -> Result<Option<Selection>> {
     let n = pool_len(alpha, beta)?;
     if let Some(u) = &update {
@@ -34,7 +42,7 @@ pub fn step(alpha: &mut [f64], beta: &mut [f64], update: Option<UpdateArgs>, sel
         return Ok(select.map(|_| Selection::empty()));
     }
     let k = select.as_ref().map_or(0, |s| s.k);
-    let backend = kernel::backend();
+    let backend = backend::backend();
     let shared = TopK::shared_bound(select.and_then(|s| s.hint));
     let best = alpha
         .par_chunks_mut(CHUNK)
@@ -43,7 +51,7 @@ pub fn step(alpha: &mut [f64], beta: &mut [f64], update: Option<UpdateArgs>, sel
         .fold(
             || Worker::new(k, &shared),
             |mut worker, (c, (a, b))| {
-                kernel::run_chunk(backend, a, b, c * CHUNK, chunk_update.as_ref(), chunk_score.as_ref(), &mut worker);
+                run_step_chunk(backend, a, b, c * CHUNK, chunk_update.as_ref(), chunk_score.as_ref(), &mut worker);
                 worker
             },
         )
@@ -51,8 +59,8 @@ pub fn step(alpha: &mut [f64], beta: &mut [f64], update: Option<UpdateArgs>, sel
     match select {
         None => Ok(None),
         Some(s) => {
-            let chosen = best.into_selection();
-            if chosen.ids.len() < s.k {
+            let chosen = best.finish().map_err(|j| invalid_task(alpha, beta, j))?;
+            if chosen.ids.len() < s.k && s.hint.is_some() {
                 // The hint was tighter than the k-th distance: select again, without it, from the
                 // posterior this pass has just updated (same draws, so the same result as one pass).
                 return select_only(alpha, beta, SelectArgs { hint: None, ..s }).map(Some);
@@ -62,14 +70,16 @@ pub fn step(alpha: &mut [f64], beta: &mut [f64], update: Option<UpdateArgs>, sel
     }
 }
 
-fn pool_len(alpha: &[f64], beta: &[f64]) -> Result<usize> {
-    if beta.len() != alpha.len() {
-        return Err(CoreError::shape("beta", format!("has length {}, alpha has {}", beta.len(), alpha.len())));
+/// The error naming the first invalid value of task `j`.
+fn invalid_task(alpha: &[f64], beta: &[f64], j: usize) -> crate::CoreError {
+    if is_shape(alpha[j]) {
+        invalid_shape("beta", j, beta[j])
+    } else {
+        invalid_shape("alpha", j, alpha[j])
     }
-    Ok(alpha.len())
 }
 
-/// Selection from a read-only posterior.
+/// Selection from a read-only posterior (see [`step`]).
 pub fn select_only(alpha: &[f64], beta: &[f64], args: SelectArgs) -> Result<Selection> {
     let n = pool_len(alpha, beta)?;
     args.validate(n)?;
@@ -77,7 +87,7 @@ pub fn select_only(alpha: &[f64], beta: &[f64], args: SelectArgs) -> Result<Sele
         return Ok(Selection::empty());
     }
     let score = ChunkScore { target: args.target, scoring: args.scoring, exclude: args.exclude };
-    let backend = kernel::backend();
+    let backend = backend::backend();
     let shared = TopK::shared_bound(args.hint);
     let best = alpha
         .par_chunks(CHUNK)
@@ -86,42 +96,36 @@ pub fn select_only(alpha: &[f64], beta: &[f64], args: SelectArgs) -> Result<Sele
         .fold(
             || Worker::new(args.k, &shared),
             |mut worker, (c, (a, b))| {
-                kernel::run_score(backend, a, b, c * CHUNK, &score, &mut worker);
+                run_score_chunk(backend, a, b, c * CHUNK, &score, &mut worker);
                 worker
             },
         )
         .reduce(|| Worker::new(args.k, &shared), Worker::merge);
-    let chosen = best.into_selection();
-    if chosen.ids.len() < args.k {
+    let chosen = best.finish().map_err(|j| invalid_task(alpha, beta, j))?;
+    if chosen.ids.len() < args.k && args.hint.is_some() {
         // See `step`: a too-tight hint; the full selection without it.
         return select_only(alpha, beta, SelectArgs { hint: None, ..args });
     }
     Ok(chosen)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::rng::Xoshiro256pp;
-    use crate::{Exclude, Scoring};
+/// Applies one step's update to every task (see [`step`]). On error nothing is modified.
+pub fn update(
+    alpha: &mut [f64],
+    beta: &mut [f64],
+    prior_alpha: Prior,
+    prior_beta: Prior,
+    batch: &Batch,
+    evidence: Evidence,
+    params: UpdateParams,
+) -> Result<()> {
+    let args = UpdateArgs { prior_alpha, prior_beta, batch, evidence, params };
+    step(alpha, beta, Some(args), None).map(|_| ())
+}
 
-    #[test]
-    fn a_hint_never_changes_the_result() {
-        let n = 6 * CHUNK + 9;
-        let mut r = Xoshiro256pp::from_seed(4);
-        let a: Vec<f64> = (0..n).map(|_| 1.0 + 20.0 * r.open01()).collect();
-        let b: Vec<f64> = (0..n).map(|_| 1.0 + 20.0 * r.open01()).collect();
-        for scoring in [Scoring::Greedy, Scoring::Thompson { seed: 3, counter: 1 }] {
-            let args = SelectArgs { k: 200, target: 0.5, scoring, exclude: Exclude::None, hint: None };
-            let exact = select_only(&a, &b, args).unwrap();
-            // Loose, exact and far too tight hints (the last forces the fallback).
-            for hint in [1.0, exact.kth_distance, exact.kth_distance * 1.5, exact.kth_distance * 0.5, 0.0] {
-                let got = select_only(&a, &b, SelectArgs { hint: Some(hint), ..args }).unwrap();
-                assert_eq!(got, exact, "{scoring:?} hint {hint}");
-                let (mut a2, mut b2) = (a.clone(), b.clone());
-                let fused = step(&mut a2, &mut b2, None, Some(SelectArgs { hint: Some(hint), ..args })).unwrap().unwrap();
-                assert_eq!(fused, exact);
-            }
-        }
-    }
+/// Returns the `k` selectable tasks whose estimated success rate is nearest `target`, best
+/// first, ties to the lower index (see [`select_only`]). Fails if fewer than `k` tasks are
+/// selectable.
+pub fn select(alpha: &[f64], beta: &[f64], k: usize, target: f64, scoring: Scoring, exclude: Exclude) -> Result<Vec<usize>> {
+    select_only(alpha, beta, SelectArgs { k, target, scoring, exclude, hint: None }).map(|s| s.ids)
 }

@@ -83,7 +83,7 @@ fn batch_capability(
 #[pyfunction]
 fn check_predicted(py: Python<'_>, predicted: PyReadonlyArray1<'_, f64>, num_tasks: usize) -> PyResult<()> {
     let p = slice(&predicted, "predicted")?;
-    py.detach(|| core::update::check_evidence(&core::Evidence::Predicted(p), num_tasks)).map_err(core_err)
+    py.detach(|| core::check_evidence(&core::Evidence::Predicted(p), num_tasks)).map_err(core_err)
 }
 
 /// (ids as int64, distance of the last selected task).
@@ -151,7 +151,7 @@ fn select<'py>(
         _ => core::Exclude::None,
     };
     let args = core::SelectArgs { k: select.k, target: select.target, scoring: select.scoring, exclude, hint: select.bound_hint };
-    let chosen = py.detach(|| pools::run(threads, || core::step::select_only(a, b, args)))?.map_err(core_err)?;
+    let chosen = py.detach(|| pools::run(threads, || core::select_only(a, b, args)))?.map_err(core_err)?;
     Ok(selection_to_py(py, chosen))
 }
 
@@ -189,7 +189,7 @@ fn thompson_draws<'py>(
         None => core::backend(),
     };
     let mut out = vec![0f32; a.len()];
-    py.detach(|| pools::run(threads, || core::kernel::thompson_draws(backend, a, b, seed, counter, &mut out)))?;
+    py.detach(|| pools::run(threads, || core::thompson_draws(backend, a, b, seed, counter, &mut out)))?.map_err(core_err)?;
     Ok(PyArray1::from_vec(py, out))
 }
 
@@ -224,7 +224,7 @@ fn beta_draws<'py>(py: Python<'py>, a: f64, b: f64, size: usize, seed: u64) -> P
         return Err(errors::invalid_argument("b", format!("must be finite and > 0, got {b}")));
     }
     let mut out = vec![0.0; size];
-    py.detach(|| core::sampler::beta_draws(a, b, seed, &mut out));
+    py.detach(|| core::beta_draws(a, b, seed, &mut out)).map_err(core_err)?;
     Ok(PyArray1::from_vec(py, out))
 }
 

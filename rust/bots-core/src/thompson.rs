@@ -1,0 +1,369 @@
+//! The Thompson draw: one exact Beta(alpha_j, beta_j) variate per task, vectorised over blocks of
+//! tasks, as a function of `(seed, counter, j, alpha_j, beta_j)` only.
+//!
+//! Task j's k-th try uses the four 32-bit words of Philox4x32-10 at counter (j, counter, k) under
+//! a key derived from the seed. One try is a Box–Muller pair of normals (one per gamma) and a
+//! Marsaglia–Tsang attempt for each of Gamma(alpha) and Gamma(beta) in f32; the draw is
+//! x / (x + y). A block of tasks takes its first try in stages (below), one short loop each; the
+//! tasks whose pair of gamma attempts was rejected (a few percent) are tried again, compacted,
+//! with the next k, until accepted. Accepted tries are exact draws, and redrawing the pair as a
+//! unit keeps them so. Tasks with a shape below 1 (or beyond f32) take the exact scalar f64
+//! sampler on a stream keyed by (seed, counter, j).
+
+use crate::backend::{multiversion, Backend};
+use crate::error::{CoreError, Result};
+use crate::lanes::{ln, open01, philox4x32, sincos_turns, BLOCK};
+use crate::rng::Xoshiro256pp;
+use crate::sampler;
+use crate::types::{check_shapes, pool_len, CHUNK};
+
+/// Where a chunk's draws go: a whole block at once (task offsets relative to the chunk).
+pub(crate) trait DrawSink {
+    fn block(&mut self, start: usize, draws: &[f32]);
+}
+
+/// Writes draws to a buffer.
+struct Store<'a>(&'a mut [f32]);
+
+impl DrawSink for Store<'_> {
+    #[inline(always)]
+    fn block(&mut self, start: usize, draws: &[f32]) {
+        self.0[start..start + draws.len()].copy_from_slice(draws);
+    }
+}
+
+/// The Philox key of every draw in selection `(seed, counter)`.
+#[inline]
+pub(crate) fn philox_key(seed: u64, counter: u64) -> [u32; 2] {
+    let k = Xoshiro256pp::for_key(seed, counter, u64::MAX).next_u64();
+    [k as u32, (k >> 32) as u32]
+}
+
+/// Philox counter of task `j`'s `attempt`-th try in selection `counter`. Pools up to 2^48 tasks.
+#[inline(always)]
+fn task_counter(j: u64, counter: u64, attempt: u32) -> [u32; 4] {
+    [j as u32, counter as u32, (counter >> 32) as u32, (j >> 32) as u32 | (attempt << 16)]
+}
+
+/// One Marsaglia–Tsang attempt in f32 for shape >= 1, given a standard normal `z` and a uniform
+/// `u`: the draw and whether it was accepted. Branch-free so that loops over it vectorise; a
+/// rejected draw must be replaced by a fresh independent one (accepted draws are exact).
+#[inline(always)]
+fn gamma_attempt(shape: f32, z: f32, u: f32) -> (f32, bool) {
+    let d = shape - 1.0 / 3.0;
+    let c = 1.0 / (9.0 * d).sqrt();
+    let v = 1.0 + c * z;
+    let v3 = v * v * v;
+    let z2 = z * z;
+    let squeeze = u < 1.0 - 0.0331 * z2 * z2;
+    // The log test decides what the squeeze does not; v3 <= 0 lanes are rejected anyway.
+    let full = ln(u) < 0.5 * z2 + d * (1.0 - v3 + ln(v3.max(f32::MIN_POSITIVE)));
+    (d * v3, (v > 0.0) & (squeeze | full))
+}
+
+/// One whole try at a Beta(a, b) draw from four uniform words (the compacted retries; the first
+/// try of a block computes exactly this, in stages).
+#[inline(always)]
+fn beta_attempt(sa: f32, sb: f32, w: [u32; 4]) -> (f32, bool) {
+    let r = (-2.0 * ln(open01(w[0]))).sqrt();
+    let (sn, cs) = sincos_turns(open01(w[1]));
+    let (xv, okx) = gamma_attempt(sa, r * cs, open01(w[2]));
+    let (yv, oky) = gamma_attempt(sb, r * sn, open01(w[3]));
+    (xv / (xv + yv), okx & oky)
+}
+
+/// Tries after which a task falls back to the scalar sampler (each try succeeds with probability
+/// above 0.9, so this never happens in practice; it only bounds the loop).
+const MAX_ATTEMPTS: u32 = 64;
+
+/// The sampler's working memory for one block, allocated once per worker thread and reused for
+/// every chunk it processes (zeroing it per chunk would cost more than the update pass).
+pub(crate) struct Scratch {
+    x: [f32; BLOCK],
+    ok: [bool; BLOCK],
+    words: [[u32; BLOCK]; 4],
+    shape_a: [f32; BLOCK],
+    shape_b: [f32; BLOCK],
+    z1: [f32; BLOCK],
+    z2: [f32; BLOCK],
+    gx: [f32; BLOCK],
+    // Compacted retries.
+    pending: [u16; BLOCK],
+    ra: [f32; BLOCK],
+    rb: [f32; BLOCK],
+    rw: [[u32; 4]; BLOCK],
+    rp: [f32; BLOCK],
+    rok: [bool; BLOCK],
+}
+
+impl Scratch {
+    pub(crate) fn new() -> Box<Self> {
+        Box::new(Self {
+            x: [0.0; BLOCK],
+            ok: [false; BLOCK],
+            words: [[0; BLOCK]; 4],
+            shape_a: [0.0; BLOCK],
+            shape_b: [0.0; BLOCK],
+            z1: [0.0; BLOCK],
+            z2: [0.0; BLOCK],
+            gx: [0.0; BLOCK],
+            pending: [0; BLOCK],
+            ra: [0.0; BLOCK],
+            rb: [0.0; BLOCK],
+            rw: [[0; 4]; BLOCK],
+            rp: [0.0; BLOCK],
+            rok: [false; BLOCK],
+        })
+    }
+}
+
+// The stages of a block's first try. Each is one short loop: LLVM vectorises each at its own
+// width, and the core overlaps the long polynomial chains of consecutive loops, which one large
+// loop body does not allow.
+
+/// Stage 1: the four Philox words of tasks `first..first + m`, first try.
+#[inline(always)]
+pub(crate) fn philox_stage(sc: &mut Scratch, first: usize, m: usize, counter: u64, key: [u32; 2]) {
+    for i in 0..m {
+        let w = philox4x32(task_counter((first + i) as u64, counter, 0), key);
+        sc.words[0][i] = w[0];
+        sc.words[1][i] = w[1];
+        sc.words[2][i] = w[2];
+        sc.words[3][i] = w[3];
+    }
+}
+
+/// Stage 2: the shapes in f32 and the Box–Muller pair of normals (words 0 and 1).
+#[inline(always)]
+pub(crate) fn normal_stage(sc: &mut Scratch, a: &[f64], b: &[f64]) {
+    let m = a.len();
+    for i in 0..m {
+        sc.shape_a[i] = a[i] as f32;
+        sc.shape_b[i] = b[i] as f32;
+    }
+    for i in 0..m {
+        let r = (-2.0 * ln(open01(sc.words[0][i]))).sqrt();
+        let (sn, cs) = sincos_turns(open01(sc.words[1][i]));
+        sc.z1[i] = r * cs;
+        sc.z2[i] = r * sn;
+    }
+}
+
+/// Stage 3: both gamma attempts (uniforms from words 2 and 3) and the ratio. Returns whether
+/// every task of the block was accepted on the vector path.
+#[inline(always)]
+pub(crate) fn gamma_stage(sc: &mut Scratch, m: usize) -> bool {
+    for i in 0..m {
+        let (xv, okx) = gamma_attempt(sc.shape_a[i], sc.z1[i], open01(sc.words[2][i]));
+        sc.gx[i] = xv;
+        sc.ok[i] = okx;
+    }
+    let mut all_ok = true;
+    for i in 0..m {
+        let (sa, sb) = (sc.shape_a[i], sc.shape_b[i]);
+        let (yv, oky) = gamma_attempt(sb, sc.z2[i], open01(sc.words[3][i]));
+        // Shapes below 1 (f32 compare is exact at 1.0) or beyond f32 take the exact scalar path.
+        let fine = sc.ok[i] & oky & (sa >= 1.0) & (sb >= 1.0) & (sa <= f32::MAX) & (sb <= f32::MAX);
+        sc.x[i] = sc.gx[i] / (sc.gx[i] + yv);
+        sc.ok[i] = fine;
+        all_ok &= fine;
+    }
+    all_ok
+}
+
+/// Thompson draws for tasks `base..base + a.len()`, handed to `sink` block by block in task
+/// order. Returns the first task whose shapes are not valid (not finite and > 0), if any: its
+/// draw is NaN.
+#[inline(always)]
+pub(crate) fn thompson_chunk(
+    a: &[f64],
+    b: &[f64],
+    base: usize,
+    seed: u64,
+    counter: u64,
+    sc: &mut Scratch,
+    sink: &mut impl DrawSink,
+) -> Option<usize> {
+    let key = philox_key(seed, counter);
+    let n = a.len();
+    let mut invalid = None;
+    let mut start = 0;
+    while start < n {
+        let m = BLOCK.min(n - start);
+        let (ab, bb) = (&a[start..start + m], &b[start..start + m]);
+        philox_stage(sc, base + start, m, counter, key);
+        normal_stage(sc, ab, bb);
+        if !gamma_stage(sc, m) {
+            let bad = retry_block(sc, ab, bb, base + start, seed, counter, key);
+            invalid = invalid.or(bad.map(|i| base + start + i));
+        }
+        sink.block(start, &sc.x[..m]);
+        start += m;
+    }
+    invalid
+}
+
+/// Redraws the tasks of a block whose first try was rejected (or whose shapes are below 1).
+/// Returns the first offset whose shapes are invalid (drawn as NaN).
+#[inline(always)]
+pub(crate) fn retry_block(sc: &mut Scratch, ab: &[f64], bb: &[f64], first: usize, seed: u64, counter: u64, key: [u32; 2]) -> Option<usize> {
+    let mut invalid = None;
+    let mut np = 0;
+    for i in 0..ab.len() {
+        if sc.ok[i] {
+            continue;
+        }
+        if !(crate::types::is_shape(ab[i]) && crate::types::is_shape(bb[i])) {
+            sc.x[i] = f32::NAN;
+            invalid = invalid.or(Some(i));
+        } else if ab[i] < 1.0 || bb[i] < 1.0 || sc.shape_a[i] > f32::MAX || sc.shape_b[i] > f32::MAX {
+            sc.x[i] = exact_redraw(ab[i], bb[i], seed, counter, (first + i) as u64);
+        } else {
+            sc.pending[np] = i as u16;
+            np += 1;
+        }
+    }
+    let mut attempt = 1;
+    while np > 0 && attempt < MAX_ATTEMPTS {
+        for t in 0..np {
+            let i = sc.pending[t] as usize;
+            sc.ra[t] = sc.shape_a[i];
+            sc.rb[t] = sc.shape_b[i];
+            sc.rw[t] = philox4x32(task_counter((first + i) as u64, counter, attempt), key);
+        }
+        for t in 0..np {
+            let (p, accepted) = beta_attempt(sc.ra[t], sc.rb[t], sc.rw[t]);
+            sc.rp[t] = p;
+            sc.rok[t] = accepted;
+        }
+        let mut keep = 0;
+        for t in 0..np {
+            let i = sc.pending[t] as usize;
+            if sc.rok[t] {
+                sc.x[i] = sc.rp[t];
+            } else {
+                sc.pending[keep] = i as u16;
+                keep += 1;
+            }
+        }
+        np = keep;
+        attempt += 1;
+    }
+    for t in 0..np {
+        let i = sc.pending[t] as usize;
+        sc.x[i] = exact_redraw(ab[i], bb[i], seed, counter, (first + i) as u64);
+    }
+    invalid
+}
+
+/// A fresh exact Beta draw for task `j` (scalar, f64), from its own stream.
+#[cold]
+fn exact_redraw(a: f64, b: f64, seed: u64, counter: u64, j: u64) -> f32 {
+    let mut rng = Xoshiro256pp::for_key(seed ^ 0x5DEE_CE66_D1CE_4E5B, counter, j);
+    sampler::beta(a, b, &mut rng) as f32
+}
+
+/// One chunk of draws into `out` (chunk `chunk` of the pool).
+#[inline(always)]
+fn draws_chunk(a: &[f64], b: &[f64], seed: u64, counter: u64, chunk: usize, sc: &mut Scratch, out: &mut [f32]) -> Option<usize> {
+    thompson_chunk(a, b, chunk * CHUNK, seed, counter, sc, &mut Store(out))
+}
+
+multiversion!(fn draws_chunk_on(a: &[f64], b: &[f64], seed: u64, counter: u64, chunk: usize, sc: &mut Scratch, out: &mut [f32]) -> Option<usize> => draws_chunk);
+
+/// The Thompson draws a selection with `(seed, counter)` makes, for every task, computed on
+/// `backend` (every backend gives the same bits). For distribution tests and diagnostics:
+/// selection itself never stores them.
+///
+/// Errors name the argument: `beta` or `out` of another length than `alpha`, a shape that is not
+/// finite and > 0.
+pub fn thompson_draws(backend: Backend, alpha: &[f64], beta: &[f64], seed: u64, counter: u64, out: &mut [f32]) -> Result<()> {
+    use rayon::prelude::*;
+    let n = pool_len(alpha, beta)?;
+    if out.len() != n {
+        return Err(CoreError::shape("out", format!("has length {}, alpha has {n}", out.len())));
+    }
+    check_shapes(alpha, beta)?;
+    out.par_chunks_mut(CHUNK).enumerate().for_each_init(Scratch::new, |sc, (c, o)| {
+        let lo = c * CHUNK;
+        let (a, b) = (&alpha[lo..lo + o.len()], &beta[lo..lo + o.len()]);
+        draws_chunk_on(backend, a, b, seed, counter, c, sc, o);
+    });
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::available_backends;
+
+    fn pool(n: usize) -> (Vec<f64>, Vec<f64>) {
+        let mut r = Xoshiro256pp::from_seed(3);
+        let a = (0..n).map(|i| if i % 97 == 0 { 0.4 } else { 1.0 + 30.0 * r.open01() }).collect();
+        let b = (0..n).map(|_| 1.0 + 30.0 * r.open01()).collect();
+        (a, b)
+    }
+
+    #[test]
+    fn every_backend_draws_the_same_bits() {
+        let n = 3 * CHUNK + 5;
+        let (a, b) = pool(n);
+        let mut reference = vec![0f32; n];
+        thompson_draws(Backend::Portable, &a, &b, 9, 4, &mut reference).unwrap();
+        for backend in available_backends() {
+            let mut out = vec![0f32; n];
+            thompson_draws(backend, &a, &b, 9, 4, &mut out).unwrap();
+            assert!(out.iter().zip(&reference).all(|(x, y)| x.to_bits() == y.to_bits()), "{backend:?} differs");
+        }
+        assert!(reference.iter().all(|p| (0.0..=1.0).contains(p)));
+    }
+
+    #[test]
+    fn vector_draws_have_beta_moments() {
+        for &(sa, sb) in &[(1.0, 1.0), (2.5, 40.0), (40.0, 2.5), (5000.0, 5000.0), (0.3, 0.5), (1.0, 0.5)] {
+            let n = 200_000;
+            let (a, b) = (vec![sa; n], vec![sb; n]);
+            for backend in available_backends() {
+                let mut out = vec![0f32; n];
+                thompson_draws(backend, &a, &b, 1, 0, &mut out).unwrap();
+                let m = out.iter().map(|&x| x as f64).sum::<f64>() / n as f64;
+                let v = out.iter().map(|&x| (x as f64 - m).powi(2)).sum::<f64>() / (n - 1) as f64;
+                let em = sa / (sa + sb);
+                let ev = sa * sb / ((sa + sb) * (sa + sb) * (sa + sb + 1.0));
+                assert!((m - em).abs() < 6.0 * (ev / n as f64).sqrt() + 1e-7, "{backend:?} mean {sa},{sb}: {m} vs {em}");
+                assert!((v - ev).abs() < 0.05 * ev, "{backend:?} var {sa},{sb}: {v} vs {ev}");
+            }
+        }
+    }
+
+    #[test]
+    fn thompson_draws_rejects_unequal_lengths() {
+        let (a, b) = pool(10);
+        let mut out = vec![0f32; 10];
+        assert_eq!(thompson_draws(Backend::Portable, &a, &b[..9], 1, 0, &mut out).unwrap_err().argument, "beta");
+        assert_eq!(thompson_draws(Backend::Portable, &a, &b, 1, 0, &mut out[..9]).unwrap_err().argument, "out");
+    }
+
+    #[test]
+    fn thompson_draws_rejects_shapes_that_are_not_finite_and_positive() {
+        for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+            let (mut a, mut b) = pool(2 * CHUNK);
+            let mut out = vec![0f32; a.len()];
+            a[1500] = bad;
+            let err = thompson_draws(Backend::Portable, &a, &b, 1, 0, &mut out).unwrap_err();
+            assert_eq!((err.argument, err.kind), ("alpha", crate::ErrorKind::Value), "{bad}");
+            assert!(err.message.contains("index 1500"), "{}", err.message);
+            a[1500] = 2.0;
+            b[7] = bad;
+            assert_eq!(thompson_draws(Backend::Portable, &a, &b, 1, 0, &mut out).unwrap_err().argument, "beta");
+        }
+    }
+
+    #[test]
+    fn shapes_beyond_f32_take_the_exact_path() {
+        let (a, b) = (vec![1e39, 3.0, 1e300], vec![2.0, 1e39, 1e300]);
+        let mut out = vec![0f32; 3];
+        thompson_draws(Backend::Portable, &a, &b, 1, 0, &mut out).unwrap();
+        assert!(out[0] > 0.999 && out[1] < 0.001 && (out[2] - 0.5).abs() < 1e-3, "{out:?}");
+    }
+}
