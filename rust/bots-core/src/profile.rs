@@ -58,27 +58,30 @@ impl StageTimes {
     }
 }
 
-/// The first try's stages over one chunk, up to stage `upto` (1: Philox, 2: + normals,
-/// 3: + gammas, 4: + retries).
+/// The first try's stages over one chunk, up to stage `UPTO` (1: Philox, 2: + normals,
+/// 3: + gammas, 4: + retries); a constant, so each variant compiles as production code does.
 #[inline(always)]
-fn partial_chunk(upto: u8, a: &[f64], b: &[f64], base: usize, seed: u64, counter: u64, sc: &mut Scratch) {
+fn partial_chunk<const UPTO: u8>(a: &[f64], b: &[f64], base: usize, seed: u64, counter: u64, sc: &mut Scratch) {
     let key = philox_key(seed, counter);
     let mut start = 0;
     while start < a.len() {
         let m = BLOCK.min(a.len() - start);
         let (ab, bb) = (&a[start..start + m], &b[start..start + m]);
         philox_stage(sc, base + start, m, counter, key);
-        if upto >= 2 {
+        if UPTO >= 2 {
             normal_stage(sc, ab, bb);
         }
-        if upto >= 3 && !gamma_stage(sc, m) && upto >= 4 {
+        if UPTO >= 3 && !gamma_stage(sc, m) && UPTO >= 4 {
             retry_block(sc, ab, bb, base + start, seed, counter, key);
         }
         start += m;
     }
 }
 
-multiversion!(fn partial_chunk_on(upto: u8, a: &[f64], b: &[f64], base: usize, seed: u64, counter: u64, sc: &mut Scratch) => partial_chunk);
+multiversion!(fn philox_on(a: &[f64], b: &[f64], base: usize, seed: u64, counter: u64, sc: &mut Scratch) => partial_chunk::<1>);
+multiversion!(fn normals_on(a: &[f64], b: &[f64], base: usize, seed: u64, counter: u64, sc: &mut Scratch) => partial_chunk::<2>);
+multiversion!(fn gammas_on(a: &[f64], b: &[f64], base: usize, seed: u64, counter: u64, sc: &mut Scratch) => partial_chunk::<3>);
+multiversion!(fn draw_on(a: &[f64], b: &[f64], base: usize, seed: u64, counter: u64, sc: &mut Scratch) => partial_chunk::<4>);
 
 /// Best of `reps` timings of `pass`, in ns per task.
 fn best_of(reps: usize, tasks: usize, mut pass: impl FnMut(u64)) -> f64 {
@@ -103,10 +106,12 @@ pub fn thompson_stages(backend: Backend, tasks: usize, reps: usize) -> StageTime
     let mut sc = Scratch::new();
     let seed = 7;
     let mut cumulative = Vec::new();
-    for (name, upto) in [("philox", 1), ("normals", 2), ("gammas", 3), ("draw", 4)] {
+    type Stage = fn(Backend, &[f64], &[f64], usize, u64, u64, &mut Scratch);
+    let stages: [(&str, Stage); 4] = [("philox", philox_on), ("normals", normals_on), ("gammas", gammas_on), ("draw", draw_on)];
+    for (name, stage) in stages {
         let t = best_of(reps, tasks, |counter| {
             for (c, (ca, cb)) in a.chunks(CHUNK).zip(b.chunks(CHUNK)).enumerate() {
-                partial_chunk_on(backend, upto, ca, cb, c * CHUNK, seed, counter, &mut sc);
+                stage(backend, ca, cb, c * CHUNK, seed, counter, &mut sc);
             }
         });
         cumulative.push((name, t));
