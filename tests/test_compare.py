@@ -10,7 +10,7 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from bots_rft.cli import main  # noqa: E402
-from bots_rft.train.report import (  # noqa: E402
+from bots_rft.report.training import (  # noqa: E402
     RunCurves,
     average_runs,
     comparison_rows,

@@ -43,7 +43,7 @@ def _evidence_section(cfg: Any, groups: Any) -> str:
     if not (cfg.weak_column and cfg.strong_column):
         return ""
     from ..data import TaskPool
-    from ..train.report import evidence_markdown
+    from ..report.training import evidence_markdown
 
     pool = TaskPool.load(cfg.pool)
     table = evidence_markdown(groups, pool.pass_rate(cfg.weak_column), pool.pass_rate(cfg.strong_column))
@@ -162,7 +162,7 @@ def main(args: argparse.Namespace) -> int:
     from ..errors import ConfigError
     from ..methods import METHODS, method, method_names
     from ..train.config import load_config, parse_overrides
-    from ..train.report import (
+    from ..report.training import (
         average_runs,
         comparison_markdown,
         load_run,

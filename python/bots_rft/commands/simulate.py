@@ -156,7 +156,9 @@ def build_config(args: argparse.Namespace) -> Any:
 
 def main(args: argparse.Namespace) -> int:
     from ..simulate.experiment import run_experiment
-    from ..simulate.report import GROUP_TITLES, group_rows, markdown_table, write_outputs
+    from ..report.simulation import GROUP_TITLES, group_rows
+    from ..report.simulation_files import write_outputs
+    from ..report.tables import markdown_table
 
     config = build_config(args)
     out = args.out or Path("runs") / time.strftime("simulate-%Y%m%d-%H%M%S")

@@ -2,9 +2,10 @@
 
 - :mod:`.learner`: the simulated world and policy (skill groups, latent difficulty, GRPO-like
   learning from p(1-p)-shaped signal, measured weak/strong reference pass rates, held-out set);
-- :mod:`.experiment`: methods, configs, and the loop that runs selectors against the learner;
-- :mod:`.report`: the paper's tables (TTB, BSF, ETR), CSV and JSON;
-- :mod:`.plots`: curves with 95% intervals, heatmaps, implicit-evidence quality.
+- :mod:`.experiment`: methods, configs, and the loop that runs selectors against the learner.
+
+Its tables, plots and files are in :mod:`bots_rft.report` (``simulation``, ``simulation_plots``,
+``simulation_files``).
 
 :func:`quick_comparison` is the short version used at the end of ``bots demo``.
 """
@@ -34,7 +35,8 @@ def quick_comparison(
 ) -> str:
     """Every method once on a small simulated pool (one seed, no sweeps; a few seconds) and
     return the comparison as a short markdown table with a one-line caption."""
-    from .report import group_rows, markdown_table
+    from ..report.simulation import group_rows
+    from ..report.tables import markdown_table
 
     for name, v, lo in (("num_tasks", num_tasks, 64), ("steps", steps, 4), ("seed", seed, 0)):
         if isinstance(v, bool) or not isinstance(v, int) or v < lo:

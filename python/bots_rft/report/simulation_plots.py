@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 
 from ..metrics import mean_ci
-from .experiment import ExperimentResult, MethodSpec
-from .report import GROUP_TITLES, heatmap_of
+from ..simulate.experiment import ExperimentResult, MethodSpec
+from .simulation import GROUP_TITLES, heatmap_of
 
 __all__ = ["write_plots"]
 
@@ -102,7 +102,7 @@ def plot_heatmaps(result: ExperimentResult, path: Path) -> Path | None:
     for ax, (label, spec) in zip(axes[:, 0], pairs):
         heat = heatmap_of(result, spec)
         im = ax.imshow(heat.T, origin="lower", aspect="auto", cmap="viridis", vmin=0,
-                       extent=(0.5, heat.shape[0] + 0.5, -0.5, n + 0.5))  # fmt: skip
+                       extent=(0.5, heat.shape[0] + 0.5, -0.5, n + 0.5))
         ax.set_title(f"{label}: share of selected tasks by empirical success rate", fontsize=10)
         ax.set_ylabel(f"successes / {n}")
         ax.set_xlabel("step")
@@ -136,7 +136,7 @@ def plot_evidence(result: ExperimentResult, path: Path) -> Path | None:
             data = [np.asarray(getattr(r, attr), dtype=np.float64) for r in recs]
             x = np.arange(1, data[0].size + 1)
             _band(ax, x, data, name, color)
-    for ax, (attr, title), lim in zip(axes, panels, ((-1, 1), (0, 1), (-1, 1), None)):
+    for ax, (_, title), lim in zip(axes, panels, ((-1, 1), (0, 1), (-1, 1), None)):
         ax.set_title(title, fontsize=10)
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)
@@ -156,7 +156,7 @@ def write_plots(result: ExperimentResult, out_dir: Path) -> list[Path]:
     for group in result.groups:
         out.append(plot_group(result, group, out_dir / f"curves_{group}.png"))
     for p in (plot_heatmaps(result, out_dir / "heatmap_random_vs_bots.png"),
-              plot_evidence(result, out_dir / "evidence_quality.png")):  # fmt: skip
+              plot_evidence(result, out_dir / "evidence_quality.png")):
         if p is not None:
             out.append(p)
     return out

@@ -21,13 +21,13 @@ from ..metrics import (
     roc_auc,
     time_to_baseline,
 )
-from ..simulate.report import Row, markdown_table
-from .logger import read_metrics
+from ..train.logger import read_metrics
+from .tables import Row, markdown_table
 
 __all__ = [
     "RunCurves", "load_run", "average_runs", "comparison_rows", "comparison_markdown", "timing_markdown",
     "seeds_markdown", "distinct_tasks", "evidence_quality", "evidence_markdown", "plot_runs",
-]  # fmt: skip
+]
 
 
 class RunCurves:
@@ -102,7 +102,7 @@ def comparison_rows(runs: list[RunCurves]) -> list[Row]:
             above_zero=float(np.nanmean(r.col("above_zero"))),
             rollouts=float(np.nanmean(r.col("rollouts")) / max(r.per_step, 1)),
             final=float(r.eval_acc[-1]) if len(r.evals) else float("nan"),
-        ))  # fmt: skip
+        ))
     return rows
 
 
@@ -120,7 +120,7 @@ def timing_markdown(runs: list[RunCurves]) -> str:
     for r in runs:
         med = {k: _median(r.col(k))
                for k in ("step_s", "gen_s", "reward_s", "train_s", "gen_tokens_per_s", "train_tokens_per_s",
-                         "select_ms", "update_ms")}  # fmt: skip
+                         "select_ms", "update_ms")}
         acc = r.eval_acc
         lines.append(
             f"| {r.label} | {med['step_s']:.2f} | {med['gen_s']:.2f} | {med['reward_s']:.2f} | {med['train_s']:.2f} "
@@ -211,10 +211,8 @@ def evidence_markdown(groups: dict[str, list[RunCurves]], weak: np.ndarray, stro
         if not qs:
             continue
 
-        def cell(key: str) -> str:
-            return _mean_pm([q[key] for q in qs], 2)
-
-        lines.append(f"| {label} | {cell('pearson')} | {cell('auc')} | {cell('final_mu')} | {len(qs)} |")
+        corr, auc, final_mu = (_mean_pm([q[key] for q in qs], 2) for key in ("pearson", "auc", "final_mu"))
+        lines.append(f"| {label} | {corr} | {auc} | {final_mu} | {len(qs)} |")
     return "\n".join(lines) if len(lines) > 2 else None
 
 
@@ -245,7 +243,7 @@ def plot_runs(runs: list[RunCurves] | dict[str, list[RunCurves]], path: str | Pa
         for ax, x, ys in panels:
             mean, half = mean_ci(np.stack(ys))
             ax.plot(x, mean, label=f"{label} ({len(members)} seeds)" if len(members) > 1 else label, color=color,
-                    lw=1.2, marker="o" if ax is axes[0] else None, ms=3)  # fmt: skip
+                    lw=1.2, marker="o" if ax is axes[0] else None, ms=3)
             if np.any(half > 0):
                 # Every panel is a rate in [0, 1]; a t-interval over 3 seeds can overshoot it.
                 lo, hi = np.clip(mean - half, 0.0, 1.0), np.clip(mean + half, 0.0, 1.0)
