@@ -6,7 +6,7 @@ goes through :class:`bots_rft.BOTS`), so a change of the binding's signatures is
 The four calls split one step of the selector into its parts:
 
 - ``update_pass``: the O(N) posterior update of one batch with interpolation evidence (``step``
-  without ``k``: no selection);
+  with an ``UpdateSpec`` and no ``SelectSpec``: no selection);
 - ``draw``: one Thompson draw per task (``thompson_draws``; it also writes the N float32 draws
   to a new array, which the fused selection never does);
 - ``greedy_select``: top-B on the posterior means (no sampling);
@@ -16,7 +16,6 @@ The four calls split one step of the selector into its parts:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -60,18 +59,10 @@ def make_state(wl: Workload) -> StageState:
     )
 
 
-# Bindings from before the typed spec objects took keyword arguments; remove once every build
-# has UpdateSpec/SelectSpec.
-_SPECS = hasattr(_core, "UpdateSpec")
-
-
 def update_pass(s: StageState, threads: int) -> None:
-    kwargs: dict[str, Any] = {"lam": LAM, "rho": RHO, "n_rollouts": float(N_ROLLOUTS), "weak": s.weak32,
-                              "strong": s.strong32, "capability": s.capability}  # fmt: skip
-    if _SPECS:
-        _core.step(s.alpha, s.beta, _core.UpdateSpec(s.batch, **kwargs), threads=threads)
-    else:
-        _core.step(s.alpha, s.beta, batch=s.batch, threads=threads, **kwargs)  # type: ignore[call-arg]
+    spec = _core.UpdateSpec(s.batch, lam=LAM, rho=RHO, n_rollouts=float(N_ROLLOUTS), weak=s.weak32, strong=s.strong32,
+                            capability=s.capability)  # fmt: skip
+    _core.step(s.alpha, s.beta, spec, threads=threads)
 
 
 def draw(s: StageState, counter: int, threads: int) -> npt.NDArray[np.float32]:
@@ -79,10 +70,8 @@ def draw(s: StageState, counter: int, threads: int) -> npt.NDArray[np.float32]:
 
 
 def _select(s: StageState, k: int, thompson: bool, counter: int, threads: int) -> npt.NDArray[np.int64]:
-    if _SPECS:
-        spec = _core.SelectSpec(k, target=TARGET, thompson=thompson, seed=SEED, counter=counter)
-        return _core.select(s.alpha, s.beta, spec, threads=threads)[0]
-    return _core.select(s.alpha, s.beta, k, TARGET, thompson, SEED, counter, threads=threads)[0]  # type: ignore[call-arg, arg-type, misc]
+    spec = _core.SelectSpec(k, target=TARGET, thompson=thompson, seed=SEED, counter=counter)
+    return _core.select(s.alpha, s.beta, spec, threads=threads)[0]
 
 
 def greedy_select(s: StageState, k: int, counter: int, threads: int) -> npt.NDArray[np.int64]:

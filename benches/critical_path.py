@@ -35,6 +35,8 @@ def missing_api() -> str | None:
     """Why this job cannot run on the installed bots-rft, or None when it can."""
     if "prefetch" not in inspect.signature(BOTS).parameters:
         return "bots_rft.BOTS has no `prefetch` parameter (background update pass not in this build)"
+    if not hasattr(BOTS, "take"):
+        return "bots_rft.BOTS has no `take` method (streaming interface not in this build)"
     return None
 
 
@@ -55,7 +57,7 @@ def make_selector(weak: np.ndarray, strong: np.ndarray, threads: int, prefetch: 
         evidence=Interpolation(weak, strong, momentum=MOMENTUM),
         seed=seed,
         threads=threads,
-        prefetch=prefetch,  # type: ignore[call-arg]  # absent before the background pass existed
+        prefetch=prefetch,
         **extra,
     )
 
@@ -98,7 +100,7 @@ def take_latency(n: int, threads: int, k: int, args: argparse.Namespace) -> dict
     awaiting: list[np.ndarray] = []
     for i in range(args.takes):
         t0 = time.perf_counter()
-        ids = sel.take(k, draw_size=TAKE_DRAW_SIZE)  # type: ignore[attr-defined]  # absent before streaming existed
+        ids = sel.take(k, draw_size=TAKE_DRAW_SIZE)
         t1 = time.perf_counter()
         if i >= args.warmup:
             take_ms.append((t1 - t0) * 1e3)
@@ -134,14 +136,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         )
     out["modes"] = modes
     out["identical_selections"] = modes["prefetch"]["selections_sha256"] == modes["sync"]["selections_sha256"]
-    if not hasattr(BOTS, "take"):  # (the two landed separately)
-        out["take_skipped"] = "bots_rft.BOTS has no `take` method (streaming interface not in this build)"
-    else:
-        out["take"] = []
-        for k in TAKE_SIZES:
-            r = take_latency(n, threads, k, args)
-            out["take"].append(r)
-            print(f"    take({k:2d}) median {r['take_ms']['median']:.4f} ms, p90 {r['take_ms']['p90']:.4f} ms", file=sys.stderr, flush=True)
+    out["take"] = []
+    for k in TAKE_SIZES:
+        r = take_latency(n, threads, k, args)
+        out["take"].append(r)
+        print(f"    take({k:2d}) median {r['take_ms']['median']:.4f} ms, p90 {r['take_ms']['p90']:.4f} ms", file=sys.stderr, flush=True)
     return out
 
 

@@ -280,8 +280,7 @@ def critical_path_section(critical: list[Result]) -> list[str]:
     lines += [f"- {c['num_tasks']:,} tasks: failed: {c['error']}" for c in critical if "error" in c]
     lines += [f"- {c['num_tasks']:,} tasks: skipped: {c['skipped']}" for c in critical if "skipped" in c]
     takes = [(c, t) for c in ok for t in c.get("take", [])]
-    skipped = sorted({c["take_skipped"] for c in ok if "take_skipped" in c})
-    if takes or skipped:
+    if takes:
         lines += [
             "",
             "### Streaming: take(k)",
@@ -303,7 +302,6 @@ def critical_path_section(critical: list[Result]) -> list[str]:
                 f"| {_ms(tk['max'])} | {tk['runs']} | {t['evidence_batch']} | {_ms(u.get('median'))} | {_ms(u.get('p90'))} "
                 f"| {_met(tk['median'], TAKE_GOAL_MS)} |"
             )
-        lines += [""] * bool(skipped) + [f"- skipped: {reason}" for reason in skipped]
     return lines
 
 
