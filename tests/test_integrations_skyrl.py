@@ -116,7 +116,7 @@ def _cpu_only(trainer_cls: type) -> type:
 
 @pytest.fixture(scope="module")
 def tokenizer() -> Any:
-    from bots_rft.models import byte_tokenizer
+    from bots_rft.llm.models import byte_tokenizer
 
     return byte_tokenizer()
 

@@ -1,6 +1,6 @@
 """BOTS inside TRL's GRPOTrainer: a few real GRPO steps with a tiny random-weight model on CPU.
 
-Nothing is downloaded: the tokenizer is built locally (bots_rft.models.byte_tokenizer) and the
+Nothing is downloaded: the tokenizer is built locally (bots_rft.llm.models.byte_tokenizer) and the
 model is a tiny random Qwen2. Skipped when trl / datasets are not installed.
 """
 
@@ -105,7 +105,7 @@ def _trainer(tmp_path: Any, *, deterministic: bool = False, **overrides: Any) ->
     import torch
     from trl import GRPOConfig, GRPOTrainer
 
-    from bots_rft.models import byte_tokenizer, tiny_model
+    from bots_rft.llm.models import byte_tokenizer, tiny_model
 
     torch.manual_seed(0)
     tok = byte_tokenizer()
@@ -409,7 +409,7 @@ class FakeVLLMLoop(_AsyncRolloutLoop):  # type: ignore[misc, valid-type]
 
 def _loop_kwargs(stream: Any, reward: Any) -> dict[str, Any]:
     """What AsyncRolloutWorker forwards to the loop (the trainer's settings, minus vLLM's)."""
-    from bots_rft.models import byte_tokenizer
+    from bots_rft.llm.models import byte_tokenizer
 
     tok = byte_tokenizer()
     # TRL parses completions with the tokenizer's response template; the local byte tokenizer's
@@ -532,7 +532,7 @@ def test_async_grpo_trainer_attach_logs_saves_and_restores(tmp_path: Any, monkey
 
     from bots_rft.integrations.trl import SELECTOR_FILE
     from bots_rft.integrations.trl_async import AsyncBOTS
-    from bots_rft.models import byte_tokenizer, tiny_model
+    from bots_rft.llm.models import byte_tokenizer, tiny_model
 
     # The trainer asks CUDA for the GPU's peak FLOPs at construction: the one GPU-only call here.
     monkeypatch.setattr(async_trainer_module, "get_peak_flops_per_device", lambda *a, **k: None)

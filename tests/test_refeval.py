@@ -13,8 +13,8 @@ import pytest
 from bots_rft.cli import main
 from bots_rft.data import TaskPool, chat, make_row
 from bots_rft.errors import ConfigError, InvalidArgumentError
-from bots_rft.models import TINY_CHAT_TEMPLATE, apply_chat_template, encode_chats, load_model
-from bots_rft.refeval import RefEvalConfig, progress_path_for, run_refeval
+from bots_rft.llm.models import TINY_CHAT_TEMPLATE, apply_chat_template, encode_chats, load_model
+from bots_rft.llm.refeval import RefEvalConfig, progress_path_for, run_refeval
 from bots_rft.rewards import register_verifier
 
 COLUMN = "tiny_pass_rate"
@@ -73,7 +73,7 @@ def test_refeval_tiny_end_to_end_via_cli(pool_path: Path, tmp_path: Path, capsys
 def test_rewards_are_aggregated_per_task(pool_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Pass rate = mean reward of the task's rollouts: a fake sampler answers row 0 always right,
     row 1 half the time, the rest never."""
-    import bots_rft.refeval as refeval
+    import bots_rft.llm.refeval as refeval
 
     def fake(model: Any, tok: Any, chats: Any, n: int, **kw: Any) -> tuple[list[list[str]], int]:
         out = []
@@ -94,7 +94,7 @@ def test_rewards_are_aggregated_per_task(pool_path: Path, monkeypatch: pytest.Mo
 def test_system_prompt_is_handled_as_in_training(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, system_prompt: str | None) -> None:
     """Reference pass rates transfer to training only if both prompt alike: refeval samples from
     exactly the chats the trainer would build, and the setting is part of the resume fingerprint."""
-    import bots_rft.refeval as refeval
+    import bots_rft.llm.refeval as refeval
 
     rows = [make_row(index=i, prompt=chat(f"What is {i} + 1?", system="Think first."), ground_truth=str(i + 1),
                      data_source="logic__sum", ability="logic", split="train") for i in range(3)]  # fmt: skip

@@ -253,7 +253,7 @@ def _shared_warmup(cfg: object, dest: Path, reuse: bool) -> object:
 
     assert isinstance(cfg, TrainConfig)
     if not (reuse and (dest / "config.json").exists() and (dest / WARMUP_RECORD).exists()):
-        from ..models import resolve_device
+        from ..llm.models import resolve_device
 
         device = resolve_device(None if cfg.device == "auto" else cfg.device)
         if cfg.threads:

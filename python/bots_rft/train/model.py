@@ -1,4 +1,4 @@
-"""The policy: loading it through :func:`bots_rft.models.load_model` (plus ``tiny-HxL``, a
+"""The policy: loading it through :func:`bots_rft.llm.models.load_model` (plus ``tiny-HxL``, a
 random-weight byte-level model of a chosen width and depth), the device/precision context of
 its forward passes, and per-token log-probs of completions."""
 
@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ..errors import ConfigError
-from ..models import byte_tokenizer, load_model, resolve_device
+from ..llm.models import byte_tokenizer, load_model, resolve_device
 from .grpo import token_logprobs
 
 if TYPE_CHECKING:
@@ -49,7 +49,7 @@ def _tiny_sized(hidden: int, layers: int, seed: int) -> tuple[PreTrainedModel, P
         num_attention_heads=hidden // 32, num_key_value_heads=max(1, hidden // 64), max_position_embeddings=4096,
         tie_word_embeddings=True, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
         pad_token_id=tok.pad_token_id,
-    )  # fmt: skip
+    )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = Qwen2ForCausalLM(cfg)
@@ -87,7 +87,7 @@ def sequence_logprobs(
     """``[S, T]`` log-probs of the completion tokens ``input_ids[:, prompt_len:]`` (prompts left
     padded to the common ``prompt_len``)."""
     out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids(attention_mask),
-                use_cache=False)  # fmt: skip
+                use_cache=False)
     logits = out.logits[:, prompt_len - 1 : -1, :]
     return token_logprobs(logits, input_ids[:, prompt_len:], temperature)
 

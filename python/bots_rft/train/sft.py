@@ -12,7 +12,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ..data import TaskPool
-from ..models import apply_chat_template
+from ..llm.models import apply_chat_template
 from .config import TrainConfig
 from .model import autocast, position_ids
 
@@ -51,7 +51,7 @@ def sft_warmup(model: Any, tok: Any, pool: TaskPool, chats: list[Any], cfg: Trai
         b = _batch(tok, prompts, targets, device, cfg.max_prompt_tokens)
         with autocast(device, cfg.bf16):
             logits = model(input_ids=b["input_ids"], attention_mask=b["attention_mask"],
-                           position_ids=position_ids(b["attention_mask"]), use_cache=False).logits  # fmt: skip
+                           position_ids=position_ids(b["attention_mask"]), use_cache=False).logits
         loss = torch.nn.functional.cross_entropy(
             logits[:, :-1].float().reshape(-1, logits.shape[-1]), b["labels"][:, 1:].reshape(-1), ignore_index=-100
         )

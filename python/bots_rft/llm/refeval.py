@@ -23,13 +23,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from .data.pool import Message, TaskPool
-from .errors import ConfigError, InvalidArgumentError
-from .rewards.base import RewardItem
-from .rewards.scorer import RewardScorer
+from ..data.pool import Message, TaskPool
+from ..errors import ConfigError, InvalidArgumentError
+from ..rewards.base import RewardItem
+from ..rewards.scorer import RewardScorer
 
 if TYPE_CHECKING:
-    import torch
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 __all__ = ["RefEvalConfig", "RefEvalSummary", "sample_responses", "run_refeval", "progress_path_for"]
@@ -82,7 +81,7 @@ class RefEvalConfig:
     def fingerprint(self) -> dict[str, Any]:
         """What must match for a progress file to be resumed."""
         keys = ("model", "column", "rollouts", "max_new_tokens", "max_prompt_tokens", "system_prompt",
-                "temperature", "top_p", "batch_size", "chunk_tasks", "seed")  # fmt: skip
+                "temperature", "top_p", "batch_size", "chunk_tasks", "seed")
         # system_prompt only when set, so progress files written before it existed still resume.
         return {k: v for k, v in asdict(self).items() if k in keys and not (k == "system_prompt" and v is None)}
 
@@ -135,7 +134,7 @@ def sample_responses(
     the number of tokens generated. Seed torch beforehand for reproducible samples. The sampling
     itself is the trainer's rollout generation, so reference pass rates and training rollouts come
     from the same code."""
-    from .train.rollout import generate_rollouts
+    from ..train.rollout import generate_rollouts
 
     rollouts = generate_rollouts(
         model,
@@ -228,7 +227,7 @@ def run_refeval(cfg: RefEvalConfig, *, progress: bool = True) -> RefEvalSummary:
     if loaded is not None:
         model, tokenizer = loaded
         bar = tqdm(total=n_target, initial=n_target - sum(len(rows) for _, rows in todo),
-                   desc=f"refeval {cfg.column}", unit="task", disable=not progress)  # fmt: skip
+                   desc=f"refeval {cfg.column}", unit="task", disable=not progress)
         with RewardScorer(workers=cfg.workers, timeout=cfg.reward_timeout) as scorer, open(
             ppath, "a", encoding="utf-8"
         ) as log:
@@ -238,7 +237,7 @@ def run_refeval(cfg: RefEvalConfig, *, progress: bool = True) -> RefEvalSummary:
                     model, tokenizer, pool.prompts(rows, system_prompt=cfg.system_prompt), cfg.rollouts,
                     max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, top_p=cfg.top_p,
                     batch_size=cfg.batch_size, max_prompt_tokens=cfg.max_prompt_tokens,
-                )  # fmt: skip
+                )
                 generated += n_tok
                 sources = pool.data_sources(rows)
                 truths = pool.ground_truths(rows)
@@ -252,7 +251,7 @@ def run_refeval(cfg: RefEvalConfig, *, progress: bool = True) -> RefEvalSummary:
                 for j, r in enumerate(rows):
                     done[r] = (float(rewards[j].sum()), cfg.rollouts)
                     log.write(json.dumps({"row": r, "id": _jsonable(pool.ids[r]),
-                                          "successes": done[r][0], "trials": cfg.rollouts}) + "\n")  # fmt: skip
+                                          "successes": done[r][0], "trials": cfg.rollouts}) + "\n")
                 log.flush()
                 os.fsync(log.fileno())
                 evaluated += len(rows)
