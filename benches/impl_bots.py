@@ -22,6 +22,10 @@ class BotsRft:
             evidence=Interpolation(weak, strong, momentum=MOMENTUM),
             seed=seed,
             threads=threads,
+            # The step table times the pass where the caller waits for it: update(); flush() is the
+            # update pass alone, select() the selection. With prefetch the background pass would
+            # fold the next selection into the update; critical_path.py measures that mode.
+            prefetch=False,
         )
 
     @property

@@ -83,8 +83,6 @@ def write_markdown(path: Path, meta: dict[str, Any], results: list[Result], *, s
                    critical_path: list[Result] = ()) -> None:  # type: ignore[assignment]  # fmt: skip
     sizes: list[int] = meta["sizes"]
     bw = {int(t): v for t, v in meta["copy_bandwidth_bytes_per_s"].items()}
-    bw_fp = {int(n): {int(t): v for t, v in d.items()} for n, d in meta["footprint_copy_bandwidth_bytes_per_s"].items()}
-    per_task = meta["fused_step_bytes_per_task"]
     v, prm = meta["versions"], meta["params"]
     la0, la1 = meta["load_avg_start"], meta["load_avg_end"]
     lines = [
@@ -102,10 +100,31 @@ def write_markdown(path: Path, meta: dict[str, Any], results: list[Result], *, s
         "the timings, the 2-thread ones most."
         + (" **The machine was busy during this run: treat the timings as upper bounds.**"
            if max(la0[0], la1[0]) > meta["cores"] else ""),
-        "- update = `update(); flush()`; select = `select(B)` with nothing pending; step = `update(); select(B)` "
-        "(ids from the previous select, successes ~ Binomial(16, p)). Medians in ms over the timed runs after warm-up.",
+    ]
+    if sizes:
+        lines += step_sections(meta, results)
+    if stages:
+        lines += stage_section(stages)
+    if critical_path:
+        lines += critical_path_section(critical_path)
+    lines.append("")
+    path.write_text("\n".join(lines))
+
+
+def step_sections(meta: dict[str, Any], results: list[Result]) -> list[str]:
+    """Timings, speed-ups, memory and the streaming floor of the step jobs."""
+    sizes: list[int] = meta["sizes"]
+    bw = {int(t): v for t, v in meta["copy_bandwidth_bytes_per_s"].items()}
+    bw_fp = {int(n): {int(t): v for t, v in d.items()} for n, d in meta["footprint_copy_bandwidth_bytes_per_s"].items()}
+    per_task = meta["fused_step_bytes_per_task"]
+    lines = [
         "",
         "## Timings (median ms)",
+        "",
+        "update = `update(); flush()`; select = `select(B)` with nothing pending; step = `update(); select(B)` "
+        "(ids from the previous select, successes ~ Binomial(16, p)). Medians over the timed runs after warm-up. "
+        "bots-rft runs with `prefetch=False` here, so the caller waits for every pass; the critical-path section "
+        "measures the default, `prefetch=True`.",
         "",
         "step ÷ floor: the step's median over the memory-streaming floor at the same thread count (last section). "
         "numpy ÷ this: numpy's step median over this row's (the speed-up over the authors' style).",
@@ -194,12 +213,7 @@ def write_markdown(path: Path, meta: dict[str, Any], results: list[Result], *, s
         lines.append(
             f"| {n:,} | {per_task * n / 1e6:.1f} | {_ms(in_cache)} | {' | '.join(row)} | {_ms(target)} | {met} |"
         )
-    if stages:
-        lines += stage_section(stages)
-    if critical_path:
-        lines += critical_path_section(critical_path)
-    lines.append("")
-    path.write_text("\n".join(lines))
+    return lines
 
 
 def _ns(x: float) -> str:
@@ -214,10 +228,10 @@ def stage_section(stages: list[Result]) -> list[str]:
         "",
         "Each stage of a step called on its own through the compiled core with threads=1 (benches/stages.py, calls "
         "in benches/core_calls.py), on a posterior a few updates in; median time ÷ N. update: the O(N) posterior "
-        "pass of one batch with interpolation evidence (`_core.step` without k). draw: one Thompson draw per task "
+        "pass of one batch with interpolation evidence (`_core.step` with an `UpdateSpec`, no `SelectSpec`). draw: one Thompson draw per task "
         "(`_core.thompson_draws`; it also checks every shape and writes N float32 draws to a new array). greedy "
-        "top-B: `_core.select(..., thompson=False)`, no sampling. Thompson select: draw and top-B fused "
-        "(`_core.select(..., thompson=True)`), what `select()` runs. select − draw estimates what top-B adds to the "
+        "top-B: `_core.select` with `SelectSpec(thompson=False)`, no sampling. Thompson select: draw and top-B fused "
+        "(`SelectSpec(thompson=True)`), what `select()` runs. select − draw estimates what top-B adds to the "
         "sampling; it is small and can be negative, since the fused pass writes no array and skips most blocks "
         "with one comparison. One step on one core ≈ update + Thompson select; (auto) marks the path the core "
         "picks on this CPU.",
@@ -361,7 +375,10 @@ def replace_readme_summary(path: Path, summary: str) -> None:
     path.write_text(text[:start_line_end] + summary + "\n" + text[end:])
 
 
-def write_plot(path: Path, meta: dict[str, Any], results: list[Result]) -> None:
+def write_plot(path: Path, meta: dict[str, Any], results: list[Result]) -> bool:
+    """The step-time plot; False (and no file written) when the run has no step results."""
+    if not _ok(results):
+        return False
     import matplotlib
 
     matplotlib.use("Agg")
@@ -392,3 +409,4 @@ def write_plot(path: Path, meta: dict[str, Any], results: list[Result]) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=130)
     plt.close(fig)
+    return True

@@ -246,8 +246,8 @@ def main(argv: list[str] | None = None) -> int:
     }
     write_json(args.out / "bench.json", meta, results, stages=stages, critical_path=critical)
     write_markdown(args.out / "bench.md", meta, results, stages=stages, critical_path=critical)
-    write_plot(args.out / "bench.png", meta, results)
-    print(f"wrote {args.out / 'bench.md'}, bench.json, bench.png in {meta['wall_s']:.0f} s "
+    plotted = write_plot(args.out / "bench.png", meta, results)
+    print(f"wrote {args.out / 'bench.md'}, bench.json{', bench.png' if plotted else ''} in {meta['wall_s']:.0f} s "
           f"(load average {load_start[0]:.2f} -> {meta['load_avg_end'][0]:.2f})", flush=True)
     failed = any("error" in r for r in [*results, *stages, *critical])
     if args.readme and not failed:
