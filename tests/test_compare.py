@@ -32,7 +32,7 @@ def toy_config(tmp_path: Path, extra: str = "") -> Path:
         'max_new_tokens = 4\neval_every = 1\ntensorboard = false\n' + extra +
         'weak_column = "weak_pass_rate"\nstrong_column = "strong_pass_rate"\n'
         '[verifiers]\ntoy = "bots_rft.train.toy:toy_reward"\n'
-    )  # fmt: skip
+    )
     return cfg
 
 
@@ -46,12 +46,12 @@ def test_compare_two_methods(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert (out / "warmup" / "config.json").exists()  # one shared warm-up
     # --reuse finds both runs finished and only rebuilds the report.
     assert main(["compare", "--config", str(cfg), "--methods", "bots,random", "--out", str(out), "--reuse",
-                 "--no-progress"]) == 0  # fmt: skip
+                 "--no-progress"]) == 0
     assert "finished run" in capsys.readouterr().out
     # Keys that only say how a run is driven never stop a reuse (nor their absence from runs
     # recorded before they existed).
     assert main(["compare", "--config", str(cfg), "--methods", "bots,random", "--out", str(out), "--reuse",
-                 "--no-progress", "resume_params=config", "verifier_error_stop=0.5", "reward_workers=0"]) == 0  # fmt: skip
+                 "--no-progress", "resume_params=config", "verifier_error_stop=0.5", "reward_workers=0"]) == 0
     assert "finished run" in capsys.readouterr().out
     assert main(["compare", "--config", str(cfg), "--methods", "bots", "--out", str(out)]) == 2
     capsys.readouterr()
@@ -76,7 +76,7 @@ def run(label: str, accs: list[float], etr: float = 0.5) -> RunCurves:
     recs: list[dict[str, object]] = [{"kind": "config", "config": {"batch_size": 2, "rollouts": 4}}]
     recs += [{"kind": "eval", "step": 2 * i, "accuracy": a} for i, a in enumerate(accs)]
     recs += [{"kind": "train", "step": s, "etr": etr, "below_one": 1.0, "above_zero": 0.5, "rollouts": 8,
-              "step_s": 1.0, "reward_mean": 0.1, "capability": None} for s in (1, 2, 3, 4)]  # fmt: skip
+              "step_s": 1.0, "reward_mean": 0.1, "capability": None} for s in (1, 2, 3, 4)]
     return RunCurves(label, recs)
 
 

@@ -112,7 +112,7 @@ EXPECTED_FILES = [
     "heatmap_bots-dots.csv", "heatmap_bots.csv", "heatmap_dapo-ds.csv",
     "curves_methods.png", "curves_rho.png", "curves_lambda.png", "curves_sampling.png",
     "heatmap_random_vs_bots.png", "evidence_quality.png",
-]  # fmt: skip
+]
 
 
 def test_cli_simulate_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -121,7 +121,7 @@ def test_cli_simulate_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[s
         "simulate", "--tasks", "400", "--steps", "6", "--batch", "16", "--seeds", "2",
         "--groups", "3", "--eval-tasks", "100", "--rho-sweep", "0,0.5", "--lam-sweep", "0.5",
         "--learner", "weak_level=0.5", "--out", str(out), "--no-progress",
-    ])  # fmt: skip
+    ])
     assert rc == 0
     for name in EXPECTED_FILES:
         assert (out / name).is_file() and (out / name).stat().st_size > 0, name
@@ -129,7 +129,7 @@ def test_cli_simulate_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert "TTB 50%" in stdout and "| BOTS |" in stdout
     summary = (out / "summary.md").read_text(encoding="utf-8")
     for text in ("## Methods", "## Impact of ρ", "## Impact of λ", "## Posterior sampling",
-                 "## Implicit-evidence quality", "| DAPO-DS |", "--learner weak_level=0.5"):  # fmt: skip
+                 "## Implicit-evidence quality", "| DAPO-DS |", "--learner weak_level=0.5"):
         assert text in summary, text
     result = json.loads((out / "results.json").read_text(encoding="utf-8"))
     assert [r["label"] for r in result["tables"]["rho"]] == ["Random", "ρ=0", "ρ=0.5"]
@@ -147,10 +147,10 @@ def test_cli_simulate_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[s
 
 def test_cli_simulate_rejects_bad_options(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rc = cli_main(["simulate", "--tasks", "100", "--batch", "8", "--methods", "random,bogus",
-                   "--out", str(tmp_path)])  # fmt: skip
+                   "--out", str(tmp_path)])
     assert rc == 2 and "bogus" in capsys.readouterr().err
     rc = cli_main(["simulate", "--tasks", "100", "--batch", "8", "--learner", "nope=1",
-                   "--out", str(tmp_path)])  # fmt: skip
+                   "--out", str(tmp_path)])
     assert rc == 2 and "nope" in capsys.readouterr().err
     assert not any(tmp_path.iterdir())
 

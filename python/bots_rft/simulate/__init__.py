@@ -46,7 +46,7 @@ def quick_comparison(
         learner=LearnerConfig(num_tasks=num_tasks, eval_tasks=2048),
         steps=steps, batch_size=batch, seeds=(seed,),
         rho_sweep=(), lam_sweep=(), sampling_ablation=False,
-    )  # fmt: skip
+    )
     result = run_experiment(config, progress=progress, desc="quick comparison")
     caption = (
         f"Simulated learner, {num_tasks:,} tasks, {steps} steps, batch {batch}, "
