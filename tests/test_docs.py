@@ -47,9 +47,9 @@ def test_readme_demo_block_ends_with_the_comparison_bots_demo_prints() -> None:
 
 def test_simulated_methods_table_in_the_docs_is_what_bots_simulate_prints() -> None:
     from bots_rft.commands.simulate import build_config
-    from bots_rft.simulate.experiment import run_experiment
     from bots_rft.report.simulation import group_rows
     from bots_rft.report.tables import markdown_table
+    from bots_rft.simulate.experiment import run_experiment
 
     # The default run's methods table (its sweeps and the ablation do not change these rows).
     args = build_parser().parse_args(["simulate", "--no-sampling-ablation", "--rho-sweep", "none", "--lam-sweep", "none"])

@@ -161,7 +161,6 @@ def _output_dir(args: argparse.Namespace, cfg: Any, override: str | None) -> Pat
 def main(args: argparse.Namespace) -> int:
     from ..errors import ConfigError
     from ..methods import METHODS, method, method_names
-    from ..train.config import load_config, parse_overrides
     from ..report.training import (
         average_runs,
         comparison_markdown,
@@ -170,6 +169,7 @@ def main(args: argparse.Namespace) -> int:
         seeds_markdown,
         timing_markdown,
     )
+    from ..train.config import load_config, parse_overrides
 
     methods = [m.strip().lower() for m in args.methods.split(",") if m.strip()]
     bad = [m for m in methods if m not in method_names(aliases=True)]

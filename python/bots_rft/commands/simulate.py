@@ -155,10 +155,10 @@ def build_config(args: argparse.Namespace) -> Any:
 
 
 def main(args: argparse.Namespace) -> int:
-    from ..simulate.experiment import run_experiment
     from ..report.simulation import GROUP_TITLES, group_rows
     from ..report.simulation_files import write_outputs
     from ..report.tables import markdown_table
+    from ..simulate.experiment import run_experiment
 
     config = build_config(args)
     out = args.out or Path("runs") / time.strftime("simulate-%Y%m%d-%H%M%S")
