@@ -45,20 +45,41 @@ fn task_counter(j: u64, counter: u64, attempt: u32) -> [u32; 4] {
     [j as u32, counter as u32, (counter >> 32) as u32, (j >> 32) as u32 | (attempt << 16)]
 }
 
-/// One Marsaglia–Tsang attempt in f32 for shape >= 1, given a standard normal `z` and a uniform
-/// `u`: the draw and whether it was accepted. Branch-free so that loops over it vectorise; a
-/// rejected draw must be replaced by a fresh independent one (accepted draws are exact).
+/// The cheap part of a Marsaglia–Tsang attempt in f32 for shape >= 1, given a standard normal
+/// `z` and a uniform `u`: the candidate draw d·v³, whether v > 0 (if not, the attempt is
+/// rejected), and whether the squeeze u < 1 - 0.0331 z⁴ accepts it (about 92% of attempts).
+/// An attempt with v > 0 that the squeeze does not accept is decided by [`gamma_log_test`].
+/// Branch-free so that loops over it vectorise.
 #[inline(always)]
-fn gamma_attempt(shape: f32, z: f32, u: f32) -> (f32, bool) {
+fn gamma_squeeze(shape: f32, z: f32, u: f32) -> (f32, bool, bool) {
     let d = shape - 1.0 / 3.0;
     let c = 1.0 / (9.0 * d).sqrt();
     let v = 1.0 + c * z;
     let v3 = v * v * v;
     let z2 = z * z;
-    let squeeze = u < 1.0 - 0.0331 * z2 * z2;
-    // The log test decides what the squeeze does not; v3 <= 0 lanes are rejected anyway.
-    let full = ln(u) < 0.5 * z2 + d * (1.0 - v3 + ln(v3.max(f32::MIN_POSITIVE)));
-    (d * v3, (v > 0.0) & (squeeze | full))
+    (d * v3, v > 0.0, u < 1.0 - 0.0331 * z2 * z2)
+}
+
+/// The exact acceptance test of a Marsaglia–Tsang attempt, ln u < z²/2 + d(1 - v³ + ln v³),
+/// for the attempts the squeeze leaves undecided (same arithmetic as [`gamma_squeeze`] up to v³,
+/// so the same bits whether it runs on a whole block or on a compacted few).
+#[inline(always)]
+fn gamma_log_test(shape: f32, z: f32, u: f32) -> bool {
+    let d = shape - 1.0 / 3.0;
+    let c = 1.0 / (9.0 * d).sqrt();
+    let v = 1.0 + c * z;
+    let v3 = v * v * v;
+    let z2 = z * z;
+    // v3 <= 0 lanes are rejected anyway; the max keeps the log defined.
+    ln(u) < 0.5 * z2 + d * (1.0 - v3 + ln(v3.max(f32::MIN_POSITIVE)))
+}
+
+/// One whole Marsaglia–Tsang attempt: the draw and whether it was accepted. A rejected draw must
+/// be replaced by a fresh independent one (accepted draws are exact).
+#[inline(always)]
+fn gamma_attempt(shape: f32, z: f32, u: f32) -> (f32, bool) {
+    let (g, v_positive, squeeze) = gamma_squeeze(shape, z, u);
+    (g, v_positive & (squeeze | gamma_log_test(shape, z, u)))
 }
 
 /// One whole try at a Beta(a, b) draw from four uniform words (the compacted retries; the first
@@ -80,13 +101,22 @@ const MAX_ATTEMPTS: u32 = 64;
 /// every chunk it processes (zeroing it per chunk would cost more than the update pass).
 pub(crate) struct Scratch {
     x: [f32; BLOCK],
-    ok: [bool; BLOCK],
+    /// Per task of the block: 0 accepted; `NEEDS_LOG_X` / `NEEDS_LOG_Y` while a log test is
+    /// pending; `RETRY` when the first try was rejected or is not for the vector path.
+    flags: [u8; BLOCK],
     words: [[u32; BLOCK]; 4],
     shape_a: [f32; BLOCK],
     shape_b: [f32; BLOCK],
     z1: [f32; BLOCK],
     z2: [f32; BLOCK],
     gx: [f32; BLOCK],
+    // Compacted log tests: the task, which gamma (its flag), and the test's inputs.
+    test_task: [u16; BLOCK * 2],
+    test_flag: [u8; BLOCK * 2],
+    test_shape: [f32; BLOCK * 2],
+    test_z: [f32; BLOCK * 2],
+    test_u: [f32; BLOCK * 2],
+    test_pass: [bool; BLOCK * 2],
     // Compacted retries.
     pending: [u16; BLOCK],
     ra: [f32; BLOCK],
@@ -100,13 +130,19 @@ impl Scratch {
     pub(crate) fn new() -> Box<Self> {
         Box::new(Self {
             x: [0.0; BLOCK],
-            ok: [false; BLOCK],
+            flags: [0; BLOCK],
             words: [[0; BLOCK]; 4],
             shape_a: [0.0; BLOCK],
             shape_b: [0.0; BLOCK],
             z1: [0.0; BLOCK],
             z2: [0.0; BLOCK],
             gx: [0.0; BLOCK],
+            test_task: [0; BLOCK * 2],
+            test_flag: [0; BLOCK * 2],
+            test_shape: [0.0; BLOCK * 2],
+            test_z: [0.0; BLOCK * 2],
+            test_u: [0.0; BLOCK * 2],
+            test_pass: [false; BLOCK * 2],
             pending: [0; BLOCK],
             ra: [0.0; BLOCK],
             rb: [0.0; BLOCK],
@@ -149,26 +185,100 @@ pub(crate) fn normal_stage(sc: &mut Scratch, a: &[f64], b: &[f64]) {
     }
 }
 
-/// Stage 3: both gamma attempts (uniforms from words 2 and 3) and the ratio. Returns whether
-/// every task of the block was accepted on the vector path.
+const NEEDS_LOG_X: u8 = 1;
+const NEEDS_LOG_Y: u8 = 2;
+const RETRY: u8 = 4;
+
+/// Bit i set for each task `start + i` (i < 64, `start + i < m`) whose flag is not 0.
+#[inline(always)]
+fn flagged(flags: &[u8; BLOCK], start: usize, m: usize) -> u64 {
+    const LOW7: u64 = 0x7F7F_7F7F_7F7F_7F7F;
+    let mut mask = 0u64;
+    for k in 0..8 {
+        let at = start + 8 * k;
+        let w = u64::from_le_bytes(flags[at..at + 8].try_into().expect("8 bytes"));
+        // The high bit of each byte: set iff the byte is not 0 (no carry crosses bytes).
+        let high = (((w & LOW7) + LOW7) | w) & !LOW7;
+        // Gathers the 8 high bits into one byte.
+        mask |= ((high >> 7).wrapping_mul(0x0102_0408_1020_4080) >> 56) << (8 * k);
+    }
+    if m - start < 64 {
+        mask &= (1u64 << (m - start)) - 1;
+    }
+    mask
+}
+
+/// Stage 3: both gamma attempts (uniforms from words 2 and 3) and the ratio. The squeeze decides
+/// most attempts; the few it leaves undecided take the log test afterwards, compacted, instead
+/// of every task paying for four logarithms. Returns whether every task of the block was
+/// accepted on the vector path.
 #[inline(always)]
 pub(crate) fn gamma_stage(sc: &mut Scratch, m: usize) -> bool {
     for i in 0..m {
-        let (xv, okx) = gamma_attempt(sc.shape_a[i], sc.z1[i], open01(sc.words[2][i]));
-        sc.gx[i] = xv;
-        sc.ok[i] = okx;
+        let (g, v_positive, squeeze) = gamma_squeeze(sc.shape_a[i], sc.z1[i], open01(sc.words[2][i]));
+        sc.gx[i] = g;
+        sc.flags[i] = (!v_positive as u8) * RETRY | (!squeeze as u8) * NEEDS_LOG_X;
     }
-    let mut all_ok = true;
+    let mut any = 0u8;
     for i in 0..m {
         let (sa, sb) = (sc.shape_a[i], sc.shape_b[i]);
-        let (yv, oky) = gamma_attempt(sb, sc.z2[i], open01(sc.words[3][i]));
+        let (gy, v_positive, squeeze) = gamma_squeeze(sb, sc.z2[i], open01(sc.words[3][i]));
         // Shapes below 1 (f32 compare is exact at 1.0) or beyond f32 take the exact scalar path.
-        let fine = sc.ok[i] & oky & (sa >= 1.0) & (sb >= 1.0) & (sa <= f32::MAX) & (sb <= f32::MAX);
-        sc.x[i] = sc.gx[i] / (sc.gx[i] + yv);
-        sc.ok[i] = fine;
-        all_ok &= fine;
+        let vector_path = (sa >= 1.0) & (sb >= 1.0) & (sa <= f32::MAX) & (sb <= f32::MAX);
+        let rejected = (sc.flags[i] & RETRY != 0) | !v_positive | !vector_path;
+        let needs = (sc.flags[i] & NEEDS_LOG_X) | (!squeeze as u8) * NEEDS_LOG_Y;
+        let flag = if rejected { RETRY } else { needs };
+        sc.x[i] = sc.gx[i] / (sc.gx[i] + gy);
+        sc.flags[i] = flag;
+        any |= flag;
     }
-    all_ok
+    if any & (NEEDS_LOG_X | NEEDS_LOG_Y) != 0 {
+        log_tests(sc, m) && any & RETRY == 0
+    } else {
+        any & RETRY == 0
+    }
+}
+
+/// Runs the pending log tests of a block, compacted; a failed one marks its task for retry.
+/// Returns whether every test passed.
+#[inline(always)]
+fn log_tests(sc: &mut Scratch, m: usize) -> bool {
+    let mut n = 0;
+    for start in (0..m).step_by(64) {
+        let mut mask = flagged(&sc.flags, start, m);
+        while mask != 0 {
+            let i = start + mask.trailing_zeros() as usize;
+            mask &= mask - 1;
+            let flag = sc.flags[i];
+            if flag & NEEDS_LOG_X != 0 {
+                sc.test_task[n] = i as u16;
+                sc.test_flag[n] = NEEDS_LOG_X;
+                sc.test_shape[n] = sc.shape_a[i];
+                sc.test_z[n] = sc.z1[i];
+                sc.test_u[n] = open01(sc.words[2][i]);
+                n += 1;
+            }
+            if flag & NEEDS_LOG_Y != 0 {
+                sc.test_task[n] = i as u16;
+                sc.test_flag[n] = NEEDS_LOG_Y;
+                sc.test_shape[n] = sc.shape_b[i];
+                sc.test_z[n] = sc.z2[i];
+                sc.test_u[n] = open01(sc.words[3][i]);
+                n += 1;
+            }
+        }
+    }
+    for t in 0..n {
+        sc.test_pass[t] = gamma_log_test(sc.test_shape[t], sc.test_z[t], sc.test_u[t]);
+    }
+    let mut all = true;
+    for t in 0..n {
+        let i = sc.test_task[t] as usize;
+        // A failed test is final (RETRY); a passed one clears its own flag only.
+        sc.flags[i] = if sc.test_pass[t] { sc.flags[i] & !sc.test_flag[t] } else { RETRY };
+        all &= sc.test_pass[t];
+    }
+    all
 }
 
 /// Thompson draws for tasks `base..base + a.len()`, handed to `sink` block by block in task
@@ -209,18 +319,21 @@ pub(crate) fn thompson_chunk(
 pub(crate) fn retry_block(sc: &mut Scratch, ab: &[f64], bb: &[f64], first: usize, seed: u64, counter: u64, key: [u32; 2]) -> Option<usize> {
     let mut invalid = None;
     let mut np = 0;
-    for i in 0..ab.len() {
-        if sc.ok[i] {
-            continue;
-        }
-        if !(crate::types::is_shape(ab[i]) && crate::types::is_shape(bb[i])) {
-            sc.x[i] = f32::NAN;
-            invalid = invalid.or(Some(i));
-        } else if ab[i] < 1.0 || bb[i] < 1.0 || sc.shape_a[i] > f32::MAX || sc.shape_b[i] > f32::MAX {
-            sc.x[i] = exact_redraw(ab[i], bb[i], seed, counter, (first + i) as u64);
-        } else {
-            sc.pending[np] = i as u16;
-            np += 1;
+    let m = ab.len();
+    for start in (0..m).step_by(64) {
+        let mut mask = flagged(&sc.flags, start, m);
+        while mask != 0 {
+            let i = start + mask.trailing_zeros() as usize;
+            mask &= mask - 1;
+            if !(crate::types::is_shape(ab[i]) && crate::types::is_shape(bb[i])) {
+                sc.x[i] = f32::NAN;
+                invalid = invalid.or(Some(i));
+            } else if ab[i] < 1.0 || bb[i] < 1.0 || sc.shape_a[i] > f32::MAX || sc.shape_b[i] > f32::MAX {
+                sc.x[i] = exact_redraw(ab[i], bb[i], seed, counter, (first + i) as u64);
+            } else {
+                sc.pending[np] = i as u16;
+                np += 1;
+            }
         }
     }
     let mut attempt = 1;
