@@ -217,7 +217,7 @@ pub(crate) fn gamma_stage(sc: &mut Scratch, m: usize) -> bool {
     for i in 0..m {
         let (g, v_positive, squeeze) = gamma_squeeze(sc.shape_a[i], sc.z1[i], open01(sc.words[2][i]));
         sc.gx[i] = g;
-        sc.flags[i] = (!v_positive as u8) * RETRY | (!squeeze as u8) * NEEDS_LOG_X;
+        sc.flags[i] = ((!v_positive as u8) * RETRY) | ((!squeeze as u8) * NEEDS_LOG_X);
     }
     let mut any = 0u8;
     for i in 0..m {
@@ -226,7 +226,7 @@ pub(crate) fn gamma_stage(sc: &mut Scratch, m: usize) -> bool {
         // Shapes below 1 (f32 compare is exact at 1.0) or beyond f32 take the exact scalar path.
         let vector_path = (sa >= 1.0) & (sb >= 1.0) & (sa <= f32::MAX) & (sb <= f32::MAX);
         let rejected = (sc.flags[i] & RETRY != 0) | !v_positive | !vector_path;
-        let needs = (sc.flags[i] & NEEDS_LOG_X) | (!squeeze as u8) * NEEDS_LOG_Y;
+        let needs = (sc.flags[i] & NEEDS_LOG_X) | ((!squeeze as u8) * NEEDS_LOG_Y);
         let flag = if rejected { RETRY } else { needs };
         sc.x[i] = sc.gx[i] / (sc.gx[i] + gy);
         sc.flags[i] = flag;
