@@ -86,6 +86,8 @@ bench: setup
 	cargo bench -p bots-core --bench kernels -- --warm-up-time 1 --measurement-time 3
 
 lint: setup
+	cargo fmt --all --check
+	cargo clippy --workspace --all-targets -- -D warnings
 	$(VENV)/bin/ruff check python tests benches
 	$(PY) -m mypy python/bots_rft
 	$(PY) -m mypy.stubtest bots_rft._core
