@@ -89,16 +89,33 @@ def select_wait(n: int, threads: int, prefetch: bool, args: argparse.Namespace) 
     return {"update_ms": summary(update_ms), "select_wait_ms": summary(wait_ms), "selections_sha256": digest.hexdigest()}
 
 
+def wake_reference(args: argparse.Namespace) -> dict[str, float]:
+    """A trivial call (a 256-element numpy add) timed right after the same pause: what any call
+    costs on this machine once a thread has slept (caches, frequency, scheduling), the floor
+    under the select() wait."""
+    x = np.zeros(BATCH)
+    times: list[float] = []
+    for _ in range(args.repeats):
+        time.sleep(args.pause)
+        t = time.perf_counter()
+        np.add(x, 1.0, out=x)
+        times.append((time.perf_counter() - t) * 1e3)
+    return summary(times)
+
+
 def take_latency(n: int, threads: int, k: int, args: argparse.Namespace) -> dict[str, Any]:
-    """Streaming: take(k) tasks, pause ``--take-interval`` (a rollout worker's turn), repeat for
-    ``--takes`` calls; evidence goes back with update() once ``--evidence-batch`` taken tasks
-    have results, as an asynchronous trainer returns a group. Times take() and update()."""
+    """Streaming: take(k) tasks at the pace of the batch loop (B tasks per ``--pause``, so a
+    pause of k/B × pause between calls, a rollout worker's turn) for ``--take-draws`` draws' worth
+    of tasks; evidence goes back with one update() per ``--evidence-batch`` taken tasks, as an
+    asynchronous trainer returns a group. Times take() and update()."""
     wl = make_workload(n, seed=args.seed)
     sel = make_selector(wl.weak, wl.strong, threads, True, args.seed)
+    interval = args.pause * k / BATCH
+    calls = max(args.warmup + 2, args.take_draws * TAKE_DRAW_SIZE // k)
     take_ms: list[float] = []
     update_ms: list[float] = []
     awaiting: list[np.ndarray] = []
-    for i in range(args.takes):
+    for i in range(calls):
         t0 = time.perf_counter()
         ids = sel.take(k, draw_size=TAKE_DRAW_SIZE)
         t1 = time.perf_counter()
@@ -112,9 +129,9 @@ def take_latency(n: int, threads: int, k: int, args: argparse.Namespace) -> dict
             t2 = time.perf_counter()
             sel.update(done, succ, N_ROLLOUTS)
             update_ms.append((time.perf_counter() - t2) * 1e3)
-        time.sleep(args.take_interval)
-    return {"k": k, "draw_size": TAKE_DRAW_SIZE, "evidence_batch": args.evidence_batch, "take_ms": summary(take_ms),
-            "update_ms": summary(update_ms) if update_ms else None}  # fmt: skip
+        time.sleep(interval)
+    return {"k": k, "draw_size": TAKE_DRAW_SIZE, "interval_s": interval, "evidence_batch": args.evidence_batch,
+            "take_ms": summary(take_ms), "update_ms": summary(update_ms) if update_ms else None}  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -135,6 +152,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             flush=True,
         )
     out["modes"] = modes
+    out["wake_ms"] = wake_reference(args)
+    print(f"    a trivial call after the same pause: median {out['wake_ms']['median']:.4f} ms", file=sys.stderr, flush=True)
     out["identical_selections"] = modes["prefetch"]["selections_sha256"] == modes["sync"]["selections_sha256"]
     out["take"] = []
     for k in TAKE_SIZES:
@@ -151,8 +170,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--pause", type=float, default=0.2, help="seconds between update() and select() (the optimiser step)")
     p.add_argument("--warmup", type=int, default=2, help="untimed steps (and takes) first")
     p.add_argument("--repeats", type=int, default=21, help="timed update/pause/select steps per mode")
-    p.add_argument("--takes", type=int, default=600, help="take(k) calls per k (enough to use up several draws)")
-    p.add_argument("--take-interval", type=float, default=0.001, help="seconds between take() calls")
+    p.add_argument("--take-draws", type=int, default=6, help="draws' worth of tasks each take(k) run hands out")
     p.add_argument("--evidence-batch", type=int, default=BATCH, help="taken tasks whose results go back in one update()")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)

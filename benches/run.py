@@ -117,9 +117,9 @@ def run_critical(n: int, args: argparse.Namespace) -> dict[str, Any]:
     cmd = [sys.executable, str(HERE / "critical_path.py"), f"--num-tasks={n}", f"--threads={args.critical_threads}",
            f"--pause={args.pause}", f"--seed={args.seed}"]  # fmt: skip
     if args.quick:
-        cmd += ["--warmup=1", "--repeats=3", "--takes=300", "--take-interval=0.0002"]
+        cmd += ["--warmup=1", "--repeats=3", "--take-draws=2"]
     else:
-        cmd += ["--warmup=2", "--repeats=21", "--takes=600", "--take-interval=0.001"]
+        cmd += ["--warmup=2", "--repeats=21", "--take-draws=6"]
     return run_process(cmd, {"kind": "critical_path", "num_tasks": n, "threads": args.critical_threads}, args.job_timeout)
 
 
