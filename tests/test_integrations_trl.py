@@ -334,7 +334,7 @@ def pass_fail_or_half(completions: list[Any], task_id: list[int], **kw: Any) -> 
 
 
 class EventBOTS(BOTS):
-    """BOTS that logs ('pick', ids) and ('feed', ids) events in order."""
+    """BOTS that logs ('pick', ids) (from select or take) and ('feed', ids) events in order."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -342,6 +342,11 @@ class EventBOTS(BOTS):
 
     def select(self, batch_size: int, exclude: Any = None) -> np.ndarray:
         ids = super().select(batch_size, exclude=exclude)
+        self.events.append(("pick", ids.tolist()))
+        return ids
+
+    def take(self, k: int, **kwargs: Any) -> np.ndarray:
+        ids = super().take(k, **kwargs)
         self.events.append(("pick", ids.tolist()))
         return ids
 

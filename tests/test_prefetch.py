@@ -83,9 +83,10 @@ class PrefetchOnEqualsOff(RuleBasedStateMachine):
     def set_params(self, p_star: float, thompson: bool) -> None:
         self._both(lambda s: s.set_params(target=p_star, thompson=thompson))
 
-    @rule(k=st.integers(0, 20), draw_size=st.sampled_from([8, 32, 256]))
-    def take(self, k: int, draw_size: int) -> None:
-        self._both(lambda s: s.take(k, draw_size=draw_size))
+    @rule(k=st.integers(0, 20), draw_size=st.sampled_from([8, 32, 256]), exclude_some=st.booleans())
+    def take(self, k: int, draw_size: int, exclude_some: bool) -> None:
+        exclude = np.arange(0, N, 7) if exclude_some else None
+        self._both(lambda s: s.take(k, draw_size=draw_size, exclude=exclude))
 
     @rule(count=st.integers(0, 10))
     def release(self, count: int) -> None:
@@ -275,7 +276,7 @@ def test_evidence_and_release_end_in_flight() -> None:
     assert sel.release(got[4:7]) == 3
     assert sel.release([got[4]]) == 0  # not in flight any more: ignored
     assert set(sel.in_flight.tolist()) == set(got[7:].tolist())
-    with pytest.raises(InvalidArgumentError, match="k: 98 exceeds the 97 tasks not in flight"):
+    with pytest.raises(InvalidArgumentError, match="k: 98 exceeds the 97 tasks neither in flight nor excluded"):
         sel.take(98)
 
 
@@ -293,3 +294,16 @@ def test_take_resumes_exactly_from_a_checkpoint(tmp_path: Any) -> None:
         sel.update(got, np.ones(6), 2)
         back.update(want, np.ones(6), 2)
     _assert_same_state(sel, back)
+
+
+def test_take_never_hands_out_an_excluded_task() -> None:
+    sel, twin = BOTS(N, seed=6), BOTS(N, seed=6)
+    evens = np.arange(0, N, 2)
+    got = sel.take(10, draw_size=10, exclude=evens)
+    assert np.array_equal(got, twin.select(10, exclude=evens))
+    mask = np.zeros(N, dtype=bool)
+    mask[: N - 5] = True
+    rest = sel.take(5, exclude=mask)  # only the last five tasks are allowed
+    assert sorted(rest.tolist()) == list(range(N - 5, N))
+    with pytest.raises(InvalidArgumentError, match="k: 1 exceeds the 0 tasks"):
+        sel.take(1, exclude=mask)

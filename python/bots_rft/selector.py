@@ -465,62 +465,73 @@ class BOTS:
         return np.array(ranked[:k], dtype=np.int64)
 
     # ----------------------------------------------------------------------------- streaming
-    def take(self, k: int, *, draw_size: int = 256) -> IntArray:
+    def take(self, k: int, *, draw_size: int = 256, exclude: Any = None) -> IntArray:
         """Hand out the next ``k`` tasks for rollout, for trainers that ask a few at a time.
 
         Tasks come from a sequence of *draws*. A draw is one Thompson selection (or greedy, per
         ``thompson``) with its own position in the random stream, exactly as one :meth:`select`
         call makes it, ranking the pool by closeness to the target; it hands out at most
-        ``draw_size`` tasks, best first, skipping tasks in flight. Taking ``draw_size`` tasks at
-        once from a fresh draw with nothing in flight returns what ``select(draw_size)`` would.
+        ``draw_size`` tasks, best first, skipping tasks in flight (and ``exclude``: task ids or a
+        boolean mask, as in :meth:`select`). A draw also never hands out a task that was in flight
+        when it was made or has been handed out since: its ranking of that task predates evidence
+        on its way. Taking ``draw_size`` tasks at once from a fresh draw with nothing in flight
+        returns what ``select(draw_size)`` would.
 
         Handed-out tasks are *in flight* (:attr:`in_flight`) until evidence for them arrives
         (:meth:`update` / :meth:`update_rewards`) or are handed back with :meth:`release`; no
-        draw hands out a task in flight. When the current draw has half of its tasks or fewer left to hand
-        out, the next draw is made from the posterior as it is then (with prefetch, in the
+        draw hands out a task in flight. When the current draw has half of its tasks or fewer left
+        to hand out, the next draw is made from the posterior as it is then (with prefetch, in the
         background); evidence arriving later shapes the draw after. The point where a draw is
         made depends only on the sequence of calls, so a run is reproducible, and identical with
         prefetch on and off. ``draw_size`` applies from the next draw on.
         """
         k = as_int(k, "k", minimum=0)
         size = as_int(draw_size, "draw_size", minimum=1)
+        mask, ids = _exclusion(exclude, self._num_tasks)
         with self._lock:
             stream = self._stream
-            free = self._num_tasks - len(stream.in_flight)
+            skip = _Skip(stream.in_flight, mask, ids)
+            skipped = skip.count()
+            free = self._num_tasks - skipped
             if k > free:
                 raise InvalidArgumentError(
-                    f"k: {k} exceeds the {free} tasks not in flight (pool of {self._num_tasks}, {len(stream.in_flight)} in flight)",
+                    f"k: {k} exceeds the {free} tasks neither in flight nor excluded "
+                    f"(pool of {self._num_tasks}, {len(stream.in_flight)} in flight)",
                     "k",
                 )
             out: list[int] = []
             while len(out) < k:
                 if stream.current is None or stream.current.exhausted():
-                    self._next_draw(size)
+                    self._next_draw(size, skipped)
                 assert stream.current is not None
-                out.extend(stream.current.hand_out(k - len(out), stream.in_flight))
+                handed = stream.current.hand_out(k - len(out), skip)
+                upcoming = stream.prepared or (self._pass_role if isinstance(self._pass_role, _Draw) else None)
+                if upcoming is not None:
+                    upcoming.blocked.update(handed)
+                out.extend(handed)
             current = stream.current
             running_low = current is None or current.left() <= current.quota // 2
             if running_low and stream.prepared is None and not isinstance(self._pass_role, _Draw):
-                self._draw_ahead(size)
+                self._draw_ahead(size, skip.count())
         return np.array(out, dtype=np.int64)
 
-    def _next_draw(self, size: int) -> None:
+    def _next_draw(self, size: int, skipped: int) -> None:
         """Make the prepared draw current, preparing one first if there is none."""
         stream = self._stream
         if stream.prepared is None and not isinstance(self._pass_role, _Draw):
-            self._draw_ahead(size)
+            self._draw_ahead(size, skipped)
         self._settle()
         assert stream.prepared is not None
         stream.current, stream.prepared = stream.prepared, None
 
-    def _draw_ahead(self, size: int) -> None:
+    def _draw_ahead(self, size: int, skipped: int) -> None:
         """Prepare the next draw from the posterior as it is now (pending update included)."""
         self._settle()
         self._speculation = None
-        # Rank as many extra tasks as are in flight now: enough for `size` of them to be free
-        # unless more are handed out before this draw is used (then the next draw is made).
-        ranked = min(self._num_tasks, size + len(self._stream.in_flight))
-        role = _Draw(ranked, self._num_selections, quota=size)
+        # Rank as many extra tasks as are skipped now: enough for `size` of them to be free
+        # unless more are handed out or excluded before this draw is used (then the next draw
+        # is made).
+        role = _Draw(min(self._num_tasks, size + skipped), self._num_selections, quota=size, blocked=set(self._stream.in_flight))
         self._num_selections += 1
         update, self._pending = self._pending, None
         self._start(update, role)
@@ -933,6 +944,9 @@ class _Draw:
     kth: float = math.inf
     cursor: int = 0  # next rank to look at
     handed: int = 0
+    # Tasks in flight when the draw was made or handed out since: the draw's ranking of them
+    # predates evidence that is on its way, so it never hands them out.
+    blocked: set[int] = field(default_factory=set)
     _ranked: list[int] | None = None
 
     def left(self) -> int:
@@ -941,16 +955,16 @@ class _Draw:
     def exhausted(self) -> bool:
         return self.handed >= self.quota or self.cursor >= len(self.candidates)
 
-    def hand_out(self, n: int, in_flight: set[int]) -> list[int]:
-        """Up to ``n`` tasks, best first, none in flight; marks them in flight."""
+    def hand_out(self, n: int, skip: _Skip) -> list[int]:
+        """Up to ``n`` tasks, best first, none skipped; marks them in flight."""
         if self._ranked is None:
             self._ranked = self.candidates.tolist()
         ranked, out = self._ranked, list[int]()
         while len(out) < n and self.handed < self.quota and self.cursor < len(ranked):
             task = ranked[self.cursor]
             self.cursor += 1
-            if task not in in_flight:
-                in_flight.add(task)
+            if task not in self.blocked and not skip.skips(task):
+                skip.in_flight.add(task)
                 out.append(task)
                 self.handed += 1
         return out
@@ -964,6 +978,7 @@ class _Draw:
             "kth": self.kth,
             "cursor": self.cursor,
             "handed": self.handed,
+            "blocked": np.array(sorted(self.blocked), dtype=np.int64),
         }
 
     @classmethod
@@ -980,7 +995,28 @@ class _Draw:
         )
         draw.cursor = as_int(state["cursor"], "cursor", minimum=0, maximum=candidates.size)
         draw.handed = as_int(state["handed"], "handed", minimum=0, maximum=draw.quota)
+        draw.blocked = set(as_ids(state["blocked"], "blocked").tolist())
         return draw
+
+
+class _Skip:
+    """The tasks one `take` call may not hand out: those in flight and those it excludes."""
+
+    def __init__(self, in_flight: set[int], mask: np.ndarray | None, ids: np.ndarray | None) -> None:
+        self.in_flight = in_flight
+        self._mask = mask
+        self._ids: set[int] = set(ids.tolist()) if ids is not None else set()
+
+    def skips(self, task: int) -> bool:
+        if task in self.in_flight or task in self._ids:
+            return True
+        return bool(self._mask[task]) if self._mask is not None else False
+
+    def count(self) -> int:
+        """How many distinct tasks are skipped (O(pool size) for a mask)."""
+        if self._mask is not None:
+            return int(np.count_nonzero(self._mask)) + sum(1 for t in self.in_flight if not self._mask[t])
+        return len(self.in_flight | self._ids) if self._ids else len(self.in_flight)
 
 
 @dataclass(eq=False)

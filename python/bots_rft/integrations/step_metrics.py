@@ -40,10 +40,10 @@ PICK_QUANTILES = (10, 50, 90)
 def posterior_means(selector: Any, task_ids: IntArray) -> FloatArray | None:
     """α / (α + β) of ``task_ids`` (reads only those entries), or None for selectors without a
     Beta posterior (the baselines)."""
-    alpha, beta = getattr(selector, "alpha", None), getattr(selector, "beta", None)
-    if alpha is None or beta is None:
+    posterior = getattr(selector, "posterior", None)
+    if not callable(posterior):
         return None
-    a, b = np.asarray(alpha)[task_ids], np.asarray(beta)[task_ids]
+    a, b = posterior(task_ids)
     return np.asarray(a / (a + b), dtype=np.float64)
 
 
@@ -68,6 +68,14 @@ class Pick:
     def timed(cls, selector: Any, batch_size: int, exclude: Any = None) -> Pick:
         start = time.perf_counter()
         ids = np.asarray(selector.select(batch_size, exclude=exclude), dtype=np.int64)
+        select_ms = (time.perf_counter() - start) * 1e3
+        return cls(ids, select_ms, posterior_means(selector, ids))
+
+    @classmethod
+    def timed_take(cls, selector: Any, k: int, *, draw_size: int, exclude: Any = None) -> Pick:
+        """The same for streaming selection: ``selector.take(k)`` (see :meth:`bots_rft.BOTS.take`)."""
+        start = time.perf_counter()
+        ids = np.asarray(selector.take(k, draw_size=draw_size, exclude=exclude), dtype=np.int64)
         select_ms = (time.perf_counter() - start) * 1e3
         return cls(ids, select_ms, posterior_means(selector, ids))
 

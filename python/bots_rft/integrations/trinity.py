@@ -338,8 +338,7 @@ class BOTSSelector(BaseSelector):
             for i in picks.tolist():
                 self._pending[i] = self._reads
             self._metrics.update({"bots/select_ms": 1e3 * elapsed, "bots/inflight_tasks": float(len(self._pending))})
-            alphas = self._bots.alpha[picks]
-            betas = self._bots.beta[picks]
+            alphas, betas = self._bots.posterior(picks)
             self._metrics.update(pick_metrics(alphas / (alphas + betas)))
             if not return_extra_info:
                 return picks.tolist()
@@ -367,9 +366,10 @@ class BOTSSelector(BaseSelector):
         picks = np.concatenate([p for p, _ in parts]) if parts else np.empty(0, dtype=np.int64)
         if not want_scores:
             return picks, None
-        alpha, beta = self._bots.alpha, self._bots.beta
         if not self._settings.thompson:
-            return picks, alpha[picks] / (alpha[picks] + beta[picks])
+            a, b = self._bots.posterior(picks)
+            return picks, a / (a + b)
+        alpha, beta = self._bots.alpha, self._bots.beta
         # The core keeps its draws; thompson_draws replays them from the same (seed, counter).
         seed, threads = self._bots.params["seed"], self._bots.threads
         draws = [_core.thompson_draws(alpha, beta, seed, c, threads=threads)[p].astype(np.float64) for p, c in parts]

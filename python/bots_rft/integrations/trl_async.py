@@ -15,7 +15,10 @@ functions and queues the samples for the trainer. The loop has no public hook; t
 ours it runs, both in the child, are the dataset's iterator and the reward functions. So:
 
 - :attr:`AsyncBOTS.prompts` is the train dataset: its iterator asks the selector for one task at a
-  time, excluding every task whose group is in flight (picked, not yet scored);
+  time with :meth:`bots_rft.BOTS.take`, which hands out the ranks of one Thompson draw (one draw
+  per update's worth of groups), never a task whose group is in flight (picked, not yet scored),
+  and prepares the next draw in the background, so a pick costs microseconds whatever the pool
+  size;
 - :meth:`AsyncBOTS.recording` wraps the success reward function: once it has scored a group, the
   group's rewards update the selector and release the task. Every scored group reaches BOTS,
   before anything downstream drops samples (``max_staleness`` discards stale samples in the
@@ -28,7 +31,8 @@ ours it runs, both in the child, are the dataset's iterator and the reward funct
   worker's ``metrics_queue``, the channel the trainer drains in ``log()``), writes the selector
   into every ``checkpoint-<step>/`` and restores it on ``train(resume_from_checkpoint=...)``.
 
-Limits: TRL draws one row per group, so each Thompson draw picks a single task; evidence arrives
+Limits: TRL draws one row per group, so a draw's picks go out one by one while the groups before
+them are still being scored (evidence reaches the next draw, not the current one); evidence arrives
 when a group is scored, which may be after the policy has moved on (the trainer's staleness
 bound applies); groups in flight at a checkpoint are lost on resume, as TRL loses them (TRL also
 warns that it restarts "from prompt 0": it repositions only map-style datasets, and here BOTS
@@ -66,7 +70,12 @@ class _Selection:
     Scored groups are folded into the posterior ``groups_per_update`` at a time, one
     ``selector.update`` each, so that BOTS's per-update discount λ means what it means in a
     synchronous run (one update per training step), not one discount per group. A task stays
-    excluded from selection until the update holding its group is applied."""
+    excluded from selection until the update holding its group is applied.
+
+    A selector with ``take`` (:class:`bots_rft.BOTS`) hands tasks out from one Thompson draw per
+    ``groups_per_update`` picks (so each update's evidence shapes the draws that follow it),
+    prepared in the background, and keeps the tasks in flight itself; any other selector makes
+    one ``select(1)`` per pick with the tasks in flight excluded."""
 
     def __init__(self, selector: Any, rows_of_task: IntArray, success_threshold: float | None, groups_per_update: int) -> None:
         self.selector = selector
@@ -75,6 +84,8 @@ class _Selection:
         self.groups_per_update = groups_per_update
         self.lock = threading.Lock()
         self._no_row = rows_of_task < 0
+        self._no_row_ids = np.flatnonzero(self._no_row)
+        self._streams = callable(getattr(selector, "take", None))
         self._in_flight = np.zeros(len(rows_of_task), dtype=np.int64)
         self._excluded = self._no_row.copy()  # no row, or in flight
         self._pending: list[tuple[IntArray, FloatArray]] = []
@@ -97,7 +108,12 @@ class _Selection:
             repick = not np.any(~exclude)
             if repick:  # every task is in flight (a pool smaller than the rollout capacity)
                 exclude = self._no_row
-            pick = Pick.timed(self.selector, 1, exclude=exclude)
+                pick = Pick.timed(self.selector, 1, exclude=exclude)
+            elif self._streams:
+                no_row = self._no_row_ids if self._no_row_ids.size else None
+                pick = Pick.timed_take(self.selector, 1, draw_size=self.groups_per_update, exclude=no_row)
+            else:
+                pick = Pick.timed(self.selector, 1, exclude=exclude)
             task = int(pick.task_ids[0])
             self._in_flight[task] += 1
             self._excluded[task] = True
@@ -164,6 +180,8 @@ class _Selection:
             self._in_flight[:] = 0
             self._excluded = self._no_row.copy()
             self._pending = []
+            if self._streams:
+                self.selector.release(self.selector.in_flight)
 
     def take_metrics(self) -> dict[str, float | tuple[float, float]]:
         """The ``bots/*`` metrics since the last call, shaped for the async trainer's metric sink:

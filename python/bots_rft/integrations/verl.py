@@ -226,7 +226,7 @@ class BOTSPromptSampler(Sampler[int]):
         start = time.perf_counter()
         chosen = self.selector.select(min(self.chunk_size, available), exclude=exclude)
         self._select_s += time.perf_counter() - start
-        alpha, beta = self.selector.alpha[chosen], self.selector.beta[chosen]  # select has flushed
+        alpha, beta = self.selector.posterior(chosen)
         self._picked_means.extend((alpha / (alpha + beta)).tolist())
         return [int(t) for t in chosen]
 
