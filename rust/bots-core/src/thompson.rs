@@ -93,6 +93,23 @@ fn beta_attempt(sa: f32, sb: f32, w: [u32; 4]) -> (f32, bool) {
     (xv / (xv + yv), okx & oky)
 }
 
+/// Compacted work (log tests, retries) runs in whole groups of this many lanes, the padding lanes
+/// holding harmless inputs: a group is one AVX-512 vector (two AVX2, four SSE2), and a loop that
+/// ends on a partial group would run its last few lanes through scalar code, which for a handful
+/// of lanes per block cost more than the vector work itself.
+const GROUP: usize = 16;
+
+/// Rounds `n` up to whole groups.
+#[inline(always)]
+fn whole_groups(n: usize) -> usize {
+    n.div_ceil(GROUP) * GROUP
+}
+
+/// Capacity of the compacted log tests (two per task at most, plus padding).
+const TESTS: usize = 2 * BLOCK + GROUP;
+/// Capacity of the compacted retries.
+const RETRIES: usize = BLOCK + GROUP;
+
 /// Tries after which a task falls back to the scalar sampler (each try succeeds with probability
 /// above 0.9, so this never happens in practice; it only bounds the loop).
 const MAX_ATTEMPTS: u32 = 64;
@@ -111,19 +128,20 @@ pub(crate) struct Scratch {
     z2: [f32; BLOCK],
     gx: [f32; BLOCK],
     // Compacted log tests: the task, which gamma (its flag), and the test's inputs.
-    test_task: [u16; BLOCK * 2],
-    test_flag: [u8; BLOCK * 2],
-    test_shape: [f32; BLOCK * 2],
-    test_z: [f32; BLOCK * 2],
-    test_u: [f32; BLOCK * 2],
-    test_pass: [bool; BLOCK * 2],
+    test_task: [u16; TESTS],
+    test_flag: [u8; TESTS],
+    test_shape: [f32; TESTS],
+    test_z: [f32; TESTS],
+    test_u: [f32; TESTS],
+    test_pass: [bool; TESTS],
     // Compacted retries.
     pending: [u16; BLOCK],
-    ra: [f32; BLOCK],
-    rb: [f32; BLOCK],
-    rw: [[u32; 4]; BLOCK],
-    rp: [f32; BLOCK],
-    rok: [bool; BLOCK],
+    ra: [f32; RETRIES],
+    rb: [f32; RETRIES],
+    /// Task index of each pending retry (contiguous, so the Philox loop vectorises).
+    rj: [u64; RETRIES],
+    rp: [f32; RETRIES],
+    rok: [bool; RETRIES],
 }
 
 impl Scratch {
@@ -137,18 +155,18 @@ impl Scratch {
             z1: [0.0; BLOCK],
             z2: [0.0; BLOCK],
             gx: [0.0; BLOCK],
-            test_task: [0; BLOCK * 2],
-            test_flag: [0; BLOCK * 2],
-            test_shape: [0.0; BLOCK * 2],
-            test_z: [0.0; BLOCK * 2],
-            test_u: [0.0; BLOCK * 2],
-            test_pass: [false; BLOCK * 2],
+            test_task: [0; TESTS],
+            test_flag: [0; TESTS],
+            test_shape: [0.0; TESTS],
+            test_z: [0.0; TESTS],
+            test_u: [0.0; TESTS],
+            test_pass: [false; TESTS],
             pending: [0; BLOCK],
-            ra: [0.0; BLOCK],
-            rb: [0.0; BLOCK],
-            rw: [[0; 4]; BLOCK],
-            rp: [0.0; BLOCK],
-            rok: [false; BLOCK],
+            ra: [0.0; RETRIES],
+            rb: [0.0; RETRIES],
+            rj: [0; RETRIES],
+            rp: [0.0; RETRIES],
+            rok: [false; RETRIES],
         })
     }
 }
@@ -268,8 +286,19 @@ fn log_tests(sc: &mut Scratch, m: usize) -> bool {
             }
         }
     }
-    for t in 0..n {
-        sc.test_pass[t] = gamma_log_test(sc.test_shape[t], sc.test_z[t], sc.test_u[t]);
+    let padded = whole_groups(n);
+    for t in n..padded {
+        (sc.test_shape[t], sc.test_z[t], sc.test_u[t]) = (1.0, 0.0, 0.5);
+    }
+    for g in (0..padded).step_by(GROUP) {
+        // Fixed-size groups: the loop vectoriser widens a constant trip count exactly.
+        let shape: &[f32; GROUP] = sc.test_shape[g..g + GROUP].try_into().expect("a group");
+        let z: &[f32; GROUP] = sc.test_z[g..g + GROUP].try_into().expect("a group");
+        let u: &[f32; GROUP] = sc.test_u[g..g + GROUP].try_into().expect("a group");
+        let pass: &mut [bool; GROUP] = (&mut sc.test_pass[g..g + GROUP]).try_into().expect("a group");
+        for t in 0..GROUP {
+            pass[t] = gamma_log_test(shape[t], z[t], u[t]);
+        }
     }
     let mut all = true;
     for t in 0..n {
@@ -342,12 +371,28 @@ pub(crate) fn retry_block(sc: &mut Scratch, ab: &[f64], bb: &[f64], first: usize
             let i = sc.pending[t] as usize;
             sc.ra[t] = sc.shape_a[i];
             sc.rb[t] = sc.shape_b[i];
-            sc.rw[t] = philox4x32(task_counter((first + i) as u64, counter, attempt), key);
+            sc.rj[t] = (first + i) as u64;
         }
-        for t in 0..np {
-            let (p, accepted) = beta_attempt(sc.ra[t], sc.rb[t], sc.rw[t]);
-            sc.rp[t] = p;
-            sc.rok[t] = accepted;
+        let padded = whole_groups(np);
+        for t in np..padded {
+            (sc.ra[t], sc.rb[t], sc.rj[t]) = (1.0, 1.0, 0);
+        }
+        for g in (0..padded).step_by(GROUP) {
+            // Fixed-size groups, as in `log_tests`.
+            let j: &[u64; GROUP] = sc.rj[g..g + GROUP].try_into().expect("a group");
+            let sa: &[f32; GROUP] = sc.ra[g..g + GROUP].try_into().expect("a group");
+            let sb: &[f32; GROUP] = sc.rb[g..g + GROUP].try_into().expect("a group");
+            let mut words = [[0u32; GROUP]; 4];
+            for t in 0..GROUP {
+                let w = philox4x32(task_counter(j[t], counter, attempt), key);
+                (words[0][t], words[1][t], words[2][t], words[3][t]) = (w[0], w[1], w[2], w[3]);
+            }
+            let (mut p, mut accepted) = ([0f32; GROUP], [false; GROUP]);
+            for t in 0..GROUP {
+                (p[t], accepted[t]) = beta_attempt(sa[t], sb[t], [words[0][t], words[1][t], words[2][t], words[3][t]]);
+            }
+            sc.rp[g..g + GROUP].copy_from_slice(&p);
+            sc.rok[g..g + GROUP].copy_from_slice(&accepted);
         }
         let mut keep = 0;
         for t in 0..np {
