@@ -127,12 +127,11 @@ pub(crate) struct Scratch {
     z1: [f32; BLOCK],
     z2: [f32; BLOCK],
     gx: [f32; BLOCK],
-    // Compacted log tests: the task, which gamma (its flag), and the test's inputs.
+    // Compacted log tests: the task and the test's inputs.
     test_task: [u16; TESTS],
-    test_flag: [u8; TESTS],
     test_shape: [f32; TESTS],
     test_z: [f32; TESTS],
-    test_u: [f32; TESTS],
+    test_word: [u32; TESTS],
     test_pass: [bool; TESTS],
     // Compacted retries.
     pending: [u16; BLOCK],
@@ -156,10 +155,9 @@ impl Scratch {
             z2: [0.0; BLOCK],
             gx: [0.0; BLOCK],
             test_task: [0; TESTS],
-            test_flag: [0; TESTS],
             test_shape: [0.0; TESTS],
             test_z: [0.0; TESTS],
-            test_u: [0.0; TESTS],
+            test_word: [0; TESTS],
             test_pass: [false; TESTS],
             pending: [0; BLOCK],
             ra: [0.0; RETRIES],
@@ -207,14 +205,16 @@ const NEEDS_LOG_X: u8 = 1;
 const NEEDS_LOG_Y: u8 = 2;
 const RETRY: u8 = 4;
 
-/// Bit i set for each task `start + i` (i < 64, `start + i < m`) whose flag is not 0.
+/// Bit i set for each task `start + i` (i < 64, `start + i < m`) whose flag has any of the bits
+/// of `select`: 64 tasks tested with a few word operations instead of 64 unpredictable branches.
 #[inline(always)]
-fn flagged(flags: &[u8; BLOCK], start: usize, m: usize) -> u64 {
+fn flagged(flags: &[u8; BLOCK], start: usize, m: usize, select: u8) -> u64 {
     const LOW7: u64 = 0x7F7F_7F7F_7F7F_7F7F;
+    let select = u64::from_le_bytes([select; 8]);
     let mut mask = 0u64;
     for k in 0..8 {
         let at = start + 8 * k;
-        let w = u64::from_le_bytes(flags[at..at + 8].try_into().expect("8 bytes"));
+        let w = u64::from_le_bytes(flags[at..at + 8].try_into().expect("8 bytes")) & select;
         // The high bit of each byte: set iff the byte is not 0 (no carry crosses bytes).
         let high = (((w & LOW7) + LOW7) | w) & !LOW7;
         // Gathers the 8 high bits into one byte.
@@ -261,51 +261,63 @@ pub(crate) fn gamma_stage(sc: &mut Scratch, m: usize) -> bool {
 /// Returns whether every test passed.
 #[inline(always)]
 fn log_tests(sc: &mut Scratch, m: usize) -> bool {
+    // The tests of Gamma(alpha), then those of Gamma(beta), each found by its own bit mask.
     let mut n = 0;
     for start in (0..m).step_by(64) {
-        let mut mask = flagged(&sc.flags, start, m);
+        let mut mask = flagged(&sc.flags, start, m, NEEDS_LOG_X);
         while mask != 0 {
             let i = start + mask.trailing_zeros() as usize;
             mask &= mask - 1;
-            let flag = sc.flags[i];
-            if flag & NEEDS_LOG_X != 0 {
-                sc.test_task[n] = i as u16;
-                sc.test_flag[n] = NEEDS_LOG_X;
-                sc.test_shape[n] = sc.shape_a[i];
-                sc.test_z[n] = sc.z1[i];
-                sc.test_u[n] = open01(sc.words[2][i]);
-                n += 1;
-            }
-            if flag & NEEDS_LOG_Y != 0 {
-                sc.test_task[n] = i as u16;
-                sc.test_flag[n] = NEEDS_LOG_Y;
-                sc.test_shape[n] = sc.shape_b[i];
-                sc.test_z[n] = sc.z2[i];
-                sc.test_u[n] = open01(sc.words[3][i]);
-                n += 1;
-            }
+            sc.test_task[n] = i as u16;
+            sc.test_shape[n] = sc.shape_a[i];
+            sc.test_z[n] = sc.z1[i];
+            sc.test_word[n] = sc.words[2][i];
+            n += 1;
+        }
+    }
+    for start in (0..m).step_by(64) {
+        let mut mask = flagged(&sc.flags, start, m, NEEDS_LOG_Y);
+        while mask != 0 {
+            let i = start + mask.trailing_zeros() as usize;
+            mask &= mask - 1;
+            sc.test_task[n] = i as u16;
+            sc.test_shape[n] = sc.shape_b[i];
+            sc.test_z[n] = sc.z2[i];
+            sc.test_word[n] = sc.words[3][i];
+            n += 1;
         }
     }
     let padded = whole_groups(n);
     for t in n..padded {
-        (sc.test_shape[t], sc.test_z[t], sc.test_u[t]) = (1.0, 0.0, 0.5);
+        (sc.test_shape[t], sc.test_z[t], sc.test_word[t]) = (1.0, 0.0, 1 << 31);
     }
     for g in (0..padded).step_by(GROUP) {
         // Fixed-size groups: the loop vectoriser widens a constant trip count exactly.
         let shape: &[f32; GROUP] = sc.test_shape[g..g + GROUP].try_into().expect("a group");
         let z: &[f32; GROUP] = sc.test_z[g..g + GROUP].try_into().expect("a group");
-        let u: &[f32; GROUP] = sc.test_u[g..g + GROUP].try_into().expect("a group");
+        let word: &[u32; GROUP] = sc.test_word[g..g + GROUP].try_into().expect("a group");
         let pass: &mut [bool; GROUP] = (&mut sc.test_pass[g..g + GROUP]).try_into().expect("a group");
         for t in 0..GROUP {
-            pass[t] = gamma_log_test(shape[t], z[t], u[t]);
+            pass[t] = gamma_log_test(shape[t], z[t], open01(word[t]));
         }
     }
+    // Every pending test is now decided: clear the pending flags (one vector pass), then mark the
+    // tasks of the few failed tests (about 1 in 20) for retry.
+    for f in &mut sc.flags[..m] {
+        *f &= RETRY;
+    }
     let mut all = true;
-    for t in 0..n {
-        let i = sc.test_task[t] as usize;
-        // A failed test is final (RETRY); a passed one clears its own flag only.
-        sc.flags[i] = if sc.test_pass[t] { sc.flags[i] & !sc.test_flag[t] } else { RETRY };
-        all &= sc.test_pass[t];
+    for g in (0..padded).step_by(GROUP) {
+        let pass: &[bool; GROUP] = sc.test_pass[g..g + GROUP].try_into().expect("a group");
+        if pass.iter().fold(true, |acc, &p| acc & p) {
+            continue;
+        }
+        for t in g..(g + GROUP).min(n) {
+            if !sc.test_pass[t] {
+                sc.flags[sc.test_task[t] as usize] = RETRY;
+                all = false;
+            }
+        }
     }
     all
 }
@@ -350,7 +362,7 @@ pub(crate) fn retry_block(sc: &mut Scratch, ab: &[f64], bb: &[f64], first: usize
     let mut np = 0;
     let m = ab.len();
     for start in (0..m).step_by(64) {
-        let mut mask = flagged(&sc.flags, start, m);
+        let mut mask = flagged(&sc.flags, start, m, RETRY | NEEDS_LOG_X | NEEDS_LOG_Y);
         while mask != 0 {
             let i = start + mask.trailing_zeros() as usize;
             mask &= mask - 1;
