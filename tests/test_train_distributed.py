@@ -1,6 +1,6 @@
 """Two CPU processes on gloo: rank 0 owns the selector and broadcasts the batch, each rank rolls
 out and trains its share under DDP, rewards come back for the update; also for dynamic
-sampling, whose rollouts happen inside the selection."""
+sampling, whose rounds of selection, rollout and scoring every rank runs together."""
 
 from __future__ import annotations
 

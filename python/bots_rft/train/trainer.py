@@ -1,10 +1,20 @@
 """The GRPO training loop fed by a task selector (the paper's GRPO setting).
 
-Each step: rank 0's selector picks B tasks and broadcasts their ids; every rank rolls out its
-share n times (temperature 1.0), scores them with the pool's verifiers, and the rewards come
-back to rank 0, which updates the selector with every task's successes; then each rank trains
-on its share: group-normalised advantages, clipped surrogate over mini-batches against the
-generation policy's log-probs, AdamW, grad-norm clip, constant lr after a linear warm-up.
+Each step runs six stages, each a method of :class:`GRPOTrainer`, top to bottom in
+:meth:`GRPOTrainer.train_step`:
+
+1. ``select_batch``: rank 0's selector picks B tasks; every rank receives their ids;
+2. ``roll_out``: each rank samples its share n times (temperature 1.0);
+3. ``score``: the pool's verifiers reward every completion;
+4. ``feed_selector``: rank 0's selector learns every rolled-out group's successes;
+5. ``optimise``: each rank trains on its share: group-normalised advantages, clipped surrogate
+   over mini-batches against the generation policy's log-probs, AdamW, grad-norm clip, constant
+   lr after a linear warm-up (:mod:`.optimise`);
+6. ``step_record``: the step's metrics, which :meth:`GRPOTrainer.run` logs.
+
+With DAPO's dynamic sampling (``method=dynamic``, or ``dynamic_sampling`` on top of a method),
+stages 1-3 repeat in :meth:`GRPOTrainer.fill_batch` until B tasks with informative groups are
+found; stage 4 then sees every group rolled out, the dropped ones included.
 """
 
 from __future__ import annotations
@@ -24,26 +34,33 @@ import numpy.typing as npt
 import torch
 
 from .. import BOTS
-from ..baselines import DynamicSampling
+from ..checkpoint import load_state
 from ..data import TaskPool
 from ..errors import CheckpointError, ConfigError
 from ..metrics import effective_ratios
 from ..models import resolve_device
 from ..rewards import RewardScorer
-from .checkpoint import (latest_checkpoint, load_model_state, load_training_state, rng_state, save_checkpoint,
-                         set_rng_state)  # fmt: skip
+from .checkpoint import (
+    latest_checkpoint,
+    load_model_state,
+    load_training_state,
+    rng_state,
+    save_checkpoint,
+    set_rng_state,  # fmt: skip
+)
 from .config import SELECTION_PARAMS, TrainConfig
 from .distributed import Dist
+from .epoch_order import EpochOrder
 from .evaluate import evaluate
-from .grpo import group_advantages, grpo_loss
 from .logger import MetricsLogger
-from .model import autocast, load_policy, sequence_logprobs, unwrap
-from .rollout import Rollouts, concat_rollouts, generate_rollouts
+from .model import load_policy, unwrap
+from .optimise import grpo_update
 from .pool_identity import compare_pools, grown_state, load_pool_ids, save_pool_ids
+from .rollout import Rollouts, concat_rollouts, generate_rollouts
 from .scoring import VerifierErrors, register_config_verifiers, score_texts
-from .selection import load_selector, make_selector, save_selector
-from .stops import RunInterrupted, VerifierErrorStop, signal_name
+from .selection import load_selector, make_selector, save_selector, selector_file
 from .sft import sft_warmup
+from .stops import RunInterrupted, VerifierErrorStop, signal_name
 
 __all__ = ["GRPOTrainer", "TrainResult", "train", "resolve_eval_pool"]
 
@@ -78,16 +95,43 @@ def resolve_eval_pool(cfg: TrainConfig) -> Path | None:
     return sibling if p.name == "train.parquet" and sibling.exists() else None
 
 
-def _trim(ids: torch.Tensor, attn: torch.Tensor, cmask: torch.Tensor, plen: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
-    """Drop columns that are padding in every row of a micro-batch (left of the prompts, right
-    of the completions): less compute, same log-probs."""
-    first = int(attn[:, :plen].any(0).long().argmax()) if plen else 0
-    used = cmask.any(0)
-    last = int(used.nonzero().max()) + 1 if bool(used.any()) else 1
-    return ids[:, first : plen + last], attn[:, first : plen + last], cmask[:, :last], plen - first
+@dataclass
+class _StepTimes:
+    """One rank's time and work in the step's stages so far."""
+
+    select_s: float = 0.0  # in the selector's select (rank 0)
+    gen_s: float = 0.0
+    reward_s: float = 0.0
+    gen_tokens: int = 0
+
+
+@dataclass
+class _Batch:
+    """A step's batch: B task ids (the same on every rank), this rank's scored rollouts of its
+    share, and every group rolled out to find them (the batch itself without dynamic sampling)."""
+
+    task_ids: list[int]
+    rollouts: Rollouts | None  # None when this rank's share is empty
+    rolled_ids: npt.NDArray[np.int64]
+    rolled_successes: npt.NDArray[np.float64]
+
+
+@dataclass
+class _StepResults:
+    """The batch's outcome over all ranks, on every rank."""
+
+    rewards: npt.NDArray[np.float64]  # [B, n]
+    lengths: list[int]  # completion tokens per rollout
+    errors: VerifierErrors
+    gen_s: float  # the slowest rank's
+    reward_s: float
+    gen_tokens: int  # all ranks'
 
 
 class GRPOTrainer:
+    """GRPO on ``cfg.pool`` with ``cfg.method`` choosing each step's tasks. :meth:`run` trains to
+    ``steps`` (checkpoints, evaluation, signals); :meth:`train_step` is one step, stage by stage."""
+
     def __init__(self, cfg: TrainConfig) -> None:
         cfg.validate()
         self.cfg = cfg
@@ -150,12 +194,12 @@ class GRPOTrainer:
             self.optimizer, lambda s: min(1.0, (s + 1) / warm) if warm else 1.0
         )
         self.scorer = RewardScorer(workers=cfg.reward_workers, timeout=cfg.reward_timeout)
+        # Every rank takes the same path through a step, so this comes from the config, not
+        # from the selector only rank 0 holds.
+        self.dynamic_sampling = cfg.method == "dynamic" or cfg.dynamic_sampling
         self.selector: Any = None  # rank 0's; the other ranks follow its broadcasts
-        # Every rank must take the same path in _select, so this is decided from the config,
-        # not from the selector only rank 0 holds.
-        self.rolls_out_in_select = cfg.method == "dynamic" or cfg.dynamic_sampling
         if self.dist.is_main:
-            self.selector = make_selector(cfg, len(self.pool), self.weak, self.strong, rollout=self._dynamic_callback)
+            self.selector = self._make_selector()
         self.step = 0
         self.cum_rollouts = 0
         self.cum_gen_tokens = 0
@@ -163,14 +207,18 @@ class GRPOTrainer:
         self._abortable = False  # a signal may abandon the step in progress (see _on_signal)
         self._snapshot: dict[str, Any] | None = None
         self._step_errors = VerifierErrors()
-        self._cache: dict[int, Rollouts] = {}
-        self._gen_s = 0.0
-        self._reward_s = 0.0
-        self._gen_tokens = 0
+        self._times = _StepTimes()
         if self.resume_from is not None:
             self._restore(self.resume_from)
         self.logger = MetricsLogger(self.out_dir, enabled=self.dist.is_main, tensorboard=cfg.tensorboard,
                                     resume_step=self.step if self.resume_from is not None else None)  # fmt: skip
+
+    def _make_selector(self) -> Any:
+        """The selector of ``method``; with dynamic sampling, the one that proposes each
+        generation batch (``method=dynamic``: DAPO's epoch order)."""
+        if self.cfg.method == "dynamic":
+            return EpochOrder(len(self.pool), seed=self.cfg.seed)
+        return make_selector(self.cfg.replace(dynamic_sampling=False), len(self.pool), self.weak, self.strong)
 
     # ------------------------------------------------------------------------ checkpoints
     def _check_out_dir(self) -> None:
@@ -259,12 +307,9 @@ class GRPOTrainer:
         set_rng_state(state["rng"])
         changed = self._changed_selection_params(path, saved)
         if self.dist.is_main:
-            self.selector = load_selector(self.selector, path, adapt)
-            if isinstance(self.selector, DynamicSampling):
-                self.selector.rollout = self._dynamic_callback
-            bots = self.selector.proposer if isinstance(self.selector, DynamicSampling) else self.selector
-            if changed and isinstance(bots, BOTS):
-                bots.set_params(**changed)
+            self.selector = self._load_selector(path, adapt)
+            if changed and isinstance(self.selector, BOTS):
+                self.selector.set_params(**changed)
                 log.warning("resume: selection parameters changed from step %d on: %s", int(state["trainer"]["step"]) + 1,
                             ", ".join(f"{k}={v!r}" for k, v in changed.items()))  # fmt: skip
         t = state["trainer"]
@@ -273,6 +318,22 @@ class GRPOTrainer:
         self.cum_gen_tokens = int(t.get("cum_gen_tokens", 0))
         if self.dist.is_main:
             log.info("resumed from %s at step %d", path, self.step)
+
+    def _load_selector(self, path: Path, adapt: Any) -> Any:
+        """The selector restored from checkpoint ``path``. A dynamic-sampling run checkpointed
+        before the trainer filled its batches itself saved a wrapper whose state holds the
+        method's (``proposer``); that state is restored into the method's selector."""
+        wrapped = path / "selector_state.bots"
+        if self.dynamic_sampling and not selector_file(path, self.selector).exists() and wrapped.exists():
+            state = load_state(wrapped)
+            if state.get("kind") == "dynamic_sampling" and isinstance(state.get("proposer"), dict):
+                inner = adapt(state["proposer"]) if adapt is not None else state["proposer"]
+                if isinstance(self.selector, BOTS):
+                    self.selector.load_state_dict(inner, params="checkpoint")
+                else:
+                    self.selector.load_state_dict(inner)
+                return self.selector
+        return load_selector(self.selector, path, adapt)
 
     def save(self) -> Path:
         return save_checkpoint(
@@ -283,219 +344,191 @@ class GRPOTrainer:
             dist_=self.dist, keep=self.cfg.keep_checkpoints, save_extra=lambda d: save_pool_ids(d, self.pool),
         )  # fmt: skip
 
-    # --------------------------------------------------------------------------- rollouts
-    def _rollout_local(self, ids: list[int]) -> Rollouts | None:
-        """Roll out and score this rank's tasks; accumulates generation time and tokens."""
-        if not ids:
+    # ------------------------------------------------------------------- the stages of a step
+    # A step is: select a batch -> roll it out -> score it -> feed the selector -> optimise ->
+    # log (the record :meth:`train_step` returns, written by :meth:`run`). With DAPO's dynamic
+    # sampling, the first three repeat in :meth:`fill_batch` until the batch is full. Every
+    # stage is collective (each rank calls it in the same order); rank 0 holds the selector.
+    def train_step(self) -> dict[str, Any]:
+        """One GRPO step (collective). The record is complete on rank 0."""
+        self.step += 1
+        t0 = time.perf_counter()
+        self._times = _StepTimes()
+        batch = self.fill_batch() if self.dynamic_sampling else self.one_batch()
+        results = self.gather_results(batch)
+        self._stop_on_verifier_errors(results.errors)  # before the selector or the model learn from them
+        update_s = self.feed_selector(batch.rolled_ids, batch.rolled_successes)
+        t_train = time.perf_counter()
+        stats = self.optimise(batch.rollouts)
+        train_s = time.perf_counter() - t_train
+        return self.step_record(batch, results, stats, update_s=update_s, train_s=train_s, t0=t0)
+
+    def one_batch(self) -> _Batch:
+        """Select B tasks, roll them out, score them: the batch, every group of which is trained on."""
+        ids = self.select_batch(self.cfg.batch_size)
+        ro = self.score(self.roll_out(ids))
+        return _Batch(ids, ro, np.asarray(ids, dtype=np.int64), self.gather_successes(ro))
+
+    def fill_batch(self) -> _Batch:
+        """DAPO's dynamic sampling (Yu et al., 2025): select ``oversample * B`` tasks not yet
+        rolled out this step, roll them out and score them; keep the groups whose rewards
+        disagree (0 < successes < n: a group with all-equal rewards has zero advantage and
+        teaches nothing); repeat until B are kept or ``max_rounds`` rounds were spent, then top
+        the batch up with dropped groups. Every rolled-out group, kept or dropped, reaches the
+        selector (dropped groups are the clearest evidence of solved or hopeless tasks), and
+        every rollout beyond B * n is counted as extra cost."""
+        cfg = self.cfg
+        b, n = cfg.batch_size, cfg.rollouts
+        per_round = max(b, int(np.ceil(cfg.oversample * b)))
+        rolled = np.zeros(len(self.pool), dtype=bool)  # no task is rolled out twice in a step
+        kept: list[tuple[int, float]] = []  # (task id, successes), in the order rolled out
+        dropped: list[tuple[int, float]] = []
+        mine: dict[int, Rollouts] = {}  # this rank's rollouts, by task
+        for _ in range(cfg.max_rounds):
+            ids = self.select_batch(per_round, exclude=rolled)
+            if not ids:
+                break
+            rolled[ids] = True
+            ro = self.score(self.roll_out(ids))
+            successes = self.gather_successes(ro)
+            if ro is not None:
+                cpu = ro.to(torch.device("cpu"))
+                mine.update({tid: cpu.take([pos]) for pos, tid in enumerate(self.dist.shard(ids))})
+            for tid, s in zip(ids, successes.tolist()):
+                (kept if 0 < s < n else dropped).append((tid, s))
+            if len(kept) >= b:
+                break
+        groups = kept + dropped  # the kept first: dropped groups only top up a short batch
+        task_ids = [tid for tid, _ in groups[:b]]
+        return _Batch(task_ids, self._share_of(task_ids, mine),
+                      np.asarray([tid for tid, _ in groups], dtype=np.int64),
+                      np.asarray([s for _, s in groups], dtype=np.float64))  # fmt: skip
+
+    def select_batch(self, count: int, exclude: npt.NDArray[np.bool_] | None = None) -> list[int]:
+        """Stage 1 (rank 0's selector; every rank receives the ids): ``count`` tasks, none of
+        ``exclude``; fewer when fewer are left."""
+        ids: list[int] | None = None
+        if self.dist.is_main:
+            t = time.perf_counter()
+            sel = self.selector
+            if exclude is None:
+                chosen = sel.select(count)
+            elif isinstance(sel, EpochOrder):  # a data loader: hands out what is left
+                chosen = sel.select(count, exclude=exclude)
+            else:
+                left = int((~exclude).sum())
+                chosen = sel.select(min(count, left), exclude=exclude) if left else []
+            ids = [int(i) for i in chosen]
+            self._times.select_s += time.perf_counter() - t
+        return self.dist.broadcast(ids)  # type: ignore[no-any-return]
+
+    def roll_out(self, ids: list[int]) -> Rollouts | None:
+        """Stage 2: this rank's share of ``ids``, each task's prompt sampled ``rollouts`` times
+        (None when the share is empty)."""
+        mine = self.dist.shard(ids)
+        if not mine:
             return None
         cfg = self.cfg
-        t0 = time.perf_counter()
+        t = time.perf_counter()
         with self.dist.full_params(self.model):
             ro = generate_rollouts(
-                self.model, self.tok, [self.chats[i] for i in ids], ids, cfg.rollouts, max_new_tokens=cfg.max_new_tokens,
+                self.model, self.tok, [self.chats[i] for i in mine], mine, cfg.rollouts, max_new_tokens=cfg.max_new_tokens,
                 temperature=cfg.temperature, top_p=cfg.top_p, batch_size=cfg.generation_batch_size,
                 max_prompt_tokens=cfg.max_prompt_tokens, bf16=cfg.bf16,
             )  # fmt: skip
-        t1 = time.perf_counter()
-        ro.rewards = torch.as_tensor(score_texts(self.scorer, self.pool, ids, ro.texts, cfg.rollouts, self._step_errors))
-        self._gen_s += t1 - t0
-        self._reward_s += time.perf_counter() - t1
-        self._gen_tokens += int(ro.completion_mask.sum())
+        self._times.gen_s += time.perf_counter() - t
+        self._times.gen_tokens += int(ro.completion_mask.sum())
         return ro
 
-    def _rollout_round(self, ids: list[int]) -> npt.NDArray[np.float64]:
-        """Collective: every rank rolls out its share of ``ids`` and caches it per task;
-        returns the successes of all ``ids`` (in order) on every rank."""
-        mine = self.dist.shard(ids)
-        ro = self._rollout_local(mine)
-        if ro is not None:
-            cpu = ro.to(torch.device("cpu"))
-            for pos, tid in enumerate(mine):
-                self._cache[int(tid)] = cpu.take([pos])
-        succ = [] if ro is None else ro.rewards.sum(1).tolist()  # type: ignore[union-attr]
-        return np.asarray([s for part in self.dist.gather(succ) for s in part], dtype=np.float64)
+    def score(self, ro: Rollouts | None) -> Rollouts | None:
+        """Stage 3: ``ro.rewards`` from the pool's verifiers; verifier errors are tallied for
+        the step (and may stop the run before anything learns from them)."""
+        if ro is None:
+            return None
+        t = time.perf_counter()
+        rows = [int(i) for i in ro.task_ids.tolist()]
+        ro.rewards = torch.as_tensor(score_texts(self.scorer, self.pool, rows, ro.texts, ro.n, self._step_errors))
+        self._times.reward_s += time.perf_counter() - t
+        return ro
 
-    def _dynamic_callback(self, ids: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
-        # Runs on rank 0 inside DynamicSampling.select; the other ranks wait in _select_dynamic.
-        self.dist.broadcast(("rollout", [int(i) for i in ids]))
-        return self._rollout_round([int(i) for i in ids])
+    def gather_successes(self, ro: Rollouts | None) -> npt.NDArray[np.float64]:
+        """Every rank's successes per task (in the order of the rolled-out ids), on every rank:
+        the sum of each group's rewards, summed as the step's record sums them."""
+        local = [] if ro is None else ro.rewards.tolist()  # type: ignore[union-attr]
+        rewards = [r for part in self.dist.gather(local) for r in part]
+        return np.asarray(rewards, dtype=np.float64).reshape(len(rewards), self.cfg.rollouts).sum(axis=1)
 
-    def _select(self) -> tuple[list[int], Rollouts | None, float]:
-        """This step's task ids (same on every rank), this rank's rollouts of its share, and the
-        selection latency in seconds (rank 0)."""
-        cfg = self.cfg
-        select_s = 0.0
-        if not self.rolls_out_in_select:
-            ids = None
-            if self.dist.is_main:
-                t = time.perf_counter()
-                ids = [int(i) for i in self.selector.select(cfg.batch_size)]
-                select_s = time.perf_counter() - t
-            ids = self.dist.broadcast(ids)
-            return ids, self._rollout_local(self.dist.shard(ids)), select_s
-        # Dynamic sampling rolls out inside select: rank 0 drives, the others follow its rounds.
-        self._cache.clear()
-        if self.dist.is_main:
-            t = time.perf_counter()
-            gen_before = self._gen_s + self._reward_s
-            ids = [int(i) for i in self.selector.select(cfg.batch_size)]
-            select_s = time.perf_counter() - t - (self._gen_s + self._reward_s - gen_before)
-            self.dist.broadcast(("done", ids))
-        else:
-            while True:
-                msg = self.dist.broadcast(None)
-                if msg[0] == "done":
-                    ids = msg[1]
-                    break
-                self._rollout_round(msg[1])
-        # Each rank trains on its share of the kept tasks, wherever they were rolled out.
-        have = {i: self._cache[i] for i in ids if i in self._cache}
+    def _share_of(self, task_ids: list[int], mine: dict[int, Rollouts]) -> Rollouts | None:
+        """This rank's share of ``task_ids``' rollouts, wherever they were rolled out (dynamic
+        sampling rolls a task out on the rank that had it in its round's share)."""
+        have = {tid: mine[tid] for tid in task_ids if tid in mine}
         merged: dict[int, Rollouts] = {}
         for part in self.dist.gather(have) if self.dist.enabled else [have]:
             merged.update(part)
-        mine = self.dist.shard(ids)
-        ro = concat_rollouts([merged[i] for i in mine], int(self.tok.pad_token_id)) if mine else None
-        self._cache.clear()
-        return ids, ro, select_s
+        share = self.dist.shard(task_ids)
+        return concat_rollouts([merged[tid] for tid in share], int(self.tok.pad_token_id)) if share else None
 
-    # --------------------------------------------------------------------------- training
-    def _logprobs_nograd(self, model: Any, ro: Rollouts) -> torch.Tensor:
-        out = torch.zeros(ro.completion_mask.shape, dtype=torch.float32, device=self.device)
-        mb = self.cfg.micro_batch_size
-        with torch.no_grad():
-            for s in range(0, ro.input_ids.shape[0], mb):
-                sl = slice(s, s + mb)
-                ids, attn, cm, plen = _trim(ro.input_ids[sl], ro.attention_mask[sl], ro.completion_mask[sl], ro.prompt_len)
-                with autocast(self.device, self.cfg.bf16):
-                    lp = sequence_logprobs(model, ids, attn, plen, self.cfg.temperature)
-                out[sl, : cm.shape[1]] = lp.float()
-        return out
+    def gather_results(self, batch: _Batch) -> _StepResults:
+        """Every rank's rewards, response lengths, timings and verifier errors, on every rank."""
+        ro = batch.rollouts
+        parts = self.dist.gather((
+            [] if ro is None else ro.rewards.tolist(),  # type: ignore[union-attr]
+            [] if ro is None else ro.completion_mask.sum(1).tolist(),
+            self._times, self._step_errors,
+        ))  # fmt: skip
+        rewards = np.asarray([r for p in parts for r in p[0]], dtype=np.float64).reshape(len(batch.task_ids), self.cfg.rollouts)
+        return _StepResults(
+            rewards=rewards, lengths=[x for p in parts for x in p[1]], errors=VerifierErrors.merged(p[3] for p in parts),
+            gen_s=max(p[2].gen_s for p in parts), reward_s=max(p[2].reward_s for p in parts),
+            gen_tokens=int(sum(p[2].gen_tokens for p in parts)),
+        )  # fmt: skip
 
-    def _train(self, ro: Rollouts) -> dict[str, float]:
+    def feed_selector(self, task_ids: npt.NDArray[np.int64], successes: npt.NDArray[np.float64]) -> float:
+        """Stage 4 (rank 0): the selector learns every rolled-out group's successes out of n, in
+        one update (one step of its clock); returns the seconds it took."""
+        if not self.dist.is_main:
+            return 0.0
+        t = time.perf_counter()
+        self.selector.update(task_ids, successes, float(self.cfg.rollouts))
+        return time.perf_counter() - t
+
+    def optimise(self, ro: Rollouts | None) -> dict[str, float]:
+        """Stage 5: GRPO updates on this rank's share of the batch (:func:`.optimise.grpo_update`),
+        then the learning-rate schedule's step."""
         # From here on the step changes the weights: a signal lets it finish (see _on_signal).
         self._abortable = False
-        cfg = self.cfg
-        n = cfg.rollouts
-        assert ro.rewards is not None
-        rewards = ro.rewards
-        ro = ro.to(self.device)
-        adv = group_advantages(rewards.to(self.device), cfg.adv_eps).reshape(-1)
-        m = cfg.mini_batch // self.dist.world
-        minis = [list(range(s, min(s + m, ro.num_tasks))) for s in range(0, ro.num_tasks, m)]
-        # One mini-batch, one epoch: the policy is still the generation policy, so its own
-        # (detached) log-probs are the old ones and the extra forward pass is saved.
-        old = self._logprobs_nograd(self.model, ro) if (cfg.ppo_epochs > 1 or len(minis) > 1) else None
-        ref = self._logprobs_nograd(self.ref_model, ro) if self.ref_model is not None else None
-        sums: dict[str, float] = {"loss": 0.0, "pg_loss": 0.0, "kl": 0.0, "clip_frac": 0.0, "ratio": 0.0}
-        grad_norms: list[float] = []
-        count = 0
-        train_tokens = 0
-        self.model.train()
-        for _ in range(cfg.ppo_epochs):
-            for mini in minis:
-                seqs = torch.tensor([i * n + j for i in mini for j in range(n)], device=self.device)
-                local_tokens = float(ro.completion_mask[seqs].sum())
-                if cfg.loss_agg == "token-mean":
-                    # DDP averages gradients over ranks: normalise by the global token count.
-                    denom = max(self.dist.sum(local_tokens), 1.0) / self.dist.world
-                else:
-                    denom = float(len(seqs))
-                micro = [seqs[s : s + cfg.micro_batch_size] for s in range(0, len(seqs), cfg.micro_batch_size)]
-                for k, mi in enumerate(micro):
-                    ids, attn, cm, plen = _trim(ro.input_ids[mi], ro.attention_mask[mi], ro.completion_mask[mi], ro.prompt_len)
-                    with self.dist.no_sync(self.model, skip=k < len(micro) - 1):
-                        with autocast(self.device, cfg.bf16):
-                            logp = sequence_logprobs(self.model, ids, attn, plen, cfg.temperature)
-                        old_mi = old[mi, : cm.shape[1]] if old is not None else logp.detach()
-                        loss, st = grpo_loss(
-                            logp, old_mi, adv[mi], cm, clip_eps=cfg.clip_eps,
-                            ref_logp=ref[mi, : cm.shape[1]] if ref is not None else None, kl_coef=cfg.kl_coef,
-                            loss_agg=cfg.loss_agg, denom=denom,
-                        )  # fmt: skip
-                        loss.backward()
-                    train_tokens += int(attn.sum())
-                    sums["loss"] += float(loss.detach())
-                    sums["pg_loss"] += st.pg_loss
-                    sums["kl"] += st.kl
-                    sums["clip_frac"] += st.clip_frac * st.tokens
-                    sums["ratio"] += st.ratio_mean * st.tokens
-                    count += st.tokens
-                if self.dist.is_fsdp(self.model):
-                    gn = self.model.clip_grad_norm_(cfg.grad_clip)  # type: ignore[operator]
-                else:
-                    gn = torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
-                grad_norms.append(float(gn))
-                self.optimizer.step()
-                self.optimizer.zero_grad(set_to_none=True)
-        updates = max(len(minis) * cfg.ppo_epochs, 1)
-        return {
-            "loss": sums["loss"] / updates,
-            "pg_loss": sums["pg_loss"] / updates,
-            "kl": sums["kl"] / updates,
-            "clip_frac": sums["clip_frac"] / max(count, 1),
-            "ratio_mean": sums["ratio"] / max(count, 1),
-            "grad_norm": float(np.mean(grad_norms)) if grad_norms else 0.0,
-            "optimizer_updates": float(updates),
-            "train_tokens": float(train_tokens),
-        }
-
-    # ------------------------------------------------------------------------------ steps
-    def train_step(self) -> dict[str, Any]:
-        """One GRPO step (collective). The record is complete on rank 0."""
-        cfg = self.cfg
-        self.step += 1
-        t0 = time.perf_counter()
-        self._gen_s = self._reward_s = 0.0
-        self._gen_tokens = 0
-        extra_before = self.selector.extra_rollouts if isinstance(self.selector, DynamicSampling) else 0
-        ids, ro, select_s = self._select()
-        mine = self.dist.shard(ids)
-        rewards_local = [] if ro is None else ro.rewards.tolist()  # type: ignore[union-attr]
-        parts = self.dist.gather((mine, rewards_local, self._gen_s, self._reward_s, self._gen_tokens,
-                                  [] if ro is None else ro.completion_mask.sum(1).tolist(), self._step_errors))  # fmt: skip
-        errors = VerifierErrors.merged(p[6] for p in parts)
-        self._stop_on_verifier_errors(errors)  # before the selector or the model learn from them
-        rewards = np.asarray([r for p in parts for r in p[1]], dtype=np.float64).reshape(len(ids), cfg.rollouts)
-        successes = rewards.sum(axis=1)
-        update_s = 0.0
-        if self.dist.is_main:
-            # Every selected task's outcome, before any filtering, reaches the selector.
-            t = time.perf_counter()
-            self.selector.update(np.asarray(ids, dtype=np.int64), successes, float(cfg.rollouts))
-            update_s = time.perf_counter() - t
-        t_train = time.perf_counter()
-        stats = self._train(ro) if ro is not None else {}
-        train_s = time.perf_counter() - t_train
+        stats = grpo_update(self.model, self.optimizer, ro, self.cfg, self.dist, self.device, self.ref_model) if ro is not None else {}
         self.scheduler.step()
+        return stats
+
+    def step_record(
+        self, batch: _Batch, results: _StepResults, stats: dict[str, float], *, update_s: float, train_s: float, t0: float
+    ) -> dict[str, Any]:
+        """Stage 6: the step's metrics record (collective: sums the ranks' trained tokens)."""
+        cfg = self.cfg
         train_tokens = self.dist.sum(stats.get("train_tokens", 0.0))
-        gen_s = max(p[2] for p in parts)
-        gen_tokens = int(sum(p[4] for p in parts))
-        lengths = [x for p in parts for x in p[5]]
-        rollouts = cfg.batch_size * cfg.rollouts
-        extra = 0
-        if isinstance(self.selector, DynamicSampling):
-            extra = self.selector.extra_rollouts - extra_before
-            rollouts += extra
+        extra = (len(batch.rolled_ids) - len(batch.task_ids)) * cfg.rollouts  # dynamic sampling's waste
+        rollouts = cfg.batch_size * cfg.rollouts + extra
         self.cum_rollouts += rollouts
-        self.cum_gen_tokens += gen_tokens
+        self.cum_gen_tokens += results.gen_tokens
+        successes = results.rewards.sum(axis=1)
         ratios = effective_ratios(successes, float(cfg.rollouts))
-        step_s = time.perf_counter() - t0
+        gen_s, lengths = results.gen_s, results.lengths
         cap = self.selector.capability if isinstance(self.selector, BOTS) else None
-        rec: dict[str, Any] = {
+        return {
             "kind": "train", "step": self.step, "method": cfg.method,
-            "reward_mean": float(rewards.mean()), "etr": ratios.etr, "below_one": ratios.below_one,
-            "above_zero": ratios.above_zero, "effective_tasks": int(round(ratios.etr * len(ids))),
-            "select_ms": 1e3 * select_s, "update_ms": 1e3 * update_s,
-            "gen_s": gen_s, "reward_s": max(p[3] for p in parts), "train_s": train_s, "step_s": step_s,
-            "gen_tokens": gen_tokens, "gen_tokens_per_s": gen_tokens / gen_s if gen_s > 0 else None,
+            "reward_mean": float(results.rewards.mean()), "etr": ratios.etr, "below_one": ratios.below_one,
+            "above_zero": ratios.above_zero, "effective_tasks": int(round(ratios.etr * len(batch.task_ids))),
+            "select_ms": 1e3 * self._times.select_s, "update_ms": 1e3 * update_s,
+            "gen_s": gen_s, "reward_s": results.reward_s, "train_s": train_s, "step_s": time.perf_counter() - t0,
+            "gen_tokens": results.gen_tokens, "gen_tokens_per_s": results.gen_tokens / gen_s if gen_s > 0 else None,
             "train_tokens_per_s": train_tokens / train_s if train_s > 0 else None,
             "response_len": float(np.mean(lengths)) if lengths else 0.0,
             "lr": float(self.scheduler.get_last_lr()[0]), "capability": cap,
             "rollouts": rollouts, "extra_rollouts": extra, "cum_rollouts": self.cum_rollouts,
-            "task_ids": ids, "successes": successes.tolist(), **errors.record(),
+            "task_ids": batch.task_ids, "successes": successes.tolist(), **results.errors.record(),
             **{k: v for k, v in stats.items() if k != "train_tokens"},
         }  # fmt: skip
-        return rec
 
     def evaluate(self) -> dict[str, Any] | None:
         if self.eval_pool is None or not self.eval_rows:
@@ -615,7 +648,6 @@ class GRPOTrainer:
         set_rng_state(snap["rng"])
         if self.dist.is_main:
             self.selector.load_state_dict(snap["selector"])
-        self._cache.clear()
 
     def _stop_on_verifier_errors(self, errors: VerifierErrors) -> None:
         if errors.scored and errors.count and errors.rate >= self.cfg.verifier_error_stop:
