@@ -17,13 +17,15 @@ from .errors import (
     InvalidArgumentError,
     InvalidTypeError,
 )
-from .evidence import ImplicitEvidence, Interpolation
+from .evidence import Estimator, ImplicitEvidence, Interpolation, StepEvidence
 from .selector import BOTS
 
 __all__ = [
     "BOTS",
     "Interpolation",
     "ImplicitEvidence",
+    "Estimator",
+    "StepEvidence",
     "BotsError",
     "InvalidArgumentError",
     "InvalidTypeError",

@@ -7,6 +7,7 @@ from typing import final
 __all__ = [
     "Batch",
     "CHUNK",
+    "DEFAULT_MIN_GAP",
     "aggregate",
     "available_backends",
     "backend",
@@ -26,6 +27,7 @@ __all__ = [
 ]
 
 CHUNK: int
+DEFAULT_MIN_GAP: float
 __version__: str
 
 @final

@@ -1,23 +1,74 @@
 """Implicit evidence: predictions of the success rate of tasks not rolled out this step.
 
-:class:`Interpolation` is the paper's estimator; the core evaluates it fused into the
-update, with no pool-sized temporaries. Any other object with a ``predict(task_ids, successes,
-trials)`` method returning a length-N array (NaN = no prediction) or None plugs in too.
+The selector talks to every estimator through one small interface, :class:`Estimator`: observe a
+batch (without changing anything), commit what was observed once the whole update is accepted,
+predict every task, and a state for checkpoints. :class:`Interpolation` is the paper's estimator;
+the core evaluates it fused into the update, with no pool-sized temporaries. Any other object
+with a ``predict(task_ids, successes, trials)`` method returning a length-N array (NaN = no
+prediction) or None plugs in too (:class:`ImplicitEvidence`; :func:`as_estimator` adapts it).
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol, runtime_checkable
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
 from . import _core
-from ._validation import FloatArray, as_real, rates_or_nan
-from .errors import CheckpointError, InvalidArgumentError
+from ._validation import FloatArray, as_floats, as_real, rates_or_nan
+from .errors import CheckpointError, InvalidArgumentError, InvalidTypeError
 
-#: The method's default: batches whose mean references differ by less than this give no estimate.
-DEFAULT_MIN_GAP = 1e-6
+#: The method's default: batches whose mean references differ by less than this give no estimate
+#: (the core's constant, so the two can never drift apart).
+DEFAULT_MIN_GAP: float = _core.DEFAULT_MIN_GAP
+
+
+@dataclass(frozen=True)
+class StepEvidence:
+    """One update's implicit evidence, as the core's update pass takes it: nothing (``{}``),
+    ``{"predicted": p̃}`` (one value per task, NaN = none), or the interpolation estimator's
+    ``{"weak": ..., "strong": ..., "capability": μ̃}`` evaluated inside the pass. ``next_state``
+    is what :meth:`Estimator.commit` applies."""
+
+    update_kwargs: dict[str, Any] = field(default_factory=dict)
+    next_state: Any = None
+
+
+class Estimator(ABC):
+    """What the selector asks of an estimator of implicit evidence.
+
+    Per update the selector calls :meth:`observe` with the step's batch (distinct task ids,
+    ascending, summed successes and trials), validates the whole update, and only then calls
+    :meth:`commit`, so a rejected update leaves the estimator as it was.
+    """
+
+    #: Whether :meth:`state_dict` alone rebuilds the estimator (:func:`estimator_from_state`);
+    #: if not, a checkpoint needs the object passed back in when it is loaded.
+    rebuilt_from_state: ClassVar[bool] = False
+
+    @abstractmethod
+    def observe(self, batch: _core.Batch) -> StepEvidence:
+        """This update's implicit evidence for the tasks not in ``batch``; changes nothing."""
+
+    @abstractmethod
+    def commit(self, step: StepEvidence) -> None:
+        """Advance to the state ``observe`` computed (the update it belonged to was accepted)."""
+
+    @abstractmethod
+    def predict_all(self) -> FloatArray | None:
+        """p̃ for every task now (NaN = none), or None when there is no prediction."""
+
+    @abstractmethod
+    def state_dict(self) -> dict[str, Any]:
+        """A checkpointable state: a dict with a ``"kind"`` key."""
+
+    @property
+    def capability(self) -> float | None:
+        """The estimator's current capability coefficient, if it has one."""
+        return None
 
 
 @runtime_checkable
@@ -28,7 +79,7 @@ class ImplicitEvidence(Protocol):
     def predict(self, task_ids: np.ndarray, successes: np.ndarray, trials: np.ndarray) -> np.ndarray | None: ...
 
 
-class Interpolation:
+class Interpolation(Estimator):
     """Linear interpolation between a weak and a strong reference model.
 
     ``weak`` and ``strong`` are each task's pass rates under the two references (NaN where
@@ -105,8 +156,16 @@ class Interpolation:
             return mu
         return self._momentum * self._capability + (1.0 - self._momentum) * mu
 
-    def commit(self, capability: float | None) -> None:
-        self._capability = capability
+    def observe(self, batch: _core.Batch) -> StepEvidence:
+        proposed = self.propose(batch)
+        if proposed is None:
+            return StepEvidence({}, None)
+        return StepEvidence({"weak": self._weak, "strong": self._strong, "capability": proposed}, proposed)
+
+    def commit(self, step: StepEvidence | float | None) -> None:
+        """Take the capability of an observed step (or a capability value, as returned by
+        :meth:`propose`)."""
+        self._capability = step.next_state if isinstance(step, StepEvidence) else step
 
     def predict_all(self) -> FloatArray | None:
         """p̃ for every task under the current mu~ (NaN where a reference is missing)."""
@@ -122,6 +181,8 @@ class Interpolation:
         batch = _core.aggregate(len(self), np.asarray(task_ids, np.int64), np.asarray(successes, np.float64), np.asarray(trials, np.float64))
         self.commit(self.propose(batch))
         return self.predict_all()
+
+    rebuilt_from_state = True
 
     def state_dict(self) -> dict[str, Any]:
         return {
@@ -142,3 +203,76 @@ class Interpolation:
         cap = state.get("capability")
         ev._capability = None if cap is None else float(cap)
         return ev
+
+
+class _PlugIn(Estimator):
+    """An :class:`ImplicitEvidence` plug-in behind the :class:`Estimator` interface. Its
+    ``predict`` is its observation, so it runs in :meth:`observe` (a plug-in with state advances
+    it there); the prediction is validated before the update goes on."""
+
+    def __init__(self, plugin: Any, num_tasks: int) -> None:
+        self.plugin = plugin
+        self._num_tasks = num_tasks
+
+    def observe(self, batch: _core.Batch) -> StepEvidence:
+        out = self.plugin.predict(batch.ids, batch.successes, batch.trials)
+        if out is None:
+            return StepEvidence()
+        return StepEvidence({"predicted": checked_prediction(out, self._num_tasks)})
+
+    def commit(self, step: StepEvidence) -> None:
+        pass
+
+    def predict_all(self) -> FloatArray | None:
+        return None
+
+    def state_dict(self) -> dict[str, Any]:
+        inner = self.plugin.state_dict() if hasattr(self.plugin, "state_dict") else None
+        return {"kind": "custom", "type": type(self.plugin).__qualname__, "state": inner}
+
+
+def as_estimator(evidence: Any, num_tasks: int) -> Estimator | None:
+    """The :class:`Estimator` the selector talks to for ``evidence`` (an Estimator, an
+    :class:`ImplicitEvidence` plug-in, or None)."""
+    if evidence is None:
+        return None
+    if isinstance(evidence, Estimator):
+        size = len(evidence) if hasattr(evidence, "__len__") else num_tasks
+        if size != num_tasks:
+            raise InvalidArgumentError(f"evidence: has references for {size} tasks, expected {num_tasks}", "evidence")
+        return evidence
+    if not callable(getattr(evidence, "predict", None)):
+        raise InvalidTypeError(
+            f"evidence: must be an Interpolation or have a predict(task_ids, successes, trials) method, got {type(evidence).__name__}",
+            "evidence",
+        )
+    return _PlugIn(evidence, num_tasks)
+
+
+def user_object(estimator: Estimator | None) -> Any:
+    """What the user passed as ``evidence`` for this estimator."""
+    return estimator.plugin if isinstance(estimator, _PlugIn) else estimator
+
+
+def estimator_from_state(state: dict[str, Any] | None, evidence: Any, num_tasks: int) -> Estimator | None:
+    """Rebuild a checkpoint's estimator. Built-in kinds rebuild from the state; a custom one
+    needs its object passed as ``evidence`` (its ``load_state_dict`` gets the saved state)."""
+    if state is None:
+        return None
+    if state.get("kind") == "interpolation":
+        return Interpolation.from_state_dict(state)
+    if evidence is None:
+        kind = state.get("type") or state.get("kind")
+        raise CheckpointError(f"evidence: the state uses a custom estimator ({kind}); pass it as evidence=")
+    # An Estimator wrote its own state; a plain plug-in's sits under "state" (see _PlugIn).
+    inner = state if isinstance(evidence, Estimator) else state.get("state")
+    if inner is not None and hasattr(evidence, "load_state_dict"):
+        evidence.load_state_dict(inner)
+    return as_estimator(evidence, num_tasks)
+
+
+def checked_prediction(pred: Any, num_tasks: int) -> FloatArray:
+    """A private, validated float64 copy of a prediction: the update that uses it may run later."""
+    own = np.array(as_floats(pred, "predicted", num_tasks), dtype=np.float64, copy=True)
+    _core.check_predicted(own, num_tasks)
+    return own

@@ -32,9 +32,19 @@ from ._validation import (
     positive,
     prior,
 )
+from ._validation import exclusion as _exclusion
 from .checkpoint import load_state, save_state
 from .errors import CheckpointError, InvalidArgumentError, InvalidTypeError
-from .evidence import ImplicitEvidence, Interpolation
+from .evidence import (
+    ImplicitEvidence,
+    Interpolation,
+    StepEvidence,
+    as_estimator,
+    checked_prediction,
+    estimator_from_state,
+    user_object,
+)
+from .methods import METHODS
 
 STATE_FORMAT = "bots-rft/selector"
 # 2: adds "stream" (the state of `take`); version-1 states load unchanged.
@@ -55,7 +65,9 @@ class BOTS:
     ``rho`` is ρ, the weight of implicit evidence; ``target`` is p*; ``n_rollouts`` is n, the
     pseudo sample size of implicit evidence; ``thompson`` picks posterior sampling (else the
     posterior mean); ``prior_alpha``/``prior_beta`` are α0/β0 (scalar or per task);
-    ``evidence`` is an :class:`Interpolation` or any :class:`ImplicitEvidence` plug-in.
+    ``evidence`` is an :class:`Interpolation`, any :class:`~bots_rft.evidence.Estimator`, or any
+    :class:`ImplicitEvidence` plug-in (an object with ``predict``); the selector talks to all of
+    them through the :class:`~bots_rft.evidence.Estimator` interface.
     ``threads=None`` uses every core; an int uses a pool of that size. Results never depend on it.
     ``prefetch=True`` (the default) runs each update's pass over the pool in the background,
     fused with the selection the next :meth:`select` is expected to ask for, so that ``select``
@@ -92,7 +104,7 @@ class BOTS:
         self._thompson = as_bool(thompson, "thompson")
         self._prior_alpha = prior(prior_alpha, "prior_alpha", n)
         self._prior_beta = prior(prior_beta, "prior_beta", n)
-        self._evidence = _check_evidence(evidence, n)
+        self._estimator = as_estimator(evidence, n)
         self._seed = as_int(seed, "seed", minimum=0, maximum=_MAX_SEED)
         self._threads = _check_threads(threads)
         self._prefetch = as_bool(prefetch, "prefetch")
@@ -124,16 +136,18 @@ class BOTS:
     @classmethod
     def mopps(cls, num_tasks: int, **kwargs: Any) -> BOTS:
         """BOTS-MoPPS (paper appendix E.6): explicit evidence only, no discount, Thompson."""
-        _reject_fixed(kwargs, "mopps", ("lam", "rho", "thompson"))
-        return cls(num_tasks, lam=0.0, rho=0.0, thompson=True, **kwargs)
+        fixed = METHODS["mopps"].fixed
+        _reject_fixed(kwargs, "mopps", tuple(fixed))
+        return cls(num_tasks, **fixed, **kwargs)
 
     @classmethod
     def dots(cls, num_tasks: int, evidence: Interpolation | ImplicitEvidence, **kwargs: Any) -> BOTS:
         """BOTS-DOTS (paper appendix E.6): latest evidence only (λ=ρ=1), greedy on the mean."""
-        _reject_fixed(kwargs, "dots", ("lam", "rho", "thompson", "evidence"))
+        fixed = METHODS["dots"].fixed
+        _reject_fixed(kwargs, "dots", (*fixed, "evidence"))
         if evidence is None:
             raise InvalidArgumentError("evidence: dots needs implicit evidence, got None", "evidence")
-        return cls(num_tasks, lam=1.0, rho=1.0, thompson=False, evidence=evidence, **kwargs)
+        return cls(num_tasks, **fixed, evidence=evidence, **kwargs)
 
     # ----------------------------------------------------------------------------- views
     @property
@@ -161,13 +175,14 @@ class BOTS:
 
     @property
     def evidence(self) -> Interpolation | ImplicitEvidence | None:
-        return self._evidence
+        """The estimator of implicit evidence, as passed (None: explicit evidence only)."""
+        return user_object(self._estimator)
 
     @property
     def capability(self) -> float | None:
         """The interpolation estimator's current μ̃, or None (no estimate yet, or no
         interpolation evidence)."""
-        return self._evidence.capability if isinstance(self._evidence, Interpolation) else None
+        return self._estimator.capability if self._estimator is not None else None
 
     @property
     def num_selections(self) -> int:
@@ -273,7 +288,7 @@ class BOTS:
 
     def __repr__(self) -> str:
         p = self.params
-        ev = type(self._evidence).__name__ if self._evidence is not None else None
+        ev = type(self.evidence).__name__ if self._estimator is not None else None
         return (
             f"BOTS(num_tasks={self._num_tasks}, lam={p['lam']}, rho={p['rho']}, target={p['target']}, "
             f"n_rollouts={p['n_rollouts']}, thompson={p['thompson']}, evidence={ev}, seed={p['seed']}, "
@@ -406,7 +421,7 @@ class BOTS:
     def predicted(self) -> FloatArray | None:
         """p̃ the interpolation estimator would give every task now (NaN = none), or None."""
         with self._lock:
-            return self._evidence.predict_all() if isinstance(self._evidence, Interpolation) else None
+            return self._estimator.predict_all() if self._estimator is not None else None
 
     # ----------------------------------------------------------------------------- selection
     def select(self, batch_size: int, exclude: Any = None) -> IntArray:
@@ -580,28 +595,21 @@ class BOTS:
     def _apply(self, ids: IntArray, succ: FloatArray, tri: FloatArray, pred: FloatArray | None) -> None:
         with self._lock:
             batch = _core.aggregate(self._num_tasks, ids, succ, tri)  # validates, sums repeats
-            evidence: dict[str, Any] = {}
-            ev = self._evidence
-            proposed: float | None = None
-            if pred is not None:
-                evidence["predicted"] = _checked_prediction(pred, self._num_tasks)
-            elif isinstance(ev, Interpolation):
-                proposed = ev.propose(batch)
-                if proposed is not None:
-                    weak, strong = ev.references32()
-                    evidence.update(weak=weak, strong=strong, capability=proposed)
-            elif ev is not None:
-                out = ev.predict(batch.ids, batch.successes, batch.trials)
-                if out is not None:
-                    evidence["predicted"] = _checked_prediction(as_floats(out, "predicted", self._num_tasks), self._num_tasks)
-            spec = self._update_spec(batch, evidence)
+            estimator = self._estimator if pred is None else None
+            if pred is not None:  # replaces the estimator for this step: it neither observes nor predicts
+                step = StepEvidence({"predicted": checked_prediction(pred, self._num_tasks)})
+            elif estimator is not None:
+                step = estimator.observe(batch)
+            else:
+                step = StepEvidence()
+            spec = self._update_spec(batch, step.update_kwargs)
             # Validated: from here on nothing can fail. Finish the work in flight and any older
             # pending update, then start this one's pass (with prefetch, fused with the selection
             # the next select is expected to ask for) or leave it pending for the next pass.
             self._flush_locked()
             self._speculation = None
-            if pred is None and isinstance(ev, Interpolation):
-                ev.commit(proposed)
+            if estimator is not None:
+                estimator.commit(step)
             self._num_updates += 1
             self._stream.in_flight.difference_update(batch.ids.tolist())
             if self._prefetch:
@@ -614,14 +622,7 @@ class BOTS:
         """Everything needed to resume: posterior, priors, parameters, estimator, RNG position."""
         with self._lock:
             self._flush_locked()
-            ev = self._evidence
-            if isinstance(ev, Interpolation):
-                ev_state: dict[str, Any] | None = ev.state_dict()
-            elif ev is not None:
-                inner = ev.state_dict() if hasattr(ev, "state_dict") else None
-                ev_state = {"kind": "custom", "type": type(ev).__qualname__, "state": inner}
-            else:
-                ev_state = None
+            ev_state = self._estimator.state_dict() if self._estimator is not None else None
             return {
                 "format": STATE_FORMAT,
                 "version": STATE_VERSION,
@@ -652,7 +653,7 @@ class BOTS:
         """
         if params not in _PARAMS_ON_LOAD:
             raise InvalidArgumentError(f"params: must be one of {', '.join(map(repr, _PARAMS_ON_LOAD))}, got {params!r}", "params")
-        fresh = BOTS._from_state(state, threads=self._threads, evidence=self._evidence)
+        fresh = BOTS._from_state(state, threads=self._threads, evidence=user_object(self._estimator))
         if fresh._num_tasks != self._num_tasks:
             raise CheckpointError(f"state: has {fresh._num_tasks} tasks, this selector has {self._num_tasks}")
         with self._lock:
@@ -710,19 +711,7 @@ class BOTS:
         try:
             n = int(state["num_tasks"])
             p = state["params"]
-            ev_state = state.get("evidence")
-            if ev_state is None:
-                ev = None
-            elif ev_state.get("kind") == "interpolation":
-                ev = Interpolation.from_state_dict(ev_state)
-            else:
-                if evidence is None:
-                    raise CheckpointError(
-                        f"evidence: the state uses a custom estimator ({ev_state.get('type')}); pass it as evidence="
-                    )
-                if ev_state.get("state") is not None and hasattr(evidence, "load_state_dict"):
-                    evidence.load_state_dict(ev_state["state"])
-                ev = evidence
+            ev = user_object(estimator_from_state(state.get("evidence"), evidence, n))
             sel = cls(
                 n,
                 lam=p["lam"],
@@ -757,8 +746,8 @@ class BOTS:
     # travel as numpy buffers, and the lock is rebuilt on the other side.
     def __getstate__(self) -> dict[str, Any]:
         state = self.state_dict()
-        if self._evidence is not None and not isinstance(self._evidence, Interpolation):
-            state["evidence_object"] = self._evidence
+        if self._estimator is not None and not self._estimator.rebuilt_from_state:
+            state["evidence_object"] = user_object(self._estimator)
         state["threads"] = self._threads
         state["prefetch"] = self._prefetch
         return state
@@ -768,13 +757,6 @@ class BOTS:
             state, threads=state.get("threads"), evidence=state.get("evidence_object"), prefetch=state.get("prefetch", True)
         )
         self.__dict__.update(fresh.__dict__)
-
-
-def _checked_prediction(pred: FloatArray, n: int) -> FloatArray:
-    """A private, validated copy: the update that uses it may run later."""
-    own = np.array(pred, dtype=np.float64, copy=True)
-    _core.check_predicted(own, n)
-    return own
 
 
 def _readonly(a: np.ndarray) -> np.ndarray:
@@ -826,21 +808,6 @@ def _reject_fixed(kwargs: dict[str, Any], preset: str, fixed: tuple[str, ...]) -
         raise InvalidArgumentError(f"{clash[0]}: the {preset} preset fixes {', '.join(fixed)}; got {clash[0]}={kwargs[clash[0]]!r}", clash[0])
 
 
-def _check_evidence(evidence: Any, n: int) -> Interpolation | ImplicitEvidence | None:
-    if evidence is None:
-        return None
-    if isinstance(evidence, Interpolation):
-        if len(evidence) != n:
-            raise InvalidArgumentError(f"evidence: has references for {len(evidence)} tasks, expected {n}", "evidence")
-        return evidence
-    if not callable(getattr(evidence, "predict", None)):
-        raise InvalidTypeError(
-            f"evidence: must be an Interpolation or have a predict(task_ids, successes, trials) method, got {type(evidence).__name__}",
-            "evidence",
-        )
-    return evidence
-
-
 def _check_threads(threads: Any) -> int | None:
     if threads is None:
         return None
@@ -853,33 +820,6 @@ def _scalar_trials(trials: Any) -> float:
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise InvalidTypeError(f"trials: must be a number or an array, got {value!r}", "trials")
     return float(value)
-
-
-def _exclusion(exclude: Any, n: int) -> tuple[np.ndarray | None, np.ndarray | None]:
-    """(mask, sorted distinct ids) from ``exclude``.
-
-    Only a boolean array (or a list of bools) is a mask; integers are task ids. An integer
-    sequence of length ``num_tasks`` holding only 0 and 1, some repeated, is refused: as ids it
-    would exclude just tasks 0 and 1, so it is almost surely a mask with the wrong dtype.
-    """
-    if exclude is None:
-        return None, None
-    arr = np.asarray(exclude)
-    if arr.dtype == np.bool_:
-        if arr.shape != (n,):
-            raise InvalidTypeError(f"exclude: a mask must have shape ({n},), got {arr.shape}", "exclude")
-        return np.ascontiguousarray(arr), None
-    ids = as_ids(exclude, "exclude")
-    if ids.size == n and np.all((ids == 0) | (ids == 1)) and np.unique(ids).size < n:
-        raise InvalidTypeError(
-            f"exclude: an integer array of {n} zeros and ones (dtype {arr.dtype}) is ambiguous: as task ids it "
-            "excludes only tasks 0 and 1; pass a boolean mask (np.asarray(mask, dtype=bool)) or distinct task ids",
-            "exclude",
-        )
-    if ids.size and (ids.min() < 0 or ids.max() >= n):
-        bad = int(ids[(ids < 0) | (ids >= n)][0])
-        raise InvalidArgumentError(f"exclude: id {bad} is out of range [0, {n})", "exclude")
-    return None, np.unique(ids)
 
 
 def _reward_counts(rewards: Any, b: int) -> tuple[FloatArray, FloatArray]:

@@ -238,6 +238,7 @@ fn thread_count(threads: Option<usize>) -> PyResult<usize> {
 #[pymodule(gil_used = false)]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("CHUNK", core::CHUNK)?;
+    m.add("DEFAULT_MIN_GAP", core::DEFAULT_MIN_GAP)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<Batch>()?;
     m.add_class::<UpdateSpec>()?;
