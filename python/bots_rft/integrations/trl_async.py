@@ -53,8 +53,8 @@ import numpy as np
 import numpy.typing as npt
 
 from ..errors import ConfigError, InvalidArgumentError
-from .tasks import column_values, rows_of_tasks, successes_from_rewards
 from .step_metrics import Pick, pick_metrics
+from .tasks import column_values, rows_of_tasks, successes_from_rewards
 from .trl import add_checkpointing, task_ids_and_rewards
 
 __all__ = ["AsyncBOTS", "BOTSPrompts", "RecordingReward"]
