@@ -103,14 +103,12 @@ def wake_reference(args: argparse.Namespace) -> dict[str, float]:
     return summary(times)
 
 
-def take_latency(n: int, threads: int, k: int, args: argparse.Namespace) -> dict[str, Any]:
-    """Streaming: take(k) tasks at the pace of the batch loop (B tasks per ``--pause``, so a
-    pause of k/B × pause between calls, a rollout worker's turn) for ``--take-draws`` draws' worth
-    of tasks; evidence goes back with one update() per ``--evidence-batch`` taken tasks, as an
-    asynchronous trainer returns a group. Times take() and update()."""
+def take_loop(n: int, threads: int, k: int, interval: float, args: argparse.Namespace) -> dict[str, Any]:
+    """take(k) for ``--take-draws`` draws' worth of tasks, ``interval`` seconds apart; evidence
+    goes back with one update() per ``--evidence-batch`` taken tasks, as an asynchronous trainer
+    returns a group. Times take() and update()."""
     wl = make_workload(n, seed=args.seed)
     sel = make_selector(wl.weak, wl.strong, threads, True, args.seed)
-    interval = args.pause * k / BATCH
     calls = max(args.warmup + 2, args.take_draws * TAKE_DRAW_SIZE // k)
     take_ms: list[float] = []
     update_ms: list[float] = []
@@ -129,9 +127,19 @@ def take_latency(n: int, threads: int, k: int, args: argparse.Namespace) -> dict
             t2 = time.perf_counter()
             sel.update(done, succ, N_ROLLOUTS)
             update_ms.append((time.perf_counter() - t2) * 1e3)
-        time.sleep(interval)
+        if interval > 0:
+            time.sleep(interval)
+    return {"take_ms": summary(take_ms), "update_ms": summary(update_ms) if update_ms else None}
+
+
+def take_latency(n: int, threads: int, k: int, args: argparse.Namespace) -> dict[str, Any]:
+    """take(k) paced like the batch loop (B tasks per ``--pause``: k/B × pause between calls, a
+    rollout worker's turn), and back to back (no pause: the calls' own cost, with caches warm)."""
+    interval = args.pause * k / BATCH
+    paced = take_loop(n, threads, k, interval, args)
+    hot = take_loop(n, threads, k, 0.0, args)
     return {"k": k, "draw_size": TAKE_DRAW_SIZE, "interval_s": interval, "evidence_batch": args.evidence_batch,
-            "take_ms": summary(take_ms), "update_ms": summary(update_ms) if update_ms else None}  # fmt: skip
+            **paced, "back_to_back_take_ms": hot["take_ms"]}  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -159,7 +167,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     for k in TAKE_SIZES:
         r = take_latency(n, threads, k, args)
         out["take"].append(r)
-        print(f"    take({k:2d}) median {r['take_ms']['median']:.4f} ms, p90 {r['take_ms']['p90']:.4f} ms", file=sys.stderr, flush=True)
+        print(f"    take({k:2d}) median {r['take_ms']['median']:.4f} ms, p90 {r['take_ms']['p90']:.4f} ms; "
+              f"back to back {r['back_to_back_take_ms']['median']:.4f} ms", file=sys.stderr, flush=True)  # fmt: skip
     return out
 
 
