@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bots_rft.baselines import DynamicSampling, OfflineSelector, RandomSelector, Selector
+from bots_rft.baselines import DynamicSampling, EpochOrder, OfflineSelector, RandomSelector, Selector
 from bots_rft.errors import BotsError, CheckpointError, InvalidArgumentError, InvalidTypeError
 
 # ------------------------------------------------------------------------------------------
@@ -21,6 +21,7 @@ def test_every_selector_satisfies_the_protocol() -> None:
         RandomSelector(20),
         OfflineSelector(w, w),
         DynamicSampling(20, lambda ids: np.full(ids.size, 8), n_rollouts=16),
+        EpochOrder(20),
         BOTS(20),
     ]
     for sel in selectors:
@@ -198,6 +199,82 @@ def test_dapo_exclude_state_and_validation() -> None:
     after = bad.state_dict()
     assert after["cursor"] == before["cursor"] and np.array_equal(after["perm"], before["perm"])
     assert after["rng"] == before["rng"] and after["total_rollouts"] == 0
+
+
+# ------------------------------------------------------------------------------------------
+# DAPO's epoch order: the walk DynamicSampling and the trainer's method=dynamic share
+# ------------------------------------------------------------------------------------------
+
+
+def test_epoch_order_is_the_walk_dynamic_sampling_rolls_out() -> None:
+    """Dynamic sampling without a proposer rolls out exactly the batches an EpochOrder of the
+    same seed hands out, each excluding what the step already rolled out."""
+    N = 30
+    roll = TableRollout(np.zeros(N, dtype=int))  # nothing effective: every round is drawn
+    sel = DynamicSampling(N, roll, n_rollouts=4, oversample=1.0, max_rounds=3, seed=7)
+    order = EpochOrder(N, seed=7)
+    for _ in range(4):
+        sel.select(4)
+        rolled = np.zeros(N, dtype=bool)
+        for call in roll.calls:
+            expected = order.select(4, exclude=rolled)
+            np.testing.assert_array_equal(call, expected)
+            rolled[expected] = True
+        roll.calls.clear()
+    np.testing.assert_array_equal(sel.state_dict()["perm"], order.state_dict()["perm"])
+
+
+def test_epoch_order_walks_epochs_and_hands_out_what_is_left() -> None:
+    order = EpochOrder(10, seed=3)
+    first = np.concatenate([order.select(4), order.select(4)])
+    tail = order.select(4)  # crosses into the next epoch: 2 old tasks, then 2 of a new permutation
+    assert np.unique(np.concatenate([first, tail[:2]])).size == 10
+    assert np.unique(tail).size == 4
+    left = np.zeros(10, dtype=bool)
+    left[[1, 5]] = True
+    assert sorted(order.select(4, exclude=~left).tolist()) == [1, 5]  # fewer when fewer are left
+    assert order.select(3, exclude=np.arange(10)).size == 0
+
+
+def test_epoch_order_refuses_bad_input_naming_the_argument() -> None:
+    with pytest.raises(InvalidTypeError, match=r"^num_tasks: must be an integer, got 3\.0"):
+        EpochOrder(3.0)  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgumentError, match=r"^num_tasks: must be >= 1, got 0"):
+        EpochOrder(0)
+    with pytest.raises(InvalidArgumentError, match=r"^seed: must be an integer >= 0, got -1"):
+        EpochOrder(5, seed=-1)
+    order = EpochOrder(5)
+    with pytest.raises(InvalidArgumentError, match=r"^batch_size: must be >= 1, got 0"):
+        order.select(0)
+    with pytest.raises(InvalidTypeError, match=r"^exclude: a mask must have shape \(5,\)"):
+        order.select(2, exclude=np.zeros(4, dtype=bool))
+    with pytest.raises(InvalidArgumentError, match=r"^task_ids: 5 at position 0 is out of range"):
+        order.update([5], [1], 4)
+    with pytest.raises(CheckpointError, match=r"^state: is for a 'random' selector, not 'epoch_order'"):
+        order.load_state_dict(RandomSelector(5).state_dict())
+    with pytest.raises(CheckpointError, match=r"^state: has a malformed epoch walk"):
+        order.load_state_dict({**order.state_dict(), "rng": "garbage"})
+
+
+def test_epoch_order_resumes_from_its_own_state_and_from_dynamic_sampling() -> None:
+    order = EpochOrder(20, seed=2)
+    order.select(7)
+    again = EpochOrder(20)
+    again.load_state_dict(order.state_dict())
+    np.testing.assert_array_equal(again.select(15), order.select(15))
+    # A DynamicSampling without a proposer checkpoints the same walk under its own kind.
+    sel = DynamicSampling(20, TableRollout(np.full(20, 1)), n_rollouts=2, seed=2)
+    sel.select(5)
+    from_ds = EpochOrder(20)
+    from_ds.load_state_dict(sel.state_dict())
+    order = EpochOrder(20, seed=2)
+    order.select(max(5, int(np.ceil(3.0 * 5))))  # the one generation batch sel drew
+    np.testing.assert_array_equal(from_ds.select(9), order.select(9))
+    from bots_rft import BOTS
+
+    proposed = DynamicSampling(20, TableRollout(np.full(20, 1)), n_rollouts=2, proposer=BOTS(20, n_rollouts=2))
+    with pytest.raises(CheckpointError, match="proposer"):
+        EpochOrder(20).load_state_dict(proposed.state_dict())
 
 
 # ------------------------------------------------------------------------------------------

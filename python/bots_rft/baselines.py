@@ -5,11 +5,17 @@
 - :class:`RandomSelector`: uniform without replacement within each batch.
 - :class:`OfflineSelector`: a static easy→hard curriculum by the strong reference pass rate (ties
   by the weak one), served in order.
+- :class:`EpochOrder`: DAPO's data-loader order: the pool walked in epochs, a fresh random
+  permutation each. It is the one implementation of that walk: the trainer's ``method=dynamic``
+  draws its generation batches from it (the trainer runs the dynamic-sampling filter itself), and
+  :class:`DynamicSampling` draws from it when no proposer is given. It lives here, beside the
+  selector that filters its batches, because it is a baseline's order, not a training concern.
 - :class:`DynamicSampling`: DAPO's dynamic sampling: oversample, roll out, keep tasks whose
   rollouts disagree (0 < successes < n) until the batch is full; every rollout it spends beyond
-  ``batch_size * n`` is counted as extra cost. Its generation batches come in epoch order (DAPO's
-  data loader), or from another selector (``proposer=``, e.g. BOTS), which then learns from every
-  rolled-out group, the filtered ones included.
+  ``batch_size * n`` is counted as extra cost. Its generation batches come from an
+  :class:`EpochOrder`, or from another selector (``proposer=``, e.g. BOTS), which then learns
+  from every rolled-out group, the filtered ones included. It rolls out through a callback, as
+  the simulator does; the trainer fills its batches itself (``bots_rft.train.trainer``).
 
 BOTS-MoPPS and BOTS-DOTS are presets of :class:`bots_rft.BOTS` (``BOTS.mopps`` / ``BOTS.dots``).
 """
@@ -31,6 +37,7 @@ __all__ = [
     "Selector",
     "RandomSelector",
     "OfflineSelector",
+    "EpochOrder",
     "DynamicSampling",
     "RolloutFn",
 ]
@@ -206,6 +213,95 @@ class OfflineSelector:
 
 
 # ---------------------------------------------------------------------------------------------
+# DAPO's epoch order
+# ---------------------------------------------------------------------------------------------
+
+
+class EpochOrder:
+    """DAPO's data-loader order (Yu et al., 2025): the pool walked in epochs, a fresh random
+    permutation each, handing out the next tasks not excluded.
+
+    Unlike other selectors, :meth:`select` hands out *up to* ``batch_size`` tasks: fewer when
+    fewer are selectable, as a data loader hands out what is left. Its state is the walk (``rng``,
+    ``perm``, ``cursor``); :meth:`load_state_dict` also reads the state of a
+    :class:`DynamicSampling` without a proposer, whose walk this is, so a ``method=dynamic``
+    training run checkpointed with that selector resumes on the same task order."""
+
+    kind = "epoch_order"
+
+    def __init__(self, num_tasks: int, *, seed: int = 0) -> None:
+        self.num_tasks = _check_num_tasks(num_tasks)
+        self.seed = SEED.check(seed)
+        self._rng = np.random.default_rng(self.seed)
+        self._perm: IdArray = self._rng.permutation(self.num_tasks).astype(np.int64)
+        self._cursor = 0
+
+    def select(self, batch_size: int, exclude: object = None) -> IdArray:
+        """The next ``batch_size`` tasks not in ``exclude`` (ids or a bool mask), in epoch order;
+        fewer when fewer are selectable."""
+        need = as_int(batch_size, "batch_size", minimum=1)
+        allowed = _allowed_mask(exclude, self.num_tasks)
+        return self._walk(need, np.ones(self.num_tasks, dtype=bool) if allowed is None else allowed)
+
+    def _walk(self, need: int, mask: npt.NDArray[np.bool_]) -> IdArray:
+        """Up to ``need`` tasks of ``mask`` from the cursor on. Crossing the end of the
+        permutation starts a new epoch with a fresh permutation. A walk that finds too few tasks
+        draws a fresh permutation at each of its two passes (checkpointed runs depend on this
+        exact sequence of draws, so it stays)."""
+        out: list[IdArray] = []
+        for _ in range(2):  # one epoch boundary at most: a draw never repeats a task
+            rest = self._perm[self._cursor :]
+            ok = np.flatnonzero(mask[rest])[:need]
+            out.append(rest[ok])
+            need -= ok.size
+            if need == 0:
+                self._cursor += int(ok[-1]) + 1
+                break
+            mask = mask.copy()
+            mask[rest[ok]] = False  # no task twice in one draw across the boundary
+            self._perm = self._rng.permutation(self.num_tasks).astype(np.int64)
+            self._cursor = 0
+        return np.concatenate(out).astype(np.int64)
+
+    def update(
+        self, task_ids: object, successes: object, trials: object, predicted: object = None
+    ) -> None:
+        # The order ignores outcomes, but still rejects malformed feedback like every selector.
+        _check_update(task_ids, successes, trials, self.num_tasks)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "num_tasks": self.num_tasks,
+            "seed": self.seed,
+            "rng": self._rng.bit_generator.state,
+            "perm": self._perm.copy(),
+            "cursor": self._cursor,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict`'s output, or the state of a :class:`DynamicSampling` without
+        a proposer (the same walk under that selector's kind)."""
+        legacy = isinstance(state, dict) and state.get("kind") == DynamicSampling.kind
+        st = _check_state(state, DynamicSampling.kind if legacy else self.kind, self.num_tasks)
+        if legacy and st.get("proposer") is not None:
+            raise CheckpointError("state: is a dynamic-sampling state with a proposer, whose picks are no epoch order")
+        try:
+            perm = np.asarray(st["perm"], dtype=np.int64)
+            cursor = int(st["cursor"])
+            rng = np.random.default_rng()
+            rng.bit_generator.state = st["rng"]
+            seed = int(st.get("seed", self.seed))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CheckpointError(f"state: has a malformed epoch walk ({exc})") from exc
+        if perm.shape != (self.num_tasks,) or not 0 <= cursor <= self.num_tasks:
+            raise CheckpointError(
+                f"state: has an invalid permutation (shape {perm.shape}) or cursor {cursor} for {self.num_tasks} tasks"
+            )
+        self._perm, self._cursor, self._rng, self.seed = perm, cursor, rng, seed
+
+
+# ---------------------------------------------------------------------------------------------
 # DAPO dynamic sampling
 # ---------------------------------------------------------------------------------------------
 
@@ -213,13 +309,14 @@ class OfflineSelector:
 class DynamicSampling:
     """DAPO's dynamic sampling (Yu et al., 2025) as a selector.
 
-    Each :meth:`select` draws generation batches of ``ceil(oversample * batch_size)`` tasks, in
-    epoch order (a fresh random permutation of the pool each epoch, as DAPO's data loader), rolls
-    each out with ``rollout`` and keeps the tasks whose rollouts disagree, until ``batch_size`` are
-    kept or ``max_rounds`` generation batches were spent; then the batch is topped up with the
-    rolled-out ineffective tasks (so it always has ``batch_size`` entries). The rollouts of the
-    returned batch are handed over through :meth:`take_rollouts`, so the trainer does not roll
-    them out again; all other rollouts are waste, counted in :attr:`extra_rollouts`.
+    Each :meth:`select` draws generation batches of ``ceil(oversample * batch_size)`` tasks from
+    an :class:`EpochOrder` (a fresh random permutation of the pool each epoch, as DAPO's data
+    loader), rolls each out with ``rollout`` and keeps the tasks whose rollouts disagree, until
+    ``batch_size`` are kept or ``max_rounds`` generation batches were spent; then the batch is
+    topped up with the rolled-out ineffective tasks (so it always has ``batch_size`` entries).
+    The rollouts of the returned batch are handed over through :meth:`take_rollouts`, so the
+    caller does not roll them out again; all other rollouts are waste, counted in
+    :attr:`extra_rollouts`.
 
     ``proposer``: a selector (BOTS, or any :class:`Selector`) that chooses each generation batch
     instead of the epoch order, never proposing a task twice in one step. :meth:`update` then hands
@@ -245,10 +342,10 @@ class DynamicSampling:
     ) -> None:
         self.num_tasks = _check_num_tasks(num_tasks)
         if proposer is not None and not isinstance(proposer, Selector):
-            raise InvalidTypeError(f"proposer must be a task selector, got {type(proposer).__name__}", "proposer")
+            raise InvalidTypeError(f"proposer: must be a task selector, got {type(proposer).__name__}", "proposer")
         if proposer is not None and int(getattr(proposer, "num_tasks", -1)) != self.num_tasks:
             raise InvalidArgumentError(
-                f"proposer has {getattr(proposer, 'num_tasks', None)!r} tasks, this selector {self.num_tasks}", "proposer"
+                f"proposer: has {getattr(proposer, 'num_tasks', None)!r} tasks, this selector {self.num_tasks}", "proposer"
             )
         self.proposer = proposer
         if not callable(rollout):
@@ -261,9 +358,9 @@ class DynamicSampling:
         self.oversample = float(oversample)
         self.max_rounds = max_rounds
         self.seed = SEED.check(seed)
-        self._rng = np.random.default_rng(self.seed)
-        self._perm: IdArray = self._rng.permutation(self.num_tasks).astype(np.int64)
-        self._cursor = 0
+        # The generation batches' order when no proposer picks them (its state is checkpointed
+        # with a proposer too, as it always was).
+        self._order = EpochOrder(self.num_tasks, seed=self.seed)
         self._pending: npt.NDArray[np.float64] | None = None
         # Every group rolled out by the last selection (kept and filtered), for the proposer.
         self._rolled: tuple[IdArray, npt.NDArray[np.float64]] | None = None
@@ -274,40 +371,18 @@ class DynamicSampling:
         #: Generation batches drawn in the last selection.
         self.last_rounds = 0
 
-    def _draw(self, count: int, mask: npt.NDArray[np.bool_]) -> IdArray:
-        """Next ``count`` selectable (``mask``) tasks in epoch order; fewer if fewer remain.
-
-        Crossing the end of the permutation starts a new epoch with a fresh permutation.
-        """
-        out: list[IdArray] = []
-        need = count
-        for _ in range(2):  # one epoch boundary at most: count <= selectable tasks
-            rest = self._perm[self._cursor :]
-            ok = np.flatnonzero(mask[rest])[:need]
-            out.append(rest[ok])
-            need -= ok.size
-            if need == 0:
-                self._cursor += int(ok[-1]) + 1
-                break
-            mask = mask.copy()
-            mask[rest[ok]] = False  # no task twice in one draw across the boundary
-            self._perm = self._rng.permutation(self.num_tasks).astype(np.int64)
-            self._cursor = 0
-        return np.concatenate(out).astype(np.int64)
-
     def select(self, batch_size: int, exclude: object = None) -> IdArray:
         allowed = _allowed_mask(exclude, self.num_tasks)
         available = self.num_tasks if allowed is None else int(allowed.sum())
         b = _check_batch(batch_size, available)
         # A failing rollout callback must not leave the epoch half-consumed, nor the proposer
         # a selection further on (its random stream is numbered by selections).
-        saved = (self._perm, self._cursor, self._rng.bit_generator.state)
+        order_saved = self._order.state_dict()
         proposer_saved = None if self.proposer is None else self.proposer.state_dict()
         try:
             return self._select(b, allowed)
         except BaseException:
-            self._perm, self._cursor = saved[0], saved[1]
-            self._rng.bit_generator.state = saved[2]
+            self._order.load_state_dict(order_saved)
             if self.proposer is not None:
                 self.proposer.load_state_dict(proposer_saved)  # type: ignore[arg-type]
             raise
@@ -330,7 +405,7 @@ class DynamicSampling:
             succ = np.asarray(self.rollout(ids), dtype=np.float64)
             if succ.shape != ids.shape:
                 raise InvalidArgumentError(
-                    f"rollout returned shape {succ.shape} for {ids.size} tasks", "rollout"
+                    f"rollout: returned shape {succ.shape} for {ids.size} tasks", "rollout"
                 )
             rolled += ids.size
             rounds += 1
@@ -352,7 +427,7 @@ class DynamicSampling:
     def _propose(self, count: int, selectable: npt.NDArray[np.bool_]) -> IdArray:
         """The next generation batch: up to ``count`` of the ``selectable`` tasks."""
         if self.proposer is None:
-            return self._draw(count, selectable)
+            return self._order.select(count, exclude=~selectable)
         available = int(selectable.sum())
         if available == 0:
             return np.empty(0, dtype=np.int64)
@@ -384,30 +459,27 @@ class DynamicSampling:
         self._rolled = None
 
     def state_dict(self) -> dict[str, Any]:
+        order = self._order.state_dict()  # the epoch walk's fields, flat, as since the first release
         return {
             "kind": self.kind,
             "proposer": None if self.proposer is None else self.proposer.state_dict(),
             "num_tasks": self.num_tasks,
             "seed": self.seed,
-            "rng": self._rng.bit_generator.state,
-            "perm": self._perm.copy(),
-            "cursor": self._cursor,
+            "rng": order["rng"],
+            "perm": order["perm"],
+            "cursor": order["cursor"],
             "extra_rollouts": self.extra_rollouts,
             "total_rollouts": self.total_rollouts,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         st = _check_state(state, self.kind, self.num_tasks)
+        order = EpochOrder(self.num_tasks, seed=self.seed)
+        order.load_state_dict({**st, "kind": EpochOrder.kind})  # the walk, checked before anything changes
         try:
-            perm = np.asarray(st["perm"], dtype=np.int64)
-            cursor = int(st["cursor"])
-            rng = np.random.default_rng()
-            rng.bit_generator.state = st["rng"]
             extra, total = int(st["extra_rollouts"]), int(st["total_rollouts"])
         except (KeyError, TypeError, ValueError) as exc:
-            raise CheckpointError(f"state: malformed dynamic-sampling state ({exc})") from exc
-        if perm.shape != (self.num_tasks,) or not 0 <= cursor <= self.num_tasks:
-            raise CheckpointError("state: has an invalid permutation or cursor")
+            raise CheckpointError(f"state: has malformed rollout counts ({exc})") from exc
         proposer_state = st.get("proposer")
         if (proposer_state is None) != (self.proposer is None):
             saved = "without" if proposer_state is None else "with"
@@ -415,7 +487,7 @@ class DynamicSampling:
             raise CheckpointError(f"state: saved {saved} a proposer, this selector {ours}")
         if self.proposer is not None and proposer_state is not None:
             self.proposer.load_state_dict(proposer_state)
-        self._perm, self._cursor, self._rng = perm, cursor, rng
+        self._order = order
         self.extra_rollouts, self.total_rollouts = extra, total
         self._pending = None
         self._rolled = None

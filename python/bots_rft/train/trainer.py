@@ -34,6 +34,7 @@ import numpy.typing as npt
 import torch
 
 from .. import BOTS
+from ..baselines import EpochOrder
 from ..checkpoint import load_state
 from ..data import TaskPool
 from ..errors import CheckpointError, ConfigError
@@ -50,7 +51,6 @@ from .checkpoint import (
 )
 from .config import SELECTION_PARAMS, TrainConfig
 from .distributed import Dist
-from .epoch_order import EpochOrder
 from .evaluate import evaluate
 from .logger import MetricsLogger
 from .model import load_policy, unwrap
