@@ -10,7 +10,7 @@ from typing import Any
 import torch
 
 from ..data.pool import Message
-from ..models import encode_chats
+from ..llm.models import encode_chats
 from .model import autocast, eval_mode, unwrap
 
 __all__ = ["Rollouts", "generate_rollouts", "completion_mask", "concat_rollouts"]

@@ -38,8 +38,8 @@ from ..baselines import EpochOrder
 from ..checkpoint import load_state
 from ..data import TaskPool
 from ..errors import CheckpointError, ConfigError
+from ..llm.models import resolve_device
 from ..metrics import effective_ratios
-from ..models import resolve_device
 from ..rewards import RewardScorer
 from .checkpoint import (
     latest_checkpoint,
