@@ -72,10 +72,10 @@ def test_compare_two_methods(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert "disagree" in capsys.readouterr().err
 
 
-def run(label: str, accs: list[float], etr: float = 0.5) -> RunCurves:
+def run(label: str, accs: list[float], etr: float = 0.5, rollouts: int = 8) -> RunCurves:
     recs: list[dict[str, object]] = [{"kind": "config", "config": {"batch_size": 2, "rollouts": 4}}]
     recs += [{"kind": "eval", "step": 2 * i, "accuracy": a} for i, a in enumerate(accs)]
-    recs += [{"kind": "train", "step": s, "etr": etr, "below_one": 1.0, "above_zero": 0.5, "rollouts": 8,
+    recs += [{"kind": "train", "step": s, "etr": etr, "below_one": 1.0, "above_zero": 0.5, "rollouts": rollouts,
               "step_s": 1.0, "reward_mean": 0.1, "capability": None} for s in (1, 2, 3, 4)]
     return RunCurves(label, recs)
 
@@ -147,3 +147,21 @@ def test_rows_against_random_by_hand() -> None:
     assert bots.bsf[1] == pytest.approx(2.0)  # best within 2 steps: 0.4 vs 0.2
     assert bots.rollouts == pytest.approx(1.0) and bots.final == pytest.approx(0.4)
     assert "| bots |" in timing_markdown([run("bots", [0.0, 0.1])])
+
+
+def test_rows_per_rollout_charge_dynamic_sampling_for_its_rollouts() -> None:
+    """Dynamic sampling with the same accuracy per step as BOTS but 3x the rollouts a step: the
+    same TTB per step, 3x it per rollout spent; logs without ``cum_rollouts`` in their eval
+    records get the rollouts summed from the train records, logs with it use it."""
+    bots, dyn = run("bots", [0.0, 0.4, 0.4]), run("dynamic", [0.0, 0.4, 0.4], rollouts=24)
+    assert dyn.eval_rollouts.tolist() == [0.0, 48.0, 96.0]
+    rows = {r.label: r for r in comparison_rows([bots, dyn, run("random", [0.0, 0.2, 0.4])])}
+    assert rows["dynamic"].ttb == pytest.approx(rows["bots"].ttb)
+    assert rows["bots"].ttb_rollouts == pytest.approx(rows["bots"].ttb)
+    assert rows["dynamic"].ttb_rollouts == pytest.approx([3 * v for v in rows["bots"].ttb])  # type: ignore[operator]
+    assert rows["dynamic"].rollouts == pytest.approx(3.0)
+    # Within half of Random's 32 rollouts, dynamic sampling has not reached its step-2 evaluation.
+    assert rows["dynamic"].bsf_rollouts[1] == pytest.approx(0.0 / 0.2) and rows["bots"].bsf_rollouts[1] == pytest.approx(2.0)
+    logged = RunCurves("x", [{"kind": "eval", "step": 0, "accuracy": 0.0, "cum_rollouts": 0},
+                             {"kind": "eval", "step": 5, "accuracy": 0.1, "cum_rollouts": 123}])
+    assert logged.eval_rollouts.tolist() == [0.0, 123.0]

@@ -6,6 +6,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from bots_rft.errors import BotsError, InvalidArgumentError
 from bots_rft.metrics import (
@@ -20,6 +22,7 @@ from bots_rft.metrics import (
     rate_heatmap_from_counts,
     rate_histogram,
     roc_auc,
+    rollout_axis,
     time_to_baseline,
 )
 
@@ -197,3 +200,99 @@ def test_mean_ci() -> None:
     np.testing.assert_allclose(half, [4.303 * 2 / math.sqrt(3), 0.0])
     m1, h1 = mean_ci([[1.0, 2.0]])
     assert h1.tolist() == [0.0, 0.0]
+
+
+# ------------------------------------------------------------------------------------------
+# Per rollout spent, and Trinity-RFT's strict ratios
+# ------------------------------------------------------------------------------------------
+
+
+def test_rollout_axis_is_rollouts_spent_before_each_evaluation() -> None:
+    assert rollout_axis([64, 192, 64]).tolist() == [0.0, 64.0, 256.0, 320.0]
+    assert rollout_axis([10], start=5).tolist() == [5.0, 15.0]
+    for bad in ([64, 0], [np.nan], [[1, 2]]):
+        with pytest.raises(InvalidArgumentError, match="rollouts_per_step"):
+            rollout_axis(bad)
+
+
+_curve_values = st.lists(st.floats(0.0, 1.0, allow_nan=False), min_size=2, max_size=12)
+
+
+@given(base=_curve_values, mine=_curve_values, per_step=st.integers(1, 512), factor=st.integers(2, 4))
+def test_spending_k_times_the_rollouts_makes_ttb_per_rollout_k_times_worse(
+    base: list[float], mine: list[float], per_step: int, factor: int
+) -> None:
+    """Same per-step curve, ``factor`` times the rollouts a step: TTB per rollout is ``factor``
+    times TTB per step (the x-axis is stretched by the same constant), and the baseline against
+    itself stays 1."""
+    size = min(len(base), len(mine))
+    base, mine = base[:size], mine[:size]
+    steps = np.arange(size, dtype=np.float64)
+    base_spent = rollout_axis(np.full(size - 1, per_step))
+    mine_spent = rollout_axis(np.full(size - 1, factor * per_step))
+    per_step_ttb = time_to_baseline(steps, mine, steps, base)
+    per_rollout_ttb = time_to_baseline(mine_spent, mine, base_spent, base)
+    for by_step, by_rollout in zip(per_step_ttb, per_rollout_ttb):
+        if by_step is None or by_rollout is None:
+            assert by_step is by_rollout
+        elif math.isnan(by_step):
+            assert math.isnan(by_rollout)
+        else:
+            assert by_rollout == pytest.approx(factor * by_step, rel=1e-9)
+    assert all(v is None or math.isnan(v) or v == pytest.approx(1.0)
+               for v in time_to_baseline(base_spent, base, base_spent, base))
+
+
+def test_bsf_per_rollout_gives_the_baselines_budget_in_rollouts() -> None:
+    """Dynamic sampling at 3x the rollouts: within Random's first half of rollouts it has made a
+    sixth of the steps."""
+    base = [0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6]  # 6 steps of 100 rollouts
+    dyn = [0.0, 0.3, 0.6, 0.6, 0.6, 0.6, 0.6]  # learns twice as fast per step, 300 rollouts a step
+    steps = np.arange(7.0)
+    assert best_so_far(steps, dyn, steps, base, [0.5]) == [pytest.approx(2.0)]  # 0.6 vs 0.3
+    per_rollout = best_so_far(rollout_axis([300] * 6), dyn, rollout_axis([100] * 6), base, [0.5])
+    assert per_rollout == [pytest.approx(1.0)]  # 300 rollouts: one step (0.3) vs three (0.3)
+    assert time_to_baseline(rollout_axis([300] * 6), dyn, rollout_axis([100] * 6), base)[2] == pytest.approx(1.0)
+
+
+def test_strict_ratios_use_trinitys_bounds() -> None:
+    """With 16 rollouts, strict valid is 2..14 successes; the bounds are fractions of 16 whatever
+    the number of rollouts, as Trinity-RFT draws them."""
+    r = effective_ratios([0, 1, 2, 8, 14, 15, 16, 16], 16)
+    assert r.etr == 5 / 8 and r.strict_valid == 3 / 8
+    assert r.below_15_16 == 5 / 8 and r.above_1_16 == 6 / 8
+    eight = effective_ratios([0, 1, 7, 8], 8)  # 1/8 and 7/8 lie inside (1/16, 15/16)
+    assert eight.etr == eight.strict_valid == 0.5
+
+
+def test_strict_ratios_equal_trinitys_pass_rate_calculator() -> None:
+    pytest.importorskip("trinity")
+    torch = pytest.importorskip("torch")
+    from trinity.buffer.operators.mappers.pass_rate_calculator import PassRateCalculator
+    from trinity.common.experience import Experience
+
+    rng = np.random.default_rng(3)
+    counts = rng.integers(0, 17, size=40)
+    counts[:4] = [0, 1, 15, 16]
+    exps = [Experience(tokens=torch.tensor([1, 2]), prompt_length=1, reward=float(j < c),
+                       info={"task_index": {"taskset_id": i % 2, "index": i}})
+            for i, c in enumerate(counts) for j in range(16)]
+    _, theirs = PassRateCalculator().process(exps)
+    ours = effective_ratios(counts, 16)
+    assert theirs["selection/valid_ratio"] == pytest.approx(ours.etr)
+    assert theirs["selection/strict_valid_ratio"] == pytest.approx(ours.strict_valid)
+    assert theirs["selection/<1_ratio"] == pytest.approx(ours.below_one)
+    assert theirs["selection/>0_ratio"] == pytest.approx(ours.above_zero)
+    assert theirs["selection/<15_16_ratio"] == pytest.approx(ours.below_15_16)
+    assert theirs["selection/>1_16_ratio"] == pytest.approx(ours.above_1_16)
+
+
+def test_integrations_log_the_strict_ratios_beside_etr() -> None:
+    """``bots/*`` outcome metrics: the tasks' rollouts are summed first (one arrives in two
+    parts), then Trinity-RFT's strict ratios sit beside ETR."""
+    from bots_rft.integrations.step_metrics import outcome_metrics
+
+    m = outcome_metrics([0, 1, 2, 3, 3], [1, 8, 16, 1, 1], [16, 16, 16, 8, 8])
+    assert m["bots/etr"] == 0.75 and m["bots/groups"] == 4 and m["bots/rollouts"] == 64
+    assert m["bots/strict_valid"] == 0.5  # 8/16 and 2/16; not 1/16, not 16/16
+    assert m["bots/below_15_16"] == 0.75 and m["bots/above_1_16"] == 0.75

@@ -70,6 +70,32 @@ def test_run_method_is_deterministic() -> None:
     assert np.all(dapo.rollouts >= 16 * TINY.n_rollouts)
 
 
+def test_headline_table_counts_rollouts_as_well_as_steps() -> None:
+    """Methods that roll out batch x n per step have the same TTB/BSF per rollout as per step;
+    DAPO's dynamic sampling spends more per step, so its TTB per rollout is worse (larger) than
+    per step and the headline table shows it. Strict valid never exceeds ETR."""
+    from bots_rft.report.simulation import group_rows
+    from bots_rft.report.tables import markdown_table
+    from bots_rft.simulate.experiment import run_experiment
+
+    config = SimConfig(learner=TINY, steps=8, batch_size=16, seeds=(0, 1), methods=("random", "bots", "dynamic"),
+                       rho_sweep=(), lam_sweep=(), sampling_ablation=False)
+    rows = {r.key: r for r in group_rows(run_experiment(config, progress=False), "methods")}
+    for key in ("random", "bots(lam=0.1,rho=0.1,thompson=True)"):
+        r = rows[key]
+        assert r.rollouts == 1.0
+        assert r.ttb_rollouts == pytest.approx(r.ttb, nan_ok=True) and r.bsf_rollouts == pytest.approx(r.bsf)
+    dyn = rows["dynamic"]
+    assert dyn.rollouts > 1.0
+    for by_step, by_rollout in zip(dyn.ttb, dyn.ttb_rollouts):
+        if by_step is not None and by_rollout is not None and not np.isnan(by_step):
+            assert by_rollout > by_step
+    assert all(0.0 <= r.strict_valid <= r.etr for r in rows.values())
+    table = markdown_table(list(rows.values()))
+    assert "TTB 100% ↓ (rollouts)" in table and "BSF 50% ↑ (rollouts)" in table and "Strict valid ↑" in table
+    assert {"ttb_rollouts_100", "bsf_rollouts_25", "strict_valid"} <= set(dyn.to_dict())
+
+
 def test_groups_share_runs_and_start_with_random() -> None:
     config = SimConfig(learner=TINY, steps=3, batch_size=8, seeds=(0,))
     groups = build_groups(config)
@@ -134,6 +160,8 @@ def test_cli_simulate_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[s
     result = json.loads((out / "results.json").read_text(encoding="utf-8"))
     assert [r["label"] for r in result["tables"]["rho"]] == ["Random", "ρ=0", "ρ=0.5"]
     assert result["tables"]["methods"][0]["ttb_50"] in (1.0, "n/a")
+    assert result["tables"]["methods"][0]["ttb_rollouts_50"] in (1.0, "n/a")
+    assert len(result["curves"]["dynamic"]["rollouts_spent"]) == len(result["curves"]["dynamic"]["perf"]["mean"])
     assert result["config"]["learner"]["weak_level"] == 0.5
     with (out / "curves.csv").open(encoding="utf-8") as fh:
         rows = list(csv.DictReader(fh))

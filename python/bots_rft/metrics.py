@@ -1,8 +1,9 @@
 """Metrics of the paper (section 4.1, appendix E.4) for task selection and learning efficiency.
 
-- task-selection quality of one step: :func:`effective_ratios` (ETR and the <1 / >0 ratios);
+- task-selection quality of one step: :func:`effective_ratios` (ETR and the <1 / >0 ratios, and
+  the strict ratios Trinity-RFT's selector logs: strict valid, <15/16, >1/16);
 - learning efficiency against a baseline curve: :func:`time_to_baseline` (TTB) and
-  :func:`best_so_far` (BSF);
+  :func:`best_so_far` (BSF), per step or, on a :func:`rollout_axis`, per rollout spent;
 - quality of implicit evidence: :func:`pearson` and :func:`roc_auc` (hand-written, so that neither
   scipy nor scikit-learn is a runtime dependency);
 - heatmap data: :func:`rate_histogram` and :func:`rate_heatmap`;
@@ -25,9 +26,12 @@ from .errors import InvalidArgumentError, InvalidTypeError
 __all__ = [
     "TTB_FRACTIONS",
     "BSF_BUDGETS",
+    "STRICT_LOW",
+    "STRICT_HIGH",
     "EffectiveRatios",
     "effective_ratios",
     "first_reach",
+    "rollout_axis",
     "time_to_baseline",
     "best_so_far",
     "format_ratio",
@@ -42,6 +46,12 @@ __all__ = [
 
 TTB_FRACTIONS: tuple[float, ...] = (0.5, 0.75, 1.0)
 BSF_BUDGETS: tuple[float, ...] = (0.25, 0.5, 1.0)
+
+#: Bounds of the "strict" ratios, on a task's mean reward, exactly as Trinity-RFT's
+#: ``PassRateCalculator`` draws them (fixed fractions of 16, with a 1e-3 margin, whatever the
+#: number of rollouts): with 16 rollouts, strict valid means 2 to 14 successes.
+STRICT_LOW: float = 1 / 16 + 1e-3
+STRICT_HIGH: float = 15 / 16 - 1e-3
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -75,28 +85,43 @@ def _counts(successes: object, trials: object) -> tuple[FloatArray, FloatArray]:
 
 @dataclass(frozen=True)
 class EffectiveRatios:
-    """Shares of one step's selected tasks by empirical success rate over their rollouts."""
+    """Shares of one step's selected tasks by empirical success rate over their rollouts.
+
+    ``etr``, ``below_one`` and ``above_zero`` are Trinity-RFT's ``selection/valid_ratio``,
+    ``selection/<1_ratio`` and ``selection/>0_ratio``; the last three fields are its
+    ``selection/strict_valid_ratio``, ``selection/<15_16_ratio`` and ``selection/>1_16_ratio``.
+    """
 
     etr: float  # 0 < rate < 1: the task carries a GRPO learning signal
     below_one: float  # rate < 1: not (yet) mastered
     above_zero: float  # rate > 0: not (currently) impossible
+    strict_valid: float = math.nan  # STRICT_LOW < rate < STRICT_HIGH: 2..14 of 16 successes
+    below_15_16: float = math.nan  # rate < STRICT_HIGH
+    above_1_16: float = math.nan  # rate > STRICT_LOW
 
 
 def effective_ratios(successes: object, trials: object) -> EffectiveRatios:
     """ETR, <1 and >0 ratios of a batch; ``successes[i]`` of ``trials`` (scalar or per entry).
 
     Comparisons are on counts (``0 < s < t``), not on rates, so fractional rewards work and no
-    rounding can move a task across the boundary.
+    rounding can move a task across the boundary. The strict ratios compare the rate ``s / t``
+    with :data:`STRICT_LOW` and :data:`STRICT_HIGH`, as Trinity-RFT does on mean rewards.
     """
     s, t = _counts(successes, trials)
     if s.size == 0:
         raise InvalidArgumentError("successes must not be empty", "successes")
     above = s > 0
     below = s < t
+    rate = s / t
+    strict_above = rate > STRICT_LOW
+    strict_below = rate < STRICT_HIGH
     return EffectiveRatios(
         etr=float(np.mean(above & below)),
         below_one=float(np.mean(below)),
         above_zero=float(np.mean(above)),
+        strict_valid=float(np.mean(strict_above & strict_below)),
+        below_15_16=float(np.mean(strict_below)),
+        above_1_16=float(np.mean(strict_above)),
     )
 
 
@@ -142,6 +167,19 @@ def first_reach(steps: object, values: object, target: float) -> float | None:
     return x0 + frac * (x1 - x0)
 
 
+def rollout_axis(rollouts_per_step: object, start: float = 0.0) -> FloatArray:
+    """Rollouts spent before each evaluation: ``[start, start + r_1, start + r_1 + r_2, ...]``
+    for ``r_t`` rollouts at step t. With it as the x-axis of :func:`time_to_baseline` and
+    :func:`best_so_far`, they measure per rollout spent instead of per step, so a method that
+    rolls out more per step (dynamic sampling) pays for it."""
+    r = _as_1d_float(rollouts_per_step, "rollouts_per_step")
+    if np.any(~np.isfinite(r)) or np.any(r <= 0):
+        raise InvalidArgumentError(
+            f"rollouts_per_step must be finite and > 0, got min {r.min() if r.size else 0}", "rollouts_per_step"
+        )
+    return np.concatenate(([float(start)], float(start) + np.cumsum(r)))
+
+
 def time_to_baseline(
     steps: object,
     values: object,
@@ -152,7 +190,8 @@ def time_to_baseline(
     """TTB(τ) for each τ in ``fractions``: steps the method needs to first reach
     ``P_init + τ·(P_best - P_init)`` of the baseline, divided by the baseline's steps.
 
-    ``P_init`` is the baseline's first value and ``P_best`` its best. None means the method never
+    ``P_init`` is the baseline's first value and ``P_best`` its best. "Steps" are whatever the
+    x-axes count: training steps, or rollouts spent (:func:`rollout_axis`). None means the method never
     reaches the target (shown as "-"); NaN means the ratio is undefined (the baseline does not
     improve, or reaches the target at a step 0).
     """

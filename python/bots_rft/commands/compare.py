@@ -229,7 +229,8 @@ def main(args: argparse.Namespace) -> int:
     text = (
         f"# bots compare: {', '.join(methods)}\n\n{title}\n\n"
         f"TTB/BSF are on {curve}, against the first of: random, "
-        "else the first method.\n\n"
+        "else the first method; per training step, and per rollout spent in the '(rollouts)' "
+        "columns (dynamic sampling pays there for the groups it rolls out and drops).\n\n"
         f"{comparison_markdown(runs)}\n\n"
         + (f"Over seeds (mean ± 95% half-width):\n\n{seeds_markdown(groups)}\n\n" if over else "")
         + _evidence_section(cfg, groups)

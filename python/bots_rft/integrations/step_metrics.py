@@ -9,6 +9,10 @@ in its logger as:
 - ``bots/etr``, ``bots/below_one``, ``bots/above_zero``: of the tasks whose rollouts came back,
   the share with 0 < successes < trials (the groups that carry a GRPO signal), with some failure,
   with some success;
+- ``bots/strict_valid``, ``bots/below_15_16``, ``bots/above_1_16``: the same shares with the
+  success rate strictly inside (1/16, 15/16), below 15/16, above 1/16 (each bound moved inward by
+  1e-3): Trinity-RFT's ``selection/strict_valid_ratio``, ``<15_16_ratio`` and ``>1_16_ratio``
+  (see :class:`bots_rft.metrics.EffectiveRatios`);
 - ``bots/mean_reward_of_picks``: successes over trials of those rollouts;
 - ``bots/groups``, ``bots/rollouts``: how many tasks and rollouts the update saw;
 - ``bots/capability``: the interpolation estimator's μ̃, once it exists.
@@ -103,6 +107,9 @@ def outcome_metrics(task_ids: Any, successes: Any, trials: Any = 1.0) -> dict[st
         "bots/etr": ratios.etr,
         "bots/below_one": ratios.below_one,
         "bots/above_zero": ratios.above_zero,
+        "bots/strict_valid": ratios.strict_valid,
+        "bots/below_15_16": ratios.below_15_16,
+        "bots/above_1_16": ratios.above_1_16,
         "bots/mean_reward_of_picks": float(succ.sum() / tri.sum()) if tri.sum() > 0 else float("nan"),
         "bots/groups": float(tasks.size),
         "bots/rollouts": float(tri.sum()),

@@ -2,7 +2,8 @@
 paper's comparison tables, the implicit-evidence table, the summary and the heatmap data.
 
 TTB and BSF are computed on the seed-averaged held-out curve of each method against the
-seed-averaged curve of Random, as the paper does with its 3-seed averages.
+seed-averaged curve of Random, as the paper does with its 3-seed averages: once against steps,
+and once against rollouts spent (the seed-averaged cumulative rollouts before each evaluation).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from ..metrics import (
     TTB_FRACTIONS,
     best_so_far,
     rate_heatmap_from_counts,
+    rollout_axis,
     time_to_baseline,
 )
 from ..simulate.experiment import ExperimentResult, MethodSpec
@@ -50,10 +52,12 @@ def group_rows(result: ExperimentResult, group: str) -> list[Row]:
     rows_spec = result.groups[group]
     base = _mean_curve(result, rows_spec[0][1], "perf")
     steps = np.arange(base.size, dtype=np.float64)
+    base_spent = rollout_axis(_mean_curve(result, rows_spec[0][1], "rollouts"))
     per_step = result.config.batch_size * result.config.learner.n_rollouts
     out = []
     for label, spec in rows_spec:
         perf = _mean_curve(result, spec, "perf")
+        spent = rollout_axis(_mean_curve(result, spec, "rollouts"))
         out.append(Row(
             label=label, key=spec.key,
             ttb=time_to_baseline(steps, perf, steps, base, TTB_FRACTIONS),
@@ -63,6 +67,9 @@ def group_rows(result: ExperimentResult, group: str) -> list[Row]:
             above_zero=float(_mean_curve(result, spec, "above_zero").mean()),
             rollouts=float(_mean_curve(result, spec, "rollouts").mean() / per_step),
             final=float(perf[-1]),
+            ttb_rollouts=time_to_baseline(spent, perf, base_spent, base, TTB_FRACTIONS),
+            bsf_rollouts=best_so_far(spent, perf, base_spent, base, BSF_BUDGETS),
+            strict_valid=float(_mean_curve(result, spec, "strict_valid").mean()),
         ))
     return out
 
@@ -150,8 +157,10 @@ def summary_markdown(result: ExperimentResult, command: str | None = None) -> st
     parts += [
         "",
         "TTB (lower is better; '-' = never reached) and BSF (higher is better) are against Random "
-        "on the held-out score averaged over seeds; ETR, <1 and >0 are means over steps and seeds; "
-        "Rollouts/step is relative to batch × n. **Best**, _second best_.",
+        "on the held-out score averaged over seeds, per training step and, in the '(rollouts)' "
+        "columns, per rollout spent (a method that rolls out k times more per step needs k times "
+        "its step TTB in rollouts); ETR, strict valid (rate in (1/16, 15/16)), <1 and >0 are means "
+        "over steps and seeds; Rollouts/step is relative to batch × n. **Best**, _second best_.",
     ]
     for group in result.groups:
         parts += ["", f"## {GROUP_TITLES.get(group, group)}", "", _group_caption(result, group), ""]

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from ..metrics import mean_ci
+from ..metrics import mean_ci, rollout_axis
 from ..simulate.experiment import ExperimentResult
 from .simulation import evidence_rows, group_rows, heatmap_of, slug, summary_markdown
 from .simulation_plots import write_plots
@@ -83,9 +83,11 @@ def write_outputs(
     for key, label in labels.items():
         recs = [result.runs[(key, s)] for s in result.config.seeds]
         entry: dict[str, Any] = {"label": label}
-        for attr in ("perf", "etr", "below_one", "above_zero"):
+        for attr in ("perf", "etr", "strict_valid", "below_one", "above_zero"):
             mean, half = mean_ci([getattr(r, attr) for r in recs])
             entry[attr] = {"mean": np.round(mean, 5).tolist(), "ci95": np.round(half, 5).tolist()}
+        # The x-axis of the per-rollout TTB/BSF: rollouts spent before each point of "perf".
+        entry["rollouts_spent"] = np.round(np.mean([rollout_axis(r.rollouts) for r in recs], axis=0), 2).tolist()
         curves[key] = entry
     path = out_dir / "results.json"
     payload = {

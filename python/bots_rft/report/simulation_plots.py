@@ -1,7 +1,9 @@
 """PNG figures of an experiment, in the layout of the paper's figures (matplotlib, Agg backend).
 
-- ``curves_<group>.png``: ETR, <1 ratio, >0 ratio and held-out score against steps, mean over
-  seeds with 95% intervals, one line per row of the group's table;
+- ``curves_<group>.png``: ETR, <1 ratio, >0 ratio and held-out score against steps, and the
+  held-out score against rollouts spent (in units of batch × n, so that one step of a method that
+  rolls out batch × n is one unit), mean over seeds with 95% intervals, one line per row of the
+  group's table;
 - ``heatmap_random_vs_bots.png``: share of selected tasks at each empirical rate 0/n..n/n per
   step, Random on top, BOTS below (appendix F's figure);
 - ``evidence_quality.png``: Pearson and ROC AUC of the interpolation estimator's p̃ against the
@@ -15,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ..metrics import mean_ci
+from ..metrics import mean_ci, rollout_axis
 from ..simulate.experiment import ExperimentResult, MethodSpec
 from .simulation import GROUP_TITLES, heatmap_of
 
@@ -54,7 +56,9 @@ def _band(ax: Any, x: np.ndarray, data: list[np.ndarray], label: str, color: Any
 def plot_group(result: ExperimentResult, group: str, path: Path) -> Path:
     plt = _plt()
     rows = result.groups[group]
-    fig, axes = plt.subplots(1, 4, figsize=(17, 3.8))
+    fig, axes = plt.subplots(1, len(_PANELS) + 1, figsize=(21, 3.8))
+    c = result.config
+    unit = c.batch_size * c.learner.n_rollouts
     colors = _colors(len(rows))
     for (label, spec), color in zip(rows, colors):
         recs = result.records(spec)
@@ -66,6 +70,12 @@ def plot_group(result: ExperimentResult, group: str, path: Path) -> Path:
                 data = [d - d[0] for d in data]
             x = np.arange(data[0].size) + (0 if attr == "perf" else 1)
             _band(ax, x, data, label, color, **style)
+        # The score per rollout spent: seeds spend about the same, so their mean is the x-axis.
+        spent = np.mean([rollout_axis(r.rollouts) for r in recs], axis=0) / unit
+        _band(axes[-1], spent, [np.asarray(r.perf) - r.perf[0] for r in recs], label, color, **style)
+    axes[-1].set_title("held-out score gain per rollout spent", fontsize=10)
+    axes[-1].set_xlabel("rollouts spent (÷ batch × n)")
+    axes[-1].grid(alpha=0.3)
     for ax, (attr, title) in zip(axes, _PANELS):
         ax.set_title(title, fontsize=10)
         ax.set_xlabel("step")
@@ -73,7 +83,6 @@ def plot_group(result: ExperimentResult, group: str, path: Path) -> Path:
         if attr != "perf":
             ax.set_ylim(0.0, 1.02)  # ratios; the interval band may overshoot with few seeds
     axes[0].legend(fontsize=8, loc="lower right")
-    c = result.config
     fig.suptitle(
         f"{GROUP_TITLES.get(group, group)}: N={c.learner.num_tasks:,}, batch {c.batch_size}, "
         f"n={c.learner.n_rollouts}, {len(c.seeds)} seeds (mean, 95% CI)",

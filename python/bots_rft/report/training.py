@@ -1,6 +1,7 @@
 """Tables and curves of several training runs on the same pool, seed and budget (``bots
-compare``): the paper's TTB/BSF against Random on the held-out accuracy curve, ETR and the <1/>0
-ratios, rollouts spent per step, final accuracy, step-time medians, and PNG curves. With several
+compare``): the paper's TTB/BSF against Random on the held-out accuracy curve, per step and per
+rollout spent, ETR, the strict valid ratio and the <1/>0 ratios, rollouts spent per step, final
+accuracy, step-time medians, and PNG curves. With several
 seeds per method the tables use the mean curves, a seed table gives 95% intervals, and the plot
 shows mean curves with 95% bands."""
 
@@ -52,6 +53,15 @@ class RunCurves:
     def eval_acc(self) -> np.ndarray:
         return np.asarray([r["accuracy"] for r in self.evals], dtype=np.float64)
 
+    @property
+    def eval_rollouts(self) -> np.ndarray:
+        """Rollouts spent before each evaluation: the eval records' ``cum_rollouts`` or, in logs
+        without it, the train records' rollouts summed up to the evaluation's step."""
+        if all(r.get("cum_rollouts") is not None for r in self.evals):
+            return np.asarray([r["cum_rollouts"] for r in self.evals], dtype=np.float64)
+        steps, spent = self.col("step"), np.nan_to_num(self.col("rollouts"))
+        return np.asarray([spent[steps <= s].sum() for s in self.eval_steps], dtype=np.float64)
+
 
 def load_run(label: str, run_dir: str | Path) -> RunCurves:
     return RunCurves(label, read_metrics(Path(run_dir) / "metrics.jsonl"))
@@ -86,12 +96,30 @@ def _baseline(runs: list[RunCurves]) -> RunCurves:
     return next((r for r in runs if r.label == "random"), runs[0])
 
 
+def _mean_of(values: np.ndarray) -> float:
+    """Mean of the finite entries; NaN (without a warning) when there are none, e.g. a key
+    that logs from older versions lack."""
+    finite = values[~np.isnan(values)]
+    return float(finite.mean()) if finite.size else float("nan")
+
+
+def _per_rollout(run: RunCurves, base: RunCurves) -> tuple[list[float | None], list[float | None]]:
+    """TTB and BSF of ``run`` against ``base`` with rollouts spent as the x-axis (None where a
+    run's rollout counts do not grow between evaluations, which only a damaged log gives)."""
+    x, bx = run.eval_rollouts, base.eval_rollouts
+    if len(run.evals) == 0 or len(base.evals) == 0 or np.any(np.diff(x) <= 0) or np.any(np.diff(bx) <= 0):
+        return [None] * len(TTB_FRACTIONS), [None] * len(BSF_BUDGETS)
+    return (time_to_baseline(x, run.eval_acc, bx, base.eval_acc, TTB_FRACTIONS),
+            best_so_far(x, run.eval_acc, bx, base.eval_acc, BSF_BUDGETS))
+
+
 def comparison_rows(runs: list[RunCurves]) -> list[Row]:
     base = _baseline(runs)
     ordered = [base] + [r for r in runs if r is not base]
     rows = []
     for r in ordered:
         ok = len(r.evals) > 0 and len(base.evals) > 0
+        ttb_rollouts, bsf_rollouts = _per_rollout(r, base)
         rows.append(Row(
             label=r.label, key=r.label,
             ttb=time_to_baseline(r.eval_steps, r.eval_acc, base.eval_steps, base.eval_acc, TTB_FRACTIONS) if ok
@@ -102,6 +130,7 @@ def comparison_rows(runs: list[RunCurves]) -> list[Row]:
             above_zero=float(np.nanmean(r.col("above_zero"))),
             rollouts=float(np.nanmean(r.col("rollouts")) / max(r.per_step, 1)),
             final=float(r.eval_acc[-1]) if len(r.evals) else float("nan"),
+            ttb_rollouts=ttb_rollouts, bsf_rollouts=bsf_rollouts, strict_valid=_mean_of(r.col("strict_valid")),
         ))
     return rows
 
@@ -222,15 +251,16 @@ def _median(values: np.ndarray) -> float:
 
 
 def plot_runs(runs: list[RunCurves] | dict[str, list[RunCurves]], path: str | Path, title: str = "") -> Path:
-    """Held-out accuracy, ETR and mean training reward against steps, one line per method; with
-    several seeds per method (a dict of label -> runs), the mean and its 95% band."""
+    """Held-out accuracy, ETR and mean training reward against steps, and held-out accuracy
+    against rollouts spent (mean over seeds), one line per method; with several seeds per method
+    (a dict of label -> runs), the mean and its 95% band."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     groups = runs if isinstance(runs, dict) else {r.label: [r] for r in runs}
-    fig, axes = plt.subplots(1, 3, figsize=(15, 3.8))
+    fig, axes = plt.subplots(1, 4, figsize=(20, 3.8))
     for i, (label, members) in enumerate(groups.items()):
         color = plt.get_cmap("tab10")(i % 10)
         n_eval = min(len(r.evals) for r in members)
@@ -239,17 +269,20 @@ def plot_runs(runs: list[RunCurves] | dict[str, list[RunCurves]], path: str | Pa
             (axes[0], members[0].eval_steps[:n_eval], [r.eval_acc[:n_eval] for r in members]),
             (axes[1], members[0].col("step")[:n_train], [r.col("etr")[:n_train] for r in members]),
             (axes[2], members[0].col("step")[:n_train], [r.col("reward_mean")[:n_train] for r in members]),
+            (axes[3], np.mean([r.eval_rollouts[:n_eval] for r in members], axis=0), [r.eval_acc[:n_eval] for r in members]),
         )
         for ax, x, ys in panels:
             mean, half = mean_ci(np.stack(ys))
             ax.plot(x, mean, label=f"{label} ({len(members)} seeds)" if len(members) > 1 else label, color=color,
-                    lw=1.2, marker="o" if ax is axes[0] else None, ms=3)
+                    lw=1.2, marker="o" if ax in (axes[0], axes[3]) else None, ms=3)
             if np.any(half > 0):
                 # Every panel is a rate in [0, 1]; a t-interval over 3 seeds can overshoot it.
                 lo, hi = np.clip(mean - half, 0.0, 1.0), np.clip(mean + half, 0.0, 1.0)
                 ax.fill_between(x, lo, hi, color=color, alpha=0.18, lw=0)
-    for ax, name in zip(axes, ("held-out accuracy (greedy)", "ETR (0 < successes < n)", "mean training reward")):
-        ax.set_xlabel("step")
+    titles = ("held-out accuracy (greedy)", "ETR (0 < successes < n)", "mean training reward",
+              "held-out accuracy per rollout spent")
+    for ax, name in zip(axes, titles):
+        ax.set_xlabel("rollouts spent" if ax is axes[3] else "step")
         ax.set_title(name, fontsize=10)
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=8)

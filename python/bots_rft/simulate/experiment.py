@@ -180,6 +180,8 @@ class RunRecord:
     pearson_next: FloatArray  # [T] vs the next batch's empirical rates
     auc_next: FloatArray  # [T] effective (0<rate<1) vs not in the next batch
     pearson_true: FloatArray  # [T] vs the policy's true success probabilities on the pool
+    # [T] Trinity-RFT's strict valid ratio (rate strictly inside (1/16, 15/16), see metrics).
+    strict_valid: FloatArray = field(default_factory=lambda: np.zeros(0))
 
     def to_rows(self, label: str) -> list[dict[str, Any]]:
         rows = []
@@ -189,7 +191,7 @@ class RunRecord:
                 "method": label, "key": self.key, "seed": self.seed, "step": t,
                 "perf": float(self.perf[t]),
                 **{name: (math.nan if last else float(getattr(self, name)[t]))
-                   for name in ("etr", "below_one", "above_zero", "signal", "capability",
+                   for name in ("etr", "below_one", "above_zero", "strict_valid", "signal", "capability",
                                 "pearson_next", "auc_next", "pearson_true")},
                 "rollouts": 0 if last else int(self.rollouts[t]),
             })
@@ -259,7 +261,7 @@ def run_method(
         key=spec.key, seed=seed, etr=nan(), below_one=nan(), above_zero=nan(),
         perf=np.full(T + 1, np.nan), hist=np.zeros((T, n + 1), np.int64),
         rollouts=np.zeros(T, np.int64), signal=nan(), capability=nan(),
-        pearson_next=nan(), auc_next=nan(), pearson_true=nan(),
+        pearson_next=nan(), auc_next=nan(), pearson_true=nan(), strict_valid=nan(),
     )
     rec.perf[0] = learner.evaluate()
     prev_pred: FloatArray | None = None
@@ -279,6 +281,7 @@ def run_method(
             rec.rollouts[t] = ids.size * n
         r = effective_ratios(succ, n)
         rec.etr[t], rec.below_one[t], rec.above_zero[t] = r.etr, r.below_one, r.above_zero
+        rec.strict_valid[t] = r.strict_valid
         rec.hist[t] = rate_histogram(succ, n)
         if prev_pred is not None and t > 0:
             p = prev_pred[ids]

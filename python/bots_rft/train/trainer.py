@@ -518,7 +518,8 @@ class GRPOTrainer:
         return {
             "kind": "train", "step": self.step, "method": cfg.method,
             "reward_mean": float(results.rewards.mean()), "etr": ratios.etr, "below_one": ratios.below_one,
-            "above_zero": ratios.above_zero, "effective_tasks": int(round(ratios.etr * len(batch.task_ids))),
+            "above_zero": ratios.above_zero, "strict_valid": ratios.strict_valid, "below_15_16": ratios.below_15_16,
+            "above_1_16": ratios.above_1_16, "effective_tasks": int(round(ratios.etr * len(batch.task_ids))),
             "select_ms": 1e3 * self._times.select_s, "update_ms": 1e3 * update_s,
             "gen_s": gen_s, "reward_s": results.reward_s, "train_s": train_s, "step_s": time.perf_counter() - t0,
             "gen_tokens": results.gen_tokens, "gen_tokens_per_s": results.gen_tokens / gen_s if gen_s > 0 else None,
