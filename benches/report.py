@@ -14,7 +14,7 @@ OPS = ("update", "select", "step")
 SELECT_WAIT_GOAL_MS = 0.1
 SELECT_WAIT_GOAL_N = 10_000_000
 TAKE_GOAL_MS = 0.05
-STAGES = ("update", "draw", "greedy_select", "thompson_select", "select_minus_draw")
+STAGES = ("update", "draw", "output_faults", "greedy_select", "thompson_select", "select_minus_draw")
 README_START = "<!-- bench-summary:start"
 README_END = "<!-- bench-summary:end -->"
 
@@ -229,28 +229,29 @@ def stage_section(stages: list[Result]) -> list[str]:
         "Each stage of a step called on its own through the compiled core with threads=1 (benches/stages.py, calls "
         "in benches/core_calls.py), on a posterior a few updates in; median time ÷ N. update: the O(N) posterior "
         "pass of one batch with interpolation evidence (`_core.step` with an `UpdateSpec`, no `SelectSpec`). draw: one Thompson draw per task "
-        "(`_core.thompson_draws`; it also checks every shape and writes N float32 draws to a new array). greedy "
+        "(`_core.thompson_draws`; it also checks every shape and writes N float32 draws to a new array, whose page "
+        "faults, timed alone on a new numpy array, are the 'new-array faults' column). greedy "
         "top-B: `_core.select` with `SelectSpec(thompson=False)`, no sampling. Thompson select: draw and top-B fused "
-        "(`SelectSpec(thompson=True)`), what `select()` runs. select − draw estimates what top-B adds to the "
-        "sampling; it is small and can be negative, since the fused pass writes no array and skips most blocks "
-        "with one comparison. One step on one core ≈ update + Thompson select; (auto) marks the path the core "
+        "(`SelectSpec(thompson=True)`), what `select()` runs. select − draw = Thompson select − (draw − new-array "
+        "faults): an estimate of what top-B adds to the sampling, small, and negative when the draw's own shape "
+        "checks cost more. One step on one core ≈ update + Thompson select; (auto) marks the path the core "
         "picks on this CPU.",
         "",
-        "| N | SIMD path | update | draw | greedy top-B | Thompson select | select − draw | update + select, ms (1 core) "
-        "| timed runs |",
-        "|---:|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| N | SIMD path | update | draw | new-array faults | greedy top-B | Thompson select | select − draw "
+        "| update + select, ms (1 core) | timed runs |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for st in stages:
         n = st["num_tasks"]
         if "error" in st:
-            lines.append(f"| {n:,} | failed: {st['error']} | | | | | | | |")
+            lines.append(f"| {n:,} | failed: {st['error']} | | | | | | | | |")
             continue
         for name, b in st["backends"].items():
             ns = b["ns_per_task"]
             label = f"{name} (auto)" if name == st["auto_backend"] else name
             step_ms = (b["median_ms"]["update"] + b["median_ms"]["thompson_select"])
-            runs = "/".join(str(b["timed_runs"][k]) for k in STAGES[:4])
-            cells = " | ".join(_ns(ns[k]) for k in STAGES)
+            runs = "/".join(str(b["timed_runs"][k]) for k in ("update", "draw", "greedy_select", "thompson_select"))
+            cells = " | ".join(_ns(ns[k]) if k in ns else "—" for k in STAGES)
             lines.append(f"| {n:,} | {label} | {cells} | {_ms(step_ms)} | {runs} |")
     return lines
 

@@ -84,10 +84,10 @@ def run_job(impl: str, n: int, threads: int, args: argparse.Namespace, big: bool
     return run_process(cmd, {"impl": impl, "num_tasks": n, "threads": threads}, args.job_timeout)
 
 
-def run_process(cmd: list[str], ident: dict[str, Any], timeout: float) -> dict[str, Any]:
-    """Run one job's process; its last stdout line is its JSON result. On failure, ``ident``
-    with an ``error``."""
-    env = {**os.environ, **WORKER_ENV}
+def run_process(cmd: list[str], ident: dict[str, Any], timeout: float, env_extra: dict[str, str] = WORKER_ENV) -> dict[str, Any]:
+    """Run one job's process (with ``env_extra`` in its environment); its last stdout line is its
+    JSON result. On failure, ``ident`` with an ``error``."""
+    env = {**os.environ, **env_extra}
     for attempt in range(2):
         try:
             proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=None, text=True, env=env, cwd=HERE, timeout=timeout)
@@ -110,7 +110,9 @@ def run_stages(n: int, args: argparse.Namespace) -> dict[str, Any]:
         cmd += ["--warmup=1", "--min-repeats=3", "--max-repeats=5", "--budget=0.02"]
     else:
         cmd += [f"--warmup={1 if n >= 5_000_000 else 2}", "--min-repeats=7", "--max-repeats=100", "--budget=0.5"]
-    return run_process(cmd, {"kind": "stages", "num_tasks": n, "threads": 1}, args.job_timeout)
+    # glibc's default allocator settings: the stages measure time, not RSS, and the worker
+    # setting (every large array its own mapping) would add page faults to each draw's output.
+    return run_process(cmd, {"kind": "stages", "num_tasks": n, "threads": 1}, args.job_timeout, env_extra={})
 
 
 def run_critical(n: int, args: argparse.Namespace) -> dict[str, Any]:
