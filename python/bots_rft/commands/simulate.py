@@ -17,13 +17,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..methods import LAM, MIN_GAP, OVERSAMPLE, RHO
+from ..methods import LAM, METHODS, MIN_GAP, OVERSAMPLE, RHO
 from ._args import check_output_dir, integer, parameter, real
 
 # The simulator's table order (bots_rft.simulate.experiment.TABLE_ORDER; not imported, so that
 # `bots --help` does not load the simulator).
 DEFAULT_METHODS = "random,offline,mopps,dots,bots,dynamic"
 DEFAULT_SWEEP = "0,0.05,0.1,0.2,0.5,1"
+# The other names the method table accepts ("'dapo' is dynamic"), for --methods' help.
+_ALIASES = "".join(f"{alias!r} is {m.name}; " for m in METHODS.values() for alias in m.aliases)
 
 
 def _floats(text: str) -> tuple[float, ...]:
@@ -39,7 +41,7 @@ def _floats(text: str) -> tuple[float, ...]:
 
 def _names(text: str) -> tuple[str, ...]:
     """Method names (or aliases) of the method table, as their canonical names."""
-    from ..methods import METHODS, method, method_names
+    from ..methods import method, method_names
 
     names = tuple(v.strip().lower() for v in text.split(",") if v.strip())
     unknown = [n for n in names if n not in method_names(aliases=True)]
@@ -70,7 +72,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
     p.add_argument("--seeds", type=integer(1), default=3, help="number of seeds, 0..N-1 (default 3)")
     p.add_argument("--first-seed", type=integer(0), default=0, help="first seed (default 0)")
     p.add_argument("--methods", type=_names, default=tuple(DEFAULT_METHODS.split(",")),
-                   help=f"comma-separated, from {DEFAULT_METHODS} ('dapo' is dynamic; default all)")
+                   help=f"comma-separated, from {DEFAULT_METHODS} ({_ALIASES}default all)")
     p.add_argument("--lam", type=parameter(LAM), default=LAM.default, help=f"BOTS λ (default {LAM.default:g})")
     p.add_argument("--rho", type=parameter(RHO), default=RHO.default, help=f"BOTS ρ (default {RHO.default:g})")
     p.add_argument("--rho-sweep", type=_floats, default=_floats(DEFAULT_SWEEP),

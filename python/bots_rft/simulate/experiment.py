@@ -19,7 +19,7 @@ import numpy.typing as npt
 
 from ..baselines import DynamicSampling, Selector
 from ..errors import BotsError, ConfigError
-from ..methods import LAM, MIN_GAP, OVERSAMPLE, RHO, Parameter, method, method_names
+from ..methods import LAM, MIN_GAP, MOMENTUM, OVERSAMPLE, RHO, Parameter, method, method_names
 from ..metrics import effective_probability, effective_ratios, pearson, rate_histogram, roc_auc
 from .learner import LearnerConfig, SimulatedLearner, TaskWorld, make_world
 
@@ -245,7 +245,7 @@ def run_method(
     # Evidence quality is measured on the estimator the method uses; Random gets a shadow BOTS
     # fed with its batches, so the estimator is judged on uniform batches as in the paper (E.3).
     tracker: Any = None
-    if spec.kind in ("bots", "dots"):  # the methods that use the interpolation estimator
+    if MOMENTUM in method(spec.kind).params:  # the methods that carry the interpolation estimator
         tracker = selector
     elif spec.kind == "random":
         tracker = method("bots").build(

@@ -3,8 +3,13 @@
 - :mod:`.config`: :class:`TrainConfig`, YAML/TOML loading and ``key=value`` overrides;
 - :mod:`.grpo`: advantages, log-probs, the clipped surrogate loss;
 - :mod:`.rollout`: batched sampling of n completions per task;
-- :mod:`.trainer`: the loop (:class:`GRPOTrainer`, :func:`train`); :mod:`.distributed`: torchrun;
-- :mod:`.checkpoint`, :mod:`.selection`, :mod:`.evaluate`, :mod:`.logger`, :mod:`.sft`, :mod:`.toy`.
+- :mod:`.trainer`: the loop as explicit stages (:class:`GRPOTrainer`, :func:`train`), DAPO's
+  dynamic-sampling fill loop included; :mod:`.optimise`: the GRPO update of one step;
+- :mod:`.selection`: the run's selector from the method table, and its checkpoints
+  (``method=dynamic`` draws from :class:`bots_rft.baselines.EpochOrder`);
+- :mod:`.scoring`: verifier rewards; :mod:`.model`: the policy; :mod:`.distributed`: torchrun;
+- :mod:`.checkpoint`, :mod:`.pool_identity`, :mod:`.evaluate`, :mod:`.logger`, :mod:`.stops`,
+  :mod:`.sft`, :mod:`.toy`.
 
 torch and transformers are imported by the submodules (the ``train`` extra), not by ``bots_rft``.
 """

@@ -3,9 +3,14 @@ checkpoints.
 
 The method and its parameters come from :data:`bots_rft.methods.METHODS`. Every selector's state
 is saved in bots-rft's checkpoint format (JSON plus raw arrays, checksummed; never a pickle), in the
-file the method table names. With ``dynamic_sampling`` on, DAPO's dynamic sampling wraps the
-method, which proposes every generation batch; dynamic sampling rolls out inside ``select``
-through a callback the trainer provides."""
+file the method table names.
+
+The trainer builds the method's selector alone (``dynamic_sampling`` off) and, with dynamic
+sampling, runs DAPO's fill loop itself (:meth:`bots_rft.train.trainer.GRPOTrainer.fill_batch`);
+``method=dynamic``'s generation batches then come from :class:`bots_rft.baselines.EpochOrder`.
+Given ``dynamic_sampling`` and a ``rollout`` callback, :func:`make_selector` instead wraps the
+method in :class:`~bots_rft.baselines.DynamicSampling`, which rolls out inside ``select``
+through that callback, as the simulator's selectors do."""
 
 from __future__ import annotations
 

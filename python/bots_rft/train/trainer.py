@@ -39,6 +39,7 @@ from ..checkpoint import load_state
 from ..data import TaskPool
 from ..errors import CheckpointError, ConfigError
 from ..llm.models import resolve_device
+from ..methods import method
 from ..metrics import effective_ratios
 from ..rewards import RewardScorer
 from .checkpoint import (
@@ -196,7 +197,8 @@ class GRPOTrainer:
         self.scorer = RewardScorer(workers=cfg.reward_workers, timeout=cfg.reward_timeout)
         # Every rank takes the same path through a step, so this comes from the config, not
         # from the selector only rank 0 holds.
-        self.dynamic_sampling = cfg.method == "dynamic" or cfg.dynamic_sampling
+        self.method = method(cfg.method)
+        self.dynamic_sampling = self.method.rolls_out or cfg.dynamic_sampling
         self.selector: Any = None  # rank 0's; the other ranks follow its broadcasts
         if self.dist.is_main:
             self.selector = self._make_selector()
@@ -215,8 +217,9 @@ class GRPOTrainer:
 
     def _make_selector(self) -> Any:
         """The selector of ``method``; with dynamic sampling, the one that proposes each
-        generation batch (``method=dynamic``: DAPO's epoch order)."""
-        if self.cfg.method == "dynamic":
+        generation batch (for the method that rolls out itself, ``dynamic``: DAPO's epoch order,
+        which the fill loop filters as the method's own selector would)."""
+        if self.method.rolls_out:
             return EpochOrder(len(self.pool), seed=self.cfg.seed)
         return make_selector(self.cfg.replace(dynamic_sampling=False), len(self.pool), self.weak, self.strong)
 
@@ -265,8 +268,10 @@ class GRPOTrainer:
     def _changed_selection_params(self, path: Path, saved: dict[str, Any]) -> dict[str, Any]:
         """The selection parameters to change on resume ({} when none differ or the run keeps
         the checkpoint's); refuses a difference unless ``resume_params`` says what to do."""
-        # mopps and dots fix lam, rho and the sampling rule; random and offline use none of them.
-        keys = SELECTION_PARAMS if self.cfg.method == "bots" else ("target",) if self.cfg.method in ("mopps", "dots") else ()
+        # Only the ones the method takes: the presets fix lam, rho and the sampling rule (and do not
+        # take them), the baselines take none.
+        takes = {p.name for p in self.method.params}
+        keys = [k for k in SELECTION_PARAMS if k in takes]
         diff = {k: getattr(self.cfg, k) for k in keys if k in saved and saved[k] != getattr(self.cfg, k)}
         if not diff:
             return {}
