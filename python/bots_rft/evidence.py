@@ -261,6 +261,11 @@ def estimator_from_state(state: dict[str, Any] | None, evidence: Any, num_tasks:
         return None
     if state.get("kind") == "interpolation":
         return Interpolation.from_state_dict(state)
+    from .estimators import from_state  # built on this module, so imported here
+
+    rebuilt = from_state(state)
+    if rebuilt is not None:
+        return rebuilt
     if evidence is None:
         kind = state.get("type") or state.get("kind")
         raise CheckpointError(f"evidence: the state uses a custom estimator ({kind}); pass it as evidence=")
