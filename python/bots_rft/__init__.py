@@ -18,10 +18,12 @@ from .errors import (
     InvalidTypeError,
 )
 from .evidence import Estimator, ImplicitEvidence, Interpolation, StepEvidence
+from .multipool import MultiPool
 from .selector import BOTS
 
 __all__ = [
     "BOTS",
+    "MultiPool",
     "Interpolation",
     "ImplicitEvidence",
     "Estimator",
