@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -199,9 +198,9 @@ def test_same_kwargs_same_posterior_and_picks_as_difficulty_based(pool: str, kwa
 
 def test_parameters_map_onto_bots(pool: str) -> None:
     sel = selector_of(reader(pool, kwargs=PAPER, seed=7))
-    assert sel.bots.params == {"lam": 0.1, "rho": 0.1, "target": 0.5, "n_rollouts": 8.0, "thompson": True, "seed": 7}
+    assert sel.bots.params == {"lam": 0.1, "rho": 0.1, "target": 0.5, "n_rollouts": 8.0, "thompson": True, "seed": 7, "adaptive_rho": False, "tau": 0.0}
     assert sel.bots.evidence.momentum == 0.9  # difficulty_based's cap_coef_update_discount
-    rows = [json.loads(line) for line in open(os.path.join(pool, "train.jsonl"))]
+    rows = [json.loads(line) for line in Path(pool, "train.jsonl").read_text().splitlines()]
     # feature_keys[0] is the weak reference (difficulty_based predicts it at capability 0), read raw.
     np.testing.assert_allclose(sel.bots.evidence.weak, [row["weak"] for row in rows], rtol=1e-7)
     np.testing.assert_allclose(sel.bots.evidence.strong, [row["strong"] for row in rows], rtol=1e-7)
@@ -253,7 +252,7 @@ data_processor:
     scheduler = TasksetScheduler({}, cfg)  # calls load_state_dict({"current_index": 0}): a fresh run
     sel = scheduler.tasksets[0].reader.selector
     assert isinstance(sel, BOTSSelector)
-    assert sel.bots.params == {"lam": 0.1, "rho": 0.1, "target": 0.5, "n_rollouts": 16.0, "thompson": True, "seed": 42}
+    assert sel.bots.params == {"lam": 0.1, "rho": 0.1, "target": 0.5, "n_rollouts": 16.0, "thompson": True, "seed": 42, "adaptive_rho": False, "tau": 0.0}
     tasks = asyncio.run(scheduler.read())
     assert len({t.index["index"] for t in tasks}) == 4
     scheduler.feedback({SELECTOR_METRIC: {0: {"indices": [t.index["index"] for t in tasks], "values": [1.0, 0.5, 0.25, 0.0]}}})
@@ -393,9 +392,7 @@ def test_metrics_after_feedback(pool: str) -> None:
 
 # ------------------------------------------------------------------------------- configuration
 @pytest.mark.parametrize("kwargs, message", [
-    ({"adaptive_rho": True}, "kwargs.adaptive_rho: True is not supported"),
-    ({"tau": 0}, "kwargs.target_reward: 1.0 with tau 0 is not supported"),
-    ({"tau": 0, "target": 0.0}, "kwargs.target: 0.0 with tau 0"),
+    ({"adaptive_rho": "yes"}, "kwargs.adaptive_rho: must be a bool"),
     ({"lamb": 0.1, "lam": 0.1}, "kwargs.lamb and kwargs.lam name the same parameter"),
     ({"m": 16, "n_rollouts": 16}, "kwargs.m and kwargs.n_rollouts"),
     ({"temperature": 1.0}, "kwargs.temperature: unknown option"),
@@ -415,6 +412,13 @@ def test_unsupported_or_bad_kwargs_raise_config_errors(pool: str, kwargs: dict[s
 def test_adaptive_rho_false_and_no_feature_keys_work(pool: str) -> None:
     sel = selector_of(reader(pool, kwargs={"adaptive_rho": False}, feature_keys=()))
     assert sel.bots.evidence is None
+
+
+def test_adaptive_rho_and_a_target_of_zero_or_one_with_tau_zero_work(pool: str) -> None:
+    # difficulty_based's defaults (target_reward 1.0) with the nearest-to-target rule.
+    sel = selector_of(reader(pool, kwargs={"adaptive_rho": True, "tau": 0}))
+    assert sel.bots.adaptive_rho and sel.bots.target == 1.0
+    assert selector_of(reader(pool, kwargs={"tau": 0, "target": 0.0})).bots.target == 0.0
 
 
 def test_bad_feature_columns_are_refused(tmp_path: Path, pool: str) -> None:

@@ -10,8 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bots_rft import BOTS, BotsError, CheckpointError, Interpolation
-from bots_rft import checkpoint
+from bots_rft import BOTS, BotsError, CheckpointError, Interpolation, checkpoint
 
 
 def _pool(n: int = 20_000) -> tuple[np.ndarray, np.ndarray]:
@@ -189,7 +188,7 @@ def test_set_params_takes_effect_and_is_checkpointed(tmp_path: Path) -> None:
     for t in range(3):
         _step(a, t)
     a.set_params(lam=0.4, rho=0.0, target=0.3, n_rollouts=8, thompson=False)
-    assert a.params == {"lam": 0.4, "rho": 0.0, "target": 0.3, "n_rollouts": 8.0, "thompson": False, "seed": 77}
+    assert a.params == {"lam": 0.4, "rho": 0.0, "target": 0.3, "n_rollouts": 8.0, "thompson": False, "seed": 77, "adaptive_rho": False, "tau": 0.0}
     # A selector built with those parameters, on the same posterior, behaves identically.
     b = _make(lam=0.4, rho=0.0, target=0.3, n_rollouts=8, thompson=False)
     b.load_state_dict(a.state_dict())
@@ -212,7 +211,7 @@ def test_bad_set_params_change_nothing() -> None:
     sel = _make()
     _step(sel, 0)
     before = sel.state_dict()
-    bad = [({"lam": 2.0}, "lam"), ({"lam": 0.2, "rho": -1}, "rho"), ({"target": 1.0}, "target"),
+    bad = [({"lam": 2.0}, "lam"), ({"lam": 0.2, "rho": -1}, "rho"), ({"target": 1.5}, "target"), ({"tau": -0.5}, "tau"),
            ({"n_rollouts": 0}, "n_rollouts"), ({"thompson": 1}, "thompson"), ({"seed": 3}, "seed"),
            ({"prior_alpha": 2.0}, "prior_alpha"), ({"lamda": 0.2}, "lamda"), ({"lam": "0.2"}, "lam")]  # fmt: skip
     for kwargs, name in bad:

@@ -86,6 +86,7 @@ class SelectSpec:
         exclude_mask: npt.NDArray[np.bool_] | None = None,
         exclude_ids: npt.NDArray[np.int64] | None = None,
         bound_hint: float | None = None,
+        tau: float | None = None,
     ) -> SelectSpec: ...
     @property
     def k(self) -> int: ...

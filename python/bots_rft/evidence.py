@@ -36,6 +36,18 @@ class StepEvidence:
     update_kwargs: dict[str, Any] = field(default_factory=dict)
     next_state: Any = None
 
+    def predictions_at(self, task_ids: Any) -> FloatArray | None:
+        """p̃ this step gives the tasks ``task_ids`` (NaN = none), or None without a prediction."""
+        kw = self.update_kwargs
+        if "predicted" in kw:
+            return np.asarray(kw["predicted"], dtype=np.float64)[task_ids]
+        if "capability" in kw:
+            mu = float(kw["capability"])
+            weak = np.asarray(kw["weak"], dtype=np.float64)[task_ids]
+            strong = np.asarray(kw["strong"], dtype=np.float64)[task_ids]
+            return np.clip(mu * strong + (1.0 - mu) * weak, 0.0, 1.0)
+        return None
+
 
 class Estimator(ABC):
     """What the selector asks of an estimator of implicit evidence.

@@ -14,6 +14,8 @@ either of them runs. A method is
   sampling rule pinned, as the paper's appendix E.6);
 - whether it needs the weak/strong **reference pass rates**, and whether its ``select`` **rolls
   out** (DAPO's dynamic sampling filters on rollouts, so it calls back into the trainer);
+- the further per-task **signals** it reads, passed to :meth:`Method.build` as ``signals=``
+  (``"references"``: an [N, k] matrix of reference pass rates; ``"embeddings"``: an [N, d] matrix);
 - the **class** that implements it and the **file** its state is checkpointed in. Every selector's
   state dict is written with :func:`bots_rft.checkpoint.save_state` (JSON plus raw arrays,
   checksummed; never a pickle), so one reader restores any of them.
@@ -135,7 +137,7 @@ class Parameter:
 
 LAM = Parameter("lam", "float", 0.1, "λ, the discount of old evidence toward the prior", 0.0, 1.0)
 RHO = Parameter("rho", "float", 0.1, "ρ, the weight of implicit evidence", 0.0, 1.0)
-TARGET = Parameter("target", "float", 0.5, "p*, the target success rate", 0.0, 1.0, low_open=True, high_open=True)
+TARGET = Parameter("target", "float", 0.5, "p*, the target success rate", 0.0, 1.0)
 THOMPSON = Parameter("thompson", "bool", True, "Thompson sampling from the posterior (else its mean)")
 PSEUDO_ROLLOUTS = Parameter(
     "n_rollouts", "float", 16.0, "n, the pseudo sample size of implicit evidence (rollouts per task)", 0.0, low_open=True
@@ -172,6 +174,7 @@ class Method:
     fixed: Mapping[str, Any] = field(default_factory=dict)
     rolls_out: bool = False
     aliases: tuple[str, ...] = ()
+    signals: tuple[str, ...] = ()
 
     def param(self, name: str) -> Parameter:
         for p in self.params:
@@ -209,12 +212,20 @@ class Method:
         strong: npt.ArrayLike | None = None,
         rollout: RolloutFn | None = None,
         threads: int | None = None,
+        signals: Mapping[str, Any] | None = None,
         **params: Any,
     ) -> Selector:
         """A selector of this method over ``num_tasks`` tasks. ``weak``/``strong``: reference pass
         rates (NaN unknown), used when the method uses them; ``rollout``: the callback a method that
-        rolls out needs; ``threads``: the BOTS core's thread pool (None: every core)."""
-        return _BUILDERS[self.name](self, num_tasks, weak, strong, rollout, threads, self.check(params))
+        rolls out needs; ``threads``: the BOTS core's thread pool (None: every core); ``signals``:
+        the further per-task arrays the method reads (:attr:`signals`), by name."""
+        extra = dict(signals or {})
+        unread = sorted(set(extra) - set(self.signals))
+        if unread:
+            raise InvalidArgumentError(
+                f"signals: the {self.name} method reads {list(self.signals) or 'none'}, got {unread}", "signals"
+            )
+        return _BUILDERS[self.name](self, num_tasks, weak, strong, rollout, threads, self.check(params), **extra)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -260,6 +271,37 @@ def _build_dots(m: Method, n: int, weak: Any, strong: Any, rollout: Any, threads
     return BOTS.dots(n, evidence, target=p["target"], n_rollouts=p["n_rollouts"], seed=p["seed"], threads=threads)
 
 
+def _build_multiref(
+    m: Method, n: int, weak: Any, strong: Any, rollout: Any, threads: Any, p: dict[str, Any], references: Any = None
+) -> Selector:
+    from .estimators import MultiReference
+    from .selector import BOTS
+
+    if references is None:  # the two columns every pool with references has
+        refs = _references(m, weak, strong)
+        assert refs is not None  # required
+        references = list(refs)
+    evidence = MultiReference(references, momentum=p["momentum"], min_gap=p["min_gap"])
+    return BOTS(
+        n, lam=p["lam"], rho=p["rho"], target=p["target"], n_rollouts=p["n_rollouts"], thompson=p["thompson"],
+        evidence=evidence, seed=p["seed"], threads=threads,
+    )
+
+
+def _build_similarity(
+    m: Method, n: int, weak: Any, strong: Any, rollout: Any, threads: Any, p: dict[str, Any], embeddings: Any = None
+) -> Selector:
+    from .estimators import Similarity
+    from .selector import BOTS
+
+    if embeddings is None:
+        raise InvalidArgumentError(f"signals: the {m.name} method needs signals['embeddings'], an [N, d] matrix", "signals")
+    return BOTS(
+        n, lam=p["lam"], rho=p["rho"], target=p["target"], n_rollouts=p["n_rollouts"], thompson=p["thompson"],
+        evidence=Similarity(embeddings), seed=p["seed"], threads=threads,
+    )
+
+
 def _build_random(m: Method, n: int, weak: Any, strong: Any, rollout: Any, threads: Any, p: dict[str, Any]) -> Selector:
     from .baselines import RandomSelector
 
@@ -294,6 +336,8 @@ _BUILDERS: dict[str, Callable[..., Selector]] = {
     "mopps": _build_mopps,
     "dots": _build_dots,
     "dynamic": _build_dynamic,
+    "bots-multiref": _build_multiref,
+    "bots-sim": _build_similarity,
 }
 
 _BOTS_FILE = "selector.bots"  # BOTS' own file name since the first release
@@ -331,6 +375,18 @@ METHODS: Mapping[str, Method] = MappingProxyType({
             "the tasks whose rollouts disagree",
             "bots_rft.baselines:DynamicSampling", (ROLLOUTS, OVERSAMPLE, MAX_ROUNDS, SEED), "unused", _BASELINE_FILE,
             rolls_out=True, aliases=("dapo",),
+        ),
+        Method(
+            "bots-multiref", "BOTS-MultiRef", "BOTS with implicit evidence from k reference pass rates, weights "
+            "fitted online (weak and strong alone: the interpolation)",
+            "bots_rft.selector:BOTS", (LAM, RHO, TARGET, THOMPSON, PSEUDO_ROLLOUTS, MOMENTUM, MIN_GAP, SEED),
+            "required", _BOTS_FILE, signals=("references",),
+        ),
+        Method(
+            "bots-sim", "BOTS-Sim", "BOTS with implicit evidence spread to similar tasks through task embeddings "
+            "(top-k neighbour kernel)",
+            "bots_rft.selector:BOTS", (LAM, RHO, TARGET, THOMPSON, PSEUDO_ROLLOUTS, SEED),
+            "unused", _BOTS_FILE, signals=("embeddings",),
         ),
     )
 })

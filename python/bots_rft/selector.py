@@ -27,8 +27,8 @@ from ._validation import (
     as_floats,
     as_ids,
     as_int,
+    as_real,
     in_closed_unit,
-    in_open_unit,
     positive,
     prior,
 )
@@ -52,7 +52,10 @@ STATE_VERSION = 2
 _MAX_SEED = 2**64 - 1
 # What set_params may change between steps. The seed names the random stream and the priors
 # are the point the posterior decays toward; both stay fixed for a selector's life.
-SETTABLE_PARAMS = ("lam", "rho", "target", "n_rollouts", "thompson")
+SETTABLE_PARAMS = ("lam", "rho", "target", "n_rollouts", "thompson", "adaptive_rho", "tau")
+# Adaptive ρ (the authors' rule): halve ρ when the estimator's predictions for a batch miss the
+# observed rates by this much on average.
+ADAPTIVE_RHO_MAE = 0.25
 # How load_state_dict resolves a state whose parameters differ from this selector's.
 ParamsOnLoad = Literal["error", "checkpoint", "current"]
 _PARAMS_ON_LOAD = ("error", "checkpoint", "current")
@@ -62,9 +65,12 @@ class BOTS:
     """Bayesian Online Task Selection over a pool of ``num_tasks`` tasks.
 
     Parameters map to the paper (section 3): ``lam`` is λ, the discount toward the prior;
-    ``rho`` is ρ, the weight of implicit evidence; ``target`` is p*; ``n_rollouts`` is n, the
-    pseudo sample size of implicit evidence; ``thompson`` picks posterior sampling (else the
-    posterior mean); ``prior_alpha``/``prior_beta`` are α0/β0 (scalar or per task);
+    ``rho`` is ρ, the weight of implicit evidence; ``target`` is p* in [0, 1]; ``n_rollouts``
+    is n, the pseudo sample size of implicit evidence; ``thompson`` picks posterior sampling
+    (else the posterior mean); ``tau`` > 0 samples the batch without replacement from
+    softmax(−|θ − p*| / τ) instead of taking the B tasks nearest p* (τ = 0, the paper's rule;
+    τ → 0 reduces to it); ``adaptive_rho`` halves ρ when predictions miss (see
+    :attr:`rho_in_use`); ``prior_alpha``/``prior_beta`` are α0/β0 (scalar or per task);
     ``evidence`` is an :class:`Interpolation`, any :class:`~bots_rft.evidence.Estimator`, or any
     :class:`ImplicitEvidence` plug-in (an object with ``predict``); the selector talks to all of
     them through the :class:`~bots_rft.evidence.Estimator` interface.
@@ -94,12 +100,15 @@ class BOTS:
         seed: int = 0,
         threads: int | None = None,
         prefetch: bool = True,
+        adaptive_rho: bool = False,
+        tau: float = 0.0,
     ) -> None:
         n = as_int(num_tasks, "num_tasks", minimum=1)
         self._num_tasks = n
         self._lam = in_closed_unit(lam, "lam")
         self._rho = in_closed_unit(rho, "rho")
-        self._target = in_open_unit(target, "target")
+        self._target = in_closed_unit(target, "target")
+        self._tau = _check_tau(tau)
         self._n_rollouts = positive(n_rollouts, "n_rollouts")
         self._thompson = as_bool(thompson, "thompson")
         self._prior_alpha = prior(prior_alpha, "prior_alpha", n)
@@ -108,6 +117,9 @@ class BOTS:
         self._seed = as_int(seed, "seed", minimum=0, maximum=_MAX_SEED)
         self._threads = _check_threads(threads)
         self._prefetch = as_bool(prefetch, "prefetch")
+        self._adaptive_rho = as_bool(adaptive_rho, "adaptive_rho")
+        # Times adaptive ρ has halved ρ: state, not a parameter (ρ in use = rho / 2**halvings).
+        self._rho_halvings = 0
         self._alpha = np.empty(n, dtype=np.float64)
         self._beta = np.empty(n, dtype=np.float64)
         self._alpha[:] = self._prior_alpha
@@ -206,6 +218,8 @@ class BOTS:
             "n_rollouts": self._n_rollouts,
             "thompson": self._thompson,
             "seed": self._seed,
+            "adaptive_rho": self._adaptive_rho,
+            "tau": self._tau,
         }
 
     @property
@@ -217,6 +231,28 @@ class BOTS:
     def rho(self) -> float:
         """ρ, the weight of implicit evidence."""
         return self._rho
+
+    @property
+    def tau(self) -> float:
+        """τ: 0 for the nearest-to-target rule, > 0 for softmax sampling without replacement."""
+        return self._tau
+
+    @property
+    def adaptive_rho(self) -> bool:
+        """Whether ρ halves when the estimator's predictions miss (see :attr:`rho_in_use`)."""
+        return self._adaptive_rho
+
+    @property
+    def rho_in_use(self) -> float:
+        """The ρ updates use now: ``rho`` unless adaptive ρ has halved it.
+
+        Adaptive ρ (``adaptive_rho=True``, as in the authors' ``difficulty_based`` selector): at
+        each update, with the estimator's prediction p̃_k for the batch's tasks (after it has
+        observed the batch) and their observed rates s_k / t_k,
+        MAE = mean_k |p̃_k − s_k / t_k| over the batch's tasks that have a prediction; if
+        MAE ≥ 0.25, ρ ← ρ / 2, starting with this update. ρ never grows back; ``set_params(rho=)``
+        sets a new starting value and clears the halvings."""
+        return self._rho * 0.5**self._rho_halvings
 
     @property
     def target(self) -> float:
@@ -260,12 +296,22 @@ class BOTS:
             raise InvalidArgumentError(
                 f"{name}: {why}; set_params changes {', '.join(SETTABLE_PARAMS)}, got {name}={changes[name]!r}", name
             )
-        checks = {"lam": in_closed_unit, "rho": in_closed_unit, "target": in_open_unit, "n_rollouts": positive, "thompson": as_bool}
+        checks = {
+            "lam": in_closed_unit,
+            "rho": in_closed_unit,
+            "target": in_closed_unit,
+            "n_rollouts": positive,
+            "thompson": as_bool,
+            "adaptive_rho": as_bool,
+            "tau": lambda value, _name: _check_tau(value),
+        }
         checked = {name: checks[name](value, name) for name, value in changes.items()}
         with self._lock:
             self._settle()
             for name, value in checked.items():
                 setattr(self, f"_{name}", value)
+            if "rho" in checked:
+                self._rho_halvings = 0
             self._speculation = None
             self._speculate()
 
@@ -360,6 +406,7 @@ class BOTS:
             exclude_mask=mask,
             exclude_ids=ids,
             bound_hint=self._bound_hints.get(k),
+            tau=self._tau if self._tau > 0 else None,
         )
 
     def _remember_hint(self, k: int, kth: float) -> None:
@@ -381,7 +428,8 @@ class BOTS:
         # Ranking more tasks than asked lets one pass serve a select that excludes up to that
         # many of them (see `_reuse`); the slack absorbs a growing exclusion list.
         extra = min(_MAX_SPECULATIVE_EXTRA, excluded + excluded // 4 + 16) if excluded else 0
-        return _Speculation(min(self._num_tasks, k + extra), self._num_selections, self._target, self._thompson, self._seed)
+        size = min(self._num_tasks, k + extra)
+        return _Speculation(size, self._num_selections, self._target, self._thompson, self._tau, self._seed)
 
     def _speculate(self) -> None:
         """After a change of state or parameters: start the expected selection in the background."""
@@ -390,13 +438,13 @@ class BOTS:
             self._start(self._pending, role)
             self._pending = None
 
-    def _update_spec(self, batch: _core.Batch, evidence: dict[str, Any]) -> _core.UpdateSpec:
+    def _update_spec(self, batch: _core.Batch, evidence: dict[str, Any], rho: float) -> _core.UpdateSpec:
         return _core.UpdateSpec(
             batch,
             prior_alpha=self._prior_alpha,
             prior_beta=self._prior_beta,
             lam=self._lam,
-            rho=self._rho,
+            rho=rho,
             n_rollouts=self._n_rollouts,
             **evidence,
         )
@@ -463,10 +511,11 @@ class BOTS:
         spec = self._speculation
         if spec is None or self._pending is not None:
             return None
-        if (spec.counter, spec.target, spec.thompson, spec.seed) != (
+        if (spec.counter, spec.target, spec.thompson, spec.tau, spec.seed) != (
             self._num_selections,
             self._target,
             self._thompson,
+            self._tau,
             self._seed,
         ):
             return None
@@ -602,7 +651,8 @@ class BOTS:
                 step = estimator.observe(batch)
             else:
                 step = StepEvidence()
-            spec = self._update_spec(batch, step.update_kwargs)
+            halvings = self._rho_halvings + int(self._adaptive_rho and _predictions_miss(step, batch))
+            spec = self._update_spec(batch, step.update_kwargs, rho=self._rho * 0.5**halvings)
             # Validated: from here on nothing can fail. Finish the work in flight and any older
             # pending update, then start this one's pass (with prefetch, fused with the selection
             # the next select is expected to ask for) or leave it pending for the next pass.
@@ -610,6 +660,7 @@ class BOTS:
             self._speculation = None
             if estimator is not None:
                 estimator.commit(step)
+            self._rho_halvings = halvings
             self._num_updates += 1
             self._stream.in_flight.difference_update(batch.ids.tolist())
             if self._prefetch:
@@ -635,6 +686,7 @@ class BOTS:
                 "num_selections": self._num_selections,
                 "num_updates": self._num_updates,
                 "evidence": ev_state,
+                "rho_halvings": self._rho_halvings,
                 "stream": self._stream.state_dict(),
             }
 
@@ -725,6 +777,8 @@ class BOTS:
                 seed=p["seed"],
                 threads=threads,
                 prefetch=prefetch,
+                adaptive_rho=p.get("adaptive_rho", False),
+                tau=p.get("tau", 0.0),
             )
             alpha = as_floats(state["alpha"], "alpha", n)
             beta = as_floats(state["beta"], "beta", n)
@@ -736,6 +790,7 @@ class BOTS:
             sel._num_selections = as_int(state["num_selections"], "num_selections", minimum=0)
             sel._num_updates = as_int(state["num_updates"], "num_updates", minimum=0)
             sel._stream = _Stream.from_state_dict(state.get("stream"), n)
+            sel._rho_halvings = as_int(state.get("rho_halvings", 0), "rho_halvings", minimum=0)
         except CheckpointError:
             raise
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
@@ -757,6 +812,27 @@ class BOTS:
             state, threads=state.get("threads"), evidence=state.get("evidence_object"), prefetch=state.get("prefetch", True)
         )
         self.__dict__.update(fresh.__dict__)
+
+
+def _check_tau(value: Any) -> float:
+    tau = as_real(value, "tau")
+    if not (math.isfinite(tau) and tau >= 0.0):
+        raise InvalidArgumentError(f"tau: must be a finite number >= 0, got {value!r}", "tau")
+    return tau
+
+
+def _predictions_miss(step: StepEvidence, batch: _core.Batch) -> bool:
+    """Adaptive ρ's test: the step's predictions for the batch's tasks are off by ≥ 0.25 on
+    average (tasks without a prediction left out; no prediction at all: no)."""
+    ids = batch.ids
+    predicted = step.predictions_at(ids)
+    if predicted is None:
+        return False
+    has = ~np.isnan(predicted)
+    if not has.any():
+        return False
+    observed = batch.successes[has] / batch.trials[has]
+    return bool(np.mean(np.abs(predicted[has] - observed)) >= ADAPTIVE_RHO_MAE)
 
 
 def _readonly(a: np.ndarray) -> np.ndarray:
@@ -868,6 +944,7 @@ class _Speculation:
     counter: int
     target: float
     thompson: bool
+    tau: float
     seed: int
     candidates: IntArray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
     kth: float = math.inf

@@ -105,6 +105,7 @@ class _Settings:
     seed: int
     threads: int | None
     state_dir: str | None
+    adaptive_rho: bool = False
 
     def fingerprint(self) -> dict[str, Any]:
         """What a checkpoint must agree with to resume (threads and state_dir may change)."""
@@ -147,12 +148,10 @@ def _resolve(kwargs: Mapping[str, Any], seed: Any) -> _Settings:
             raise ConfigError(f"kwargs.{key}: must be in {bound}, got {v}")
         return v
 
-    adaptive = kwargs.get("adaptive_rho", False)
-    if adaptive is not False:
-        raise ConfigError(
-            f"kwargs.adaptive_rho: {adaptive!r} is not supported (BOTS keeps rho fixed; difficulty_based "
-            "halves it whenever the interpolation misses by 0.25 or more); remove it or set it to false"
-        )
+    try:
+        adaptive_rho = as_bool(kwargs.get("adaptive_rho", False), "adaptive_rho")
+    except BotsError as exc:
+        raise _config_error("adaptive_rho", exc) from None
     lam = real(*given("lam"), 0.0, 1.0)
     rho = real(*given("rho"), 0.0, 1.0)
     n_rollouts = real(*given("n_rollouts"), 0.0, math.inf, open_low=True)
@@ -164,11 +163,6 @@ def _resolve(kwargs: Mapping[str, Any], seed: Any) -> _Settings:
     target_key, target_value = given("target")
     target = real(target_key, target_value, 0.0, 1.0)
     tau = real("tau", kwargs.get("tau", AUTHOR_DEFAULTS["tau"]), 0.0, math.inf)
-    if tau == 0.0 and not 0.0 < target < 1.0:
-        raise ConfigError(
-            f"kwargs.{target_key}: {target} with tau 0 is not supported (BOTS's nearest-to-target selection "
-            "needs 0 < target < 1); use a target inside (0, 1), or tau > 0 for difficulty_based's softmax rule"
-        )
     momentum = real("momentum", kwargs.get("momentum", 0.9), 0.0, 1.0)
     min_gap = real("min_gap", kwargs.get("min_gap", DEFAULT_MIN_GAP), 0.0, 1.0)
     prior_alpha = real("prior_alpha", kwargs.get("prior_alpha", 1.0), 0.0, math.inf, open_low=True)
@@ -198,7 +192,7 @@ def _resolve(kwargs: Mapping[str, Any], seed: Any) -> _Settings:
     except BotsError as exc:
         raise ConfigError(f"data_selector.seed: {str(exc).split(': ', 1)[-1]}") from None
     return _Settings(lam, rho, n_rollouts, thompson, target, tau, momentum, min_gap, prior_alpha, prior_beta,
-                     low, high, seed_value, threads, state_dir)
+                     low, high, seed_value, threads, state_dir, adaptive_rho)
 
 
 def _reference(dataset: Any, key: Any, position: int) -> FloatArray:
@@ -251,7 +245,8 @@ class BOTSSelector(BaseSelector):
     - ``tau`` (1.0): 0 picks the ``batch_size`` tasks nearest the target (the paper's rule, run by
       the Rust core); > 0 samples without replacement from softmax(−|target − p̂| / tau) over the
       pool, seeded as difficulty_based seeds it (the same picks for the same posterior).
-    - ``adaptive_rho``: only false (its default) is supported.
+    - ``adaptive_rho`` (false): halve rho whenever the interpolation's predictions for a fed
+      batch miss its mean rewards by 0.25 or more on average (:attr:`bots_rft.BOTS.rho_in_use`).
 
     The paper's BOTS is ``m: <repeat_times>, lamb: 0.1, rho: 0.1, target_reward: 0.5, tau: 0,
     do_sample: true``. Further kwargs: ``momentum`` (0.9) and ``min_gap`` of the interpolation
@@ -291,13 +286,10 @@ class BOTSSelector(BaseSelector):
 
     def _new_bots(self) -> BOTS:
         s = self._settings
-        # The softmax rule (tau > 0) never calls BOTS.select, so BOTS's own target (which must lie
-        # inside (0, 1)) only matters for tau 0; _resolve has checked it there.
-        core_target = s.target if 0.0 < s.target < 1.0 else 0.5
         evidence = None if self._evidence is None else Interpolation.from_state_dict(self._evidence.state_dict())
-        return BOTS(self._num_tasks, lam=s.lam, rho=s.rho, target=core_target, n_rollouts=s.n_rollouts,
+        return BOTS(self._num_tasks, lam=s.lam, rho=s.rho, target=s.target, n_rollouts=s.n_rollouts,
                     thompson=s.thompson, prior_alpha=s.prior_alpha, prior_beta=s.prior_beta, evidence=evidence,
-                    seed=s.seed, threads=s.threads)
+                    seed=s.seed, threads=s.threads, adaptive_rho=s.adaptive_rho)
 
     # ------------------------------------------------------------------------------- views
     @property

@@ -6,7 +6,7 @@ use std::sync::atomic::AtomicU64;
 
 use crate::backend::multiversion;
 use crate::lanes::BLOCK;
-use crate::thompson::{thompson_chunk, DrawSink, Scratch};
+use crate::thompson::{gumbel, philox_key, thompson_chunk, DrawSink, Scratch};
 use crate::topk::TopK;
 use crate::types::{is_shape, Exclude, Scoring, Selection};
 use crate::update_kernel::{update_chunk, ChunkUpdate};
@@ -153,11 +153,73 @@ fn score_greedy(a: &[f64], b: &[f64], base: usize, s: &ChunkScore, w: &mut Worke
     }
 }
 
+/// Gumbel variates lie below this (see `gumbel`): a softmax key's distance form
+/// |θ − target| / tau + (GUMBEL_SHIFT − G) is then positive, as the top-B list requires.
+const GUMBEL_SHIFT: f64 = 40.0;
+/// An upper bound of any Gumbel variate `gumbel` returns.
+const GUMBEL_MAX: f64 = 37.5;
+
+/// Offers tasks by their softmax key (Gumbel-top-k), given each task's θ.
+struct SoftmaxOffer<'a, 'b, 't> {
+    top: &'a mut TopK<'t>,
+    target: f64,
+    inv_tau: f64,
+    key: [u32; 2],
+    counter: u64,
+    base: usize,
+    exclude: &'a Exclude<'b>,
+}
+
+impl SoftmaxOffer<'_, '_, '_> {
+    #[inline(always)]
+    fn offer(&mut self, offset: usize, theta: f64) {
+        let near = (theta - self.target).abs() * self.inv_tau;
+        // No Gumbel variate can bring a task closer than this: skip the variate when it is out.
+        if near + (GUMBEL_SHIFT - GUMBEL_MAX) > self.top.bound() {
+            return;
+        }
+        let j = self.base + offset;
+        let d = near + (GUMBEL_SHIFT - gumbel(self.key, self.counter, j as u64));
+        if d <= self.top.bound() && !self.exclude.excludes(j) {
+            self.top.push(d, j);
+        }
+    }
+}
+
+impl DrawSink for SoftmaxOffer<'_, '_, '_> {
+    #[inline(always)]
+    fn block(&mut self, start: usize, draws: &[f32]) {
+        for (i, &p) in draws.iter().enumerate() {
+            self.offer(start + i, p as f64);
+        }
+    }
+}
+
+/// Offers tasks `base..base + a.len()` by their softmax key over θ (Thompson draw or mean).
+#[inline(always)]
+fn score_softmax(a: &[f64], b: &[f64], base: usize, s: &ChunkScore, w: &mut Worker<'_>, tau: f64, thompson: bool, seed: u64, counter: u64) {
+    let key = philox_key(seed, counter);
+    let mut sink = SoftmaxOffer { top: &mut w.top, target: s.target, inv_tau: 1.0 / tau, key, counter, base, exclude: &s.exclude };
+    if thompson {
+        let bad = thompson_chunk(a, b, base, seed, counter, &mut w.scratch, &mut sink);
+        w.flag_invalid(bad);
+        return;
+    }
+    for i in 0..a.len() {
+        if !(is_shape(a[i]) && is_shape(b[i])) {
+            w.invalid = w.invalid.or(Some(base + i));
+            continue;
+        }
+        sink.offer(i, a[i] / (a[i] + b[i]));
+    }
+}
+
 /// Scores one chunk's tasks and offers them to the worker's top-B list.
 #[inline(always)]
 fn score_chunk(a: &[f64], b: &[f64], base: usize, s: &ChunkScore, w: &mut Worker<'_>) {
     match s.scoring {
         Scoring::Greedy => score_greedy(a, b, base, s, w),
+        Scoring::Softmax { tau, thompson, seed, counter } => score_softmax(a, b, base, s, w, tau, thompson, seed, counter),
         Scoring::Thompson { seed, counter } => {
             let mut sink = Offer { top: &mut w.top, target: s.target as f32, base, exclude: &s.exclude };
             let bad = thompson_chunk(a, b, base, seed, counter, &mut w.scratch, &mut sink);

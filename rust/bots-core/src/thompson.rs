@@ -41,7 +41,7 @@ pub(crate) fn philox_key(seed: u64, counter: u64) -> [u32; 2] {
 
 /// Philox counter of task `j`'s `attempt`-th try in selection `counter`. Pools up to 2^48 tasks.
 #[inline(always)]
-fn task_counter(j: u64, counter: u64, attempt: u32) -> [u32; 4] {
+pub(crate) fn task_counter(j: u64, counter: u64, attempt: u32) -> [u32; 4] {
     [j as u32, counter as u32, (counter >> 32) as u32, (j >> 32) as u32 | (attempt << 16)]
 }
 
@@ -113,6 +113,20 @@ const RETRIES: usize = BLOCK + GROUP;
 /// Tries after which a task falls back to the scalar sampler (each try succeeds with probability
 /// above 0.9, so this never happens in practice; it only bounds the loop).
 const MAX_ATTEMPTS: u32 = 64;
+
+/// The Philox "attempt" slot of a task's Gumbel variate in a softmax selection: far from the
+/// draw's own attempts (0..MAX_ATTEMPTS), so the two never share random words.
+const GUMBEL_ATTEMPT: u32 = 0xFFFF;
+
+/// Task `j`'s Gumbel(0, 1) variate in selection `(seed, counter)` (philox key `key`):
+/// −ln(−ln u) with u a 53-bit uniform on the open interval (0, 1), so it lies in [−3.62, 37.43].
+#[inline]
+pub(crate) fn gumbel(key: [u32; 2], counter: u64, j: u64) -> f64 {
+    let w = philox4x32(task_counter(j, counter, GUMBEL_ATTEMPT), key);
+    let bits = ((w[0] as u64) << 32 | w[1] as u64) >> 11;
+    let u = (bits as f64 + 0.5) * (1.0 / (1u64 << 53) as f64);
+    -(-u.ln()).ln()
+}
 
 /// The sampler's working memory for one block, allocated once per worker thread and reused for
 /// every chunk it processes (zeroing it per chunk would cost more than the update pass).

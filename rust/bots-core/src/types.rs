@@ -239,6 +239,12 @@ pub enum Scoring {
     Thompson { seed: u64, counter: u64 },
     /// Posterior mean alpha / (alpha + beta).
     Greedy,
+    /// Softmax sampling without replacement with temperature `tau` over the score
+    /// −|θ − target|, θ a Thompson draw (`thompson`) or the posterior mean: the Gumbel-top-k
+    /// rule, each task's key −|θ − target| / tau + G_j with G_j a Gumbel(0, 1) variate of
+    /// `(seed, counter, j)` only, so the picks are an exact draw without replacement from
+    /// softmax(−|θ − target| / tau) over the selectable tasks.
+    Softmax { tau: f64, thompson: bool, seed: u64, counter: u64 },
 }
 
 /// Tasks that may not be selected.
@@ -293,8 +299,13 @@ pub struct SelectArgs<'a> {
 impl SelectArgs<'_> {
     /// Checks everything against a pool of `n` tasks.
     pub fn validate(&self, n: usize) -> Result<()> {
-        if !(self.target > 0.0 && self.target < 1.0) {
-            return Err(CoreError::value("target", format!("must be in (0, 1), got {}", self.target)));
+        if !(0.0..=1.0).contains(&self.target) {
+            return Err(CoreError::value("target", format!("must be in [0, 1], got {}", self.target)));
+        }
+        if let Scoring::Softmax { tau, .. } = self.scoring {
+            if !(tau.is_finite() && tau > 0.0) {
+                return Err(CoreError::value("tau", format!("must be finite and > 0, got {tau}")));
+            }
         }
         let excluded = match self.exclude {
             Exclude::None => 0,

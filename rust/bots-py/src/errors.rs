@@ -8,10 +8,7 @@ use pyo3::prelude::*;
 
 fn raise(class: &str, message: String, argument: &str) -> PyErr {
     Python::attach(|py| {
-        let made = py
-            .import("bots_rft.errors")
-            .and_then(|m| m.getattr(class))
-            .and_then(|cls| cls.call1((message.clone(), argument)));
+        let made = py.import("bots_rft.errors").and_then(|m| m.getattr(class)).and_then(|cls| cls.call1((message.clone(), argument)));
         match made {
             Ok(exc) => PyErr::from_value(exc),
             // The package is absent (the module used on its own): fall back to the builtins.

@@ -178,12 +178,6 @@ fn thompson_draws<'py>(
 ) -> PyResult<Bound<'py, PyArray1<f32>>> {
     let a = slice(&alpha, "alpha")?;
     let b = slice(&beta, "beta")?;
-    if b.len() != a.len() {
-        return Err(errors::invalid_argument("beta", format!("has length {}, alpha has {}", b.len(), a.len())));
-    }
-    if let Some((i, x)) = a.iter().chain(b.iter()).enumerate().find(|(_, x)| !(x.is_finite() && **x > 0.0)) {
-        return Err(errors::invalid_argument("alpha", format!("shapes must be finite and > 0, got {x} at flat index {i}")));
-    }
     let backend = match backend {
         Some(name) => parse_backend(name)?,
         None => core::backend(),
@@ -217,12 +211,6 @@ fn set_backend(name: Option<&str>) -> PyResult<()> {
 /// `size` Beta(a, b) draws from the core's sampler (for distribution tests).
 #[pyfunction]
 fn beta_draws<'py>(py: Python<'py>, a: f64, b: f64, size: usize, seed: u64) -> PyResult<Bound<'py, PyArray1<f64>>> {
-    if !(a.is_finite() && a > 0.0) {
-        return Err(errors::invalid_argument("a", format!("must be finite and > 0, got {a}")));
-    }
-    if !(b.is_finite() && b > 0.0) {
-        return Err(errors::invalid_argument("b", format!("must be finite and > 0, got {b}")));
-    }
     let mut out = vec![0.0; size];
     py.detach(|| core::beta_draws(a, b, seed, &mut out)).map_err(core_err)?;
     Ok(PyArray1::from_vec(py, out))

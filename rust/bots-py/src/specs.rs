@@ -86,12 +86,7 @@ impl UpdateSpec {
                 EvidenceSpec::Interpolation { weak: contiguous(&w, "weak")?, strong: contiguous(&s, "strong")?, mu }
             }
             (None, None, None, None) => EvidenceSpec::None,
-            _ => {
-                return Err(invalid_argument(
-                    "predicted",
-                    "give either predicted, or weak, strong and capability together".to_string(),
-                ))
-            }
+            _ => return Err(invalid_argument("predicted", "give either predicted, or weak, strong and capability together".to_string())),
         };
         Ok(Self {
             batch,
@@ -104,7 +99,8 @@ impl UpdateSpec {
 }
 
 /// One selection: the `k` tasks whose Thompson draw (or posterior mean) is nearest `target`,
-/// drawn from stream `(seed, counter)`, never an excluded task. `bound_hint` (e.g. the last
+/// drawn from stream `(seed, counter)`, never an excluded task; with `tau`, `k` tasks sampled
+/// without replacement from softmax(−|θ − target| / tau) instead. `bound_hint` (e.g. the last
 /// selection's k-th distance, loosened) prunes from the first task and never changes the result.
 #[pyclass(module = "bots_rft._core", frozen)]
 pub struct SelectSpec {
@@ -118,7 +114,7 @@ pub struct SelectSpec {
 #[pymethods]
 impl SelectSpec {
     #[new]
-    #[pyo3(signature = (k, *, target=0.5, thompson=true, seed=0, counter=0, exclude_mask=None, exclude_ids=None, bound_hint=None))]
+    #[pyo3(signature = (k, *, target=0.5, thompson=true, seed=0, counter=0, exclude_mask=None, exclude_ids=None, bound_hint=None, tau=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         k: usize,
@@ -129,6 +125,7 @@ impl SelectSpec {
         exclude_mask: Option<Bound<'_, PyArray1<bool>>>,
         exclude_ids: Option<Bound<'_, PyArray1<i64>>>,
         bound_hint: Option<f64>,
+        tau: Option<f64>,
     ) -> PyResult<Self> {
         let exclude = match (exclude_mask, exclude_ids) {
             (Some(m), None) => ExcludeSpec::Mask(contiguous(&m, "exclude")?),
@@ -143,7 +140,11 @@ impl SelectSpec {
             (None, None) => ExcludeSpec::None,
             _ => return Err(invalid_argument("exclude", "give a mask or ids, not both".to_string())),
         };
-        let scoring = if thompson { core::Scoring::Thompson { seed, counter } } else { core::Scoring::Greedy };
+        let scoring = match (tau, thompson) {
+            (Some(tau), _) => core::Scoring::Softmax { tau, thompson, seed, counter },
+            (None, true) => core::Scoring::Thompson { seed, counter },
+            (None, false) => core::Scoring::Greedy,
+        };
         Ok(Self { k, target, scoring, exclude, bound_hint })
     }
 

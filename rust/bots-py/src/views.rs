@@ -88,18 +88,27 @@ fn view<T: numpy::Element>(py: Python<'_>, a: &Py<PyArray1<T>>, name: &'static s
     Ok(unsafe { std::slice::from_raw_parts(s.as_ptr(), s.len()) })
 }
 
-fn view_mut(py: Python<'_>, a: &Bound<'_, PyArray1<f64>>, name: &'static str, keep: &mut Keep) -> PyResult<&'static mut [f64]> {
+/// A writeable view with its lifetime detached (see the module's safety contract).
+// A mutable slice out of a shared `Bound` is the point: the array is a Python object, and its
+// exclusive use while the pass runs is what the safety contract above guarantees.
+#[allow(clippy::mut_from_ref)]
+fn view_mut(a: &Bound<'_, PyArray1<f64>>, name: &'static str, keep: &mut Keep) -> PyResult<&'static mut [f64]> {
     // A borrow taken and released at once: it checks the array is writeable and that no Rust
     // code holds a view of it now.
     drop(a.try_readwrite().map_err(|e| invalid_argument(name, format!("cannot be written ({e})")))?);
     keep.push(a.clone().into_any().unbind());
-    let _ = py;
     // SAFETY: see the module doc; the array stays alive through `keep`.
     let s = unsafe { a.as_slice_mut() }.map_err(|_| not_contiguous(name))?;
     Ok(unsafe { std::slice::from_raw_parts_mut(s.as_mut_ptr(), s.len()) })
 }
 
-fn prior_view(py: Python<'_>, p: &PriorSpec, name: &'static str, keep: &mut Keep, inputs: &mut Vec<(usize, usize)>) -> PyResult<core::Prior<'static>> {
+fn prior_view(
+    py: Python<'_>,
+    p: &PriorSpec,
+    name: &'static str,
+    keep: &mut Keep,
+    inputs: &mut Vec<(usize, usize)>,
+) -> PyResult<core::Prior<'static>> {
     Ok(match p {
         PriorSpec::Scalar(v) => core::Prior::Scalar(*v),
         PriorSpec::Array(a) => {
@@ -120,8 +129,8 @@ pub(crate) fn detach(
 ) -> PyResult<(Views, Keep)> {
     let mut keep = Keep::new();
     let mut inputs: Vec<(usize, usize)> = Vec::new();
-    let a = view_mut(py, alpha, "alpha", &mut keep)?;
-    let b = view_mut(py, beta, "beta", &mut keep)?;
+    let a = view_mut(alpha, "alpha", &mut keep)?;
+    let b = view_mut(beta, "beta", &mut keep)?;
     let update = match update {
         None => None,
         Some(u) => {

@@ -62,7 +62,7 @@ fn rejects_bad_arguments() {
     assert_eq!(select(&a, &b, 11, 0.5, Scoring::Greedy, Exclude::None).unwrap_err().argument, "batch_size");
     let mask = vec![true; 10];
     assert_eq!(select(&a, &b, 1, 0.5, Scoring::Greedy, Exclude::Mask(&mask)).unwrap_err().argument, "batch_size");
-    assert_eq!(select(&a, &b, 1, 1.0, Scoring::Greedy, Exclude::None).unwrap_err().argument, "target");
+    assert_eq!(select(&a, &b, 1, 1.01, Scoring::Greedy, Exclude::None).unwrap_err().argument, "target");
     assert_eq!(select(&a, &b, 1, 0.5, Scoring::Greedy, Exclude::Ids(&[3, 3])).unwrap_err().argument, "exclude");
     assert_eq!(select(&a, &b, 1, 0.5, Scoring::Greedy, Exclude::Ids(&[10])).unwrap_err().argument, "exclude");
     assert!(select(&a, &b, 0, 0.5, Scoring::Greedy, Exclude::None).unwrap().is_empty());
@@ -104,4 +104,75 @@ fn an_invalid_posterior_is_an_error_naming_it() {
             assert_eq!(step(&mut a, &mut b, None, Some(args)).unwrap_err().argument, "beta", "{bad} {scoring:?}");
         }
     }
+}
+
+#[test]
+fn softmax_with_a_vanishing_temperature_is_the_nearest_rule() {
+    // Distinct means far apart compared with tau times the Gumbel range: the keys order as the
+    // distances do, so softmax picks what the nearest rule picks, from means and from draws.
+    let n = 2 * CHUNK + 9;
+    let a: Vec<f64> = (0..n).map(|i| 1.0 + (i as f64 * 7919.0) % n as f64).collect();
+    let b: Vec<f64> = (0..n).map(|i| 1.0 + (i as f64 * 104_729.0) % n as f64).collect();
+    for k in [1, 37, 500] {
+        let greedy = select(&a, &b, k, 0.4, Scoring::Greedy, Exclude::None).unwrap();
+        let soft = select(&a, &b, k, 0.4, Scoring::Softmax { tau: 1e-12, thompson: false, seed: 3, counter: 1 }, Exclude::None).unwrap();
+        assert_eq!(soft, greedy, "k={k}");
+        let thompson = select(&a, &b, k, 0.4, Scoring::Thompson { seed: 3, counter: 1 }, Exclude::None).unwrap();
+        let soft = select(&a, &b, k, 0.4, Scoring::Softmax { tau: 1e-12, thompson: true, seed: 3, counter: 1 }, Exclude::None).unwrap();
+        assert_eq!(soft, thompson, "k={k}");
+    }
+}
+
+#[test]
+fn softmax_picks_follow_the_softmax_distribution() {
+    // Three tasks with means 0.5, 0.4, 0.2 and target 0.5, tau 0.1: one pick is task i with
+    // probability proportional to exp(-|m_i - 0.5| / 0.1) = 1, e^-1, e^-3.
+    let a = [50.0, 40.0, 20.0];
+    let b = [50.0, 60.0, 80.0];
+    let trials = 40_000u64;
+    let mut counts = [0u64; 3];
+    for counter in 0..trials {
+        let pick = select(&a, &b, 1, 0.5, Scoring::Softmax { tau: 0.1, thompson: false, seed: 9, counter }, Exclude::None).unwrap();
+        counts[pick[0]] += 1;
+    }
+    let w = [1.0, (-1.0f64).exp(), (-3.0f64).exp()];
+    let total: f64 = w.iter().sum();
+    for i in 0..3 {
+        let p = w[i] / total;
+        let sd = (p * (1.0 - p) / trials as f64).sqrt();
+        let got = counts[i] as f64 / trials as f64;
+        assert!((got - p).abs() < 5.0 * sd, "task {i}: {got} vs {p}");
+    }
+    // Without replacement, excluded tasks never picked, and the same for any thread count.
+    let two = select(&a, &b, 2, 0.5, Scoring::Softmax { tau: 0.1, thompson: true, seed: 9, counter: 5 }, Exclude::Ids(&[0])).unwrap();
+    assert_eq!(two.len(), 2);
+    assert!(!two.contains(&0) && two[0] != two[1]);
+}
+
+#[test]
+fn softmax_is_thread_count_independent_and_checks_tau() {
+    let n = 6 * CHUNK + 3;
+    let (a, b) = pool(n, 8);
+    let scoring = Scoring::Softmax { tau: 0.05, thompson: true, seed: 4, counter: 2 };
+    let run = |threads: usize| {
+        let p = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+        p.install(|| select(&a, &b, 64, 0.5, scoring, Exclude::None).unwrap())
+    };
+    assert_eq!(run(1), run(3));
+    for tau in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+        let bad = Scoring::Softmax { tau, thompson: false, seed: 0, counter: 0 };
+        assert_eq!(select(&a, &b, 1, 0.5, bad, Exclude::None).unwrap_err().argument, "tau");
+    }
+}
+
+#[test]
+fn targets_zero_and_one_are_accepted() {
+    let (a, b) = pool(CHUNK, 2);
+    for target in [0.0, 1.0] {
+        let got = select(&a, &b, 5, target, Scoring::Greedy, Exclude::None).unwrap();
+        let mut means: Vec<(f64, usize)> = (0..CHUNK).map(|i| ((a[i] / (a[i] + b[i]) - target).abs(), i)).collect();
+        means.sort_by(|x, y| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1)));
+        assert_eq!(got, means[..5].iter().map(|m| m.1).collect::<Vec<_>>());
+    }
+    assert_eq!(select(&a, &b, 1, 1.5, Scoring::Greedy, Exclude::None).unwrap_err().argument, "target");
 }
