@@ -333,3 +333,30 @@ def test_malformed_states_are_checkpoint_errors() -> None:
         Similarity.from_state_dict({**sim, "last_tasks": np.array([N]), "last_predicted": np.array([0.5])})
     with pytest.raises(CheckpointError, match="not a similarity state"):
         Similarity.from_state_dict(multi)
+
+
+# ---------------------------------------------------------------------------------------------
+# In the simulator
+# ---------------------------------------------------------------------------------------------
+
+
+def test_the_simulator_compares_both_methods_with_signals_of_its_own() -> None:
+    from bots_rft.simulate import LearnerConfig, SimConfig, make_world, run_experiment
+    from bots_rft.simulate.signals import simulated_signals
+
+    learner = LearnerConfig(num_tasks=400, eval_tasks=64)
+    world = make_world(learner, 3)
+    a = simulated_signals(world, 3, ("references", "embeddings"))
+    b = simulated_signals(make_world(learner, 3), 3, ("references", "embeddings"))
+    assert a["references"].shape == (400, 4) and a["embeddings"].shape == (400, 32)
+    np.testing.assert_array_equal(a["references"][:, :2], np.column_stack([world.weak, world.strong]))
+    for name in a:
+        np.testing.assert_array_equal(a[name], b[name])  # a function of (world, seed) only
+    np.testing.assert_array_equal(make_world(learner, 3).weak, world.weak)  # the world itself unchanged
+    config = SimConfig(learner=learner, steps=4, batch_size=16, seeds=(3,), methods=("bots", "bots-multiref", "bots-sim"),
+                       rho_sweep=(), lam_sweep=(), sampling_ablation=False)
+    result = run_experiment(config, progress=False)
+    assert [label for label, _ in result.groups["methods"]] == ["Random", "BOTS", "BOTS-MultiRef", "BOTS-Sim"]
+    for _, spec in result.groups["methods"][2:]:
+        (rec,) = result.records(spec)
+        assert np.isfinite(rec.perf).all() and np.isfinite(rec.pearson_true).any()

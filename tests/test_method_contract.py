@@ -39,11 +39,19 @@ def _rollout(ids: np.ndarray) -> np.ndarray:
     return np.select([ids % 3 == 0, ids % 3 == 1], [0, ROLLOUTS], default=1 + ids % (ROLLOUTS - 1)).astype(np.float64)
 
 
+def _signals(m: Method) -> dict[str, Any]:
+    """The further per-task arrays a method reads: three reference columns, 5-D embeddings."""
+    weak, strong = _references()
+    made = {"references": np.column_stack([weak, strong, np.linspace(1.0, 0.0, N)]),
+            "embeddings": np.random.default_rng(0).normal(size=(N, 5))}
+    return {name: made[name] for name in m.signals}
+
+
 def _build(m: Method, **params: Any) -> Selector:
     weak, strong = _references()
     if "n_rollouts" in {p.name for p in m.params}:
         params.setdefault("n_rollouts", ROLLOUTS)
-    return m.build(N, weak=weak, strong=strong, rollout=_rollout, threads=1, **params)
+    return m.build(N, weak=weak, strong=strong, rollout=_rollout, threads=1, signals=_signals(m), **params)
 
 
 def _feedback(sel: Selector, ids: np.ndarray) -> None:
@@ -176,6 +184,15 @@ def test_methods_that_need_references_refuse_to_build_without(m: Method) -> None
         return
     with pytest.raises(InvalidArgumentError, match="weak"):
         m.build(N, rollout=_rollout)
+
+
+def test_signals_are_checked_by_name(m: Method) -> None:
+    weak, strong = _references()
+    with pytest.raises(InvalidArgumentError, match=r"signals: .* got \['bogus'\]"):
+        m.build(N, weak=weak, strong=strong, rollout=_rollout, signals={"bogus": np.zeros(N)})
+    if "embeddings" in m.signals:
+        with pytest.raises(InvalidArgumentError, match="signals"):
+            m.build(N, weak=weak, strong=strong, rollout=_rollout)
 
 
 # ---------------------------------------------------------------------------------------------

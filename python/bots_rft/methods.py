@@ -281,7 +281,8 @@ def _build_multiref(
         refs = _references(m, weak, strong)
         assert refs is not None  # required
         references = list(refs)
-    evidence = MultiReference(references, momentum=p["momentum"], min_gap=p["min_gap"])
+    # Any: BOTS' annotation of `evidence` does not name the Estimator interface these implement.
+    evidence: Any = MultiReference(references, momentum=p["momentum"], min_gap=p["min_gap"])
     return BOTS(
         n, lam=p["lam"], rho=p["rho"], target=p["target"], n_rollouts=p["n_rollouts"], thompson=p["thompson"],
         evidence=evidence, seed=p["seed"], threads=threads,
@@ -296,9 +297,10 @@ def _build_similarity(
 
     if embeddings is None:
         raise InvalidArgumentError(f"signals: the {m.name} method needs signals['embeddings'], an [N, d] matrix", "signals")
+    evidence: Any = Similarity(embeddings)
     return BOTS(
         n, lam=p["lam"], rho=p["rho"], target=p["target"], n_rollouts=p["n_rollouts"], thompson=p["thompson"],
-        evidence=Similarity(embeddings), seed=p["seed"], threads=threads,
+        evidence=evidence, seed=p["seed"], threads=threads,
     )
 
 

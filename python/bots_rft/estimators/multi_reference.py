@@ -186,8 +186,9 @@ class MultiReference(Estimator):
         rows = rows[ok]
         y = (np.asarray(batch.successes, dtype=np.float64) / np.asarray(batch.trials, dtype=np.float64))[ok]
         k = self.num_references
-        means = rows.mean(axis=0)
-        obs = float(y.mean())
+        # Sums down the rows, in batch order (as the core sums for the interpolation), then divided.
+        sums = np.column_stack([y, rows]).sum(axis=0) / len(y)
+        obs, means = float(sums[0]), sums[1:]
         lo, hi = int(np.argmin(means[:k])), int(np.argmax(means[:k]))
         spread = float(means[hi] - means[lo])
         if spread < self._min_gap or spread == 0.0:

@@ -22,6 +22,7 @@ from ..errors import BotsError, ConfigError
 from ..methods import LAM, MIN_GAP, MOMENTUM, OVERSAMPLE, RHO, Parameter, method, method_names
 from ..metrics import effective_probability, effective_ratios, pearson, rate_histogram, roc_auc
 from .learner import LearnerConfig, SimulatedLearner, TaskWorld, make_world
+from .signals import simulated_signals
 
 __all__ = [
     "MethodSpec",
@@ -143,7 +144,7 @@ def build_groups(config: SimConfig) -> dict[str, list[tuple[str, MethodSpec]]]:
     """The experiment's tables: group name -> [(row label, spec)], Random first in each."""
     random = ("Random", MethodSpec("random"))
     groups: dict[str, list[tuple[str, MethodSpec]]] = {
-        "methods": [random] + [(METHODS[m], _spec_for(m, config)) for m in config.methods if m != "random"],
+        "methods": [random] + [(method(m).label, _spec_for(m, config)) for m in config.methods if m != "random"],
     }
     if config.rho_sweep:
         groups["rho"] = [random] + [
@@ -217,8 +218,9 @@ def make_selector(
     given = {"lam": spec.lam, "rho": spec.rho, "thompson": spec.thompson, "n_rollouts": world.config.n_rollouts,
              "min_gap": config.min_gap, "oversample": config.dapo_oversample, "seed": seed}
     params = {k: v for k, v in given.items() if k in {p.name for p in m.params}}
+    signals = simulated_signals(world, seed, m.signals)  # extra columns, embeddings: see .signals
     return m.build(world.num_tasks, weak=world.weak, strong=world.strong, rollout=learner.rollout,
-                   threads=config.threads, **params)
+                   threads=config.threads, signals=signals, **params)
 
 
 # The learner's random stream is named by the run's key. Dynamic sampling ran under the key
@@ -245,7 +247,8 @@ def run_method(
     # Evidence quality is measured on the estimator the method uses; Random gets a shadow BOTS
     # fed with its batches, so the estimator is judged on uniform batches as in the paper (E.3).
     tracker: Any = None
-    if MOMENTUM in method(spec.kind).params:  # the methods that carry the interpolation estimator
+    # The methods that carry an estimator: the interpolation's (momentum), or one fed by signals.
+    if MOMENTUM in method(spec.kind).params or method(spec.kind).signals:
         tracker = selector
     elif spec.kind == "random":
         tracker = method("bots").build(
