@@ -78,10 +78,11 @@ test-python: setup
 
 test: setup test-rust test-python
 
-# Side-by-side speed against numpy and torch (tables and plot under benches/results/), then the
+# Side-by-side speed against numpy and torch (tables and plot under benches/results/, the run's
+# summary in README.md), what the trainer waits for with and without prefetch, then the
 # core crate's criterion benches of the sampler, the update kernel and top-B.
 bench: setup
-	$(PY) benches/run.py
+	$(PY) benches/run.py --readme
 	$(PY) benches/verdicts.py
 	cargo bench -p bots-core --bench kernels -- --warm-up-time 1 --measurement-time 3
 
