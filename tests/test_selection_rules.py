@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bots_rft import BOTS, Interpolation
+from bots_rft import BOTS, Interpolation, _core
 from bots_rft.errors import InvalidArgumentError
 
 N = 2500
@@ -134,3 +134,30 @@ def test_a_rejected_update_does_not_halve_rho() -> None:
     with pytest.raises(InvalidArgumentError):
         sel.update([0, 1, N], [0, 8, 0], 8)
     assert sel.rho_in_use == 0.4
+
+
+# ---------------------------------------------------------------------------------- per-pick info
+@pytest.mark.parametrize("thompson", [True, False])
+def test_picks_say_what_was_drawn_and_why(thompson: bool) -> None:
+    weak = np.linspace(0.0, 0.5, N)
+    sel = BOTS(N, evidence=Interpolation(weak, weak + 0.3), thompson=thompson, seed=3)
+    twin = BOTS(N, evidence=Interpolation(weak, weak + 0.3), thompson=thompson, seed=3, prefetch=False)
+    for s in (sel, twin):
+        s.update(np.arange(0, N, 7), np.arange(0, N, 7) % 5, 4)
+    counter = sel.num_selections
+    chosen = sel.select(40)
+    assert np.array_equal(chosen, twin.select(40))
+    picks = sel.explain(chosen)
+    assert np.array_equal(picks.ids, chosen)
+    a, b = sel.posterior(picks.ids)
+    np.testing.assert_array_equal(picks.alpha, a)
+    np.testing.assert_array_equal(picks.beta, b)
+    if thompson:  # the draws the whole pass made for those tasks
+        every = _core.thompson_draws(sel.alpha, sel.beta, 3, counter)
+        np.testing.assert_array_equal(picks.theta, every[picks.ids].astype(np.float64))
+    else:
+        np.testing.assert_allclose(picks.theta, a / (a + b))
+    assert np.all(np.diff(-picks.score) >= 0)  # best first: the score falls
+    np.testing.assert_allclose(picks.predicted, sel.predicted()[picks.ids])
+    with pytest.raises(InvalidArgumentError, match="^task_ids: "):
+        sel.explain([N])

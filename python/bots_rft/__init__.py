@@ -19,10 +19,11 @@ from .errors import (
 )
 from .evidence import Estimator, ImplicitEvidence, Interpolation, StepEvidence
 from .multipool import MultiPool
-from .selector import BOTS
+from .selector import BOTS, Picks
 
 __all__ = [
     "BOTS",
+    "Picks",
     "MultiPool",
     "Interpolation",
     "ImplicitEvidence",

@@ -22,6 +22,7 @@ __all__ = [
     "start_step",
     "step",
     "thompson_draws",
+    "thompson_draws_at",
     "thread_count",
     "__version__",
 ]
@@ -129,6 +130,13 @@ def thompson_draws(
     counter: int,
     backend: str | None = None,
     threads: int | None = None,
+) -> npt.NDArray[np.float32]: ...
+def thompson_draws_at(
+    alpha: npt.NDArray[np.float64],
+    beta: npt.NDArray[np.float64],
+    ids: npt.NDArray[np.int64],
+    seed: int,
+    counter: int,
 ) -> npt.NDArray[np.float32]: ...
 def available_backends() -> list[str]: ...
 def backend() -> str: ...

@@ -77,6 +77,11 @@ class Estimator(ABC):
     def state_dict(self) -> dict[str, Any]:
         """A checkpointable state: a dict with a ``"kind"`` key."""
 
+    def predict_at(self, task_ids: Any) -> FloatArray | None:
+        """p̃ for the tasks ``task_ids`` now (estimators that can, override it to skip the rest)."""
+        every = self.predict_all()
+        return None if every is None else every[task_ids]
+
     @property
     def capability(self) -> float | None:
         """The estimator's current capability coefficient, if it has one."""
@@ -186,6 +191,14 @@ class Interpolation(Estimator):
         mu = self._capability
         strong = self._strong.astype(np.float64)
         weak = self._weak.astype(np.float64)
+        return np.clip(mu * strong + (1.0 - mu) * weak, 0.0, 1.0)
+
+    def predict_at(self, task_ids: Any) -> FloatArray | None:
+        if self._capability is None:
+            return None
+        mu = self._capability
+        strong = self._strong[task_ids].astype(np.float64)
+        weak = self._weak[task_ids].astype(np.float64)
         return np.clip(mu * strong + (1.0 - mu) * weak, 0.0, 1.0)
 
     def predict(self, task_ids: np.ndarray, successes: np.ndarray, trials: np.ndarray) -> FloatArray | None:

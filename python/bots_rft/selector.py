@@ -14,7 +14,7 @@ import os
 import threading
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -36,6 +36,7 @@ from ._validation import exclusion as _exclusion
 from .checkpoint import load_state, save_state
 from .errors import CheckpointError, InvalidArgumentError, InvalidTypeError
 from .evidence import (
+    Estimator,
     ImplicitEvidence,
     Interpolation,
     StepEvidence,
@@ -59,6 +60,22 @@ ADAPTIVE_RHO_MAE = 0.25
 # How load_state_dict resolves a state whose parameters differ from this selector's.
 ParamsOnLoad = Literal["error", "checkpoint", "current"]
 _PARAMS_ON_LOAD = ("error", "checkpoint", "current")
+
+
+class Picks(NamedTuple):
+    """One selection's picks with what was drawn and why (:meth:`BOTS.explain`).
+
+    ``theta``: each pick's sampled success rate (its Thompson draw, as the core computed it in
+    float32) or its posterior mean (``thompson=False``); ``score``: −|θ − p*|, what the rule
+    ranks by (with ``tau`` > 0 the rule samples from softmax(score / τ)); ``alpha``/``beta``: the
+    posterior the draw came from; ``predicted``: the estimator's p̃ (NaN: none)."""
+
+    ids: IntArray
+    theta: FloatArray
+    score: FloatArray
+    alpha: FloatArray
+    beta: FloatArray
+    predicted: FloatArray
 
 
 class BOTS:
@@ -96,7 +113,7 @@ class BOTS:
         thompson: bool = True,
         prior_alpha: float | Any = 1.0,
         prior_beta: float | Any = 1.0,
-        evidence: Interpolation | ImplicitEvidence | None = None,
+        evidence: Estimator | ImplicitEvidence | None = None,
         seed: int = 0,
         threads: int | None = None,
         prefetch: bool = True,
@@ -153,7 +170,7 @@ class BOTS:
         return cls(num_tasks, **fixed, **kwargs)
 
     @classmethod
-    def dots(cls, num_tasks: int, evidence: Interpolation | ImplicitEvidence, **kwargs: Any) -> BOTS:
+    def dots(cls, num_tasks: int, evidence: Estimator | ImplicitEvidence, **kwargs: Any) -> BOTS:
         """BOTS-DOTS (paper appendix E.6): latest evidence only (λ=ρ=1), greedy on the mean."""
         fixed = METHODS["dots"].fixed
         _reject_fixed(kwargs, "dots", (*fixed, "evidence"))
@@ -186,7 +203,7 @@ class BOTS:
             return _readonly(self._beta.copy())
 
     @property
-    def evidence(self) -> Interpolation | ImplicitEvidence | None:
+    def evidence(self) -> Estimator | ImplicitEvidence | None:
         """The estimator of implicit evidence, as passed (None: explicit evidence only)."""
         return user_object(self._estimator)
 
@@ -477,6 +494,8 @@ class BOTS:
         target, best first, ties to the lower index. ``exclude``: task ids or a boolean mask of
         length ``num_tasks``. Never changes the posterior; advances the random stream.
 
+        :meth:`explain` then says, for the picks, what was drawn and why.
+
         With prefetch, the answer is usually ready: computed in the background since the last
         update. It is used only if it provably equals what this call computes (same random stream
         position and parameters, and enough ranked tasks left after the exclusions); otherwise
@@ -498,6 +517,35 @@ class BOTS:
             excluded = int(ids.size) if ids is not None else (int(np.count_nonzero(mask)) if mask is not None else 0)
             self._last_request = (k, excluded)
         return chosen
+
+    def explain(self, task_ids: Any) -> Picks:
+        """What the last selection drew for ``task_ids`` (usually its picks) and why: θ, its score,
+        α, β and the estimator's p̃ (:class:`Picks`), computed for those tasks only
+        (microseconds). Call it after :meth:`select` and before the next :meth:`update`: the draws
+        are recomputed from the posterior (a draw depends only on the seed, the selection's
+        position in the stream, the task and its α, β), which an update changes."""
+        chosen = as_ids(task_ids, "task_ids")
+        if chosen.size and (chosen.min() < 0 or chosen.max() >= self._num_tasks):
+            bad = int(chosen[(chosen < 0) | (chosen >= self._num_tasks)][0])
+            raise InvalidArgumentError(f"task_ids: {bad} is out of range [0, {self._num_tasks})", "task_ids")
+        with self._lock:
+            self._flush_locked()
+            return self._explain(chosen, max(self._num_selections - 1, 0))
+
+    def _explain(self, chosen: IntArray, counter: int) -> Picks:
+        alpha, beta = self._alpha[chosen], self._beta[chosen]
+        theta: FloatArray
+        if self._thompson:
+            draws = _core.thompson_draws_at(self._alpha, self._beta, chosen, self._seed, counter)
+            theta = draws.astype(np.float64)
+            distance = np.abs(draws - np.float32(self._target)).astype(np.float64)  # as the core ranks
+        else:
+            theta = alpha / (alpha + beta)
+            distance = np.abs(theta - self._target)
+        predicted = self._estimator.predict_at(chosen) if self._estimator is not None else None
+        if predicted is None:
+            predicted = np.full(chosen.size, np.nan)
+        return Picks(chosen, theta, -distance, alpha, beta, np.asarray(predicted, dtype=np.float64))
 
     def _reuse(self, k: int, mask: np.ndarray | None, ids: np.ndarray | None) -> IntArray | None:
         """The first ``k`` tasks of the speculation's ranking that are not excluded, if the

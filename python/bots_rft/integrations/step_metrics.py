@@ -5,7 +5,10 @@ in its logger as:
 
 - ``bots/select_ms``, ``bots/update_ms``: time spent choosing tasks and folding evidence in;
 - ``bots/pick_mean_p10`` / ``p50`` / ``p90``: quantiles of the posterior means α/(α+β) of the
-  tasks picked (near the target when BOTS is confident about them);
+  tasks picked (near the target when BOTS is confident about them); with BOTS, also
+  ``bots/pick_theta_p*`` (the sampled success rates θ the rule ranked them by) and
+  ``bots/pick_predicted_p*`` (the estimator's p̃ for them, where it has one), from
+  :meth:`bots_rft.BOTS.explain`;
 - ``bots/etr``, ``bots/below_one``, ``bots/above_zero``: of the tasks whose rollouts came back,
   the share with 0 < successes < trials (the groups that carry a GRPO signal), with some failure,
   with some success;
@@ -31,6 +34,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..metrics import effective_ratios
+from ..selector import BOTS
 
 __all__ = ["PICK_QUANTILES", "Pick", "posterior_means", "pick_metrics", "outcome_metrics", "capability_metrics"]
 
@@ -51,12 +55,14 @@ def posterior_means(selector: Any, task_ids: IntArray) -> FloatArray | None:
     return np.asarray(a / (a + b), dtype=np.float64)
 
 
-def pick_metrics(means: Any) -> dict[str, float]:
-    """``bots/pick_mean_p<q>`` over the posterior means of the tasks picked (none: no entries)."""
+def pick_metrics(means: Any, name: str = "mean") -> dict[str, float]:
+    """``bots/pick_<name>_p<q>`` over a value of the tasks picked (by default their posterior
+    means; NaN entries are left out; none left: no entries)."""
     m = np.asarray(means, dtype=np.float64).reshape(-1)
+    m = m[~np.isnan(m)]
     if m.size == 0:
         return {}
-    return {f"bots/pick_mean_p{q}": float(v) for q, v in zip(PICK_QUANTILES, np.percentile(m, PICK_QUANTILES))}
+    return {f"bots/pick_{name}_p{q}": float(v) for q, v in zip(PICK_QUANTILES, np.percentile(m, PICK_QUANTILES))}
 
 
 @dataclass(frozen=True)
@@ -67,12 +73,17 @@ class Pick:
     task_ids: IntArray
     select_ms: float
     posterior_means: FloatArray | None
+    theta: FloatArray | None = None
+    predicted: FloatArray | None = None
 
     @classmethod
     def timed(cls, selector: Any, batch_size: int, exclude: Any = None) -> Pick:
         start = time.perf_counter()
         ids = np.asarray(selector.select(batch_size, exclude=exclude), dtype=np.int64)
         select_ms = (time.perf_counter() - start) * 1e3
+        if isinstance(selector, BOTS):
+            picks = selector.explain(ids)
+            return cls(ids, select_ms, picks.alpha / (picks.alpha + picks.beta), picks.theta, picks.predicted)
         return cls(ids, select_ms, posterior_means(selector, ids))
 
     @classmethod
@@ -87,6 +98,10 @@ class Pick:
         out = {"bots/select_ms": self.select_ms}
         if self.posterior_means is not None:
             out.update(pick_metrics(self.posterior_means))
+        if self.theta is not None:
+            out.update(pick_metrics(self.theta, "theta"))
+        if self.predicted is not None:
+            out.update(pick_metrics(self.predicted, "predicted"))
         return out
 
 

@@ -54,7 +54,7 @@ pub use batch::{aggregate, batch_capability};
 pub use error::{CoreError, ErrorKind, Result};
 pub use sampler::beta_draws;
 pub use step::{select, select_only, step, update};
-pub use thompson::thompson_draws;
+pub use thompson::{thompson_draws, thompson_draws_at};
 pub use types::{
     check_evidence, Batch, Evidence, Exclude, Prior, Scoring, SelectArgs, Selection, UpdateArgs, UpdateParams, CHUNK, DEFAULT_MIN_GAP,
 };

@@ -197,7 +197,10 @@ impl DrawSink for SoftmaxOffer<'_, '_, '_> {
 
 /// Offers tasks `base..base + a.len()` by their softmax key over θ (Thompson draw or mean).
 #[inline(always)]
-fn score_softmax(a: &[f64], b: &[f64], base: usize, s: &ChunkScore, w: &mut Worker<'_>, tau: f64, thompson: bool, seed: u64, counter: u64) {
+fn score_softmax(a: &[f64], b: &[f64], base: usize, s: &ChunkScore, w: &mut Worker<'_>) {
+    let Scoring::Softmax { tau, thompson, seed, counter } = s.scoring else {
+        unreachable!("score_softmax is called for softmax scoring only")
+    };
     let key = philox_key(seed, counter);
     let mut sink = SoftmaxOffer { top: &mut w.top, target: s.target, inv_tau: 1.0 / tau, key, counter, base, exclude: &s.exclude };
     if thompson {
@@ -219,7 +222,7 @@ fn score_softmax(a: &[f64], b: &[f64], base: usize, s: &ChunkScore, w: &mut Work
 fn score_chunk(a: &[f64], b: &[f64], base: usize, s: &ChunkScore, w: &mut Worker<'_>) {
     match s.scoring {
         Scoring::Greedy => score_greedy(a, b, base, s, w),
-        Scoring::Softmax { tau, thompson, seed, counter } => score_softmax(a, b, base, s, w, tau, thompson, seed, counter),
+        Scoring::Softmax { .. } => score_softmax(a, b, base, s, w),
         Scoring::Thompson { seed, counter } => {
             let mut sink = Offer { top: &mut w.top, target: s.target as f32, base, exclude: &s.exclude };
             let bad = thompson_chunk(a, b, base, seed, counter, &mut w.scratch, &mut sink);

@@ -15,7 +15,7 @@ use crate::error::{CoreError, Result};
 use crate::lanes::{ln, open01, philox4x32, sincos_turns, BLOCK};
 use crate::rng::Xoshiro256pp;
 use crate::sampler;
-use crate::types::{check_shapes, pool_len, CHUNK};
+use crate::types::{check_shapes, is_shape, pool_len, CHUNK};
 
 /// Where a chunk's draws go: a whole block at once (task offsets relative to the chunk).
 pub(crate) trait DrawSink {
@@ -454,6 +454,38 @@ fn draws_chunk(a: &[f64], b: &[f64], seed: u64, counter: u64, chunk: usize, sc: 
 }
 
 multiversion!(fn draws_chunk_on(a: &[f64], b: &[f64], seed: u64, counter: u64, chunk: usize, sc: &mut Scratch, out: &mut [f32]) -> Option<usize> => draws_chunk);
+
+/// Task `j`'s draw alone (a block of one task: the same bits as in a whole pass).
+#[inline(always)]
+fn draw_one(a: &[f64], b: &[f64], j: usize, seed: u64, counter: u64, sc: &mut Scratch, out: &mut [f32]) -> Option<usize> {
+    thompson_chunk(&a[j..j + 1], &b[j..j + 1], j, seed, counter, sc, &mut Store(out))
+}
+
+multiversion!(fn draw_one_on(a: &[f64], b: &[f64], j: usize, seed: u64, counter: u64, sc: &mut Scratch, out: &mut [f32]) -> Option<usize> => draw_one);
+
+/// The Thompson draws selection `(seed, counter)` makes for the tasks `ids` only (a selection's
+/// picks, for per-pick diagnostics): `out[i]` is task `ids[i]`'s draw, bit for bit what the whole
+/// pass draws for it. Errors name the argument: `beta` or `out` of another length, an id out of
+/// range, a shape that is not finite and > 0.
+pub fn thompson_draws_at(alpha: &[f64], beta: &[f64], ids: &[usize], seed: u64, counter: u64, out: &mut [f32]) -> Result<()> {
+    let n = pool_len(alpha, beta)?;
+    if out.len() != ids.len() {
+        return Err(CoreError::shape("out", format!("has length {}, ids has {}", out.len(), ids.len())));
+    }
+    if let Some(&bad) = ids.iter().find(|&&j| j >= n) {
+        return Err(CoreError::value("ids", format!("{bad} is out of range [0, {n})")));
+    }
+    let backend = crate::backend::backend();
+    let mut sc = Scratch::new();
+    for (i, &j) in ids.iter().enumerate() {
+        if let Some(bad) = draw_one_on(backend, alpha, beta, j, seed, counter, &mut sc, &mut out[i..i + 1]) {
+            let (a, b) = (alpha[bad], beta[bad]);
+            let (argument, value) = if is_shape(a) { ("beta", b) } else { ("alpha", a) };
+            return Err(CoreError::value(argument, format!("must be finite and > 0, got {value} at index {bad}")));
+        }
+    }
+    Ok(())
+}
 
 /// The Thompson draws a selection with `(seed, counter)` makes, for every task, computed on
 /// `backend` (every backend gives the same bits). For distribution tests and diagnostics:

@@ -187,6 +187,29 @@ fn thompson_draws<'py>(
     Ok(PyArray1::from_vec(py, out))
 }
 
+/// The Thompson draws selection `(seed, counter)` makes for the tasks `ids` only (float32), bit
+/// for bit those of the whole pass.
+#[pyfunction]
+fn thompson_draws_at<'py>(
+    py: Python<'py>,
+    alpha: PyReadonlyArray1<'py, f64>,
+    beta: PyReadonlyArray1<'py, f64>,
+    ids: PyReadonlyArray1<'py, i64>,
+    seed: u64,
+    counter: u64,
+) -> PyResult<Bound<'py, PyArray1<f32>>> {
+    let a = slice(&alpha, "alpha")?;
+    let b = slice(&beta, "beta")?;
+    let raw = slice(&ids, "ids")?;
+    if let Some(bad) = raw.iter().find(|&&x| x < 0) {
+        return Err(errors::invalid_argument("ids", format!("{bad} is out of range [0, {})", a.len())));
+    }
+    let ids: Vec<usize> = raw.iter().map(|&x| x as usize).collect();
+    let mut out = vec![0f32; ids.len()];
+    py.detach(|| core::thompson_draws_at(a, b, &ids, seed, counter, &mut out)).map_err(core_err)?;
+    Ok(PyArray1::from_vec(py, out))
+}
+
 /// Backends this CPU can run, slowest first.
 #[pyfunction]
 fn available_backends() -> Vec<&'static str> {
@@ -239,6 +262,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(start_step, m)?)?;
     m.add_function(wrap_pyfunction!(select, m)?)?;
     m.add_function(wrap_pyfunction!(thompson_draws, m)?)?;
+    m.add_function(wrap_pyfunction!(thompson_draws_at, m)?)?;
     m.add_function(wrap_pyfunction!(available_backends, m)?)?;
     m.add_function(wrap_pyfunction!(backend, m)?)?;
     m.add_function(wrap_pyfunction!(set_backend, m)?)?;

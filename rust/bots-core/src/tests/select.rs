@@ -176,3 +176,18 @@ fn targets_zero_and_one_are_accepted() {
     }
     assert_eq!(select(&a, &b, 1, 1.5, Scoring::Greedy, Exclude::None).unwrap_err().argument, "target");
 }
+
+#[test]
+fn draws_of_a_few_tasks_equal_the_whole_pass() {
+    let n = 3 * CHUNK + 7;
+    let (a, b) = pool(n, 6);
+    let mut all = vec![0f32; n];
+    crate::thompson_draws(crate::backend(), &a, &b, 11, 3, &mut all).unwrap();
+    let ids = [0, 5, CHUNK - 1, CHUNK, 2 * CHUNK + 511, n - 1];
+    let mut some = vec![0f32; ids.len()];
+    crate::thompson_draws_at(&a, &b, &ids, 11, 3, &mut some).unwrap();
+    for (i, &j) in ids.iter().enumerate() {
+        assert_eq!(some[i].to_bits(), all[j].to_bits(), "task {j}");
+    }
+    assert_eq!(crate::thompson_draws_at(&a, &b, &[n], 11, 3, &mut some[..1]).unwrap_err().argument, "ids");
+}
