@@ -38,7 +38,6 @@ from .errors import CheckpointError, InvalidArgumentError, InvalidTypeError
 from .evidence import (
     Estimator,
     ImplicitEvidence,
-    Interpolation,
     StepEvidence,
     as_estimator,
     checked_prediction,
