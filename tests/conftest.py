@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, settings
@@ -11,3 +13,14 @@ settings.load_profile("ci")
 @pytest.fixture
 def rng() -> np.random.Generator:
     return np.random.default_rng(12345)
+
+
+@pytest.fixture(scope="module")
+def toy_pool(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The trainer tests' toy pool (12 tasks, 3 held out; ``bots_rft.train.toy``), once per module."""
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from bots_rft.train.toy import write_toy_pool
+
+    train_path, _ = write_toy_pool(tmp_path_factory.mktemp("toy"), num_tasks=12, eval_tasks=3)
+    return train_path

@@ -40,7 +40,7 @@ def returning(data_source: str, response: str, ground_truth: Any, extra_info: Ma
         "complex": complex(1, 0), "ndarray": np.array(1.0), "list": [1.0], "dict": {"reward": 1},
         "nan_result": RewardResult(math.nan), "true": True, "false": False, "f32": np.float32(0.5),
         "fraction": Fraction(1, 4), "int": 1, "half": 0.5,
-    }  # fmt: skip
+    }
     if response == "tensor":
         import torch
 
@@ -126,7 +126,7 @@ def test_in_process_hang_costs_the_timeout() -> None:
 # -------------------------------------------------------------------- worker scoring
 def test_every_worker_fault_is_one_counted_verifier_error(caplog: pytest.LogCaptureFixture) -> None:
     kinds = {"raise": "raised", "exit0": "raised", "ctrl-c": "raised", "os-exit": "crashed", "hang": "timeout",
-             "string": "invalid"}  # fmt: skip
+             "string": "invalid"}
     items = [RewardItem("faults_misbehave", r, "", {}) for r in kinds] + [RewardItem("faults_misbehave", "ok", "", {})]
     with caplog.at_level(logging.WARNING, logger="bots_rft.rewards"), RewardScorer(workers=2, timeout=1.0) as s:
         res = s.score_batch(items)
@@ -160,9 +160,11 @@ def test_a_verifier_the_workers_cannot_import_is_refused(monkeypatch: pytest.Mon
     monkeypatch.setattr(fn, "__module__", "__main__")
     monkeypatch.setattr(sys.modules["__main__"], "_main_verifier", fn, raising=False)
     register_verifier("faults_main", fn)
-    with RewardScorer(workers=1, timeout=5) as s:
-        with pytest.raises(InvalidArgumentError, match=r"__main__.*move it into a module"):
-            s.score_batch([RewardItem("faults_main", "", "", {})])
+    with (
+        RewardScorer(workers=1, timeout=5) as s,
+        pytest.raises(InvalidArgumentError, match=r"__main__.*move it into a module"),
+    ):
+        s.score_batch([RewardItem("faults_main", "", "", {})])
     with RewardScorer(workers=0) as s:  # in-process it is found
         assert s.score_batch([RewardItem("faults_main", "", "", {})]) == [RewardResult(1.0)]
 
@@ -174,9 +176,11 @@ def test_a_verifier_module_the_workers_lack_is_refused(monkeypatch: pytest.Monke
     exec("def verify(d, r, g, e):\n    return 1.0\n", mod.__dict__)
     monkeypatch.setitem(sys.modules, "faults_phantom_module", mod)
     register_verifier("faults_phantom", mod.verify)
-    with RewardScorer(workers=1, timeout=5) as s:
-        with pytest.raises(InvalidArgumentError, match=r"cannot load faults_phantom_module:verify .*ModuleNotFoundError"):
-            s.score_batch([RewardItem("faults_phantom", "", "", {})])
+    with (
+        RewardScorer(workers=1, timeout=5) as s,
+        pytest.raises(InvalidArgumentError, match=r"cannot load faults_phantom_module:verify .*ModuleNotFoundError"),
+    ):
+        s.score_batch([RewardItem("faults_phantom", "", "", {})])
 
 
 def test_worker_killed_mid_batch_is_replaced_and_leaves_no_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -253,21 +257,11 @@ def always_raise(data_source: str, response: str, ground_truth: Any, extra_info:
     raise RuntimeError("reward model offline")
 
 
-@pytest.fixture(scope="module")
-def toy_pool(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    pytest.importorskip("torch")
-    pytest.importorskip("transformers")
-    from bots_rft.train.toy import write_toy_pool
-
-    train_path, _ = write_toy_pool(tmp_path_factory.mktemp("toy"), num_tasks=12, eval_tasks=3)
-    return train_path
-
-
 # One config for every run whose selections are compared: same threads, so that runs in
 # different processes compute bit-identical results.
 RUN = dict(model="tiny", device="cpu", batch_size=4, rollouts=4, mini_batch_size=2, micro_batch_size=8,
            max_new_tokens=6, lr=1e-3, warmup_steps=2, weak_column="weak_pass_rate", strong_column="strong_pass_rate",
-           progress=False, eval_every=0, tensorboard=False, threads=1, save_every=1, keep_checkpoints=10)  # fmt: skip
+           progress=False, eval_every=0, tensorboard=False, threads=1, save_every=1, keep_checkpoints=10)
 
 
 def run_cfg(pool: Path, out: Path, **kw: Any) -> Any:
@@ -293,7 +287,7 @@ def bots_train(config: Path, out: Path, *extra: str, env: dict[str, str] | None 
     return subprocess.Popen(
         [sys.executable, "-m", "bots_rft.cli", "train", "--config", str(config), "--out", str(out), *extra],
         env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    )
 
 
 def train_records(out: Path) -> list[dict[str, Any]]:
@@ -352,7 +346,7 @@ def reference(toy_pool: Path, tmp_path_factory: pytest.TempPathFactory) -> list[
     before = torch.get_num_threads()
     try:
         assert cli_main(["train", "--config", str(write_config(tmp / "c.yaml", toy_pool, steps=STEPS)), "--out",
-                         str(tmp / "run")]) == 0  # fmt: skip
+                         str(tmp / "run")]) == 0
     finally:
         torch.set_num_threads(before)
     return selections(train_records(tmp / "run"))
@@ -454,11 +448,11 @@ def test_verifier_errors_are_counted_per_step_and_in_the_summary(
     assert len(recs) == 2  # training went on
     total = sum(r["verifier_errors"] for r in recs)
     assert total > 0 and all(r["verifier_error_kinds"] == ({"raised": r["verifier_errors"]} if r["verifier_errors"] else {})
-                             for r in recs)  # fmt: skip
+                             for r in recs)
     out = capsys.readouterr().out
-    assert f"done after step 2" in out and "verifier error(s) scored as failures (raised: " in out
+    assert "done after step 2" in out and "verifier error(s) scored as failures (raised: " in out
     evals = [r for r in (json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines())
-             if r["kind"] == "eval"]  # fmt: skip
+             if r["kind"] == "eval"]
     summary = int(out.split("; ")[-1].split(" verifier error")[0])
     assert summary == total + sum(r["verifier_errors"] for r in evals)
 
@@ -469,7 +463,7 @@ def test_a_step_of_only_verifier_errors_stops_with_status_3(
     from bots_rft.cli import main as cli_main
 
     config = write_config(tmp_path / "c.yaml", toy_pool, steps=3, verifiers={"toy": "test_faults:always_raise"},
-                          reward_workers=0)  # fmt: skip
+                          reward_workers=0)
     assert cli_main(["train", "--config", str(config), "--out", str(tmp_path / "run")]) == 3
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1, err  # one line, even where logging reaches stderr
@@ -479,7 +473,7 @@ def test_a_step_of_only_verifier_errors_stops_with_status_3(
     assert train_records(tmp_path / "run") == []  # nothing was learnt from them
     # A lower threshold stops a run whose verifier fails on part of the rollouts.
     config = write_config(tmp_path / "d.yaml", toy_pool, steps=3, verifiers={"toy": "test_faults:toy_or_raise"},
-                          reward_workers=0, verifier_error_stop=0.05)  # fmt: skip
+                          reward_workers=0, verifier_error_stop=0.05)
     assert cli_main(["train", "--config", str(config), "--out", str(tmp_path / "run2")]) == 3
     assert "verifier_error_stop=0.05" in capsys.readouterr().err
 

@@ -106,11 +106,11 @@ class Actor:
         self.batches: list[list[dict[str, Any]]] = []
 
     def prepare_batch(self, dataloader: Any, workflow: Any, workflow_kwargs: Any = None, should_accept_fn: Any = None,
-                      group_size: int = 1, dynamic_bs: bool = False) -> list[dict[str, Any]]:  # fmt: skip
+                      group_size: int = 1, dynamic_bs: bool = False) -> list[dict[str, Any]]:
         batch = self.rollout.engine.prepare_batch(
             dataloader, workflow=workflow, workflow_kwargs=workflow_kwargs,
             should_accept_fn=should_accept_fn, group_size=group_size, dynamic_bs=dynamic_bs,
-        )  # fmt: skip
+        )
         self.batches.append(batch)
         return batch
 
@@ -169,11 +169,11 @@ class CPUPPOTrainer(rl_trainer.PPOTrainer):  # type: ignore[misc]
         self.stats_logger = Committed()
         self.train_dataloader = self._create_dataloader(train_dataset, config.train_dataset, rank=0, world_size=1)
         ft_spec = FinetuneSpec(total_train_epochs=config.total_train_epochs, dataset_size=len(train_dataset),
-                               train_batch_size=BATCH)  # fmt: skip
+                               train_batch_size=BATCH)
         self.recover_handler = RecoverHandler(config.recover, ft_spec)
         self.recover_info = self.recover_handler.load(
             self.actor, self.saver, self.evaluator, self.stats_logger, self.train_dataloader
-        ) if config.resume else None  # fmt: skip
+        ) if config.resume else None
 
     def close(self) -> None:
         self.rollout.engine.destroy()
@@ -201,7 +201,7 @@ def _config(tmp_path: Any, epochs: int = 1, *, resume: bool = False, steps: int 
         total_train_epochs=epochs, total_train_steps=steps, gconfig=SimpleNamespace(n_samples=GROUP), dynamic_bs=False,
         actor=SimpleNamespace(should_compute_prox_logp=lambda: False), memory_profiler=None, teacher=None,
         train_dataset=SimpleNamespace(batch_size=BATCH), recover=recover, resume=resume,
-    )  # fmt: skip
+    )
 
 
 def _dataset(order: list[int] | None = None) -> Dataset:

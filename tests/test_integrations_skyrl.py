@@ -165,7 +165,7 @@ def _trainer(tmp_path: Any, tokenizer: Any, cfg: Any, selector: BOTS, **kwargs: 
     trainer = _cpu_only(with_bots(RayPPOTrainer))(
         cfg=cfg, tracker=tracker, tokenizer=tokenizer, train_dataset=kwargs.pop("dataset", None) or _dataset(tmp_path, tokenizer),
         inference_engine_client=None, generator=gen, bots=selector, **kwargs,
-    )  # fmt: skip
+    )
     trainer.policy_model = SimpleNamespace(
         actor_infos=[SimpleNamespace(rank=SimpleNamespace(dp_size=1))], async_run_ray_method=lambda *a, **k: []
     )
@@ -257,7 +257,7 @@ def test_resume_from_skyrl_checkpoint_continues_exactly(tmp_path: Any, tokenizer
     full.train()
     # SkyRL saved global_step_3 (data.pt holds the loader, hence the selector, after step 3).
     cfg2 = _cfg(tmp_path, **{"trainer.epochs": 2, "trainer.ckpt_interval": 3, "trainer.resume_mode": "from_path",
-                             "trainer.resume_path": str(tmp_path / "ckpt" / "global_step_3")})  # fmt: skip
+                             "trainer.resume_path": str(tmp_path / "ckpt" / "global_step_3")})
     sel2 = BOTS(N, n_rollouts=GROUP, seed=5)
     resumed, gen_resumed, _ = _trainer(tmp_path, tokenizer, cfg2, sel2)
     resumed.train()

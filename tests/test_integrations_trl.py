@@ -548,12 +548,12 @@ def test_async_grpo_trainer_attach_logs_saves_and_restores(tmp_path: Any, monkey
     args = AsyncGRPOConfig(
         output_dir=str(tmp_path / "out"), use_cpu=True, bf16=False, report_to=[], max_steps=4, num_generations=4,
         per_device_train_batch_size=8, gradient_accumulation_steps=2, logging_steps=1, token_budget=0,
-    )  # fmt: skip
+    )
     trainer = AsyncGRPOTrainer(
         model=str(tmp_path / "model"), reward_funcs=[stream.recording(pass_fail_or_half)], args=args,
         train_dataset=stream.prompts, processing_class=tok, rollout_worker=_StubRolloutWorker(),
         weight_transfer=_NoWeightTransfer(),
-    )  # fmt: skip
+    )
     stream.attach(trainer)
     assert stream.selection.groups_per_update == 4  # 8 samples x 2 accumulation steps / 4 generations
 

@@ -27,16 +27,16 @@ import pandas as pd  # noqa: E402
 import ray  # noqa: E402
 import torch  # noqa: E402
 import transfer_queue as tq  # noqa: E402
+import verl  # noqa: E402
 from hydra import compose, initialize_config_dir  # noqa: E402
 from hydra.core.config_store import ConfigStore  # noqa: E402
 from tensordict import TensorDict  # noqa: E402
+from verl.trainer.ppo.v1 import PPOTrainerColocateAsync, PPOTrainerSync  # noqa: E402
+from verl.trainer.ppo.v1.trainer_base import TRAINER_REGISTRY  # noqa: E402
 
-import verl  # noqa: E402
 from bots_rft import BOTS, ConfigError  # noqa: E402
 from bots_rft.errors import DataError  # noqa: E402
 from bots_rft.integrations import verl as bv  # noqa: E402
-from verl.trainer.ppo.v1 import PPOTrainerColocateAsync, PPOTrainerSync  # noqa: E402
-from verl.trainer.ppo.v1.trainer_base import TRAINER_REGISTRY  # noqa: E402
 
 N_ROLLOUTS = 4
 BATCH = 4
@@ -224,7 +224,7 @@ def test_trainers_registered_and_configs_refused(data_dir: str, tmp_path: Any) -
 
 def test_replay_buffer_gets_verls_own_dapo_arguments(cluster: Any, data_dir: str, tmp_path: Any) -> None:
     names = ("trainer_mode", "max_off_policy_threshold", "max_off_policy_strategy", "filter_groups_metric",
-             "train_batch_size", "gen_batch_size", "max_inflight_gen_batches", "sync_refill_failed_groups")  # fmt: skip
+             "train_batch_size", "gen_batch_size", "max_inflight_gen_batches", "sync_refill_failed_groups")
     for mode, ours, theirs, extra in [
         ("sync", bv.BOTSPPOTrainerSync, PPOTrainerSync, DAPO),
         ("sync", bv.BOTSPPOTrainerSync, PPOTrainerSync, ("algorithm.filter_groups.max_inflight_gen_batches=3", *DAPO)),
@@ -242,7 +242,7 @@ def test_replay_buffer_gets_verls_own_dapo_arguments(cluster: Any, data_dir: str
     # verl's config-only seam alone would show BOTS the rewards but not let it choose: refused.
     config = make_config(data_dir, str(tmp_path), "trainer.v1.trainer_mode=sync",
                          "trainer.v1.sampler.custom_sampler.path=pkg://bots_rft.integrations.verl",
-                         "trainer.v1.sampler.custom_sampler.name=BOTSReplayBuffer")  # fmt: skip
+                         "trainer.v1.sampler.custom_sampler.name=BOTSReplayBuffer")
     with pytest.raises(ConfigError, match="custom_sampler"):
         PPOTrainerSync(config)
 
@@ -305,7 +305,7 @@ def test_filtered_groups_reach_bots_and_extreme_tasks_stop_being_chosen(cluster:
     tried = np.zeros(len(KIND), dtype=bool)
     tried[loop.dispatched] = True
     for kind, lo, hi in (("pass", 0.7, 1.0), ("fail", 0.0, 0.3)):
-        ids = np.flatnonzero((KIND == kind) & tried)
+        ids = np.flatnonzero((kind == KIND) & tried)
         assert ids.size >= 4, f"too few {kind} tasks tried: {ids}"
         assert np.all((mean[ids] >= lo) & (mean[ids] <= hi)), (kind, mean[ids])
     # Late steps choose (almost) only the mixed tasks: their first picks are all mixed.
@@ -314,7 +314,7 @@ def test_filtered_groups_reach_bots_and_extreme_tasks_stop_being_chosen(cluster:
     assert steps[-1]["bots/etr"] >= steps[0]["bots/etr"]
     for key in ("bots/etr", "bots/below_one", "bots/above_zero", "bots/pick_mean_p10", "bots/pick_mean_p50",
                 "bots/select_ms", "bots/update_ms", "bots/evicted_groups", "bots/kept_groups", "bots/inflight_tasks"):
-        assert key in steps[-1], key  # fmt: skip
+        assert key in steps[-1], key
     assert steps[-1]["bots/inflight_tasks"] == 0  # sync: nothing carried into the next step
 
 
@@ -354,7 +354,7 @@ def test_checkpoint_round_trip_resumes_exactly(cluster: Any, data_dir: str, tmp_
 
 def test_async_stale_groups_feed_bots_and_running_prompts_stay_excluded(cluster: Any, data_dir: str, tmp_path: Any) -> None:
     config = make_config(data_dir, str(tmp_path), "trainer.v1.trainer_mode=bots_colocate_async",
-                         "trainer.v1.sampler.max_off_policy_threshold=1")  # fmt: skip
+                         "trainer.v1.sampler.max_off_policy_threshold=1")
     trainer = start(CPUAsyncTrainer, config)
     assert isinstance(trainer.replay_buffer, bv.BOTSReplayBufferAsync)
     loop: FakeAgentLoop = trainer.agent_loop_manager

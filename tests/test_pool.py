@@ -97,7 +97,7 @@ def test_configurable_columns_and_string_ids(tmp_path: Path) -> None:
         for i in range(4)
     ]
     cols = {"prompt": "question", "ground_truth": "answer", "data_source": "source", "id": "uid",
-            "ability": None, "extra_info": None, "difficulty": ["diff"]}  # fmt: skip
+            "ability": None, "extra_info": None, "difficulty": ["diff"]}
     pool = TaskPool.load(write_parquet(rows, tmp_path / "flat.parquet"), cols)
     assert pool.ids.tolist() == ["t-0", "t-1", "t-2", "t-3"]
     assert pool.prompts([1]) == [[{"role": "user", "content": "q1"}]]  # plain string -> one user turn
@@ -253,7 +253,7 @@ def test_many_row_groups_take_the_right_rows(tmp_path: Path) -> None:
 def test_make_row_builds_a_valid_pool() -> None:
     rows = [
         make_row(index=i, prompt=chat(f"q{i}", system="sys"), ground_truth="1", data_source="logic",
-                 ability="logic", split="train", extra={"k": i}, difficulty={WEAK: 0.5})  # fmt: skip
+                 ability="logic", split="train", extra={"k": i}, difficulty={WEAK: 0.5})
         for i in range(3)
     ]
     pool = TaskPool.from_records(rows)
@@ -275,7 +275,7 @@ def test_make_row_builds_a_valid_pool() -> None:
 )
 def test_empty_prompts_and_unknown_roles_are_refused(tmp_path: Path, prompt: list[dict[str, str]], match: str) -> None:
     rows = [make_row(index=i, prompt=chat(f"q{i}"), ground_truth="1", data_source="math", ability="m", split="t")
-            for i in range(3)]  # fmt: skip
+            for i in range(3)]
     rows[1]["prompt"] = prompt
     with pytest.raises(DataError, match=match):
         TaskPool.from_records(rows)
@@ -290,7 +290,7 @@ def test_empty_prompts_and_unknown_roles_are_refused(tmp_path: Path, prompt: lis
 
 def test_blank_string_prompt_is_refused() -> None:
     rows = [make_row(index=i, prompt=chat("q"), ground_truth="1", data_source="math", ability="m", split="t")
-            for i in range(2)]  # fmt: skip
+            for i in range(2)]
     for r in rows:
         r["prompt"] = "  "
     with pytest.raises(DataError, match=r"column 'prompt' row 0: empty prompt"):
@@ -299,7 +299,7 @@ def test_blank_string_prompt_is_refused() -> None:
 
 def test_pool_identity(tmp_path: Path) -> None:
     rows = [make_row(index=i, prompt=chat(f"q{i}"), ground_truth=str(i), data_source="math", ability="m", split="t")
-            for i in range(5)]  # fmt: skip
+            for i in range(5)]
     pool = TaskPool.from_records(rows)
     ident = pool.identity()
     assert ident["tasks"] == 5

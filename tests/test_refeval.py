@@ -24,7 +24,7 @@ COLUMN = "tiny_pass_rate"
 def pool_path(tmp_path: Path) -> Path:
     rows = [
         make_row(index=10 + i, prompt=chat(f"What is {i} + 1? Answer in <answer></answer> tags."),
-                 ground_truth=str(i + 1), data_source="logic__sum", ability="logic", split="train")  # fmt: skip
+                 ground_truth=str(i + 1), data_source="logic__sum", ability="logic", split="train")
         for i in range(4)
     ]
     path = tmp_path / "pool.parquet"
@@ -34,7 +34,7 @@ def pool_path(tmp_path: Path) -> Path:
 
 def cfg(pool: Path, **kw: Any) -> RefEvalConfig:
     base: dict[str, Any] = dict(model="tiny", pool=str(pool), column=COLUMN, rollouts=2, max_new_tokens=6,
-                                batch_size=4, chunk_tasks=1, device="cpu", workers=0)  # fmt: skip
+                                batch_size=4, chunk_tasks=1, device="cpu", workers=0)
     base.update(kw)
     return RefEvalConfig(**base)
 
@@ -60,7 +60,7 @@ def test_load_tiny_model_and_tokenizer() -> None:
 def test_refeval_tiny_end_to_end_via_cli(pool_path: Path, tmp_path: Path, capsys: Any) -> None:
     out = tmp_path / "out.parquet"
     argv = ["refeval", "--model", "tiny", "--pool", str(pool_path), "--rollouts", "2", "--column", COLUMN,
-            "--max-new-tokens", "6", "--batch-size", "4", "--device", "cpu", "--workers", "0", "--out", str(out)]  # fmt: skip
+            "--max-new-tokens", "6", "--batch-size", "4", "--device", "cpu", "--workers", "0", "--out", str(out)]
     assert main(argv) == 0
     assert f"wrote column '{COLUMN}'" in capsys.readouterr().out
     rates = TaskPool.load(out).pass_rate(COLUMN)
@@ -97,7 +97,7 @@ def test_system_prompt_is_handled_as_in_training(tmp_path: Path, monkeypatch: py
     import bots_rft.llm.refeval as refeval
 
     rows = [make_row(index=i, prompt=chat(f"What is {i} + 1?", system="Think first."), ground_truth=str(i + 1),
-                     data_source="logic__sum", ability="logic", split="train") for i in range(3)]  # fmt: skip
+                     data_source="logic__sum", ability="logic", split="train") for i in range(3)]
     pool_path = tmp_path / "with_system.parquet"
     TaskPool.from_records(rows).to_parquet(pool_path)
     seen: list[Any] = []

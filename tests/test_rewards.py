@@ -20,6 +20,7 @@ from bots_rft.rewards import (
     get_verifier,
     register_verifier,
     run_python,
+    sandbox,
     score_one,
 )
 from bots_rft.rewards.code import verify_code
@@ -27,7 +28,6 @@ from bots_rft.rewards.exact import verify_exact
 from bots_rft.rewards.extract import extract_boxed, extract_code, extract_tag
 from bots_rft.rewards.gym import verify_gym
 from bots_rft.rewards.math_answer import verify_math
-from bots_rft.rewards import sandbox
 from bots_rft.rewards.sandbox import Isolation, group_members, namespace_members
 
 FAST = SandboxLimits(timeout_s=2.0, memory_mb=256, output_bytes=64 * 1024)
@@ -172,7 +172,7 @@ def humaneval_truth() -> dict[str, Any]:
 
     p = read_problems()["HumanEval/2"]  # truncate_number
     return {"truth": json.dumps({k: p[k] for k in ("prompt", "test", "entry_point")}),
-            "prompt": p["prompt"], "solution": p["canonical_solution"]}  # fmt: skip
+            "prompt": p["prompt"], "solution": p["canonical_solution"]}
 
 
 def test_code_right_wrong_malformed(humaneval_truth: dict[str, Any]) -> None:

@@ -43,7 +43,7 @@ SECRET = "bots-hostile-secret-" + secrets.token_hex(12)
 ADD = json.dumps({
     "test": "def check(candidate):\n    assert candidate(2, 3) == 5\n    assert candidate(-1, 1) == 0\n",
     "entry_point": "add",
-})  # fmt: skip
+})
 RIGHT_ADD = "```python\ndef add(a, b):\n    return a + b\n```"
 # A stdin/stdout task whose expected output cannot be guessed: only reading it would pass.
 UNGUESSABLE = secrets.token_hex(16)
@@ -167,7 +167,7 @@ def test_right_answers_earn_one() -> None:
         "test": "def check(candidate):\n    assert candidate() == ((1, 2), {3}, {4: 'x'}, float('inf'), b'y', 2**80, 1j)\n"
                 "    assert candidate() != ([1, 2], {3}, {4: 'x'}, float('inf'), b'y', 2**80, 1j)\n",
         "entry_point": "f",
-    })  # fmt: skip
+    })
     right = "def f():\n    return ((1, 2), {3}, {4: 'x'}, float('inf'), b'y', 2**80, 1j)"
     assert verify_code("humaneval", answer(right), exact, {}, limits=LIMITS).reward == 1.0
 
@@ -180,7 +180,7 @@ def test_wrong_answers_and_tests_that_expect_exceptions() -> None:
         "test": "def check(candidate):\n    try:\n        candidate(-1)\n    except ValueError:\n        pass\n"
                 "    else:\n        assert False\n    assert candidate(4) == 2\n",
         "entry_point": "root",
-    })  # fmt: skip
+    })
     good = "def root(x):\n    if x < 0:\n        raise ValueError('negative')\n    return int(x ** 0.5)"
     assert verify_code("humaneval", answer(good), raises, {}, limits=LIMITS).reward == 1.0
     res = verify_code("humaneval", answer("def root(x):\n    return 1 / 0"), raises, {}, limits=LIMITS)
@@ -317,7 +317,7 @@ def test_neighbours_cannot_sabotage_concurrent_verdicts(host: Host) -> None:
         "try:\n    open('/work/fill', 'wb').write(b'x' * (100 << 20))\nexcept OSError:\n    pass\n"
         "while True:\n    try:\n        os.fork()\n    except OSError:\n        break\n"
         "def add(a, b):\n    return 0\n"
-    ))  # fmt: skip
+    ))
     jobs = [RIGHT_ADD, saboteur] * 4
     with ThreadPoolExecutor(4) as pool:
         results = list(pool.map(lambda a: verify_code("humaneval", a, ADD, {}, limits=LIMITS), jobs))
@@ -363,7 +363,7 @@ FORGERIES = {
                                  "        os.write(fd, len(body).to_bytes(4, 'little') + body)\n"
                                  "    except OSError:\n        pass\n"
                                  "def add(a, b):\n    return 7\n",
-}  # fmt: skip
+}
 
 
 @needs_kernel
@@ -386,7 +386,7 @@ ALWAYS_EQUAL = {
     "mock-like": "class M:\n    def __getattr__(self, name):\n        return lambda *a, **k: True\n"
                  "    def __eq__(self, other):\n        return True\n"
                  "def add(a, b):\n    return M()\n",
-}  # fmt: skip
+}
 
 
 @needs_kernel
@@ -409,7 +409,7 @@ STDIO_ATTACKS = {
     "environment and files": "import os, glob\nfor p in glob.glob('/proc/*/environ') + glob.glob('/proc/*/cmdline') + glob.glob('/work/*') + glob.glob('/sandbox/*'):\n"
         "    try:\n        print(open(p, 'rb').read().decode('latin-1'))\n    except OSError:\n        pass\n",
     "exit early after printing": "import os\nos.write(1, b'0' * 32)\nos._exit(0)\n",
-}  # fmt: skip
+}
 
 
 @needs_kernel
@@ -438,7 +438,7 @@ RESOURCE_ATTACKS = {
                 "def add(a, b):\n    return 0\n", False),
     "open files": ("fs = [open('/dev/null') for _ in range(100000)]\n", False),
     "crash": ("import ctypes\nctypes.string_at(0)\n", False),
-}  # fmt: skip
+}
 
 
 @needs_kernel

@@ -21,14 +21,8 @@ from bots_rft.train import load_config  # noqa: E402
 from bots_rft.train.grpo import group_advantages, grpo_loss, token_logprobs  # noqa: E402
 from bots_rft.train.logger import read_metrics  # noqa: E402
 from bots_rft.train.rollout import completion_mask  # noqa: E402
-from bots_rft.train.toy import TOY_VERIFIER, write_toy_pool  # noqa: E402
+from bots_rft.train.toy import TOY_VERIFIER  # noqa: E402
 from bots_rft.train.trainer import GRPOTrainer, train  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def toy_pool(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    train_path, _ = write_toy_pool(tmp_path_factory.mktemp("toy"), num_tasks=12, eval_tasks=3)
-    return train_path
 
 
 def cfg(pool: Path, out: Path, **kw: Any) -> Any:
@@ -37,7 +31,7 @@ def cfg(pool: Path, out: Path, **kw: Any) -> Any:
         micro_batch_size=8, max_new_tokens=6, lr=1e-3, warmup_steps=2, verifiers=TOY_VERIFIER,
         weak_column="weak_pass_rate", strong_column="strong_pass_rate", out_dir=str(out), progress=False,
         eval_every=2, tensorboard=False, reward_workers=0,
-    )  # fmt: skip
+    )
     base.update(kw)
     return load_config(None, base)
 
@@ -116,7 +110,7 @@ def test_each_method_trains(method: str, toy_pool: Path, tmp_path: Path) -> None
 
 def test_kl_and_multiple_epochs(toy_pool: Path, tmp_path: Path) -> None:
     res = train(cfg(toy_pool, tmp_path, steps=1, kl_coef=0.1, ppo_epochs=2, gradient_checkpointing=True,
-                    loss_agg="seq-mean-token-mean"))  # fmt: skip
+                    loss_agg="seq-mean-token-mean"))
     rec = res.history[0]
     assert rec["optimizer_updates"] == 4 and rec["kl"] >= 0.0
 
@@ -216,9 +210,9 @@ def test_config_errors_name_key_and_value(tmp_path: Path, text: str, overrides: 
 def test_cli_train(toy_pool: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     y = tmp_path / "c.yaml"
     y.write_text(f"pool: {toy_pool}\nverifiers: {{toy: 'bots_rft.train.toy:toy_reward'}}\nsteps: 1\nbatch_size: 2\n"
-                 "rollouts: 2\nmax_new_tokens: 4\ndevice: cpu\ntensorboard: false\n")  # fmt: skip
+                 "rollouts: 2\nmax_new_tokens: 4\ndevice: cpu\ntensorboard: false\n")
     assert cli_main(["train", "--config", str(y), "--model", "tiny", "--out", str(tmp_path / "o"), "--no-progress",
-                     "method=random"]) == 0  # fmt: skip
+                     "method=random"]) == 0
     assert "done after step 1" in capsys.readouterr().out
     assert cli_main(["train", "--config", str(y), "steps=-1"]) == 2
     assert "steps: must be an integer >= 1, got -1" in capsys.readouterr().err

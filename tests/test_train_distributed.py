@@ -27,7 +27,7 @@ def _worker(rank: int, world: int, port: int, pool: str, out: str, method: str) 
     import os
 
     os.environ.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": str(rank),
-                       "WORLD_SIZE": str(world), "LOCAL_RANK": str(rank)})  # fmt: skip
+                       "WORLD_SIZE": str(world), "LOCAL_RANK": str(rank)})
     torch.set_num_threads(1)
     from bots_rft.train import load_config
     from bots_rft.train.toy import TOY_VERIFIER
@@ -43,12 +43,12 @@ def _worker(rank: int, world: int, port: int, pool: str, out: str, method: str) 
         max_new_tokens=4, lr=1e-3, verifiers=TOY_VERIFIER, weak_column="weak_pass_rate",
         strong_column="strong_pass_rate", out_dir=f"{out}/{method}", progress=False, eval_every=0,
         tensorboard=False, method=method, oversample=2.0, max_rounds=2,
-    ))  # fmt: skip
+    ))
     trainer = GRPOTrainer(cfg)
     res = trainer.run()
     weights = sum(float(p.detach().double().sum()) for p in trainer.model.parameters())
     report = {method: {"steps": res.steps_done, "weights": weights, "history": res.history,
-                      "final_eval": res.final_eval}}  # fmt: skip
+                      "final_eval": res.final_eval}}
     trainer.close()
     assert torch.distributed.is_initialized() == caller_owns
     if caller_owns:

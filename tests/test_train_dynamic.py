@@ -13,7 +13,7 @@ torch = pytest.importorskip("torch")
 from bots_rft import BOTS, Interpolation  # noqa: E402
 from bots_rft.train.logger import read_metrics  # noqa: E402
 from bots_rft.train.trainer import GRPOTrainer, train  # noqa: E402
-from test_train import cfg, toy_pool  # noqa: E402,F401  (the trainer tests' toy pool and config)
+from test_train import cfg  # noqa: E402  (the trainer tests' config; their toy_pool fixture is in conftest)
 
 
 def _cfg(pool: Path, out: Path, **kw: Any) -> Any:
@@ -21,7 +21,7 @@ def _cfg(pool: Path, out: Path, **kw: Any) -> Any:
     base: dict[str, Any] = dict(
         batch_size=3, mini_batch_size=3, micro_batch_size=12, max_new_tokens=4, warmup_steps=1, eval_every=0,
         method="bots", dynamic_sampling=True, oversample=2.0, max_rounds=2,
-    )  # fmt: skip
+    )
     base.update(kw)
     return cfg(pool, out, **base)
 
@@ -46,7 +46,7 @@ def test_bots_learns_from_every_group_dynamic_sampling_rolled_out(toy_pool: Path
         evidence = Interpolation(trainer.weak, trainer.strong, momentum=cfg.momentum, min_gap=cfg.min_gap)
         everything = BOTS(12, lam=cfg.lam, rho=cfg.rho, n_rollouts=4, evidence=evidence)
         kept_only = BOTS(12, lam=cfg.lam, rho=cfg.rho, n_rollouts=4,
-                         evidence=Interpolation(trainer.weak, trainer.strong, momentum=cfg.momentum, min_gap=cfg.min_gap))  # fmt: skip
+                         evidence=Interpolation(trainer.weak, trainer.strong, momentum=cfg.momentum, min_gap=cfg.min_gap))
         dropped = 0
         for step in range(1, 4):
             rolled.clear()
@@ -105,7 +105,7 @@ def test_resumes_a_checkpoint_whose_selector_wrapped_the_method(method: str, toy
     else:  # the method's state inside the wrapper's, beside the wrapper's own epoch walk
         wrapped = {"kind": "dynamic_sampling", "proposer": BOTS.load(ckpt / "selector.bots").state_dict(),
                    "num_tasks": 12, "seed": 0, "rng": np.random.default_rng(0).bit_generator.state,
-                   "perm": np.arange(12, dtype=np.int64), "cursor": 0, "extra_rollouts": 6, "total_rollouts": 30}  # fmt: skip
+                   "perm": np.arange(12, dtype=np.int64), "cursor": 0, "extra_rollouts": 6, "total_rollouts": 30}
         (ckpt / "selector.bots").unlink()
     save_state(ckpt / "selector_state.bots", wrapped)
     resumed = train(_cfg(toy_pool, tmp_path / "b", steps=4, resume=True, **kw))

@@ -43,7 +43,7 @@ def _config(pool: Path, out: Path, **kw: Any) -> Any:
         micro_batch_size=4, max_new_tokens=6, lr=1e-3, warmup_steps=2, verifiers=TOY_VERIFIER,
         weak_column="weak_pass_rate", strong_column="strong_pass_rate", out_dir=str(out), progress=False,
         eval_every=0, tensorboard=False, reward_workers=0, oversample=2.0, max_rounds=2,
-    )  # fmt: skip
+    )
     base.update(kw)
     return load_config(None, base)
 

@@ -366,7 +366,7 @@ def mean_ci(values: object, axis: int = 0) -> tuple[FloatArray, FloatArray]:
         return mean, np.zeros_like(mean)
     dev = np.where(valid, arr - np.expand_dims(mean, axis), 0.0)
     var = np.divide((dev**2).sum(axis=axis), count - 1, out=np.full(count.shape, np.nan),
-                    where=count > 1)  # fmt: skip
+                    where=count > 1)
     df = np.maximum(count - 1, 1)
     t = np.array([_T975[d - 1] if d <= len(_T975) else 1.96 for d in np.ravel(df)])
     half = t.reshape(np.shape(df)) * np.sqrt(var) / np.sqrt(np.maximum(count, 1))

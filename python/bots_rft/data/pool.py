@@ -12,7 +12,7 @@ import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -27,7 +27,7 @@ from .schema import CHAT_ROLES, PASS_RATE_SUFFIX, PoolColumns
 __all__ = ["TaskPool", "Rows", "Message"]
 
 Message = dict[str, str]
-Rows = Union[int, Sequence[int], npt.NDArray[np.integer[Any]], None]
+Rows = int | Sequence[int] | npt.NDArray[np.integer[Any]] | None
 
 _PARQUET_SUFFIXES = (".parquet", ".pq")
 _JSON_SUFFIXES = (".jsonl", ".json", ".jsonl.gz", ".json.gz", ".ndjson")

@@ -26,8 +26,8 @@ import numpy.typing as npt
 from torch.utils.data import Sampler
 
 from ..errors import DataError, InvalidArgumentError
-from .tasks import successes_from_rewards
 from .step_metrics import Pick, capability_metrics, outcome_metrics, pick_metrics
+from .tasks import successes_from_rewards
 
 __all__ = ["BOTSBatchSampler", "EvidenceBuffer"]
 

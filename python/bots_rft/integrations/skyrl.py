@@ -96,7 +96,7 @@ def with_bots(trainer_cls: type) -> type:
             self.train_dataloader = StatefulDataLoader(
                 dataset, batch_size=batch_size, sampler=sampler, collate_fn=dataset.collate_fn,
                 num_workers=0, drop_last=True,
-            )  # fmt: skip
+            )
             self.total_training_steps = len(self.train_dataloader) * self.cfg.trainer.epochs
             self.bots_sampler = sampler
             self.bots_evidence.sampler = sampler

@@ -134,13 +134,13 @@ SELECTOR_FILE = "bots_selector.bots"
 #: Keys of ``bots`` passed straight to :class:`bots_rft.BOTS`.
 _BOTS_KEYS = ("lam", "rho", "target", "n_rollouts", "thompson", "seed", "threads")
 _OTHER_KEYS = ("weak_column", "strong_column", "momentum", "min_gap", "task_id_column", "num_tasks",
-               "success_threshold", "checkpoint")  # fmt: skip
+               "success_threshold", "checkpoint")
 #: Defaults of the ``bots`` config section the entry point adds (None: derived, see the module doc).
 BOTS_DEFAULTS: dict[str, Any] = {
     "lam": 0.1, "rho": 0.1, "target": 0.5, "n_rollouts": None, "thompson": True, "seed": 0, "threads": None,
     "weak_column": None, "strong_column": None, "momentum": 0.9, "min_gap": DEFAULT_MIN_GAP,
     "task_id_column": "extra_info.index", "num_tasks": None, "success_threshold": None, "checkpoint": None,
-}  # fmt: skip
+}
 _STATE_FORMAT = "bots-rft/verl-prompt-sampler"
 
 
@@ -398,7 +398,7 @@ def build_sampler(config: Any, dataset: Any, selector: BOTS | None = None) -> BO
                 kwargs["evidence"] = Interpolation(
                     _rates(frame, str(weak), rows), _rates(frame, str(strong), rows), cfg.get("momentum", 0.9),
                     min_gap=cfg.get("min_gap", DEFAULT_MIN_GAP),
-                )  # fmt: skip
+                )
             selector = BOTS(int(num_tasks), **kwargs)
     if chunk > len(int_ids):
         raise ConfigError(f"data.train_batch_size: {chunk} exceeds the {len(int_ids)} training rows")
@@ -546,7 +546,7 @@ class _BOTSTrainerMixin:
         self.train_dataloader = StatefulDataLoader(
             dataset=self.train_dataset, batch_size=gen_batch_size, num_workers=0, drop_last=True,
             collate_fn=collate_fn, sampler=self.bots_sampler,
-        )  # fmt: skip
+        )
         self.train_dataloader_it = None
         self.replay_buffer.bots_sampler = self.bots_sampler
 

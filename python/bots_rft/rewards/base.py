@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Callable, NamedTuple, Union
+from typing import Any, NamedTuple
 
 __all__ = ["RewardResult", "RewardItem", "Verifier", "coerce_result", "ERROR_KINDS", "REWARD_RANGE"]
 
@@ -54,7 +54,7 @@ class RewardItem(NamedTuple):
     extra_info: Mapping[str, Any] = MappingProxyType({})
 
 
-VerifierOutput = Union[float, int, bool, RewardResult]
+VerifierOutput = float | int | bool | RewardResult
 Verifier = Callable[[str, str, Any, Mapping[str, Any]], VerifierOutput]
 
 

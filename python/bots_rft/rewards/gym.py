@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import json
 import warnings
-from collections.abc import Mapping
-from functools import lru_cache
-from typing import Any, Callable
+from collections.abc import Callable, Mapping
+from functools import cache
+from typing import Any
 
 from .base import RewardResult
 from .extract import extract_tag
@@ -31,7 +31,7 @@ def import_reasoning_gym() -> Any:
     return reasoning_gym.factory
 
 
-@lru_cache(maxsize=None)
+@cache
 def _scorer(name: str) -> Callable[[str | None, dict[str, Any]], float]:
     return import_reasoning_gym().get_score_answer_fn(name)  # type: ignore[no-any-return]
 

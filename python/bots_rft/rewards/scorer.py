@@ -325,7 +325,7 @@ class RewardScorer:
                 "verifier error (%s) on %d of %d responses, reward 0: %s for data_source %r; first: %s",
                 kind, len(idx), len(batch), verifier_name(verifiers[first]), batch[first].data_source,
                 results[first].reason,
-            )  # fmt: skip
+            )
 
     def _ensure_root(self) -> Path:
         if self._root is None or not self._root.is_dir():
@@ -343,7 +343,7 @@ class RewardScorer:
         except BaseException:
             # Interrupted (StopScoring, KeyboardInterrupt) or a verifier the workers cannot load:
             # the busy workers' jobs belong to an abandoned batch.
-            for i, w in enumerate(self._pool):
+            for w in self._pool:
                 if w.job is not None:
                     w.kill()
             self._pool = [w for w in self._pool if w.proc.poll() is None and w.job is None]

@@ -24,7 +24,7 @@ from ..errors import CheckpointError
 from .distributed import Dist
 
 __all__ = ["rng_state", "set_rng_state", "save_checkpoint", "latest_checkpoint", "load_training_state", "model_state",
-           "load_model_state", "save_tree", "load_tree", "CHECKPOINT_VERSION"]  # fmt: skip
+           "load_model_state", "save_tree", "load_tree", "CHECKPOINT_VERSION"]
 
 #: 2: safetensors + JSON (version 1 was torch pickles, which are no longer loaded).
 CHECKPOINT_VERSION = 2
@@ -261,6 +261,6 @@ def load_training_state(path: Path, dist_: Dist) -> dict[str, Any]:
         )
     out: dict[str, Any] = {"trainer": trainer}
     for key, name in (("model", "model"), ("optimizer", "optimizer"), ("scheduler", "scheduler"),
-                      ("rng", f"rng_rank{dist_.rank}")):  # fmt: skip
+                      ("rng", f"rng_rank{dist_.rank}")):
         out[key] = load_tree(path, name)
     return out

@@ -55,7 +55,7 @@ def evaluate(
             ro = generate_rollouts(
                 model, tok, [chats[r] for r in mine], mine, 1, max_new_tokens=max_new_tokens, batch_size=batch_size,
                 max_prompt_tokens=max_prompt_tokens, greedy=True, bf16=bf16,
-            )  # fmt: skip
+            )
             rewards = score_texts(scorer, pool, mine, ro.texts, 1, errors)[:, 0].tolist()
     parts = dist_.gather((mine, rewards, errors))
     if not dist_.is_main:

@@ -40,7 +40,8 @@ class MetricsLogger:
             self.path.write_text("".join(json.dumps(r) + "\n" for r in keep))
         elif resume_step is None and self.path.exists():
             self.path.unlink()
-        self._file = open(self.path, "a", encoding="utf-8")
+        # Open for the logger's life (close() closes it), so no with-block can hold it.
+        self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
         if tensorboard:
             try:
                 from torch.utils.tensorboard import SummaryWriter

@@ -94,7 +94,7 @@ def grpo_update(
                         logp, old_mi, adv[mi], cm, clip_eps=cfg.clip_eps,
                         ref_logp=ref[mi, : cm.shape[1]] if ref is not None else None, kl_coef=cfg.kl_coef,
                         loss_agg=cfg.loss_agg, denom=denom,
-                    )  # fmt: skip
+                    )
                     loss.backward()
                 train_tokens += int(attn.sum())
                 sums["loss"] += float(loss.detach())

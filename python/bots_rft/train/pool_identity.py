@@ -87,7 +87,7 @@ def compare_pools(saved: dict[str, Any], saved_ids: npt.NDArray[Any], pool: Task
         old_tasks=len(saved_ids), new_tasks=len(ids), old_rows_now=old_rows_now, added=np.flatnonzero(mask),
         removed_ids=saved_ids[~kept], reordered=bool(np.any(np.diff(kept_rows) < 0)),
         content_changed=saved.get("content_sha256") != now["content_sha256"],
-    )  # fmt: skip
+    )
 
 
 def grown_state(state: dict[str, Any], change: PoolChange, fresh: Any) -> dict[str, Any]:

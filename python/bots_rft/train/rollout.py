@@ -43,11 +43,11 @@ class Rollouts:
             prompt_len=self.prompt_len, completion_mask=self.completion_mask[idx.to(dev)],
             texts=[self.texts[int(i)] for i in idx],
             rewards=None if self.rewards is None else self.rewards[list(tasks)],
-        )  # fmt: skip
+        )
 
     def to(self, device: torch.device) -> Rollouts:
         return Rollouts(self.task_ids, self.n, self.input_ids.to(device), self.attention_mask.to(device),
-                        self.prompt_len, self.completion_mask.to(device), self.texts, self.rewards)  # fmt: skip
+                        self.prompt_len, self.completion_mask.to(device), self.texts, self.rewards)
 
 
 def completion_mask(completion: torch.Tensor, eos_ids: Sequence[int]) -> torch.Tensor:
@@ -118,7 +118,7 @@ def generate_rollouts(
             seqs = net.generate(
                 **enc, max_new_tokens=max_new_tokens, eos_token_id=eos or None, pad_token_id=pad,
                 use_cache=True, synced_gpus=synced_gpus, **sample_kw,
-            )  # fmt: skip
+            )
             plen = enc["input_ids"].shape[1]
             prompts.append(enc["input_ids"])
             prompt_masks.append(enc["attention_mask"])
@@ -156,4 +156,4 @@ def concat_rollouts(parts: Sequence[Rollouts], pad: int) -> Rollouts:
         input_ids=torch.cat([prompts, comps], dim=1), attention_mask=torch.cat([pmask, cmask], dim=1),
         prompt_len=int(prompts.shape[1]), completion_mask=cmask, texts=[t for p in parts for t in p.texts],
         rewards=None if any(r is None for r in rewards) else torch.cat(rewards),  # type: ignore[arg-type]
-    )  # fmt: skip
+    )

@@ -48,7 +48,7 @@ from .checkpoint import (
     load_training_state,
     rng_state,
     save_checkpoint,
-    set_rng_state,  # fmt: skip
+    set_rng_state,
 )
 from .config import SELECTION_PARAMS, TrainConfig
 from .distributed import Dist
@@ -213,7 +213,7 @@ class GRPOTrainer:
         if self.resume_from is not None:
             self._restore(self.resume_from)
         self.logger = MetricsLogger(self.out_dir, enabled=self.dist.is_main, tensorboard=cfg.tensorboard,
-                                    resume_step=self.step if self.resume_from is not None else None)  # fmt: skip
+                                    resume_step=self.step if self.resume_from is not None else None)
 
     def _make_selector(self) -> Any:
         """The selector of ``method``; with dynamic sampling, the one that proposes each
@@ -283,7 +283,7 @@ class GRPOTrainer:
             )
         if self.cfg.resume_params == "checkpoint":
             log.warning("resume: keeping the checkpoint's selection parameters (%s)",
-                        ", ".join(f"{k}={saved[k]!r}" for k in diff))  # fmt: skip
+                        ", ".join(f"{k}={saved[k]!r}" for k in diff))
             return {}
         return diff
 
@@ -316,7 +316,7 @@ class GRPOTrainer:
             if changed and isinstance(self.selector, BOTS):
                 self.selector.set_params(**changed)
                 log.warning("resume: selection parameters changed from step %d on: %s", int(state["trainer"]["step"]) + 1,
-                            ", ".join(f"{k}={v!r}" for k, v in changed.items()))  # fmt: skip
+                            ", ".join(f"{k}={v!r}" for k, v in changed.items()))
         t = state["trainer"]
         self.step = int(t["step"])
         self.cum_rollouts = int(t.get("cum_rollouts", 0))
@@ -347,7 +347,7 @@ class GRPOTrainer:
             trainer_state={"config": self.cfg.to_dict(), "cum_rollouts": self.cum_rollouts,
                            "cum_gen_tokens": self.cum_gen_tokens, "pool": self.pool_identity},
             dist_=self.dist, keep=self.cfg.keep_checkpoints, save_extra=lambda d: save_pool_ids(d, self.pool),
-        )  # fmt: skip
+        )
 
     # ------------------------------------------------------------------- the stages of a step
     # A step is: select a batch -> roll it out -> score it -> feed the selector -> optimise ->
@@ -407,7 +407,7 @@ class GRPOTrainer:
         task_ids = [tid for tid, _ in groups[:b]]
         return _Batch(task_ids, self._share_of(task_ids, mine),
                       np.asarray([tid for tid, _ in groups], dtype=np.int64),
-                      np.asarray([s for _, s in groups], dtype=np.float64))  # fmt: skip
+                      np.asarray([s for _, s in groups], dtype=np.float64))
 
     def select_batch(self, count: int, exclude: npt.NDArray[np.bool_] | None = None) -> list[int]:
         """Stage 1 (rank 0's selector; every rank receives the ids): ``count`` tasks, none of
@@ -440,7 +440,7 @@ class GRPOTrainer:
                 self.model, self.tok, [self.chats[i] for i in mine], mine, cfg.rollouts, max_new_tokens=cfg.max_new_tokens,
                 temperature=cfg.temperature, top_p=cfg.top_p, batch_size=cfg.generation_batch_size,
                 max_prompt_tokens=cfg.max_prompt_tokens, bf16=cfg.bf16,
-            )  # fmt: skip
+            )
         self._times.gen_s += time.perf_counter() - t
         self._times.gen_tokens += int(ro.completion_mask.sum())
         return ro
@@ -480,13 +480,13 @@ class GRPOTrainer:
             [] if ro is None else ro.rewards.tolist(),  # type: ignore[union-attr]
             [] if ro is None else ro.completion_mask.sum(1).tolist(),
             self._times, self._step_errors,
-        ))  # fmt: skip
+        ))
         rewards = np.asarray([r for p in parts for r in p[0]], dtype=np.float64).reshape(len(batch.task_ids), self.cfg.rollouts)
         return _StepResults(
             rewards=rewards, lengths=[x for p in parts for x in p[1]], errors=VerifierErrors.merged(p[3] for p in parts),
             gen_s=max(p[2].gen_s for p in parts), reward_s=max(p[2].reward_s for p in parts),
             gen_tokens=int(sum(p[2].gen_tokens for p in parts)),
-        )  # fmt: skip
+        )
 
     def feed_selector(self, task_ids: npt.NDArray[np.int64], successes: npt.NDArray[np.float64]) -> float:
         """Stage 4 (rank 0): the selector learns every rolled-out group's successes out of n, in
@@ -534,7 +534,7 @@ class GRPOTrainer:
             "rollouts": rollouts, "extra_rollouts": extra, "cum_rollouts": self.cum_rollouts,
             "task_ids": batch.task_ids, "successes": successes.tolist(), **results.errors.record(),
             **{k: v for k, v in stats.items() if k != "train_tokens"},
-        }  # fmt: skip
+        }
 
     def evaluate(self) -> dict[str, Any] | None:
         if self.eval_pool is None or not self.eval_rows:
@@ -544,7 +544,7 @@ class GRPOTrainer:
             self.model, self.tok, self.eval_pool, self.eval_chats, self.eval_rows, self.scorer, self.dist,
             max_new_tokens=self.cfg.eval_max_new_tokens or self.cfg.max_new_tokens,
             batch_size=self.cfg.generation_batch_size, max_prompt_tokens=self.cfg.max_prompt_tokens, bf16=self.cfg.bf16,
-        )  # fmt: skip
+        )
         if res is not None:
             res["eval_s"] = time.perf_counter() - t
         return res
@@ -577,9 +577,9 @@ class GRPOTrainer:
                 self.logger.write({"kind": "config", "step": self.step, "config": cfg.to_dict(),
                                    "world_size": self.dist.world, "device": str(self.device),
                                    "pool_tasks": len(self.pool), "eval_tasks": len(self.eval_rows),
-                                   "sft_losses": self.sft_losses[-5:] if self.sft_losses else None})  # fmt: skip
+                                   "sft_losses": self.sft_losses[-5:] if self.sft_losses else None})
             bar = tqdm(total=cfg.steps, initial=self.step, desc=f"grpo {cfg.method}", unit="step",
-                       disable=not (cfg.progress and self.dist.is_main))  # fmt: skip
+                       disable=not (cfg.progress and self.dist.is_main))
             try:
                 self._finished_step()
                 if self.step == 0:
@@ -629,11 +629,11 @@ class GRPOTrainer:
         if interrupted and self.dist.is_main:
             assert self._signal is not None
             log.warning("%s: stopped; checkpoint of step %d saved in %s (continue with --resume)",
-                        signal_name(self._signal), self.step, checkpoint)  # fmt: skip
+                        signal_name(self._signal), self.step, checkpoint)
         totals = self._verifier_error_totals()
         return TrainResult(self.out_dir, self.step, interrupted, final_eval, self.logger.path, history,
                            signal=self._signal if interrupted else None, checkpoint=checkpoint,
-                           verifier_errors=sum(totals.values()), verifier_error_kinds=totals)  # fmt: skip
+                           verifier_errors=sum(totals.values()), verifier_error_kinds=totals)
 
     def _finished_step(self) -> None:
         """The state after the last finished step, kept so that a step abandoned half-way (by a
@@ -642,7 +642,7 @@ class GRPOTrainer:
         self._snapshot = {
             "step": self.step, "cum_rollouts": self.cum_rollouts, "cum_gen_tokens": self.cum_gen_tokens,
             "rng": rng_state(), "selector": copy.deepcopy(self.selector.state_dict()) if self.dist.is_main else None,
-        }  # fmt: skip
+        }
         self._step_errors = VerifierErrors()
         # Abandoning a step mid-way is only safe where no other rank waits in a collective.
         self._abortable = not self.dist.enabled
