@@ -198,7 +198,7 @@ def test_same_kwargs_same_posterior_and_picks_as_difficulty_based(pool: str, kwa
 
 def test_parameters_map_onto_bots(pool: str) -> None:
     sel = selector_of(reader(pool, kwargs=PAPER, seed=7))
-    assert sel.bots.params == {"lam": 0.1, "rho": 0.1, "target": 0.5, "n_rollouts": 8.0, "thompson": True, "seed": 7, "adaptive_rho": False, "tau": 0.0}
+    assert sel.bots.params == {"lam": 0.1, "rho": 0.1, "target": 0.5, "n_rollouts": 8.0, "thompson": True, "seed": 7, "adaptive_rho": False, "tau": 0.0, "adaptive_lam": False}
     assert sel.bots.evidence.momentum == 0.9  # difficulty_based's cap_coef_update_discount
     rows = [json.loads(line) for line in Path(pool, "train.jsonl").read_text().splitlines()]
     # feature_keys[0] is the weak reference (difficulty_based predicts it at capability 0), read raw.
@@ -252,7 +252,7 @@ data_processor:
     scheduler = TasksetScheduler({}, cfg)  # calls load_state_dict({"current_index": 0}): a fresh run
     sel = scheduler.tasksets[0].reader.selector
     assert isinstance(sel, BOTSSelector)
-    assert sel.bots.params == {"lam": 0.1, "rho": 0.1, "target": 0.5, "n_rollouts": 16.0, "thompson": True, "seed": 42, "adaptive_rho": False, "tau": 0.0}
+    assert sel.bots.params == {"lam": 0.1, "rho": 0.1, "target": 0.5, "n_rollouts": 16.0, "thompson": True, "seed": 42, "adaptive_rho": False, "tau": 0.0, "adaptive_lam": False}
     tasks = asyncio.run(scheduler.read())
     assert len({t.index["index"] for t in tasks}) == 4
     scheduler.feedback({SELECTOR_METRIC: {0: {"indices": [t.index["index"] for t in tasks], "values": [1.0, 0.5, 0.25, 0.0]}}})

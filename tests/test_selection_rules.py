@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bots_rft import BOTS, Interpolation, _core
-from bots_rft.errors import InvalidArgumentError
+from bots_rft.errors import InvalidArgumentError, InvalidTypeError
 
 N = 2500
 
@@ -161,3 +161,84 @@ def test_picks_say_what_was_drawn_and_why(thompson: bool) -> None:
     np.testing.assert_allclose(picks.predicted, sel.predicted()[picks.ids])
     with pytest.raises(InvalidArgumentError, match="^task_ids: "):
         sel.explain([N])
+
+
+# ---------------------------------------------------------------------------------- rewards
+@given(rows=st.integers(1, 6), n=st.integers(1, 8), seed=st.integers(0, 10_000))
+@settings(max_examples=30, deadline=None)
+def test_graded_rewards_are_fractional_evidence_and_reduce_to_counts(rows: int, n: int, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    ids = rng.choice(50, rows, replace=False)
+    binary = (rng.random((rows, n)) < 0.5).astype(float)
+    a, b = BOTS(50, seed=1), BOTS(50, seed=1)
+    a.update_rewards(ids, binary)
+    b.update(ids, binary.sum(axis=1), n)  # 0/1 rewards: today's count update
+    np.testing.assert_array_equal(a.alpha, b.alpha)
+    np.testing.assert_array_equal(a.beta, b.beta)
+    # Partial credit r adds r successes and 1 - r failures; more credit never lowers alpha.
+    graded = rng.random((rows, n))
+    c, d = BOTS(50), BOTS(50)
+    c.update_rewards(ids, graded)
+    d.update_rewards(ids, np.minimum(graded + 0.1, 1.0))
+    np.testing.assert_allclose(c.alpha[ids], 1.0 * 0.9 + 0.1 + graded.sum(axis=1))
+    assert np.all(d.alpha >= c.alpha) and np.all(d.beta <= c.beta)
+
+
+def test_rewards_outside_the_unit_interval_need_an_explicit_mapping() -> None:
+    ids = [0, 1]
+    rewards = np.array([[-1.0, 1.0, 0.0], [1.0, 1.0, -0.1]])
+    sel = BOTS(5)
+    with pytest.raises(InvalidArgumentError, match=r"^rewards: must be in \[0, 1\], got -1.0 at \(0, 0\)"):
+        sel.update_rewards(ids, rewards)
+    ranged, counted = BOTS(5), BOTS(5)
+    ranged.update_rewards(ids, rewards, reward_range=(-1.0, 1.0))
+    counted.update(ids, ((rewards + 1.0) / 2.0).sum(axis=1), 3)
+    np.testing.assert_array_equal(ranged.alpha, counted.alpha)
+    thresholded, counted = BOTS(5), BOTS(5)
+    thresholded.update_rewards(ids, rewards, success_threshold=0.5)
+    counted.update(ids, [1, 2], 3)
+    np.testing.assert_array_equal(thresholded.alpha, counted.alpha)
+    before = sel.state_dict()["alpha"]
+    for kwargs, name in [
+        ({"reward_range": (-0.5, 1.0)}, "rewards"),  # -1 is outside the declared range
+        ({"reward_range": (1.0, 0.0)}, "reward_range"),
+        ({"reward_range": "wide"}, "reward_range"),
+        ({"reward_range": (0, 1), "success_threshold": 0.5}, "reward_range"),
+        ({"success_threshold": float("nan")}, "success_threshold"),
+    ]:
+        with pytest.raises((InvalidArgumentError, InvalidTypeError), match=f"^{name}: "):
+            sel.update_rewards(ids, rewards, **kwargs)  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgumentError, match="must be finite"):
+        sel.update_rewards(ids, [[np.nan, 1.0, 1.0], [0.0, 0.0, 0.0]], success_threshold=0.5)
+    np.testing.assert_array_equal(sel.state_dict()["alpha"], before)
+
+
+# ---------------------------------------------------------------------------------- adaptive lambda
+def test_adaptive_lam_forgets_faster_while_the_learner_drifts() -> None:
+    def run(adaptive: bool, drift: bool) -> BOTS:
+        sel = BOTS(200, lam=0.1, rho=0.0, adaptive_lam=adaptive, seed=0)
+        rng = np.random.default_rng(0)
+        for step in range(30):
+            p = np.full(100, 0.2 if not drift or step < 15 else 0.9)  # the learner jumps at 15
+            ids = np.arange(100)
+            sel.update(ids, rng.binomial(16, p), 16)
+        return sel
+
+    steady, drifting = run(True, False), run(True, True)
+    assert steady.lam_in_use < 0.1 < drifting.lam_in_use <= 0.4
+    # After the jump, adaptive lambda's posterior means are nearer the new rate than fixed lambda's.
+    fixed = run(False, True)
+    assert fixed.lam_in_use == 0.1
+    assert np.mean(drifting.mean()[:100]) > np.mean(fixed.mean()[:100])
+
+
+def test_adaptive_lam_is_off_by_default_and_resumes(tmp_path: Path) -> None:
+    sel = BOTS(50, adaptive_lam=True, seed=2)
+    sel.update(np.arange(10), np.full(10, 4), 4)  # all pass where the prior predicts 0.5: D = 2
+    sel.save(tmp_path / "s.bots")
+    back = BOTS.load(tmp_path / "s.bots")
+    assert back.adaptive_lam and back.lam_in_use == sel.lam_in_use != 0.1
+    for s in (sel, back):
+        s.update(np.arange(5), [4, 0, 4, 0, 4], 4)
+    np.testing.assert_array_equal(sel.alpha, back.alpha)
+    assert BOTS(50).lam_in_use == 0.1

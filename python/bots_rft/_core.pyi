@@ -1,8 +1,9 @@
 """Type stubs for the compiled core (rust/bots-py). Checked by ``mypy.stubtest`` in ``make lint``."""
 
+from typing import final
+
 import numpy as np
 import numpy.typing as npt
-from typing import final
 
 __all__ = [
     "Batch",

@@ -52,7 +52,7 @@ STATE_VERSION = 2
 _MAX_SEED = 2**64 - 1
 # What set_params may change between steps. The seed names the random stream and the priors
 # are the point the posterior decays toward; both stay fixed for a selector's life.
-SETTABLE_PARAMS = ("lam", "rho", "target", "n_rollouts", "thompson", "adaptive_rho", "tau")
+SETTABLE_PARAMS = ("lam", "rho", "target", "n_rollouts", "thompson", "adaptive_rho", "tau", "adaptive_lam")
 # Adaptive ρ (the authors' rule): halve ρ when the estimator's predictions for a batch miss the
 # observed rates by this much on average.
 ADAPTIVE_RHO_MAE = 0.25
@@ -118,6 +118,7 @@ class BOTS:
         prefetch: bool = True,
         adaptive_rho: bool = False,
         tau: float = 0.0,
+        adaptive_lam: bool = False,
     ) -> None:
         n = as_int(num_tasks, "num_tasks", minimum=1)
         self._num_tasks = n
@@ -136,6 +137,9 @@ class BOTS:
         self._adaptive_rho = as_bool(adaptive_rho, "adaptive_rho")
         # Times adaptive ρ has halved ρ: state, not a parameter (ρ in use = rho / 2**halvings).
         self._rho_halvings = 0
+        self._adaptive_lam = as_bool(adaptive_lam, "adaptive_lam")
+        # Adaptive λ's smoothed drift statistic (None before the first update): state.
+        self._drift: float | None = None
         self._alpha = np.empty(n, dtype=np.float64)
         self._beta = np.empty(n, dtype=np.float64)
         self._alpha[:] = self._prior_alpha
@@ -236,6 +240,7 @@ class BOTS:
             "seed": self._seed,
             "adaptive_rho": self._adaptive_rho,
             "tau": self._tau,
+            "adaptive_lam": self._adaptive_lam,
         }
 
     @property
@@ -247,6 +252,26 @@ class BOTS:
     def rho(self) -> float:
         """ρ, the weight of implicit evidence."""
         return self._rho
+
+    @property
+    def adaptive_lam(self) -> bool:
+        """Whether λ follows the learner's drift (see :attr:`lam_in_use`)."""
+        return self._adaptive_lam
+
+    @property
+    def lam_in_use(self) -> float:
+        """The λ the next update uses: ``lam``, or with ``adaptive_lam`` ``lam`` scaled by the
+        learner's observed drift.
+
+        Adaptive λ: at each update, before it, each rolled-out task k's observed rate
+        r_k = s_k / t_k is compared with its posterior predictive: mean m_k = α_k / (α_k + β_k),
+        variance v_k = m_k (1 − m_k) (t_k + n_k) / (t_k (1 + n_k)) with n_k = α_k + β_k (the
+        Beta-binomial). D = mean_k (r_k − m_k)² / v_k is about 1 when the posterior describes the
+        learner, and grows when the learner has moved since the evidence was gathered. D̃ is D
+        smoothed (D̃ ← 0.9 D̃ + 0.1 D; the first D as is), and the update uses
+        λ_t = clip(λ · D̃, λ / 4, min(1, 4λ)): more forgetting while the learner drifts, less while
+        it is steady. λ = 0 stays 0. Off by default."""
+        return _lam_for(self._lam, self._drift) if self._adaptive_lam else self._lam
 
     @property
     def tau(self) -> float:
@@ -320,6 +345,7 @@ class BOTS:
             "thompson": as_bool,
             "adaptive_rho": as_bool,
             "tau": lambda value, _name: _check_tau(value),
+            "adaptive_lam": as_bool,
         }
         checked = {name: checks[name](value, name) for name, value in changes.items()}
         with self._lock:
@@ -334,7 +360,8 @@ class BOTS:
     def __setattr__(self, name: str, value: Any) -> None:
         # Assigning a parameter (sel.lam = 5) used to create a plain attribute the selector never
         # read; every property of the class is read-only, parameters change through set_params.
-        if isinstance(getattr(type(self), name, None), property):
+        # Internal state (a leading underscore) skips the check: it is set on every call.
+        if name[0] != "_" and isinstance(getattr(type(self), name, None), property):
             hint = f"use set_params({name}=...)" if name in SETTABLE_PARAMS else "it is fixed for a selector's life"
             raise AttributeError(f"{name}: BOTS attributes are read-only; {hint}")
         object.__setattr__(self, name, value)
@@ -454,12 +481,12 @@ class BOTS:
             self._start(self._pending, role)
             self._pending = None
 
-    def _update_spec(self, batch: _core.Batch, evidence: dict[str, Any], rho: float) -> _core.UpdateSpec:
+    def _update_spec(self, batch: _core.Batch, evidence: dict[str, Any], rho: float, lam: float) -> _core.UpdateSpec:
         return _core.UpdateSpec(
             batch,
             prior_alpha=self._prior_alpha,
             prior_beta=self._prior_beta,
-            lam=self._lam,
+            lam=lam,
             rho=rho,
             n_rollouts=self._n_rollouts,
             **evidence,
@@ -681,11 +708,29 @@ class BOTS:
         pred = None if predicted is None else as_floats(predicted, "predicted", self._num_tasks)
         self._apply(ids, succ, tri, pred)
 
-    def update_rewards(self, task_ids: Any, rewards: Any) -> None:
-        """``update`` from a reward matrix [B, n] in [0, 1] (or a list of per-task reward
-        sequences of varying length): successes are row sums, trials row lengths."""
+    def update_rewards(
+        self,
+        task_ids: Any,
+        rewards: Any,
+        *,
+        reward_range: tuple[float, float] | None = None,
+        success_threshold: float | None = None,
+    ) -> None:
+        """``update`` from a reward matrix [B, n] (or a list of per-task reward sequences of
+        varying length): successes are row sums of the rewards as evidence, trials row lengths.
+
+        Graded rewards in [0, 1] (partial credit, e.g. tests passed / total) are *fractional
+        evidence*: a reward r adds r successes and 1 − r failures, the expected Bernoulli counts
+        of a rollout that succeeds with probability r. For 0/1 rewards this is the plain count,
+        and the Beta stays conjugate (the update is the same linear rule; see the README).
+
+        Rewards outside [0, 1] (format penalties, rewards in [−1, 1]) need an explicit mapping,
+        never a silent clip: ``reward_range=(low, high)`` declares their range and rescales them
+        to (r − low) / (high − low) (a reward outside the declared range is an error);
+        ``success_threshold=x`` counts a rollout as a success when its reward is ≥ x (any finite
+        rewards). Without either, rewards must lie in [0, 1]."""
         ids = as_ids(task_ids, "task_ids")
-        succ, tri = _reward_counts(rewards, len(ids))
+        succ, tri = _reward_counts(rewards, len(ids), _reward_map(reward_range, success_threshold))
         self._apply(ids, succ, tri, None)
 
     def _apply(self, ids: IntArray, succ: FloatArray, tri: FloatArray, pred: FloatArray | None) -> None:
@@ -699,15 +744,24 @@ class BOTS:
             else:
                 step = StepEvidence()
             halvings = self._rho_halvings + int(self._adaptive_rho and _predictions_miss(step, batch))
-            spec = self._update_spec(batch, step.update_kwargs, rho=self._rho * 0.5**halvings)
             # Validated: from here on nothing can fail. Finish the work in flight and any older
             # pending update, then start this one's pass (with prefetch, fused with the selection
             # the next select is expected to ask for) or leave it pending for the next pass.
             self._flush_locked()
+            drift = self._drift
+            if self._adaptive_lam:  # reads the posterior the batch lands on: after the flush
+                drift = _smoothed_drift(drift, self._alpha[batch.ids], self._beta[batch.ids], batch)
+            spec = self._update_spec(
+                batch,
+                step.update_kwargs,
+                rho=self._rho * 0.5**halvings,
+                lam=_lam_for(self._lam, drift) if self._adaptive_lam else self._lam,
+            )
             self._speculation = None
             if estimator is not None:
                 estimator.commit(step)
             self._rho_halvings = halvings
+            self._drift = drift
             self._num_updates += 1
             self._stream.in_flight.difference_update(batch.ids.tolist())
             if self._prefetch:
@@ -734,6 +788,7 @@ class BOTS:
                 "num_updates": self._num_updates,
                 "evidence": ev_state,
                 "rho_halvings": self._rho_halvings,
+                "drift": self._drift,
                 "stream": self._stream.state_dict(),
             }
 
@@ -826,6 +881,7 @@ class BOTS:
                 prefetch=prefetch,
                 adaptive_rho=p.get("adaptive_rho", False),
                 tau=p.get("tau", 0.0),
+                adaptive_lam=p.get("adaptive_lam", False),
             )
             alpha = as_floats(state["alpha"], "alpha", n)
             beta = as_floats(state["beta"], "beta", n)
@@ -838,6 +894,8 @@ class BOTS:
             sel._num_updates = as_int(state["num_updates"], "num_updates", minimum=0)
             sel._stream = _Stream.from_state_dict(state.get("stream"), n)
             sel._rho_halvings = as_int(state.get("rho_halvings", 0), "rho_halvings", minimum=0)
+            drift = state.get("drift")
+            sel._drift = None if drift is None else as_real(drift, "drift")
         except CheckpointError:
             raise
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
@@ -859,6 +917,30 @@ class BOTS:
             state, threads=state.get("threads"), evidence=state.get("evidence_object"), prefetch=state.get("prefetch", True)
         )
         self.__dict__.update(fresh.__dict__)
+
+
+#: Adaptive λ's smoothing of the drift statistic, and how far λ may move from its setting.
+DRIFT_MOMENTUM = 0.9
+LAM_RANGE = 4.0
+
+
+def _smoothed_drift(previous: float | None, alpha: FloatArray, beta: FloatArray, batch: _core.Batch) -> float | None:
+    """Adaptive λ's statistic after this batch (see :attr:`BOTS.lam_in_use`)."""
+    n = alpha + beta
+    mean = alpha / n
+    trials = batch.trials
+    variance = mean * (1.0 - mean) * (trials + n) / (trials * (1.0 + n))
+    ok = variance > 0
+    if not ok.any():
+        return previous
+    d = float(np.mean((batch.successes[ok] / trials[ok] - mean[ok]) ** 2 / variance[ok]))
+    return d if previous is None else DRIFT_MOMENTUM * previous + (1.0 - DRIFT_MOMENTUM) * d
+
+
+def _lam_for(lam: float, drift: float | None) -> float:
+    if drift is None or lam == 0.0:
+        return lam
+    return float(min(max(lam * drift, lam / LAM_RANGE), min(1.0, LAM_RANGE * lam)))
 
 
 def _check_tau(value: Any) -> float:
@@ -945,9 +1027,58 @@ def _scalar_trials(trials: Any) -> float:
     return float(value)
 
 
-def _reward_counts(rewards: Any, b: int) -> tuple[FloatArray, FloatArray]:
-    """Successes (row sums) and trials (row lengths) of rewards in [0, 1], given as a [B, n]
-    array or as B sequences of varying length."""
+class _RewardMap(NamedTuple):
+    """How rewards become evidence in [0, 1]: rescaled from [low, high], or thresholded."""
+
+    low: float = 0.0
+    high: float = 1.0
+    threshold: float | None = None
+
+    def evidence(self, values: np.ndarray, row: int | None = None) -> np.ndarray:
+        if self.threshold is not None:
+            bad = ~np.isfinite(values)
+            if bad.any():
+                _reject_reward(values, bad, row, "must be finite")
+            return (values >= self.threshold).astype(np.float64)
+        bad = ~((values >= self.low) & (values <= self.high))  # NaN fails both comparisons
+        if bad.any():
+            _reject_reward(values, bad, row, f"must be in [{self.low:g}, {self.high:g}]")
+        if (self.low, self.high) == (0.0, 1.0):
+            return values
+        return (values - self.low) / (self.high - self.low)
+
+
+def _reward_map(reward_range: Any, success_threshold: Any) -> _RewardMap:
+    if reward_range is not None and success_threshold is not None:
+        raise InvalidArgumentError(
+            "reward_range: give reward_range or success_threshold, not both", "reward_range"
+        )
+    if success_threshold is not None:
+        threshold = as_real(success_threshold, "success_threshold")
+        if not math.isfinite(threshold):
+            raise InvalidArgumentError(f"success_threshold: must be finite, got {threshold}", "success_threshold")
+        return _RewardMap(threshold=threshold)
+    if reward_range is None:
+        return _RewardMap()
+    try:
+        low, high = (as_real(v, "reward_range") for v in reward_range)
+    except (TypeError, ValueError):
+        raise InvalidTypeError(f"reward_range: must be a pair (low, high), got {reward_range!r}", "reward_range") from None
+    if not (math.isfinite(low) and math.isfinite(high) and low < high):
+        raise InvalidArgumentError(f"reward_range: must be finite with low < high, got {reward_range!r}", "reward_range")
+    return _RewardMap(low, high)
+
+
+def _reject_reward(values: np.ndarray, bad: np.ndarray, row: int | None, why: str) -> None:
+    where = tuple(int(x) for x in np.argwhere(bad)[0])
+    pos = where if row is None else (row, *where)
+    raise InvalidArgumentError(f"rewards: {why}, got {values[where]} at {pos}", "rewards")
+
+
+def _reward_counts(rewards: Any, b: int, mapping: _RewardMap | None = None) -> tuple[FloatArray, FloatArray]:
+    """Successes (row sums of the rewards as evidence) and trials (row lengths), from a [B, n]
+    array or B sequences of varying length."""
+    mapping = mapping or _RewardMap()
     try:
         arr: np.ndarray | None = np.asarray(rewards, dtype=np.float64)
     except (ValueError, TypeError):  # rows of different lengths
@@ -959,24 +1090,15 @@ def _reward_counts(rewards: Any, b: int) -> tuple[FloatArray, FloatArray]:
             raise InvalidTypeError(f"rewards: has {arr.shape[0]} rows, expected {b} (one per task id)", "rewards")
         if arr.shape[1] == 0 and b:
             raise InvalidArgumentError("rewards: rows are empty (no rollouts)", "rewards")
-        _check_unit_rewards(arr)
-        return arr.sum(axis=1), np.full(b, float(arr.shape[1]))
+        return mapping.evidence(arr).sum(axis=1), np.full(b, float(arr.shape[1]))
     if not isinstance(rewards, (list, tuple)) or len(rewards) != b:
         raise InvalidTypeError(f"rewards: must be a [batch, rollouts] array, got {type(rewards).__name__}", "rewards")
     rows = [as_floats(r, "rewards") for r in rewards]
     for i, r in enumerate(rows):
         if r.size == 0:
             raise InvalidArgumentError(f"rewards: row {i} is empty (no rollouts)", "rewards")
-        _check_unit_rewards(r, row=i)
-    return np.array([r.sum() for r in rows]), np.array([float(r.size) for r in rows])
-
-
-def _check_unit_rewards(values: np.ndarray, row: int | None = None) -> None:
-    bad = ~((values >= 0.0) & (values <= 1.0))  # NaN fails both comparisons
-    if bad.any():
-        where = tuple(int(x) for x in np.argwhere(bad)[0])
-        pos = where if row is None else (row, *where)
-        raise InvalidArgumentError(f"rewards: must be in [0, 1], got {values[where]} at {pos}", "rewards")
+    evidence = [mapping.evidence(r, row=i) for i, r in enumerate(rows)]
+    return np.array([e.sum() for e in evidence]), np.array([float(r.size) for r in rows])
 
 
 # At most this many tasks beyond the batch size are ranked ahead of time to absorb exclusions.
