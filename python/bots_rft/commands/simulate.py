@@ -50,6 +50,15 @@ def _names(text: str) -> tuple[str, ...]:
     return tuple(method(n).name for n in names)
 
 
+def _weights(text: str) -> tuple[float, ...]:
+    """Three comma-separated weights >= 0, not all 0."""
+    nonneg = real(0.0, float("inf"))
+    values = tuple(nonneg(v) for v in text.split(","))
+    if len(values) != 3 or sum(values) <= 0:
+        raise argparse.ArgumentTypeError(f"expected three weights >= 0 (easy,medium,hard), not all 0, got {text!r}")
+    return values
+
+
 def _override(text: str) -> tuple[str, str]:
     key, sep, value = text.partition("=")
     if not sep or not key:
@@ -95,6 +104,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
     p.add_argument("--overwrite", action="store_true", help="write into a --out directory that holds files")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--scenario", choices=("multipool", "graded"), default=None,
+                   help="instead of the paper's comparison: 'multipool' (three task sets by difficulty mixed "
+                        "by --pool-weights: Random, a fixed mix, one BOTS over all, MultiPool) or 'graded' "
+                        "(rewards = share of --checks sub-checks passed: BOTS on fractional evidence vs "
+                        "thresholded at 1 and 0.5); see docs/pools.md and docs/graded-rewards.md")
+    p.add_argument("--pool-weights", type=_weights, default=(0.2, 0.4, 0.4),
+                   help="multipool: the easy,medium,hard task sets' shares of a batch (default 0.2,0.4,0.4)")
+    p.add_argument("--checks", type=integer(1), default=4, help="graded: sub-checks per rollout (default 4)")
     p.set_defaults(func=main)
 
 
@@ -162,6 +179,8 @@ def main(args: argparse.Namespace) -> int:
     from ..report.tables import markdown_table
     from ..simulate.experiment import run_experiment
 
+    if args.scenario is not None:
+        return _scenario(args)
     config = build_config(args)
     out = args.out or Path("runs") / time.strftime("simulate-%Y%m%d-%H%M%S")
     check_output_dir(out, "--out", overwrite=args.overwrite)  # before the run, not after it
@@ -175,4 +194,27 @@ def main(args: argparse.Namespace) -> int:
         print(markdown_table(group_rows(result, group)))
     print(f"\n{len(result.runs)} runs in {result.seconds:.1f} s; wrote {len(written)} files to {out}/")
     print(f"(summary: {out / 'summary.md'})")
+    return 0
+
+
+def _scenario(args: argparse.Namespace) -> int:
+    """``--scenario``: the scenario's arms on the same world, learner and schedule options."""
+    from ..report.scenarios import scenario_table, write_scenario
+    from ..simulate.scenarios import ScenarioConfig, run_scenario
+
+    base = build_config(args)
+    config = ScenarioConfig(
+        args.scenario, learner=base.learner, steps=base.steps, batch_size=base.batch_size, seeds=base.seeds,
+        lam=base.lam, rho=base.rho, pool_weights=tuple(args.pool_weights), checks=args.checks, threads=base.threads,
+    )
+    out = args.out or Path("runs") / time.strftime(f"simulate-{args.scenario}-%Y%m%d-%H%M%S")
+    check_output_dir(out, "--out", overwrite=args.overwrite)
+    cmd = command_line(args) + " " + shlex.join(
+        ["--scenario", args.scenario, "--pool-weights", ",".join(f"{w:g}" for w in args.pool_weights),
+         "--checks", str(args.checks)])
+    start = time.perf_counter()
+    runs = run_scenario(config)
+    written = write_scenario(config, runs, out, cmd, plots=not args.no_plots)
+    print(scenario_table(config, runs))
+    print(f"\n{len(runs)} runs in {time.perf_counter() - start:.1f} s; wrote {len(written)} files to {out}/")
     return 0
