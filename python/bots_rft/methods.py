@@ -151,11 +151,19 @@ SEED = Parameter("seed", "int", 0, "the selector's random stream", 0, MAX_SEED)
 ROLLOUTS = Parameter("n_rollouts", "int", 16, "rollouts per task; a group is kept when 0 < successes < n", 1)
 OVERSAMPLE = Parameter("oversample", "float", 3.0, "generation batch as a multiple of the batch size", 1.0)
 MAX_ROUNDS = Parameter("max_rounds", "int", 16, "generation batches per selection at most", 1)
+TAU = Parameter(
+    "tau", "float", 0.0, "τ: 0 takes the B tasks nearest p*; > 0 samples them from softmax(−|θ − p*| / τ)", 0.0
+)
+ADAPTIVE_RHO = Parameter("adaptive_rho", "bool", False, "halve ρ when the estimator's predictions miss by ≥ 0.25")
+ADAPTIVE_LAM = Parameter("adaptive_lam", "bool", False, "scale λ by the learner's observed drift (within ×4)")
 
 #: Every parameter by name (``n_rollouts`` is BOTS' real-valued one; dynamic sampling's is an int).
 PARAMETERS: Mapping[str, Parameter] = MappingProxyType(
-    {p.name: p for p in (LAM, RHO, TARGET, THOMPSON, PSEUDO_ROLLOUTS, MOMENTUM, MIN_GAP, SEED, OVERSAMPLE, MAX_ROUNDS)}
+    {p.name: p for p in (LAM, RHO, TARGET, THOMPSON, PSEUDO_ROLLOUTS, MOMENTUM, MIN_GAP, SEED, OVERSAMPLE, MAX_ROUNDS,
+                         TAU, ADAPTIVE_RHO, ADAPTIVE_LAM)}
 )
+#: The selection rule's further settings, which every BOTS-based method takes (off by default).
+RULE_PARAMS = (TAU, ADAPTIVE_RHO, ADAPTIVE_LAM)
 
 References = Literal["unused", "optional", "required"]
 
@@ -254,6 +262,7 @@ def _build_bots(m: Method, n: int, weak: Any, strong: Any, rollout: Any, threads
 
     return BOTS(
         n, lam=p["lam"], rho=p["rho"], target=p["target"], n_rollouts=p["n_rollouts"], thompson=p["thompson"],
+        tau=p["tau"], adaptive_rho=p["adaptive_rho"], adaptive_lam=p["adaptive_lam"],
         evidence=_interpolation(m, weak, strong, p), seed=p["seed"], threads=threads,
     )
 
@@ -285,6 +294,7 @@ def _build_multiref(
     evidence: Any = MultiReference(references, momentum=p["momentum"], min_gap=p["min_gap"])
     return BOTS(
         n, lam=p["lam"], rho=p["rho"], target=p["target"], n_rollouts=p["n_rollouts"], thompson=p["thompson"],
+        tau=p["tau"], adaptive_rho=p["adaptive_rho"], adaptive_lam=p["adaptive_lam"],
         evidence=evidence, seed=p["seed"], threads=threads,
     )
 
@@ -300,6 +310,7 @@ def _build_similarity(
     evidence: Any = Similarity(embeddings)
     return BOTS(
         n, lam=p["lam"], rho=p["rho"], target=p["target"], n_rollouts=p["n_rollouts"], thompson=p["thompson"],
+        tau=p["tau"], adaptive_rho=p["adaptive_rho"], adaptive_lam=p["adaptive_lam"],
         evidence=evidence, seed=p["seed"], threads=threads,
     )
 
@@ -351,7 +362,7 @@ METHODS: Mapping[str, Method] = MappingProxyType({
     for m in (
         Method(
             "bots", "BOTS", "Bayesian online task selection: explicit and implicit evidence, Thompson sampling",
-            "bots_rft.selector:BOTS", (LAM, RHO, TARGET, THOMPSON, PSEUDO_ROLLOUTS, MOMENTUM, MIN_GAP, SEED),
+            "bots_rft.selector:BOTS", (LAM, RHO, TARGET, THOMPSON, PSEUDO_ROLLOUTS, MOMENTUM, MIN_GAP, SEED, *RULE_PARAMS),
             "optional", _BOTS_FILE,
         ),
         Method(
@@ -381,13 +392,13 @@ METHODS: Mapping[str, Method] = MappingProxyType({
         Method(
             "bots-multiref", "BOTS-MultiRef", "BOTS with implicit evidence from k reference pass rates, weights "
             "fitted online (weak and strong alone: the interpolation)",
-            "bots_rft.selector:BOTS", (LAM, RHO, TARGET, THOMPSON, PSEUDO_ROLLOUTS, MOMENTUM, MIN_GAP, SEED),
+            "bots_rft.selector:BOTS", (LAM, RHO, TARGET, THOMPSON, PSEUDO_ROLLOUTS, MOMENTUM, MIN_GAP, SEED, *RULE_PARAMS),
             "required", _BOTS_FILE, signals=("references",),
         ),
         Method(
             "bots-sim", "BOTS-Sim", "BOTS with implicit evidence spread to similar tasks through task embeddings "
             "(top-k neighbour kernel)",
-            "bots_rft.selector:BOTS", (LAM, RHO, TARGET, THOMPSON, PSEUDO_ROLLOUTS, SEED),
+            "bots_rft.selector:BOTS", (LAM, RHO, TARGET, THOMPSON, PSEUDO_ROLLOUTS, SEED, *RULE_PARAMS),
             "unused", _BOTS_FILE, signals=("embeddings",),
         ),
     )

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..methods import LAM, METHODS, MIN_GAP, OVERSAMPLE, RHO
+from ..methods import LAM, METHODS, MIN_GAP, OVERSAMPLE, RHO, TARGET, TAU, Parameter
 from ._args import check_output_dir, integer, parameter, real
 
 # The simulator's table order (bots_rft.simulate.experiment.TABLE_ORDER; not imported, so that
@@ -37,6 +37,18 @@ def _floats(text: str) -> tuple[float, ...]:
         return tuple(unit(v) for v in text.split(","))
     except argparse.ArgumentTypeError as exc:
         raise argparse.ArgumentTypeError(f"expected comma-separated numbers in [0, 1] or 'none' ({exc})") from None
+
+
+def _values(param: Parameter) -> Any:
+    """A parser of comma-separated values of ``param`` (each checked by the method table), or 'none'."""
+    one = parameter(param)
+
+    def parse(text: str) -> tuple[float, ...]:
+        if text.strip().lower() in ("", "none", "off"):
+            return ()
+        return tuple(one(v.strip()) for v in text.split(","))
+
+    return parse
 
 
 def _names(text: str) -> tuple[str, ...]:
@@ -90,6 +102,20 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
                    help=f"λ values at ρ=--rho, or 'none' (default {DEFAULT_SWEEP})")
     p.add_argument("--sampling-ablation", action=argparse.BooleanOptionalAction, default=True,
                    help="also run BOTS with the posterior mean instead of Thompson sampling")
+    p.add_argument("--target", type=parameter(TARGET), default=TARGET.default,
+                   help=f"p*, the target success rate of every method that has one (default {TARGET.default:g})")
+    p.add_argument("--tau", type=parameter(TAU), default=TAU.default,
+                   help="BOTS τ: 0 takes the tasks nearest p* (default); > 0 samples from softmax(−|θ − p*| / τ)")
+    p.add_argument("--adaptive-rho", action=argparse.BooleanOptionalAction, default=False,
+                   help="BOTS: halve ρ when the estimator's predictions miss by >= 0.25 (default off)")
+    p.add_argument("--adaptive-lam", action=argparse.BooleanOptionalAction, default=False,
+                   help="BOTS: scale λ by the learner's observed drift, within a factor 4 (default off)")
+    p.add_argument("--tau-sweep", type=_values(TAU), default=(),
+                   help="also a table of BOTS with these τ values, e.g. 0,0.02,0.1 (default none)")
+    p.add_argument("--target-sweep", type=_values(TARGET), default=(),
+                   help="also a table of BOTS with these targets p*, e.g. 0.3,0.5,0.7 (default none)")
+    p.add_argument("--adaptive-ablation", action=argparse.BooleanOptionalAction, default=False,
+                   help="also a table of BOTS with adaptive ρ and/or λ on and off (default off)")
     p.add_argument("--dapo-oversample", type=parameter(OVERSAMPLE), default=OVERSAMPLE.default,
                    help=f"DAPO generation batch as a multiple of the batch (default {OVERSAMPLE.default:g})")
     p.add_argument("--min-gap", type=parameter(MIN_GAP), default=MIN_GAP.default,
@@ -146,6 +172,18 @@ def command_line(args: argparse.Namespace) -> str:
         "--dapo-oversample", f"{args.dapo_oversample:g}", "--groups", str(args.groups),
         "--eval-tasks", str(args.eval_tasks),
     ]
+    # The selection-rule options are named only when set, so that earlier runs' commands read as before.
+    if args.target != TARGET.default:
+        parts += ["--target", f"{args.target:g}"]
+    if args.tau != TAU.default:
+        parts += ["--tau", f"{args.tau:g}"]
+    parts += ["--adaptive-rho"] if args.adaptive_rho else []
+    parts += ["--adaptive-lam"] if args.adaptive_lam else []
+    if args.tau_sweep:
+        parts += ["--tau-sweep", ",".join(f"{v:g}" for v in args.tau_sweep)]
+    if args.target_sweep:
+        parts += ["--target-sweep", ",".join(f"{v:g}" for v in args.target_sweep)]
+    parts += ["--adaptive-ablation"] if args.adaptive_ablation else []
     for key, value in args.learner:
         parts += ["--learner", f"{key}={value}"]
     return shlex.join(parts)
@@ -169,7 +207,9 @@ def build_config(args: argparse.Namespace) -> Any:
         methods=tuple(args.methods), lam=args.lam, rho=args.rho,
         rho_sweep=tuple(args.rho_sweep), lam_sweep=tuple(args.lam_sweep),
         sampling_ablation=args.sampling_ablation, dapo_oversample=args.dapo_oversample,
-        min_gap=args.min_gap, threads=threads,
+        min_gap=args.min_gap, threads=threads, target=args.target, tau=args.tau,
+        adaptive_rho=args.adaptive_rho, adaptive_lam=args.adaptive_lam, tau_sweep=tuple(args.tau_sweep),
+        target_sweep=tuple(args.target_sweep), adaptive_ablation=args.adaptive_ablation,
     )
 
 

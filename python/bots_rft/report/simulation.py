@@ -40,6 +40,9 @@ GROUP_TITLES = {
     "rho": "Impact of ρ",
     "lambda": "Impact of λ",
     "sampling": "Posterior sampling on/off",
+    "tau": "Impact of τ (softmax sampling)",
+    "target": "Impact of the target p*",
+    "adaptive": "Adaptive ρ and λ",
 }
 
 
@@ -139,6 +142,11 @@ def _group_caption(result: ExperimentResult, group: str) -> str:
         "rho": f"BOTS with λ={c.lam:g}, posterior sampling, ρ varied.",
         "lambda": f"BOTS with ρ={c.rho:g}, posterior sampling, λ varied.",
         "sampling": f"BOTS with λ={c.lam:g}, ρ={c.rho:g}: Thompson sampling vs posterior mean.",
+        "tau": f"BOTS with λ={c.lam:g}, ρ={c.rho:g}, p*={c.target:g}: the B tasks nearest p* (τ=0) vs "
+               "sampled without replacement from softmax(−|θ − p*| / τ).",
+        "target": f"BOTS with λ={c.lam:g}, ρ={c.rho:g}, τ={c.tau:g}, target p* varied.",
+        "adaptive": f"BOTS with λ={c.lam:g}, ρ={c.rho:g}: adaptive ρ (halved when predictions miss by "
+                    "≥ 0.25) and adaptive λ (scaled by the observed drift) on and off.",
     }.get(group, "")
 
 

@@ -19,7 +19,20 @@ import numpy.typing as npt
 
 from ..baselines import DynamicSampling, Selector
 from ..errors import BotsError, ConfigError
-from ..methods import LAM, MIN_GAP, MOMENTUM, OVERSAMPLE, RHO, Parameter, method, method_names
+from ..methods import (
+    ADAPTIVE_LAM,
+    ADAPTIVE_RHO,
+    LAM,
+    MIN_GAP,
+    MOMENTUM,
+    OVERSAMPLE,
+    RHO,
+    TARGET,
+    TAU,
+    Parameter,
+    method,
+    method_names,
+)
 from ..metrics import effective_probability, effective_ratios, pearson, rate_histogram, roc_auc
 from .learner import LearnerConfig, SimulatedLearner, TaskWorld, make_world
 from .signals import simulated_signals
@@ -53,27 +66,44 @@ def _checked(param: Parameter, value: Any, argument: str | None = None) -> Any:
 class MethodSpec:
     """One task-selection method of :data:`bots_rft.methods.METHODS` (any of its names; ``kind``
     holds the canonical one). ``lam``/``rho``/``thompson`` matter for kind "bots" only (the
-    presets "mopps" and "dots" fix them, as the paper's appendix E.6)."""
+    presets "mopps" and "dots" fix them, as the paper's appendix E.6). ``target``, ``tau``,
+    ``adaptive_rho`` and ``adaptive_lam`` (docs/selection-rules.md) reach the methods that take
+    them; a method that does not take one ignores it."""
 
     kind: str
     lam: float = LAM.default
     rho: float = RHO.default
     thompson: bool = True
+    target: float = TARGET.default
+    tau: float = TAU.default
+    adaptive_rho: bool = ADAPTIVE_RHO.default
+    adaptive_lam: bool = ADAPTIVE_LAM.default
 
     def __post_init__(self) -> None:
         try:
             object.__setattr__(self, "kind", method(self.kind, "kind").name)
         except BotsError as exc:
             raise ConfigError(str(exc)) from None
-        for param in (LAM, RHO):
+        for param in (LAM, RHO, *_RULE):
             _checked(param, getattr(self, param.name))
 
     @property
     def key(self) -> str:
-        """Identity of the run: equal keys are the same experiment."""
+        """Identity of the run: equal keys are the same experiment. A rule setting left at its
+        default is not named, so that runs keep the keys (and random streams) they had before
+        these settings existed."""
+        takes = {p.name for p in method(self.kind).params}
+        extra = ",".join(
+            f"{p.name}={getattr(self, p.name):g}" if p.type == "float" else f"{p.name}={getattr(self, p.name)}"
+            for p in _RULE if p.name in takes and getattr(self, p.name) != p.default
+        )
         if self.kind == "bots":
-            return f"bots(lam={self.lam:g},rho={self.rho:g},thompson={self.thompson})"
-        return self.kind
+            return f"bots(lam={self.lam:g},rho={self.rho:g},thompson={self.thompson}{',' + extra if extra else ''})"
+        return f"{self.kind}({extra})" if extra else self.kind
+
+
+#: The selection-rule settings a spec carries beyond λ, ρ and the sampling switch.
+_RULE = (TARGET, TAU, ADAPTIVE_RHO, ADAPTIVE_LAM)
 
 
 #: Method names accepted by ``--methods`` (canonical; their aliases are accepted too), with their
@@ -100,6 +130,15 @@ class SimConfig:
     dapo_oversample: float = OVERSAMPLE.default  # DAPO-DS's generation batch / batch size
     min_gap: float = MIN_GAP.default  # the interpolation estimator's gap
     threads: int | None = 1  # BOTS core threads (simulations are small; 1 avoids contention)
+    # The selection rule of every method that takes it (docs/selection-rules.md); defaults: the paper's.
+    target: float = TARGET.default
+    tau: float = TAU.default
+    adaptive_rho: bool = ADAPTIVE_RHO.default
+    adaptive_lam: bool = ADAPTIVE_LAM.default
+    # Further tables, off by default: BOTS with τ varied, with p* varied, and adaptive ρ/λ on/off.
+    tau_sweep: tuple[float, ...] = ()
+    target_sweep: tuple[float, ...] = ()
+    adaptive_ablation: bool = False
 
     def __post_init__(self) -> None:
         for name in ("steps", "batch_size"):
@@ -120,7 +159,9 @@ class SimConfig:
         object.__setattr__(self, "methods", tuple(method(m).name for m in self.methods))
         for param in (LAM, RHO):
             _checked(param, getattr(self, param.name))
-        for name, param in (("rho_sweep", RHO), ("lam_sweep", LAM)):
+        for param in _RULE:
+            _checked(param, getattr(self, param.name))
+        for name, param in (("rho_sweep", RHO), ("lam_sweep", LAM), ("tau_sweep", TAU), ("target_sweep", TARGET)):
             for i, v in enumerate(getattr(self, name)):
                 _checked(param, v, f"{name}[{i}]")
         _checked(OVERSAMPLE, self.dapo_oversample, "dapo_oversample")
@@ -132,12 +173,17 @@ class SimConfig:
         return d
 
 
+def _rule(config: SimConfig, **changes: Any) -> dict[str, Any]:
+    """The config's selection-rule settings, with ``changes``."""
+    return {p.name: getattr(config, p.name) for p in _RULE} | changes
+
+
 def _spec_for(name: str, config: SimConfig) -> MethodSpec:
     if name == "bots":
-        return MethodSpec("bots", lam=config.lam, rho=config.rho, thompson=True)
+        return MethodSpec("bots", lam=config.lam, rho=config.rho, thompson=True, **_rule(config))
     # A preset's spec carries the values it fixes, so that its row shows them.
     fixed = method(name).fixed
-    return MethodSpec(name, **fixed) if fixed else MethodSpec(name)
+    return MethodSpec(name, **fixed, **_rule(config)) if fixed else MethodSpec(name, **_rule(config))
 
 
 def build_groups(config: SimConfig) -> dict[str, list[tuple[str, MethodSpec]]]:
@@ -148,17 +194,34 @@ def build_groups(config: SimConfig) -> dict[str, list[tuple[str, MethodSpec]]]:
     }
     if config.rho_sweep:
         groups["rho"] = [random] + [
-            (f"ρ={r:g}", MethodSpec("bots", lam=config.lam, rho=r)) for r in config.rho_sweep
+            (f"ρ={r:g}", MethodSpec("bots", lam=config.lam, rho=r, **_rule(config))) for r in config.rho_sweep
         ]
     if config.lam_sweep:
         groups["lambda"] = [random] + [
-            (f"λ={lam:g}", MethodSpec("bots", lam=lam, rho=config.rho)) for lam in config.lam_sweep
+            (f"λ={lam:g}", MethodSpec("bots", lam=lam, rho=config.rho, **_rule(config))) for lam in config.lam_sweep
         ]
     if config.sampling_ablation:
         groups["sampling"] = [
             random,
-            ("sample=True", MethodSpec("bots", lam=config.lam, rho=config.rho, thompson=True)),
-            ("sample=False", MethodSpec("bots", lam=config.lam, rho=config.rho, thompson=False)),
+            ("sample=True", MethodSpec("bots", lam=config.lam, rho=config.rho, thompson=True, **_rule(config))),
+            ("sample=False", MethodSpec("bots", lam=config.lam, rho=config.rho, thompson=False, **_rule(config))),
+        ]
+    if config.tau_sweep:
+        groups["tau"] = [random] + [
+            (f"τ={tau:g}", MethodSpec("bots", lam=config.lam, rho=config.rho, **_rule(config, tau=tau)))
+            for tau in config.tau_sweep
+        ]
+    if config.target_sweep:
+        groups["target"] = [random] + [
+            (f"p*={t:g}", MethodSpec("bots", lam=config.lam, rho=config.rho, **_rule(config, target=t)))
+            for t in config.target_sweep
+        ]
+    if config.adaptive_ablation:
+        groups["adaptive"] = [random] + [
+            (label, MethodSpec("bots", lam=config.lam, rho=config.rho,
+                               **_rule(config, adaptive_rho=arho, adaptive_lam=alam)))
+            for label, arho, alam in (("fixed ρ, λ", False, False), ("adaptive ρ", True, False),
+                                      ("adaptive λ", False, True), ("adaptive ρ and λ", True, True))
         ]
     return groups
 
@@ -216,7 +279,8 @@ def make_selector(
     """The selector ``spec`` names, built by the method table over the world's pool."""
     m = method(spec.kind)
     given = {"lam": spec.lam, "rho": spec.rho, "thompson": spec.thompson, "n_rollouts": world.config.n_rollouts,
-             "min_gap": config.min_gap, "oversample": config.dapo_oversample, "seed": seed}
+             "min_gap": config.min_gap, "oversample": config.dapo_oversample, "seed": seed,
+             **{p.name: getattr(spec, p.name) for p in _RULE}}
     params = {k: v for k, v in given.items() if k in {p.name for p in m.params}}
     signals = simulated_signals(world, seed, m.signals)  # extra columns, embeddings: see .signals
     return m.build(world.num_tasks, weak=world.weak, strong=world.strong, rollout=learner.rollout,

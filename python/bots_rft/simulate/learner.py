@@ -67,6 +67,11 @@ class LearnerConfig:
     saturation: float = 4.0  # gains shrink as exp(-a / saturation)
     memorisation: float = 0.5  # logit boost of a task per unit of its own signal
     repeat_decay: float = 0.8  # the generalisable share of a task's signal decays as this ** times seen
+    # A sudden change of skill, off by default: after training step `shift_step` (1-based; 0 = never)
+    # every group's ability moves by `shift` (positive: a jump, e.g. a merged checkpoint; negative:
+    # forgetting). Evidence gathered before it then describes a learner that no longer exists.
+    shift_step: int = 0
+    shift: float = 0.0
 
     def __post_init__(self) -> None:
         positive_ints = ("num_tasks", "num_groups", "eval_tasks", "n_rollouts", "ref_rollouts")
@@ -80,6 +85,10 @@ class LearnerConfig:
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and np.isfinite(v) and v >= 0):
                 raise ConfigError(f"{name} must be a finite number >= 0, got {v!r}")
+        if isinstance(self.shift_step, bool) or not isinstance(self.shift_step, int) or self.shift_step < 0:
+            raise ConfigError(f"shift_step must be an int >= 0, got {self.shift_step!r}")
+        if not (isinstance(self.shift, (int, float)) and np.isfinite(self.shift)):
+            raise ConfigError(f"shift must be a finite number, got {self.shift!r}")
         if not 0.0 <= self.repeat_decay <= 1.0:
             raise ConfigError(f"repeat_decay must lie in [0, 1], got {self.repeat_decay!r}")
         if not 0.0 <= self.transfer <= 1.0:
@@ -197,6 +206,8 @@ class SimulatedLearner:
         np.add.at(self.memory, ids, c.memorisation * signal)
         np.add.at(self.times_trained, ids, 1)
         self.steps += 1
+        if self.steps == c.shift_step:
+            self.ability += c.shift
         return float(signal.mean())
 
     def evaluate(self) -> float:
