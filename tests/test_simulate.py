@@ -190,3 +190,28 @@ def test_quick_comparison_returns_markdown() -> None:
     assert "TTB 50%" in text and text.count("\n|") == 8
     with pytest.raises(ConfigError):
         quick_comparison(num_tasks=10)
+
+
+def test_rule_tables_and_keys_of_default_runs_unchanged() -> None:
+    from bots_rft.simulate.experiment import build_groups
+
+    lc = LearnerConfig(num_tasks=64, eval_tasks=16)
+    config = SimConfig(learner=lc, batch_size=8, tau_sweep=(0.0, 0.1), target_sweep=(0.3,), adaptive_ablation=True)
+    groups = build_groups(config)
+    assert [label for label, _ in groups["tau"]] == ["Random", "τ=0", "τ=0.1"]
+    assert groups["tau"][1][1].key == "bots(lam=0.1,rho=0.1,thompson=True)"  # the default keeps its key (and stream)
+    assert groups["tau"][2][1].key == "bots(lam=0.1,rho=0.1,thompson=True,tau=0.1)"
+    assert groups["target"][1][1].target == 0.3
+    assert [s.adaptive_lam for _, s in groups["adaptive"][1:]] == [False, False, True, True]
+    assert MethodSpec("mopps").key == "mopps" and MethodSpec("random", tau=0.5).key == "random"
+
+
+def test_learner_shift_moves_every_ability_once_at_its_step() -> None:
+    from bots_rft.simulate import SimulatedLearner, make_world
+
+    lc = LearnerConfig(num_tasks=64, eval_tasks=16, shift_step=2, shift=-1.5, learning_rate=0.0)
+    learner = SimulatedLearner(make_world(lc, 0), 0)
+    ids = np.arange(8)
+    for expected in (0.0, -1.5, -1.5):
+        learner.train(ids, learner.rollout(ids))
+        assert np.allclose(learner.ability, expected)
