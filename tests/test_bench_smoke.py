@@ -55,6 +55,15 @@ def test_harness_quick_run_writes_reports(tmp_path: Path) -> None:
         assert r["state_bytes_per_task"] > 0
     md = (tmp_path / "bench.md").read_text()
     assert "| 5,000 | bots-rft | 1 |" in md and "floor" in md
+    # The per-stage and critical-path parts ran (no timings asserted, only that they were made).
+    (st,) = data["stages"]
+    assert st["num_tasks"] == 5000 and st["auto_backend"] in st["backends"]
+    for b in st["backends"].values():
+        assert set(b["ns_per_task"]) >= {"update", "draw", "greedy_select", "thompson_select"}
+    (cp,) = data["critical_path"]
+    assert "skipped" not in cp and cp["identical_selections"] is True  # prefetch on/off select the same tasks
+    assert {t["k"] for t in cp["take"]} == {1, 16}
+    assert "## Per-stage cost on one core" in md and "## What the trainer waits for" in md
 
 
 @pytest.mark.parametrize("threads", [1, 2])

@@ -42,7 +42,7 @@ BAD_CALLS: list[tuple[str, Any]] = [
     ("rewards above one", lambda s: s.update_rewards([0], [[0.0, 1.5]])),
     ("rewards wrong rows", lambda s: s.update_rewards([0, 1], [[0.0, 1.0]])),
     ("set lam out of range", lambda s: s.set_params(lam=1.5)),
-    ("set good then bad", lambda s: s.set_params(rho=0.5, target=0.0)),
+    ("set good then bad", lambda s: s.set_params(rho=0.5, target=1.5)),
     ("set seed", lambda s: s.set_params(seed=1)),
     ("set unknown", lambda s: s.set_params(lamda=0.2)),
     ("assign lam", lambda s: setattr(s, "lam", 0.9)),

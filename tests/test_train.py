@@ -105,6 +105,12 @@ def test_each_method_trains(method: str, toy_pool: Path, tmp_path: Path) -> None
         assert sum(r["extra_rollouts"] for r in steps) > 0  # oversampling 2x costs rollouts
     if method == "bots":
         assert steps[-1]["capability"] is not None  # interpolation evidence on
+    if method in ("bots", "mopps", "dots"):  # what BOTS drew for its picks, as distributions
+        for r in steps:
+            assert r["pick_mean_p10"] <= r["pick_mean_p50"] <= r["pick_mean_p90"]
+            assert 0.0 <= r["pick_theta_p50"] <= 1.0
+    else:
+        assert "pick_theta_p50" not in steps[-1]
     assert (tmp_path / "checkpoints" / "latest").exists()
 
 

@@ -11,14 +11,27 @@ from pathlib import Path
 from typing import Any, get_type_hints
 
 from ..errors import BotsError, ConfigError
-from ..methods import LAM, MIN_GAP, MOMENTUM, OVERSAMPLE, RHO, TARGET, THOMPSON, method, method_names
+from ..methods import (
+    ADAPTIVE_LAM,
+    ADAPTIVE_RHO,
+    LAM,
+    MIN_GAP,
+    MOMENTUM,
+    OVERSAMPLE,
+    RHO,
+    TARGET,
+    TAU,
+    THOMPSON,
+    method,
+    method_names,
+)
 
 __all__ = ["TrainConfig", "METHODS", "load_config", "parse_overrides"]
 
 #: What a resumed run does when the selection parameters differ from the checkpoint's.
 RESUME_PARAMS = ("error", "config", "checkpoint")
 #: Selection parameters a resumed BOTS run may change (see ``resume_params``).
-SELECTION_PARAMS = ("lam", "rho", "target", "thompson")
+SELECTION_PARAMS = ("lam", "rho", "target", "thompson", "tau", "adaptive_rho", "adaptive_lam")
 
 #: Selection methods ``method=`` accepts (:data:`bots_rft.methods.METHODS`; their aliases too).
 METHODS = method_names()
@@ -50,6 +63,9 @@ class TrainConfig:
     rho: float = RHO.default
     target: float = TARGET.default
     thompson: bool = THOMPSON.default
+    tau: float = TAU.default  # 0: the B tasks nearest the target; > 0: softmax sampling (BOTS)
+    adaptive_rho: bool = ADAPTIVE_RHO.default  # halve rho when predictions miss (the authors' rule)
+    adaptive_lam: bool = ADAPTIVE_LAM.default  # scale lambda by the learner's drift
     momentum: float = MOMENTUM.default
     min_gap: float = MIN_GAP.default  # interpolation: skip batches with |St - W| below this
     # DAPO's dynamic sampling on top of the method: roll out generation batches the method
@@ -93,7 +109,8 @@ class TrainConfig:
     resume: bool = False
     overwrite: bool = False  # replace a previous run in out_dir (else a run there is refused unless resuming)
     extend_pool: bool = False  # resume on a pool with new tasks (they start at the prior); removed tasks: error
-    # Resuming with other selection parameters (lam, rho, target, thompson) than the checkpoint's:
+    # Resuming with other selection parameters (lam, rho, target, thompson, tau, adaptive_rho,
+    # adaptive_lam) than the checkpoint's:
     # "error" refuses, "config" applies the new values from the resumed step on (recorded in the
     # next checkpoint), "checkpoint" keeps the saved ones.
     resume_params: str = "error"
@@ -118,7 +135,7 @@ class TrainConfig:
             raise ConfigError("pool: a training pool path is required (pool=PATH)")
         try:
             self.method = method(self.method).name  # an alias ("dapo") becomes the canonical name
-            for param in (LAM, RHO, TARGET, THOMPSON, MOMENTUM, MIN_GAP, OVERSAMPLE):
+            for param in (LAM, RHO, TARGET, THOMPSON, TAU, ADAPTIVE_RHO, ADAPTIVE_LAM, MOMENTUM, MIN_GAP, OVERSAMPLE):
                 param.check(getattr(self, param.name))
         except BotsError as exc:  # the method table's message, as the config's error class
             raise ConfigError(str(exc)) from None

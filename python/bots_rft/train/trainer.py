@@ -33,11 +33,12 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from .. import BOTS
+from .. import BOTS, Picks
 from ..baselines import EpochOrder
 from ..checkpoint import load_state
 from ..data import TaskPool
 from ..errors import CheckpointError, ConfigError
+from ..integrations.step_metrics import pick_metrics
 from ..llm.models import resolve_device
 from ..methods import method
 from ..metrics import effective_ratios
@@ -104,6 +105,23 @@ class _StepTimes:
     gen_s: float = 0.0
     reward_s: float = 0.0
     gen_tokens: int = 0
+    # What BOTS drew for the step's picks (rank 0; BOTS only): logged as distributions.
+    picks: list[Picks] = field(default_factory=list)
+
+
+def _pick_record(picks: list[Picks]) -> dict[str, float]:
+    """Quantiles of what BOTS drew for a step's picks: ``pick_mean_p*`` (posterior means),
+    ``pick_theta_p*`` (the sampled rates ranked), ``pick_predicted_p*`` (the estimator's p̃)."""
+    if not picks:
+        return {}
+    alpha = np.concatenate([p.alpha for p in picks])
+    beta = np.concatenate([p.beta for p in picks])
+    out = {
+        **pick_metrics(alpha / (alpha + beta)),
+        **pick_metrics(np.concatenate([p.theta for p in picks]), "theta"),
+        **pick_metrics(np.concatenate([p.predicted for p in picks]), "predicted"),
+    }
+    return {key.removeprefix("bots/"): value for key, value in out.items()}
 
 
 @dataclass
@@ -425,6 +443,8 @@ class GRPOTrainer:
                 chosen = sel.select(min(count, left), exclude=exclude) if left else []
             ids = [int(i) for i in chosen]
             self._times.select_s += time.perf_counter() - t
+            if isinstance(sel, BOTS) and len(ids):
+                self._times.picks.append(sel.explain(ids))
         return self.dist.broadcast(ids)  # type: ignore[no-any-return]
 
     def roll_out(self, ids: list[int]) -> Rollouts | None:
@@ -533,6 +553,7 @@ class GRPOTrainer:
             "lr": float(self.scheduler.get_last_lr()[0]), "capability": cap,
             "rollouts": rollouts, "extra_rollouts": extra, "cum_rollouts": self.cum_rollouts,
             "task_ids": batch.task_ids, "successes": successes.tolist(), **results.errors.record(),
+            **_pick_record(self._times.picks),
             **{k: v for k, v in stats.items() if k != "train_tokens"},
         }
 
