@@ -76,7 +76,8 @@ test-rust:
 test-python: setup
 	$(PY) -m pytest -q
 
-test: setup test-rust test-python
+# Lint first: formatting, lint and type errors fail fast, before the long test runs.
+test: setup lint test-rust test-python
 
 # Side-by-side speed against numpy and torch (tables and plot under benches/results/, the run's
 # summary in README.md), what the trainer waits for with and without prefetch, then the
@@ -89,6 +90,7 @@ bench: setup
 lint: setup
 	cargo fmt --all --check
 	cargo clippy --workspace --all-targets -- -D warnings
+	$(VENV)/bin/ruff format --check python tests benches
 	$(VENV)/bin/ruff check python tests benches
 	$(PY) -m mypy python/bots_rft
 	$(PY) -m mypy.stubtest bots_rft._core

@@ -20,7 +20,10 @@ def copy_bandwidth(nbytes: int, threads: int = 1, runs: int = 5, min_seconds: fl
     src = np.ones(n)
     dst = np.ones(n)  # touched, so page faults are not timed
     reps = max(1, int(min_seconds * 20e9 / (16 * n)))  # ~20 GB/s guess for the repeat count
-    parts = [(dst[i * n // threads : (i + 1) * n // threads], src[i * n // threads : (i + 1) * n // threads]) for i in range(threads)]
+    parts = [
+        (dst[i * n // threads : (i + 1) * n // threads], src[i * n // threads : (i + 1) * n // threads])
+        for i in range(threads)
+    ]
 
     def work(d: np.ndarray, s: np.ndarray, barrier: threading.Barrier) -> None:
         barrier.wait()

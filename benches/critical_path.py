@@ -86,7 +86,11 @@ def select_wait(n: int, threads: int, prefetch: bool, args: argparse.Namespace) 
         if step >= args.warmup:
             update_ms.append((t1 - t0) * 1e3)
             wait_ms.append((t3 - t2) * 1e3)
-    return {"update_ms": summary(update_ms), "select_wait_ms": summary(wait_ms), "selections_sha256": digest.hexdigest()}
+    return {
+        "update_ms": summary(update_ms),
+        "select_wait_ms": summary(wait_ms),
+        "selections_sha256": digest.hexdigest(),
+    }
 
 
 def wake_reference(args: argparse.Namespace) -> dict[str, float]:
@@ -161,7 +165,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         )
     out["modes"] = modes
     out["wake_ms"] = wake_reference(args)
-    print(f"    a trivial call after the same pause: median {out['wake_ms']['median']:.4f} ms", file=sys.stderr, flush=True)
+    print(
+        f"    a trivial call after the same pause: median {out['wake_ms']['median']:.4f} ms",
+        file=sys.stderr,
+        flush=True,
+    )
     out["identical_selections"] = modes["prefetch"]["selections_sha256"] == modes["sync"]["selections_sha256"]
     out["take"] = []
     for k in TAKE_SIZES:
@@ -176,11 +184,15 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--num-tasks", type=int, required=True)
     p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--pause", type=float, default=0.2, help="seconds between update() and select() (the optimiser step)")
+    p.add_argument(
+        "--pause", type=float, default=0.2, help="seconds between update() and select() (the optimiser step)"
+    )
     p.add_argument("--warmup", type=int, default=2, help="untimed steps (and takes) first")
     p.add_argument("--repeats", type=int, default=21, help="timed update/pause/select steps per mode")
     p.add_argument("--take-draws", type=int, default=6, help="draws' worth of tasks each take(k) run hands out")
-    p.add_argument("--evidence-batch", type=int, default=BATCH, help="taken tasks whose results go back in one update()")
+    p.add_argument(
+        "--evidence-batch", type=int, default=BATCH, help="taken tasks whose results go back in one update()"
+    )
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
     print(json.dumps(run(args)), flush=True)

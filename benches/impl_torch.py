@@ -62,7 +62,9 @@ class TorchBOTS:
         if abs(sm - wm) < 1e-6:
             return
         mu = (obs - wm) / (sm - wm)
-        self.capability = mu if self.capability is None else self.momentum * self.capability + (1.0 - self.momentum) * mu
+        self.capability = (
+            mu if self.capability is None else self.momentum * self.capability + (1.0 - self.momentum) * mu
+        )
 
     def update(self, task_ids: np.ndarray, successes: np.ndarray, trials: float | np.ndarray) -> None:
         ids = torch.from_numpy(np.asarray(task_ids, dtype=np.int64))

@@ -98,8 +98,11 @@ def write_markdown(path: Path, meta: dict[str, Any], results: list[Result], *, s
         + ", ".join(f"{t} thread{'s' if t > 1 else ''} {b / 1e9:.1f} GB/s" for t, b in sorted(bw.items())),
         f"- Load average (1 min) at start {la0[0]:.2f}, at end {la1[0]:.2f}: other processes on these cores inflate "
         "the timings, the 2-thread ones most."
-        + (" **The machine was busy during this run: treat the timings as upper bounds.**"
-           if max(la0[0], la1[0]) > meta["cores"] else ""),
+        + (
+            " **The machine was busy during this run: treat the timings as upper bounds.**"
+            if max(la0[0], la1[0]) > meta["cores"]
+            else ""
+        ),
     ]
     if sizes:
         lines += step_sections(meta, results)
@@ -152,8 +155,13 @@ def step_sections(meta: dict[str, Any], results: list[Result]) -> list[str]:
     for r in errors:
         lines.append(f"| {r['num_tasks']:,} | {r['impl']} | {r['threads']} | failed: {r['error']} | | | | | | |")
 
-    lines += ["", "## Speed-up of bots-rft (baseline time ÷ bots-rft time)", "",
-              "| N | comparison | update | select | step |", "|---:|---|---:|---:|---:|"]
+    lines += [
+        "",
+        "## Speed-up of bots-rft (baseline time ÷ bots-rft time)",
+        "",
+        "| N | comparison | update | select | step |",
+        "|---:|---|---:|---:|---:|",
+    ]
     for n in sizes:
         for label, base, bots in ratio_rows(results, n):
             cells = " | ".join(_ratio(base["median_ms"][op], bots["median_ms"][op]) for op in OPS)
@@ -249,7 +257,7 @@ def stage_section(stages: list[Result]) -> list[str]:
         for name, b in st["backends"].items():
             ns = b["ns_per_task"]
             label = f"{name} (auto)" if name == st["auto_backend"] else name
-            step_ms = (b["median_ms"]["update"] + b["median_ms"]["thompson_select"])
+            step_ms = b["median_ms"]["update"] + b["median_ms"]["thompson_select"]
             runs = "/".join(str(b["timed_runs"][k]) for k in ("update", "draw", "greedy_select", "thompson_select"))
             cells = " | ".join(_ns(ns[k]) if k in ns else "—" for k in STAGES)
             lines.append(f"| {n:,} | {label} | {cells} | {_ms(step_ms)} | {runs} |")
@@ -397,13 +405,26 @@ def write_plot(path: Path, meta: dict[str, Any], results: list[Result]) -> bool:
     series = sorted({(r["impl"], r["threads"]) for r in _ok(results)}, key=lambda k: (k[0] != "bots-rft", k))
     colors = {"bots-rft": "tab:blue", "numpy": "tab:orange", "torch": "tab:red"}
     for impl, t in series:
-        pts = sorted((r["num_tasks"], r["median_ms"]["step"]) for r in _ok(results) if r["impl"] == impl and r["threads"] == t)
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", color=colors.get(impl),
-                linestyle="-" if t == 1 else "-.", label=f"{impl}, {t} thread{'s' if t > 1 else ''}")
+        pts = sorted(
+            (r["num_tasks"], r["median_ms"]["step"]) for r in _ok(results) if r["impl"] == impl and r["threads"] == t
+        )
+        ax.plot(
+            [p[0] for p in pts],
+            [p[1] for p in pts],
+            marker="o",
+            color=colors.get(impl),
+            linestyle="-" if t == 1 else "-.",
+            label=f"{impl}, {t} thread{'s' if t > 1 else ''}",
+        )
     xs = sorted(sizes)
     for t, b in sorted((int(t), b) for t, b in meta["copy_bandwidth_bytes_per_s"].items()):
-        ax.plot(xs, [floor_ms(n, meta["fused_step_bytes_per_task"], b) for n in xs], "k--", alpha=0.4 + 0.3 * (t > 1),
-                label=f"streaming floor, {t} thread{'s' if t > 1 else ''} ({b / 1e9:.0f} GB/s)")
+        ax.plot(
+            xs,
+            [floor_ms(n, meta["fused_step_bytes_per_task"], b) for n in xs],
+            "k--",
+            alpha=0.4 + 0.3 * (t > 1),
+            label=f"streaming floor, {t} thread{'s' if t > 1 else ''} ({b / 1e9:.0f} GB/s)",
+        )
     tgt = [(n, STEP_TARGET_MS[n]) for n in xs if n in STEP_TARGET_MS]
     if tgt:
         ax.plot([p[0] for p in tgt], [p[1] for p in tgt], "kx", markersize=9, linestyle="none", label="target")

@@ -84,20 +84,27 @@ def run_job(impl: str, n: int, threads: int, args: argparse.Namespace, big: bool
     return run_process(cmd, {"impl": impl, "num_tasks": n, "threads": threads}, args.job_timeout)
 
 
-def run_process(cmd: list[str], ident: dict[str, Any], timeout: float, env_extra: dict[str, str] = WORKER_ENV) -> dict[str, Any]:
+def run_process(
+    cmd: list[str], ident: dict[str, Any], timeout: float, env_extra: dict[str, str] = WORKER_ENV
+) -> dict[str, Any]:
     """Run one job's process (with ``env_extra`` in its environment); its last stdout line is its
     JSON result. On failure, ``ident`` with an ``error``."""
     env = {**os.environ, **env_extra}
     for attempt in range(2):
         try:
-            proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=None, text=True, env=env, cwd=HERE, timeout=timeout)
+            proc = subprocess.run(
+                cmd, stdout=subprocess.PIPE, stderr=None, text=True, env=env, cwd=HERE, timeout=timeout
+            )
         except subprocess.TimeoutExpired:
             print(f"    job timed out after {timeout:.0f} s; skipped", flush=True)
             return {**ident, "error": f"timed out after {timeout:.0f} s"}
         if proc.returncode == 0:
             return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
         # The extension may be mid-rebuild by someone else: wait once and retry.
-        print(f"    job failed (exit {proc.returncode}); {'retrying in 30 s' if attempt == 0 else 'giving up'}", flush=True)
+        print(
+            f"    job failed (exit {proc.returncode}); {'retrying in 30 s' if attempt == 0 else 'giving up'}",
+            flush=True,
+        )
         if attempt == 0:
             time.sleep(30)
     return {**ident, "error": f"exited {proc.returncode}"}
@@ -122,7 +129,9 @@ def run_critical(n: int, args: argparse.Namespace) -> dict[str, Any]:
         cmd += ["--warmup=1", "--repeats=3", "--take-draws=2"]
     else:
         cmd += ["--warmup=2", "--repeats=21", "--take-draws=6"]
-    return run_process(cmd, {"kind": "critical_path", "num_tasks": n, "threads": args.critical_threads}, args.job_timeout)
+    return run_process(
+        cmd, {"kind": "critical_path", "num_tasks": n, "threads": args.critical_threads}, args.job_timeout
+    )
 
 
 def simd_paths() -> dict[str, Any]:
@@ -138,25 +147,41 @@ def simd_paths() -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="small pools, few repeats (smoke test)")
-    p.add_argument("--sizes", type=parse_sizes, help="comma-separated pool sizes (default 54400,1e6,1e7; quick: 5000,54400)")
+    p.add_argument(
+        "--sizes", type=parse_sizes, help="comma-separated pool sizes (default 54400,1e6,1e7; quick: 5000,54400)"
+    )
     p.add_argument("--impls", default=",".join(IMPLS), help=f"comma-separated subset of {','.join(IMPLS)}")
     p.add_argument("--threads", default="1,2", help="thread counts for bots-rft and torch (numpy is single-threaded)")
-    p.add_argument("--torch-sampler", default="gamma", choices=["gamma", "beta"],
-                   help="torch Beta draws: _standard_gamma ratio (faster) or distributions.Beta().sample()")
+    p.add_argument(
+        "--torch-sampler",
+        default="gamma",
+        choices=["gamma", "beta"],
+        help="torch Beta draws: _standard_gamma ratio (faster) or distributions.Beta().sample()",
+    )
     p.add_argument("--budget", type=float, default=1.0, help="seconds of timed runs per operation beyond the minimum")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--job-timeout", type=float, default=240.0, help="seconds before one job is abandoned")
     p.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated subset of {','.join(PARTS)}")
-    p.add_argument("--stage-sizes", type=parse_sizes,
-                   help="pool sizes of the per-stage table (default 1e6,1e7; quick or with --sizes: the step sizes)")
+    p.add_argument(
+        "--stage-sizes",
+        type=parse_sizes,
+        help="pool sizes of the per-stage table (default 1e6,1e7; quick or with --sizes: the step sizes)",
+    )
     p.add_argument("--stage-backends", default="all", help="SIMD paths of the per-stage table: all, auto, or a list")
-    p.add_argument("--critical-sizes", type=parse_sizes, help="pool sizes of the critical-path table (default: the step sizes)")
+    p.add_argument(
+        "--critical-sizes", type=parse_sizes, help="pool sizes of the critical-path table (default: the step sizes)"
+    )
     p.add_argument("--critical-threads", type=int, default=2, help="threads of the critical-path selectors")
-    p.add_argument("--pause", type=float, default=0.2, help="seconds between update() and select() in the critical-path table")
+    p.add_argument(
+        "--pause", type=float, default=0.2, help="seconds between update() and select() in the critical-path table"
+    )
     p.add_argument("--out", type=Path, default=HERE / "results", help="output folder")
     p.add_argument("--rerender", action="store_true", help="only rewrite bench.md and bench.png from OUT/bench.json")
-    p.add_argument("--readme", action="store_true",
-                   help="also rewrite the run summary in the repository's README.md (refused for --quick runs)")
+    p.add_argument(
+        "--readme",
+        action="store_true",
+        help="also rewrite the run summary in the repository's README.md (refused for --quick runs)",
+    )
     args = p.parse_args(argv)
     if args.rerender:
         data = json.loads((args.out / "bench.json").read_text())
@@ -188,7 +213,8 @@ def main(argv: list[str] | None = None) -> int:
     bw_dram = {t: copy_bandwidth(big_copy, threads=t, runs=10) for t in thread_counts}
     # Same copy with the step's own footprint (src + dst = 40 B × N): the floor when it fits in cache.
     bw_footprint = {
-        n: {t: copy_bandwidth(FUSED_STEP_BYTES_PER_TASK * n // 2, threads=t, runs=10) for t in thread_counts} for n in sizes
+        n: {t: copy_bandwidth(FUSED_STEP_BYTES_PER_TASK * n // 2, threads=t, runs=10) for t in thread_counts}
+        for n in sizes
     }
     for t, bw in bw_dram.items():
         print(f"  {t} thread(s): {bw / 1e9:.1f} GB/s", flush=True)
@@ -232,8 +258,15 @@ def main(argv: list[str] | None = None) -> int:
         "platform": platform.platform(),
         "python": platform.python_version(),
         "versions": {d: version(d) for d in ("bots-rft", "numpy", "torch")},
-        "params": {"batch": BATCH, "n_rollouts": N_ROLLOUTS, "lam": LAM, "rho": RHO, "evidence": "interpolation",
-                   "thompson": True, "torch_sampler": args.torch_sampler},
+        "params": {
+            "batch": BATCH,
+            "n_rollouts": N_ROLLOUTS,
+            "lam": LAM,
+            "rho": RHO,
+            "evidence": "interpolation",
+            "thompson": True,
+            "torch_sampler": args.torch_sampler,
+        },
         "quick": args.quick,
         "sizes": sizes if "step" in parts else [],
         "stage_sizes": stage_sizes if "stages" in parts else [],
@@ -243,14 +276,19 @@ def main(argv: list[str] | None = None) -> int:
         "load_avg_end": os.getloadavg(),
         "wall_s": time.perf_counter() - started,
         "copy_bandwidth_bytes_per_s": {str(t): bw for t, bw in bw_dram.items()},
-        "footprint_copy_bandwidth_bytes_per_s": {str(n): {str(t): bw for t, bw in v.items()} for n, v in bw_footprint.items()},
+        "footprint_copy_bandwidth_bytes_per_s": {
+            str(n): {str(t): bw for t, bw in v.items()} for n, v in bw_footprint.items()
+        },
         "fused_step_bytes_per_task": FUSED_STEP_BYTES_PER_TASK,
     }
     write_json(args.out / "bench.json", meta, results, stages=stages, critical_path=critical)
     write_markdown(args.out / "bench.md", meta, results, stages=stages, critical_path=critical)
     plotted = write_plot(args.out / "bench.png", meta, results)
-    print(f"wrote {args.out / 'bench.md'}, bench.json{', bench.png' if plotted else ''} in {meta['wall_s']:.0f} s "
-          f"(load average {load_start[0]:.2f} -> {meta['load_avg_end'][0]:.2f})", flush=True)
+    print(
+        f"wrote {args.out / 'bench.md'}, bench.json{', bench.png' if plotted else ''} in {meta['wall_s']:.0f} s "
+        f"(load average {load_start[0]:.2f} -> {meta['load_avg_end'][0]:.2f})",
+        flush=True,
+    )
     failed = any("error" in r for r in [*results, *stages, *critical])
     if args.readme and not failed:
         return update_readme(args, meta, results, critical)

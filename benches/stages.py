@@ -94,7 +94,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 runs[stage] = len(times)
             ns = {k: v / n * 1e9 for k, v in med.items()}
             ns["select_minus_draw"] = ns["thompson_select"] - (ns["draw"] - ns["output_faults"])
-            per_backend[name] = {"median_ms": {k: v * 1e3 for k, v in med.items()}, "ns_per_task": ns, "timed_runs": runs}
+            per_backend[name] = {
+                "median_ms": {k: v * 1e3 for k, v in med.items()},
+                "ns_per_task": ns,
+                "timed_runs": runs,
+            }
             print(
                 f"    {name:9s} " + "  ".join(f"{k} {v:.2f}" for k, v in ns.items()) + " ns/task",
                 file=sys.stderr,

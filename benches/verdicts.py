@@ -116,8 +116,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"isolation: {report['isolation']}")
     print(f"{'workload':<10} {'verdicts/s':>11} {'passed':>8} {'median latency':>15} {'CPU per verdict':>16}")
     for name, r in results.items():
-        print(f"{name:<10} {r['verdicts_per_s']:>11.1f} {r['passed']:>4}/{r['verdicts']:<3} {r['median_latency_ms']:>12.1f} ms"
-              f" {r['cpu_ms_per_verdict']:>13.1f} ms")
+        print(
+            f"{name:<10} {r['verdicts_per_s']:>11.1f} {r['passed']:>4}/{r['verdicts']:<3} {r['median_latency_ms']:>12.1f} ms"
+            f" {r['cpu_ms_per_verdict']:>13.1f} ms"
+        )
     return 0
 
 

@@ -106,7 +106,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     times: dict[str, list[float]] = {}
     for name, op in (("update", op_update), ("select", op_select), ("step", op_step)):
         times[name] = measure(op, args.warmup, args.min_repeats, args.max_repeats, args.budget)
-        print(f"    {name:6s} median {statistics.median(times[name]) * 1e3:10.3f} ms  ({len(times[name])} runs)", file=sys.stderr, flush=True)
+        print(
+            f"    {name:6s} median {statistics.median(times[name]) * 1e3:10.3f} ms  ({len(times[name])} runs)",
+            file=sys.stderr,
+            flush=True,
+        )
 
     peak = peak_rss_bytes()
     steady = rss_bytes()

@@ -75,7 +75,9 @@ def reference_update(
     return a, b
 
 
-def reference_greedy(alpha: np.ndarray, beta: np.ndarray, k: int, target: float, excluded: np.ndarray | None = None) -> np.ndarray:
+def reference_greedy(
+    alpha: np.ndarray, beta: np.ndarray, k: int, target: float, excluded: np.ndarray | None = None
+) -> np.ndarray:
     key = np.abs(alpha / (alpha + beta) - target)
     order = np.argsort(key, kind="stable")
     if excluded is not None:

@@ -64,9 +64,13 @@ def test_all_backends_draw_identical_bits() -> None:
     beta = rng.uniform(0.5, 200, n)
     ref = _core.thompson_draws(alpha, beta, 5, 9, backend="portable")
     for backend in BACKENDS:
-        np.testing.assert_array_equal(_core.thompson_draws(alpha, beta, 5, 9, backend=backend).view(np.uint32), ref.view(np.uint32))
+        np.testing.assert_array_equal(
+            _core.thompson_draws(alpha, beta, 5, 9, backend=backend).view(np.uint32), ref.view(np.uint32)
+        )
     # and independent of the thread count
-    np.testing.assert_array_equal(_core.thompson_draws(alpha, beta, 5, 9, threads=1), _core.thompson_draws(alpha, beta, 5, 9, threads=2))
+    np.testing.assert_array_equal(
+        _core.thompson_draws(alpha, beta, 5, 9, threads=1), _core.thompson_draws(alpha, beta, 5, 9, threads=2)
+    )
 
 
 def test_selection_uses_the_same_draws() -> None:

@@ -290,8 +290,15 @@ def _run_filtered_bots(steps: int, n: int = 8, num_tasks: int = 60, batch: int =
 
     table = np.where(np.arange(num_tasks) < 20, n, np.where(np.arange(num_tasks) < 40, 0, n // 2))
     roll = TableRollout(table)
-    sel = DynamicSampling(num_tasks, roll, n_rollouts=n, oversample=2.0, max_rounds=4, seed=seed,
-                          proposer=BOTS(num_tasks, n_rollouts=n, seed=seed))
+    sel = DynamicSampling(
+        num_tasks,
+        roll,
+        n_rollouts=n,
+        oversample=2.0,
+        max_rounds=4,
+        seed=seed,
+        proposer=BOTS(num_tasks, n_rollouts=n, seed=seed),
+    )
     picks = []
     for _ in range(steps):
         ids = sel.select(batch)
@@ -350,8 +357,9 @@ def test_proposer_state_round_trip_and_validation() -> None:
 
     sel, _, _, table = _run_filtered_bots(steps=4)
     state = sel.state_dict()
-    other = DynamicSampling(60, TableRollout(table), n_rollouts=8, oversample=2.0, max_rounds=4,
-                            proposer=BOTS(60, n_rollouts=8, seed=0))
+    other = DynamicSampling(
+        60, TableRollout(table), n_rollouts=8, oversample=2.0, max_rounds=4, proposer=BOTS(60, n_rollouts=8, seed=0)
+    )
     other.load_state_dict(state)
     assert np.array_equal(other.select(6), sel.select(6))
     plain = DynamicSampling(60, TableRollout(table), n_rollouts=8)

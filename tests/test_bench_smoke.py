@@ -38,7 +38,17 @@ def references(seed: int = 7) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 def test_harness_quick_run_writes_reports(tmp_path: Path) -> None:
     impls = "bots-rft,numpy,torch" if HAVE_TORCH else "bots-rft,numpy"
     proc = subprocess.run(
-        [sys.executable, str(BENCHES / "run.py"), "--quick", "--sizes", "5000", "--impls", impls, "--out", str(tmp_path)],
+        [
+            sys.executable,
+            str(BENCHES / "run.py"),
+            "--quick",
+            "--sizes",
+            "5000",
+            "--impls",
+            impls,
+            "--out",
+            str(tmp_path),
+        ],
         capture_output=True,
         text=True,
         timeout=300,

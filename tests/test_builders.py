@@ -138,8 +138,23 @@ def test_arc_rows_one_per_test_input() -> None:
 
 def test_cli_builds_and_inspects(tmp_path: Path, capsys: Any) -> None:
     out = tmp_path / "gym"
-    assert main(["data", "gym", "--out", str(out), "--datasets", "chain_sum,basic_arithmetic",
-                 "--levels", "0,2", "--per-level", "3"]) == 0
+    assert (
+        main(
+            [
+                "data",
+                "gym",
+                "--out",
+                str(out),
+                "--datasets",
+                "chain_sum,basic_arithmetic",
+                "--levels",
+                "0,2",
+                "--per-level",
+                "3",
+            ]
+        )
+        == 0
+    )
     assert (out / "train.parquet").exists() and (out / "eval.parquet").exists()
     assert main(["data", "humaneval", "--out", str(tmp_path / "he"), "--limit", "10"]) == 0
     assert main(["data", "arc", "--out", str(tmp_path / "arc"), "--limit", "3"]) == 0

@@ -41,14 +41,25 @@ SIMULATE = [
     ("min gap 1", ["simulate", "--min-gap", "1"], "argument --min-gap: must lie in [0, 1)"),
     ("batch above tasks", ["simulate", "--tasks", "100", "--batch", "200"], "--batch: must be at most --tasks (100)"),
     ("unknown method", ["simulate", "--methods", "random,bogus"], "argument --methods: unknown method(s) ['bogus']"),
-    ("unknown learner key", ["simulate", "--tasks", "100", "--batch", "8", "--learner", "nope=1"], "--learner: unknown setting 'nope'"),
+    (
+        "unknown learner key",
+        ["simulate", "--tasks", "100", "--batch", "8", "--learner", "nope=1"],
+        "--learner: unknown setting 'nope'",
+    ),
     ("out unwritable", ["simulate", "--out", "afile/run"], "--out: cannot create 'afile/run'"),
     ("out exists", ["simulate", "--out", "full"], "--out: 'full' already holds 'x'"),
 ]
 DATA = [
-    ("gym unknown generator", ["data", "gym", "--datasets", "nope"], "datasets: unknown reasoning-gym generator 'nope'"),
-    ("gym unknown level", ["data", "gym", "--datasets", "basic_arithmetic", "--levels", "99"],
-     "levels: generator 'basic_arithmetic' has none of levels [99] (it has levels 0-4)"),
+    (
+        "gym unknown generator",
+        ["data", "gym", "--datasets", "nope"],
+        "datasets: unknown reasoning-gym generator 'nope'",
+    ),
+    (
+        "gym unknown level",
+        ["data", "gym", "--datasets", "basic_arithmetic", "--levels", "99"],
+        "levels: generator 'basic_arithmetic' has none of levels [99] (it has levels 0-4)",
+    ),
     ("gym level negative", ["data", "gym", "--levels", "0,-1"], "--levels: expected comma-separated integers >= 0"),
     ("gym no generator", ["data", "gym", "--datasets", ","], "--datasets: expected comma-separated generator names"),
     ("gym per-level 0", ["data", "gym", "--per-level", "0"], "argument --per-level: must be >= 1"),
@@ -67,22 +78,63 @@ DATA = [
     ("info garbage parquet", ["data", "info", "garbage.parquet"], "garbage.parquet"),
     ("info json array", ["data", "info", "array.jsonl"], "array.jsonl: line 1 is a JSON list, not an object"),
     ("info missing columns", ["data", "info", "columns.jsonl"], "columns.jsonl"),
-    ("info missing config", ["data", "info", "pool/train.parquet", "--config", "nope.yaml"], "--config: 'nope.yaml' does not exist"),
+    (
+        "info missing config",
+        ["data", "info", "pool/train.parquet", "--config", "nope.yaml"],
+        "--config: 'nope.yaml' does not exist",
+    ),
 ]
 REFEVAL = [
-    ("pool missing", ["refeval", "--model", "tiny", "--pool", "nope.parquet", "--column", "c_pass_rate"], "--pool: 'nope.parquet' does not exist"),
-    ("pool garbage", ["refeval", "--model", "tiny", "--pool", "garbage.parquet", "--column", "c_pass_rate"], "garbage.parquet"),
-    ("model unknown", ["refeval", "--model", "nosuch", "--pool", "pool/train.parquet", "--column", "c_pass_rate"], "model: 'nosuch' is neither"),
-    ("device unknown", ["refeval", "--model", "tiny", "--device", "bogus", "--pool", "pool/train.parquet", "--column", "c_pass_rate"],
-     "device: not a torch device: 'bogus'"),
-    ("dtype unknown", ["refeval", "--model", "tiny", "--dtype", "int3", "--pool", "pool/train.parquet", "--column", "c_pass_rate"], "dtype: expected one of"),
-    ("column is the pool's own", ["refeval", "--model", "tiny", "--pool", "pool/train.parquet", "--column", "prompt"],
-     "column: 'prompt' is one of the pool's own columns"),
-    ("rollouts 0", ["refeval", "--model", "tiny", "--pool", "pool/train.parquet", "--column", "c", "--rollouts", "0"], "argument --rollouts: must be >= 1"),
-    ("top-p 0", ["refeval", "--model", "tiny", "--pool", "pool/train.parquet", "--column", "c", "--top-p", "0"], "argument --top-p: must lie in (0, 1]"),
-    ("out exists", ["refeval", "--model", "tiny", "--pool", "pool/train.parquet", "--column", "c", "--out", "old.json"], "--out: 'old.json' already exists"),
-    ("out unwritable", ["refeval", "--model", "tiny", "--pool", "pool/train.parquet", "--column", "c", "--out", "afile/p.parquet"],
-     "--out: cannot create 'afile/p.parquet'"),
+    (
+        "pool missing",
+        ["refeval", "--model", "tiny", "--pool", "nope.parquet", "--column", "c_pass_rate"],
+        "--pool: 'nope.parquet' does not exist",
+    ),
+    (
+        "pool garbage",
+        ["refeval", "--model", "tiny", "--pool", "garbage.parquet", "--column", "c_pass_rate"],
+        "garbage.parquet",
+    ),
+    (
+        "model unknown",
+        ["refeval", "--model", "nosuch", "--pool", "pool/train.parquet", "--column", "c_pass_rate"],
+        "model: 'nosuch' is neither",
+    ),
+    (
+        "device unknown",
+        ["refeval", "--model", "tiny", "--device", "bogus", "--pool", "pool/train.parquet", "--column", "c_pass_rate"],
+        "device: not a torch device: 'bogus'",
+    ),
+    (
+        "dtype unknown",
+        ["refeval", "--model", "tiny", "--dtype", "int3", "--pool", "pool/train.parquet", "--column", "c_pass_rate"],
+        "dtype: expected one of",
+    ),
+    (
+        "column is the pool's own",
+        ["refeval", "--model", "tiny", "--pool", "pool/train.parquet", "--column", "prompt"],
+        "column: 'prompt' is one of the pool's own columns",
+    ),
+    (
+        "rollouts 0",
+        ["refeval", "--model", "tiny", "--pool", "pool/train.parquet", "--column", "c", "--rollouts", "0"],
+        "argument --rollouts: must be >= 1",
+    ),
+    (
+        "top-p 0",
+        ["refeval", "--model", "tiny", "--pool", "pool/train.parquet", "--column", "c", "--top-p", "0"],
+        "argument --top-p: must lie in (0, 1]",
+    ),
+    (
+        "out exists",
+        ["refeval", "--model", "tiny", "--pool", "pool/train.parquet", "--column", "c", "--out", "old.json"],
+        "--out: 'old.json' already exists",
+    ),
+    (
+        "out unwritable",
+        ["refeval", "--model", "tiny", "--pool", "pool/train.parquet", "--column", "c", "--out", "afile/p.parquet"],
+        "--out: cannot create 'afile/p.parquet'",
+    ),
 ]
 TRAIN = [
     ("config missing", ["train", "--config", "nope.yaml"], "config: file 'nope.yaml' does not exist"),
@@ -90,28 +142,62 @@ TRAIN = [
     ("pool missing", ["train", "--config", "toy.yaml", "pool=nope.parquet"], "pool file 'nope.parquet' does not exist"),
     ("pool garbage", ["train", "--config", "toy.yaml", "pool=garbage.parquet"], "garbage.parquet"),
     ("steps 0", ["train", "--config", "toy.yaml", "steps=0"], "steps: must be an integer >= 1, got 0"),
-    ("rollouts 1", ["train", "--config", "toy.yaml", "rollouts=1"], "rollouts: GRPO needs at least 2 rollouts per task, got 1"),
+    (
+        "rollouts 1",
+        ["train", "--config", "toy.yaml", "rollouts=1"],
+        "rollouts: GRPO needs at least 2 rollouts per task, got 1",
+    ),
     ("unknown method", ["train", "--config", "toy.yaml", "method=greedy"], "method: expected one of"),
     ("unknown key", ["train", "--config", "toy.yaml", "bogus=1"], "unknown key(s) ['bogus']"),
     ("out unwritable", ["train", "--config", "toy.yaml", "--out", "afile/run"], "out_dir: cannot create 'afile/run'"),
-    ("out holds a run", ["train", "--config", "toy.yaml", "--out", "oldcmp/bots"], "out_dir: 'oldcmp/bots' already holds a training run"),
+    (
+        "out holds a run",
+        ["train", "--config", "toy.yaml", "--out", "oldcmp/bots"],
+        "out_dir: 'oldcmp/bots' already holds a training run",
+    ),
 ]
 COMPARE = [
     ("config missing", ["compare", "--config", "nope.yaml"], "--config: 'nope.yaml' does not exist"),
     ("config malformed", ["compare", "--config", "broken.yaml"], "config: cannot parse 'broken.yaml'"),
-    ("unknown method", ["compare", "--config", "toy.yaml", "--methods", "bots,nope"], "--methods: expected two or more of"),
-    ("seeds negative", ["compare", "--config", "toy.yaml", "--seeds", "-1"], "--seeds: expected distinct non-negative integers"),
-    ("rollouts 1", ["compare", "--config", "toy.yaml", "rollouts=1", "--out", "cmp"], "rollouts: GRPO needs at least 2"),
+    (
+        "unknown method",
+        ["compare", "--config", "toy.yaml", "--methods", "bots,nope"],
+        "--methods: expected two or more of",
+    ),
+    (
+        "seeds negative",
+        ["compare", "--config", "toy.yaml", "--seeds", "-1"],
+        "--seeds: expected distinct non-negative integers",
+    ),
+    (
+        "rollouts 1",
+        ["compare", "--config", "toy.yaml", "rollouts=1", "--out", "cmp"],
+        "rollouts: GRPO needs at least 2",
+    ),
     ("out unwritable", ["compare", "--config", "toy.yaml", "--out", "afile/cmp"], "--out: cannot create 'afile/cmp'"),
-    ("out holds a run", ["compare", "--config", "toy.yaml", "--out", "oldcmp"], "--out: 'oldcmp/bots' already holds a run; pass --reuse"),
-    ("report-only on empty dir", ["compare", "--config", "toy.yaml", "--out", "empty", "--report-only"],
-     "--report-only: no run log (metrics.jsonl) in 'empty/bots', 'empty/random'"),
-    ("out and out_dir disagree", ["compare", "--config", "toy.yaml", "--out", "a", "out_dir=b"], "--out: 'a' and out_dir='b' disagree"),
+    (
+        "out holds a run",
+        ["compare", "--config", "toy.yaml", "--out", "oldcmp"],
+        "--out: 'oldcmp/bots' already holds a run; pass --reuse",
+    ),
+    (
+        "report-only on empty dir",
+        ["compare", "--config", "toy.yaml", "--out", "empty", "--report-only"],
+        "--report-only: no run log (metrics.jsonl) in 'empty/bots', 'empty/random'",
+    ),
+    (
+        "out and out_dir disagree",
+        ["compare", "--config", "toy.yaml", "--out", "a", "out_dir=b"],
+        "--out: 'a' and out_dir='b' disagree",
+    ),
 ]
 OTHER = [
     ("unknown command", ["nope"], "argument COMMAND: invalid choice: 'nope'"),
 ]
-CASES = [(f"{argv[0]}: {name}", argv, text) for name, argv, text in DEMO + SIMULATE + DATA + REFEVAL + TRAIN + COMPARE + OTHER]
+CASES = [
+    (f"{argv[0]}: {name}", argv, text)
+    for name, argv, text in DEMO + SIMULATE + DATA + REFEVAL + TRAIN + COMPARE + OTHER
+]
 
 
 @pytest.fixture
@@ -142,7 +228,9 @@ def snapshot(root: Path) -> dict[str, tuple[int, int]]:
 
 
 @pytest.mark.parametrize("argv,text", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
-def test_bad_input_is_refused_up_front(workdir: Path, capsys: pytest.CaptureFixture[str], argv: list[str], text: str) -> None:
+def test_bad_input_is_refused_up_front(
+    workdir: Path, capsys: pytest.CaptureFixture[str], argv: list[str], text: str
+) -> None:
     before = snapshot(workdir)
     rc = main(argv)
     out, err = capsys.readouterr()
@@ -173,7 +261,9 @@ def test_data_info_names_each_verifier_and_fails_without_one(workdir: Path, caps
     for r in rows[:4]:
         r["data_source"] = "cli_matrix_unscored/x"
     TaskPool.from_records(rows).to_parquet(workdir / "mixed.parquet")
-    (workdir / "scored.yaml").write_text("pool: mixed.parquet\nverifiers: {cli_matrix_unscored: 'bots_rft.train.toy:toy_reward'}\n")
+    (workdir / "scored.yaml").write_text(
+        "pool: mixed.parquet\nverifiers: {cli_matrix_unscored: 'bots_rft.train.toy:toy_reward'}\n"
+    )
     assert main(["data", "info", "mixed.parquet"]) == 1
     out = capsys.readouterr().out
     assert "6 tasks, NOT trainable as is: 4 have no verifier (data source 'cli_matrix_unscored/x')" in out
@@ -202,6 +292,8 @@ def test_data_toy_then_overwrite(workdir: Path, capsys: pytest.CaptureFixture[st
 def test_what_a_shell_sees(workdir: Path, argv: list[str], text: str) -> None:
     bots = Path(sys.executable).with_name("bots")
     cmd = [str(bots)] if bots.exists() else [sys.executable, "-m", "bots_rft.cli"]
-    res = subprocess.run([*cmd, *argv], capture_output=True, text=True, timeout=120, env={**os.environ, "NO_COLOR": "1"})
+    res = subprocess.run(
+        [*cmd, *argv], capture_output=True, text=True, timeout=120, env={**os.environ, "NO_COLOR": "1"}
+    )
     assert res.returncode == 2 and res.stdout == ""
     assert res.stderr.strip().splitlines() == [res.stderr.strip()] and text in res.stderr

@@ -29,8 +29,9 @@ def toy_config(tmp_path: Path, extra: str = "") -> Path:
     cfg = tmp_path / "c.toml"
     cfg.write_text(
         f'pool = "{train_path}"\nmodel = "tiny"\ndevice = "cpu"\nsteps = 2\nbatch_size = 2\nrollouts = 2\n'
-        'max_new_tokens = 4\neval_every = 1\ntensorboard = false\n' + extra +
-        'weak_column = "weak_pass_rate"\nstrong_column = "strong_pass_rate"\n'
+        "max_new_tokens = 4\neval_every = 1\ntensorboard = false\n"
+        + extra
+        + 'weak_column = "weak_pass_rate"\nstrong_column = "strong_pass_rate"\n'
         '[verifiers]\ntoy = "bots_rft.train.toy:toy_reward"\n'
     )
     return cfg
@@ -45,13 +46,34 @@ def test_compare_two_methods(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert (out / "curves.png").stat().st_size > 1000
     assert (out / "warmup" / "config.json").exists()  # one shared warm-up
     # --reuse finds both runs finished and only rebuilds the report.
-    assert main(["compare", "--config", str(cfg), "--methods", "bots,random", "--out", str(out), "--reuse",
-                 "--no-progress"]) == 0
+    assert (
+        main(
+            ["compare", "--config", str(cfg), "--methods", "bots,random", "--out", str(out), "--reuse", "--no-progress"]
+        )
+        == 0
+    )
     assert "finished run" in capsys.readouterr().out
     # Keys that only say how a run is driven never stop a reuse (nor their absence from runs
     # recorded before they existed).
-    assert main(["compare", "--config", str(cfg), "--methods", "bots,random", "--out", str(out), "--reuse",
-                 "--no-progress", "resume_params=config", "verifier_error_stop=0.5", "reward_workers=0"]) == 0
+    assert (
+        main(
+            [
+                "compare",
+                "--config",
+                str(cfg),
+                "--methods",
+                "bots,random",
+                "--out",
+                str(out),
+                "--reuse",
+                "--no-progress",
+                "resume_params=config",
+                "verifier_error_stop=0.5",
+                "reward_workers=0",
+            ]
+        )
+        == 0
+    )
     assert "finished run" in capsys.readouterr().out
     assert main(["compare", "--config", str(cfg), "--methods", "bots", "--out", str(out)]) == 2
     capsys.readouterr()
@@ -75,8 +97,20 @@ def test_compare_two_methods(tmp_path: Path, capsys: pytest.CaptureFixture[str])
 def run(label: str, accs: list[float], etr: float = 0.5, rollouts: int = 8) -> RunCurves:
     recs: list[dict[str, object]] = [{"kind": "config", "config": {"batch_size": 2, "rollouts": 4}}]
     recs += [{"kind": "eval", "step": 2 * i, "accuracy": a} for i, a in enumerate(accs)]
-    recs += [{"kind": "train", "step": s, "etr": etr, "below_one": 1.0, "above_zero": 0.5, "rollouts": rollouts,
-              "step_s": 1.0, "reward_mean": 0.1, "capability": None} for s in (1, 2, 3, 4)]
+    recs += [
+        {
+            "kind": "train",
+            "step": s,
+            "etr": etr,
+            "below_one": 1.0,
+            "above_zero": 0.5,
+            "rollouts": rollouts,
+            "step_s": 1.0,
+            "reward_mean": 0.1,
+            "capability": None,
+        }
+        for s in (1, 2, 3, 4)
+    ]
     return RunCurves(label, recs)
 
 
@@ -125,13 +159,18 @@ def test_evidence_quality_by_hand() -> None:
     recs: list[dict[str, object]] = [{"kind": "config", "config": {"rollouts": n, "batch_size": 4}}]
     recs.append({"kind": "train", "step": 1, "task_ids": [5, 4, 3, 2], "successes": [0, 0, 0, 0], "capability": 0.5})
     # Under μ̃ = 0.5: p̃ = 0.5, 0.25, 0.125, 0.2 for tasks 0, 1, 2, 5 (task 4 has no weak reference).
-    recs.append({"kind": "train", "step": 2, "task_ids": [0, 1, 2, 5, 4], "successes": [2, 1, 0, 0, 3], "capability": 0.7})
+    recs.append(
+        {"kind": "train", "step": 2, "task_ids": [0, 1, 2, 5, 4], "successes": [2, 1, 0, 0, 3], "capability": 0.7}
+    )
     q = evidence_quality(RunCurves("bots", recs), weak, strong)
     assert q is not None and q["final_mu"] == pytest.approx(0.7) and q["steps"] == 1
     assert q["pearson"] == pytest.approx(np.corrcoef([0.5, 0.25, 0.125, 0.2], [0.5, 0.25, 0.0, 0.0])[0, 1])
     # P(effective) with n=4: 0.875, 0.68 for the effective tasks 0, 1 above 0.41, 0.59 for 2, 5.
     assert q["auc"] == pytest.approx(1.0)
-    none = [{"kind": "config", "config": {"rollouts": n}}, {"kind": "train", "step": 1, "task_ids": [0], "successes": [1], "capability": None}]
+    none = [
+        {"kind": "config", "config": {"rollouts": n}},
+        {"kind": "train", "step": 1, "task_ids": [0], "successes": [1], "capability": None},
+    ]
     assert evidence_quality(RunCurves("random", none), weak, strong) is None
     table = evidence_markdown({"bots": [RunCurves("bots", recs)], "random": [RunCurves("random", none)]}, weak, strong)
     assert table is not None and "| bots | " in table and "| 1.00 ± 0.00 | 0.70 ± 0.00 | 1 |" in table
@@ -161,7 +200,14 @@ def test_rows_per_rollout_charge_dynamic_sampling_for_its_rollouts() -> None:
     assert rows["dynamic"].ttb_rollouts == pytest.approx([3 * v for v in rows["bots"].ttb])  # type: ignore[operator]
     assert rows["dynamic"].rollouts == pytest.approx(3.0)
     # Within half of Random's 32 rollouts, dynamic sampling has not reached its step-2 evaluation.
-    assert rows["dynamic"].bsf_rollouts[1] == pytest.approx(0.0 / 0.2) and rows["bots"].bsf_rollouts[1] == pytest.approx(2.0)
-    logged = RunCurves("x", [{"kind": "eval", "step": 0, "accuracy": 0.0, "cum_rollouts": 0},
-                             {"kind": "eval", "step": 5, "accuracy": 0.1, "cum_rollouts": 123}])
+    assert rows["dynamic"].bsf_rollouts[1] == pytest.approx(0.0 / 0.2) and rows["bots"].bsf_rollouts[
+        1
+    ] == pytest.approx(2.0)
+    logged = RunCurves(
+        "x",
+        [
+            {"kind": "eval", "step": 0, "accuracy": 0.0, "cum_rollouts": 0},
+            {"kind": "eval", "step": 5, "accuracy": 0.1, "cum_rollouts": 123},
+        ],
+    )
     assert logged.eval_rollouts.tolist() == [0.0, 123.0]

@@ -52,7 +52,9 @@ def test_simulated_methods_table_in_the_docs_is_what_bots_simulate_prints() -> N
     from bots_rft.simulate.experiment import run_experiment
 
     # The default run's methods table (its sweeps and the ablation do not change these rows).
-    args = build_parser().parse_args(["simulate", "--no-sampling-ablation", "--rho-sweep", "none", "--lam-sweep", "none"])
+    args = build_parser().parse_args(
+        ["simulate", "--no-sampling-ablation", "--rho-sweep", "none", "--lam-sweep", "none"]
+    )
     printed = markdown_table(group_rows(run_experiment(build_config(args), progress=False), "methods"))
     assert _table_after((ROOT / "README.md").read_text(encoding="utf-8"), "Its methods table") == printed
     assert _table_after((ROOT / "docs" / "what-bots-does.md").read_text(encoding="utf-8"), "### Methods") == printed

@@ -47,9 +47,27 @@ BAD_CALLS: list[tuple[str, Callable[[BOTS], object], type, str, str]] = [
     ("zero trials", lambda s: s.update([1], [0], 0), InvalidArgumentError, "trials", "0"),
     ("NaN trials", lambda s: s.update([1], [0], [np.nan]), InvalidArgumentError, "trials", "NaN"),
     ("string trials", lambda s: s.update([1], [0], "16"), InvalidTypeError, "trials", "16"),
-    ("predicted length", lambda s: s.update([1], [1], 16, predicted=np.zeros(N - 1)), InvalidTypeError, "predicted", str(N - 1)),
-    ("predicted range", lambda s: s.update([1], [1], 16, predicted=np.full(N, 1.5)), InvalidArgumentError, "predicted", "1.5"),
-    ("predicted inf", lambda s: s.update([1], [1], 16, predicted=np.full(N, -np.inf)), InvalidArgumentError, "predicted", "-inf"),
+    (
+        "predicted length",
+        lambda s: s.update([1], [1], 16, predicted=np.zeros(N - 1)),
+        InvalidTypeError,
+        "predicted",
+        str(N - 1),
+    ),
+    (
+        "predicted range",
+        lambda s: s.update([1], [1], 16, predicted=np.full(N, 1.5)),
+        InvalidArgumentError,
+        "predicted",
+        "1.5",
+    ),
+    (
+        "predicted inf",
+        lambda s: s.update([1], [1], 16, predicted=np.full(N, -np.inf)),
+        InvalidArgumentError,
+        "predicted",
+        "-inf",
+    ),
     ("rewards above 1", lambda s: s.update_rewards([1], [[0, 1.5]]), InvalidArgumentError, "rewards", "1.5"),
     ("rewards negative", lambda s: s.update_rewards([1], [[-0.1, 1]]), InvalidArgumentError, "rewards", "-0.1"),
     ("rewards NaN", lambda s: s.update_rewards([1, 2], [[0, 1], [np.nan, 1]]), InvalidArgumentError, "rewards", "nan"),
@@ -61,15 +79,29 @@ BAD_CALLS: list[tuple[str, Callable[[BOTS], object], type, str, str]] = [
     ("negative batch", lambda s: s.select(-1), InvalidArgumentError, "batch_size", "-1"),
     ("float batch", lambda s: s.select(2.0), InvalidTypeError, "batch_size", "2.0"),
     ("exclude range", lambda s: s.select(1, exclude=[N]), InvalidArgumentError, "exclude", str(N)),
-    ("exclude mask shape", lambda s: s.select(1, exclude=np.zeros(N + 1, bool)), InvalidTypeError, "exclude", str(N + 1)),
+    (
+        "exclude mask shape",
+        lambda s: s.select(1, exclude=np.zeros(N + 1, bool)),
+        InvalidTypeError,
+        "exclude",
+        str(N + 1),
+    ),
     ("exclude floats", lambda s: s.select(1, exclude=[0.5]), InvalidTypeError, "exclude", "float64"),
-    ("exclude 0/1 ints", lambda s: s.select(1, exclude=np.eye(N, dtype=np.int64)[3]), InvalidTypeError, "exclude", "boolean mask"),
+    (
+        "exclude 0/1 ints",
+        lambda s: s.select(1, exclude=np.eye(N, dtype=np.int64)[3]),
+        InvalidTypeError,
+        "exclude",
+        "boolean mask",
+    ),
     ("exclude 0/1 list", lambda s: s.select(1, exclude=[0, 1] * (N // 2)), InvalidTypeError, "exclude", "int64"),
 ]
 
 
 @pytest.mark.parametrize("case,call,exc,argument,value", BAD_CALLS, ids=[c[0] for c in BAD_CALLS])
-def test_bad_calls_raise_and_change_nothing(case: str, call: Callable[[BOTS], object], exc: type, argument: str, value: str) -> None:
+def test_bad_calls_raise_and_change_nothing(
+    case: str, call: Callable[[BOTS], object], exc: type, argument: str, value: str
+) -> None:
     sel = _selector()
     before = _snapshot(sel)
     with pytest.raises(exc) as info:
@@ -107,7 +139,9 @@ BAD_CONSTRUCTION: list[tuple[dict[str, Any], type, str, str]] = [
 ]
 
 
-@pytest.mark.parametrize("kwargs,exc,argument,value", BAD_CONSTRUCTION, ids=[c[2] + "-" + c[3] for c in BAD_CONSTRUCTION])
+@pytest.mark.parametrize(
+    "kwargs,exc,argument,value", BAD_CONSTRUCTION, ids=[c[2] + "-" + c[3] for c in BAD_CONSTRUCTION]
+)
 def test_bad_construction(kwargs: dict[str, Any], exc: type, argument: str, value: str) -> None:
     with pytest.raises(exc) as info:
         BOTS(N, **kwargs)

@@ -22,14 +22,18 @@ N = 24
 
 
 def _batch(n: int, ids: Any, successes: Any, trials: Any) -> _core.Batch:
-    return _core.aggregate(n, np.asarray(ids, np.int64), np.asarray(successes, np.float64), np.atleast_1d(np.asarray(trials, np.float64)))
+    return _core.aggregate(
+        n, np.asarray(ids, np.int64), np.asarray(successes, np.float64), np.atleast_1d(np.asarray(trials, np.float64))
+    )
 
 
 rate = st.one_of(st.floats(0.0, 1.0), st.just(float("nan")), st.sampled_from([0.0, 0.25, 0.5, 1.0]))
 
 
 @st.composite
-def interpolation_worlds(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray, float, float, list[tuple[list[int], list[int]]]]:
+def interpolation_worlds(
+    draw: st.DrawFn,
+) -> tuple[np.ndarray, np.ndarray, float, float, list[tuple[list[int], list[int]]]]:
     n = draw(st.integers(3, N))
     weak = np.array(draw(st.lists(rate, min_size=n, max_size=n)))
     strong = np.array(draw(st.lists(rate, min_size=n, max_size=n)))
@@ -86,7 +90,9 @@ def test_weights_recover_an_exact_combination(case: tuple[int, list[float], int]
     refs[:, 0] *= 0.5  # reference means apart, so the batch has an estimate
     rates = refs.astype(np.float32).astype(np.float64) @ truth
     rates = np.clip(rates, 0.0, 1.0)
-    inside = (refs.astype(np.float32).astype(np.float64) @ truth >= 0) & (refs.astype(np.float32).astype(np.float64) @ truth <= 1)
+    inside = (refs.astype(np.float32).astype(np.float64) @ truth >= 0) & (
+        refs.astype(np.float32).astype(np.float64) @ truth <= 1
+    )
     if inside.sum() < k + 2:
         return
     ids = np.flatnonzero(inside)
@@ -196,7 +202,9 @@ def test_top_k_matches_brute_force_with_ties_and_chunks(seed: int, k: int, chunk
     got = [[(int(t), float(s)) for t, s in zip(tasks[q == i], sims[q == i])] for i in range(ids.size)]
     want = _brute_top_k(emb, ids, k)
     assert [[t for t, _ in row] for row in got] == [[t for t, _ in row] for row in want]
-    np.testing.assert_allclose([s for row in got for _, s in row], [s for row in want for _, s in row], rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(
+        [s for row in got for _, s in row], [s for row in want for _, s in row], rtol=1e-6, atol=1e-6
+    )
 
 
 @given(st.integers(0, 2**31 - 1), st.integers(1, 5), st.floats(0.01, 10.0))
@@ -353,8 +361,16 @@ def test_the_simulator_compares_both_methods_with_signals_of_its_own() -> None:
     for name in a:
         np.testing.assert_array_equal(a[name], b[name])  # a function of (world, seed) only
     np.testing.assert_array_equal(make_world(learner, 3).weak, world.weak)  # the world itself unchanged
-    config = SimConfig(learner=learner, steps=4, batch_size=16, seeds=(3,), methods=("bots", "bots-multiref", "bots-sim"),
-                       rho_sweep=(), lam_sweep=(), sampling_ablation=False)
+    config = SimConfig(
+        learner=learner,
+        steps=4,
+        batch_size=16,
+        seeds=(3,),
+        methods=("bots", "bots-multiref", "bots-sim"),
+        rho_sweep=(),
+        lam_sweep=(),
+        sampling_ablation=False,
+    )
     result = run_experiment(config, progress=False)
     assert [label for label, _ in result.groups["methods"]] == ["Random", "BOTS", "BOTS-MultiRef", "BOTS-Sim"]
     for _, spec in result.groups["methods"][2:]:

@@ -36,10 +36,24 @@ ROOT = HERE.parent
 def returning(data_source: str, response: str, ground_truth: Any, extra_info: Mapping[str, Any]) -> Any:
     """Returns what ``response`` names (``extra_info`` can't carry non-JSON values)."""
     values: dict[str, Any] = {
-        "str": "1.0", "none": None, "nan": math.nan, "inf": math.inf, "-inf": -math.inf, "1.5": 1.5, "-1": -1,
-        "complex": complex(1, 0), "ndarray": np.array(1.0), "list": [1.0], "dict": {"reward": 1},
-        "nan_result": RewardResult(math.nan), "true": True, "false": False, "f32": np.float32(0.5),
-        "fraction": Fraction(1, 4), "int": 1, "half": 0.5,
+        "str": "1.0",
+        "none": None,
+        "nan": math.nan,
+        "inf": math.inf,
+        "-inf": -math.inf,
+        "1.5": 1.5,
+        "-1": -1,
+        "complex": complex(1, 0),
+        "ndarray": np.array(1.0),
+        "list": [1.0],
+        "dict": {"reward": 1},
+        "nan_result": RewardResult(math.nan),
+        "true": True,
+        "false": False,
+        "f32": np.float32(0.5),
+        "fraction": Fraction(1, 4),
+        "int": 1,
+        "half": 0.5,
     }
     if response == "tensor":
         import torch
@@ -110,7 +124,9 @@ def test_a_verifier_reported_error_counts_as_reported() -> None:
 )
 def test_in_process_verifier_cannot_end_the_run(response: str, reason: str) -> None:
     with RewardScorer(workers=0, timeout=5) as s:
-        res = s.score_batch([RewardItem("faults_misbehave", response, "", {}), RewardItem("faults_misbehave", "ok", "", {})])
+        res = s.score_batch(
+            [RewardItem("faults_misbehave", response, "", {}), RewardItem("faults_misbehave", "ok", "", {})]
+        )
     assert res[0].error and res[0].kind == "raised" and reason in str(res[0].reason)
     assert res[1] == RewardResult(1.0)
     assert s.error_counts == {"raised": 1}
@@ -118,15 +134,23 @@ def test_in_process_verifier_cannot_end_the_run(response: str, reason: str) -> N
 
 def test_in_process_hang_costs_the_timeout() -> None:
     with RewardScorer(workers=0, timeout=0.3) as s:
-        res = s.score_batch([RewardItem("faults_misbehave", "hang", "", {}), RewardItem("faults_misbehave", "ok", "", {})])
+        res = s.score_batch(
+            [RewardItem("faults_misbehave", "hang", "", {}), RewardItem("faults_misbehave", "ok", "", {})]
+        )
     assert res[0].kind == "timeout" and "timed out after 0.3s" in str(res[0].reason)
     assert res[1] == RewardResult(1.0)
 
 
 # -------------------------------------------------------------------- worker scoring
 def test_every_worker_fault_is_one_counted_verifier_error(caplog: pytest.LogCaptureFixture) -> None:
-    kinds = {"raise": "raised", "exit0": "raised", "ctrl-c": "raised", "os-exit": "crashed", "hang": "timeout",
-             "string": "invalid"}
+    kinds = {
+        "raise": "raised",
+        "exit0": "raised",
+        "ctrl-c": "raised",
+        "os-exit": "crashed",
+        "hang": "timeout",
+        "string": "invalid",
+    }
     items = [RewardItem("faults_misbehave", r, "", {}) for r in kinds] + [RewardItem("faults_misbehave", "ok", "", {})]
     with caplog.at_level(logging.WARNING, logger="bots_rft.rewards"), RewardScorer(workers=2, timeout=1.0) as s:
         res = s.score_batch(items)
@@ -143,7 +167,9 @@ def test_every_worker_fault_is_one_counted_verifier_error(caplog: pytest.LogCapt
 
 def test_a_verifier_that_always_hangs_costs_a_batch_fault_streak_timeouts() -> None:
     with RewardScorer(workers=1, timeout=0.3, fault_streak=2) as s:
-        res = s.score_batch([RewardItem("faults_misbehave", "hang", "", {})] * 6 + [RewardItem("faults_return", "half", "", {})])
+        res = s.score_batch(
+            [RewardItem("faults_misbehave", "hang", "", {})] * 6 + [RewardItem("faults_return", "half", "", {})]
+        )
     assert all(r.kind == "timeout" for r in res[:6]) and res[6] == RewardResult(0.5)
     assert sum(str(r.reason).startswith("verifier timed out after") for r in res[:6]) == 2
     assert sum("not run: the verifier's last 2 calls" in str(r.reason) for r in res[:6]) == 4
@@ -183,7 +209,9 @@ def test_a_verifier_module_the_workers_lack_is_refused(monkeypatch: pytest.Monke
         s.score_batch([RewardItem("faults_phantom", "", "", {})])
 
 
-def test_worker_killed_mid_batch_is_replaced_and_leaves_no_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_worker_killed_mid_batch_is_replaced_and_leaves_no_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     monkeypatch.setenv("TMPDIR", str(tmp))
@@ -259,9 +287,25 @@ def always_raise(data_source: str, response: str, ground_truth: Any, extra_info:
 
 # One config for every run whose selections are compared: same threads, so that runs in
 # different processes compute bit-identical results.
-RUN = dict(model="tiny", device="cpu", batch_size=4, rollouts=4, mini_batch_size=2, micro_batch_size=8,
-           max_new_tokens=6, lr=1e-3, warmup_steps=2, weak_column="weak_pass_rate", strong_column="strong_pass_rate",
-           progress=False, eval_every=0, tensorboard=False, threads=1, save_every=1, keep_checkpoints=10)
+RUN = dict(
+    model="tiny",
+    device="cpu",
+    batch_size=4,
+    rollouts=4,
+    mini_batch_size=2,
+    micro_batch_size=8,
+    max_new_tokens=6,
+    lr=1e-3,
+    warmup_steps=2,
+    weak_column="weak_pass_rate",
+    strong_column="strong_pass_rate",
+    progress=False,
+    eval_every=0,
+    tensorboard=False,
+    threads=1,
+    save_every=1,
+    keep_checkpoints=10,
+)
 
 
 def run_cfg(pool: Path, out: Path, **kw: Any) -> Any:
@@ -286,7 +330,10 @@ def bots_train(config: Path, out: Path, *extra: str, env: dict[str, str] | None 
     full_env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE), *sys.path]), **(env or {}))
     return subprocess.Popen(
         [sys.executable, "-m", "bots_rft.cli", "train", "--config", str(config), "--out", str(out), *extra],
-        env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=full_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
 
 
@@ -302,7 +349,9 @@ def wait_for(cond: Any, what: str, proc: subprocess.Popen[str] | None = None, li
     deadline = time.monotonic() + limit
     while not cond():
         if proc is not None and proc.poll() is not None:
-            pytest.fail(f"the run ended (status {proc.returncode}) before {what}: {proc.stderr.read() if proc.stderr else ''}")
+            pytest.fail(
+                f"the run ended (status {proc.returncode}) before {what}: {proc.stderr.read() if proc.stderr else ''}"
+            )
         if time.monotonic() > deadline:
             pytest.fail(f"gave up waiting for {what}")
         time.sleep(0.05)
@@ -345,8 +394,18 @@ def reference(toy_pool: Path, tmp_path_factory: pytest.TempPathFactory) -> list[
     torch = sys.modules["torch"]
     before = torch.get_num_threads()
     try:
-        assert cli_main(["train", "--config", str(write_config(tmp / "c.yaml", toy_pool, steps=STEPS)), "--out",
-                         str(tmp / "run")]) == 0
+        assert (
+            cli_main(
+                [
+                    "train",
+                    "--config",
+                    str(write_config(tmp / "c.yaml", toy_pool, steps=STEPS)),
+                    "--out",
+                    str(tmp / "run"),
+                ]
+            )
+            == 0
+        )
     finally:
         torch.set_num_threads(before)
     return selections(train_records(tmp / "run"))
@@ -359,7 +418,9 @@ def resume_here(config: Path, out: Path) -> int:
     return cli_main(["train", "--config", str(config), "--out", str(out), "--resume"])
 
 
-def test_sigkill_mid_train_then_resume_selects_as_an_uninterrupted_run(toy_pool: Path, tmp_path: Path, reference: Any) -> None:
+def test_sigkill_mid_train_then_resume_selects_as_an_uninterrupted_run(
+    toy_pool: Path, tmp_path: Path, reference: Any
+) -> None:
     config = write_config(tmp_path / "c.yaml", toy_pool, steps=STEPS)
     out = tmp_path / "run"
     proc = bots_train(config, out)
@@ -447,12 +508,16 @@ def test_verifier_errors_are_counted_per_step_and_in_the_summary(
     recs = train_records(tmp_path / "run")
     assert len(recs) == 2  # training went on
     total = sum(r["verifier_errors"] for r in recs)
-    assert total > 0 and all(r["verifier_error_kinds"] == ({"raised": r["verifier_errors"]} if r["verifier_errors"] else {})
-                             for r in recs)
+    assert total > 0 and all(
+        r["verifier_error_kinds"] == ({"raised": r["verifier_errors"]} if r["verifier_errors"] else {}) for r in recs
+    )
     out = capsys.readouterr().out
     assert "done after step 2" in out and "verifier error(s) scored as failures (raised: " in out
-    evals = [r for r in (json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines())
-             if r["kind"] == "eval"]
+    evals = [
+        r
+        for r in (json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines())
+        if r["kind"] == "eval"
+    ]
     summary = int(out.split("; ")[-1].split(" verifier error")[0])
     assert summary == total + sum(r["verifier_errors"] for r in evals)
 
@@ -462,18 +527,28 @@ def test_a_step_of_only_verifier_errors_stops_with_status_3(
 ) -> None:
     from bots_rft.cli import main as cli_main
 
-    config = write_config(tmp_path / "c.yaml", toy_pool, steps=3, verifiers={"toy": "test_faults:always_raise"},
-                          reward_workers=0)
+    config = write_config(
+        tmp_path / "c.yaml", toy_pool, steps=3, verifiers={"toy": "test_faults:always_raise"}, reward_workers=0
+    )
     assert cli_main(["train", "--config", str(config), "--out", str(tmp_path / "run")]) == 3
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1, err  # one line, even where logging reaches stderr
     assert "step 1: 16 of 16 verifications were verifier errors" in err
-    assert "test_faults:always_raise for data_source 'toy/first_char': verifier raised RuntimeError: reward model offline" in err
+    assert (
+        "test_faults:always_raise for data_source 'toy/first_char': verifier raised RuntimeError: reward model offline"
+        in err
+    )
     assert "checkpoint of step 0 saved" in err
     assert train_records(tmp_path / "run") == []  # nothing was learnt from them
     # A lower threshold stops a run whose verifier fails on part of the rollouts.
-    config = write_config(tmp_path / "d.yaml", toy_pool, steps=3, verifiers={"toy": "test_faults:toy_or_raise"},
-                          reward_workers=0, verifier_error_stop=0.05)
+    config = write_config(
+        tmp_path / "d.yaml",
+        toy_pool,
+        steps=3,
+        verifiers={"toy": "test_faults:toy_or_raise"},
+        reward_workers=0,
+        verifier_error_stop=0.05,
+    )
     assert cli_main(["train", "--config", str(config), "--out", str(tmp_path / "run2")]) == 3
     assert "verifier_error_stop=0.05" in capsys.readouterr().err
 
@@ -526,7 +601,9 @@ def test_resume_refuses_a_changed_pool_and_extends_on_request(tmp_path: Path) ->
     moved = _pool_with(tmp_path, rows, "same-content-elsewhere.parquet")
     resume(moved).close()  # same tasks under another path: fine
     bigger = _pool_with(tmp_path, rows[:5] + toy_rows(2, start=500) + rows[5:], "bigger.parquet")
-    with pytest.raises(ConfigError, match=r"not the pool the checkpoint .* \(12 -> 14 tasks: 2 task\(s\) added\); .*--extend-pool"):
+    with pytest.raises(
+        ConfigError, match=r"not the pool the checkpoint .* \(12 -> 14 tasks: 2 task\(s\) added\); .*--extend-pool"
+    ):
         resume(bigger)
     smaller = _pool_with(tmp_path, rows[:11], "smaller.parquet")
     with pytest.raises(ConfigError, match=r"12 -> 11 tasks: 1 task\(s\) removed \(ids \[11\]\)"):
@@ -559,7 +636,9 @@ def test_checkpoints_hold_no_pickles_and_pickles_are_never_loaded(toy_pool: Path
     out = tmp_path / "run"
     train(run_cfg(toy_pool, out, steps=1, reward_workers=0, method="random"))
     ckpt = out / "checkpoints" / "step_000001"
-    assert sorted(p.suffix for p in ckpt.iterdir()) and not [p for p in ckpt.iterdir() if p.suffix in (".pt", ".pkl", ".bin")]
+    assert sorted(p.suffix for p in ckpt.iterdir()) and not [
+        p for p in ckpt.iterdir() if p.suffix in (".pt", ".pkl", ".bin")
+    ]
     # A checkpoint in the old (pickle) layout, whose unpickling would run code, is refused unread.
     marker = tmp_path / "pwned"
 
@@ -596,7 +675,11 @@ def _rewrite(data: bytes, edit: Any) -> bytes:
     ("what", "edit", "match"),
     [
         ("alpha reads beta's bytes", lambda h: h["arrays"][0].update(offset=h["arrays"][1]["offset"]), "overlap"),
-        ("alpha reads the checksum", lambda h: h["arrays"][-1].update(offset=h["arrays"][-1]["offset"] + 64), "outside"),
+        (
+            "alpha reads the checksum",
+            lambda h: h["arrays"][-1].update(offset=h["arrays"][-1]["offset"] + 64),
+            "outside",
+        ),
         ("size does not fit the shape", lambda h: h["arrays"][0].update(nbytes=8), "do not hold shape"),
         ("negative offset", lambda h: h["arrays"][0].update(offset=-64), "invalid offset"),
         ("object dtype", lambda h: h["arrays"][0].update(dtype="|O"), "not allowed"),

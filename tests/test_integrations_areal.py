@@ -105,11 +105,22 @@ class Actor:
         self.rollout = rollout
         self.batches: list[list[dict[str, Any]]] = []
 
-    def prepare_batch(self, dataloader: Any, workflow: Any, workflow_kwargs: Any = None, should_accept_fn: Any = None,
-                      group_size: int = 1, dynamic_bs: bool = False) -> list[dict[str, Any]]:
+    def prepare_batch(
+        self,
+        dataloader: Any,
+        workflow: Any,
+        workflow_kwargs: Any = None,
+        should_accept_fn: Any = None,
+        group_size: int = 1,
+        dynamic_bs: bool = False,
+    ) -> list[dict[str, Any]]:
         batch = self.rollout.engine.prepare_batch(
-            dataloader, workflow=workflow, workflow_kwargs=workflow_kwargs,
-            should_accept_fn=should_accept_fn, group_size=group_size, dynamic_bs=dynamic_bs,
+            dataloader,
+            workflow=workflow,
+            workflow_kwargs=workflow_kwargs,
+            should_accept_fn=should_accept_fn,
+            group_size=group_size,
+            dynamic_bs=dynamic_bs,
         )
         self.batches.append(batch)
         return batch
@@ -153,7 +164,9 @@ class CPUPPOTrainer(rl_trainer.PPOTrainer):  # type: ignore[misc]
 
     def __init__(self, config: Any, train_dataset: Any = None, valid_dataset: Any = None) -> None:
         self.config = config
-        engine = RemoteInfEngine(InferenceEngineConfig(consumer_batch_size=BATCH, max_head_offpolicyness=0), backend=None)
+        engine = RemoteInfEngine(
+            InferenceEngineConfig(consumer_batch_size=BATCH, max_head_offpolicyness=0), backend=None
+        )
         # What RemoteInfEngine.initialize does once its servers answer (there are none here).
         engine.logger = logging.getLogger("bots-test-rollout")
         engine.workflow_executor = WorkflowExecutor(config=engine.config, inference_engine=engine)
@@ -168,12 +181,15 @@ class CPUPPOTrainer(rl_trainer.PPOTrainer):  # type: ignore[misc]
         self.saver, self.evaluator = _Null(), _Null()
         self.stats_logger = Committed()
         self.train_dataloader = self._create_dataloader(train_dataset, config.train_dataset, rank=0, world_size=1)
-        ft_spec = FinetuneSpec(total_train_epochs=config.total_train_epochs, dataset_size=len(train_dataset),
-                               train_batch_size=BATCH)
+        ft_spec = FinetuneSpec(
+            total_train_epochs=config.total_train_epochs, dataset_size=len(train_dataset), train_batch_size=BATCH
+        )
         self.recover_handler = RecoverHandler(config.recover, ft_spec)
-        self.recover_info = self.recover_handler.load(
-            self.actor, self.saver, self.evaluator, self.stats_logger, self.train_dataloader
-        ) if config.resume else None
+        self.recover_info = (
+            self.recover_handler.load(self.actor, self.saver, self.evaluator, self.stats_logger, self.train_dataloader)
+            if config.resume
+            else None
+        )
 
     def close(self) -> None:
         self.rollout.engine.destroy()
@@ -185,7 +201,9 @@ def _spmd(tmp_path_factory: pytest.TempPathFactory) -> Any:
     os.environ["AREAL_SPMD_MODE"] = "1"
     created = not dist.is_initialized()
     if created:
-        dist.init_process_group("gloo", init_method=f"file://{tmp_path_factory.mktemp('pg')}/store", rank=0, world_size=1)
+        dist.init_process_group(
+            "gloo", init_method=f"file://{tmp_path_factory.mktemp('pg')}/store", rank=0, world_size=1
+        )
     yield
     if previous is None:
         os.environ.pop("AREAL_SPMD_MODE", None)
@@ -198,14 +216,23 @@ def _spmd(tmp_path_factory: pytest.TempPathFactory) -> Any:
 def _config(tmp_path: Any, epochs: int = 1, *, resume: bool = False, steps: int | None = None) -> Any:
     recover = RecoverConfig(experiment_name="bots", trial_name="t", fileroot=str(tmp_path), mode="auto", freq_steps=1)
     return SimpleNamespace(
-        total_train_epochs=epochs, total_train_steps=steps, gconfig=SimpleNamespace(n_samples=GROUP), dynamic_bs=False,
-        actor=SimpleNamespace(should_compute_prox_logp=lambda: False), memory_profiler=None, teacher=None,
-        train_dataset=SimpleNamespace(batch_size=BATCH), recover=recover, resume=resume,
+        total_train_epochs=epochs,
+        total_train_steps=steps,
+        gconfig=SimpleNamespace(n_samples=GROUP),
+        dynamic_bs=False,
+        actor=SimpleNamespace(should_compute_prox_logp=lambda: False),
+        memory_profiler=None,
+        teacher=None,
+        train_dataset=SimpleNamespace(batch_size=BATCH),
+        recover=recover,
+        resume=resume,
     )
 
 
 def _dataset(order: list[int] | None = None) -> Dataset:
-    return Dataset.from_list([{"task_id": t, "messages": f"task {t}"} for t in (order if order is not None else range(N))])
+    return Dataset.from_list(
+        [{"task_id": t, "messages": f"task {t}"} for t in (order if order is not None else range(N))]
+    )
 
 
 def _trainer(config: Any, selector: BOTS, dataset: Dataset | None = None) -> Any:

@@ -132,7 +132,10 @@ def _dataset(tmp_path: Any, tokenizer: Any, order: list[int] | None = None) -> A
     path = tmp_path / "pool.jsonl"
     with open(path, "w") as f:
         for t in order if order is not None else range(N):
-            f.write(json.dumps({"prompt": [{"role": "user", "content": f"task {t}"}], "env_class": "gsm8k", "task_id": t}) + "\n")
+            f.write(
+                json.dumps({"prompt": [{"role": "user", "content": f"task {t}"}], "env_class": "gsm8k", "task_id": t})
+                + "\n"
+            )
     return PromptDataset(datasets=[str(path)], tokenizer=tokenizer, max_prompt_length=64, num_workers=1)
 
 
@@ -158,13 +161,21 @@ def _cfg(tmp_path: Any, **trainer: Any) -> Any:
     return cfg
 
 
-def _trainer(tmp_path: Any, tokenizer: Any, cfg: Any, selector: BOTS, **kwargs: Any) -> tuple[Any, TableGenerator, Tracker]:
+def _trainer(
+    tmp_path: Any, tokenizer: Any, cfg: Any, selector: BOTS, **kwargs: Any
+) -> tuple[Any, TableGenerator, Tracker]:
     from skyrl_train.trainer import RayPPOTrainer
 
     gen, tracker = TableGenerator(), Tracker()
     trainer = _cpu_only(with_bots(RayPPOTrainer))(
-        cfg=cfg, tracker=tracker, tokenizer=tokenizer, train_dataset=kwargs.pop("dataset", None) or _dataset(tmp_path, tokenizer),
-        inference_engine_client=None, generator=gen, bots=selector, **kwargs,
+        cfg=cfg,
+        tracker=tracker,
+        tokenizer=tokenizer,
+        train_dataset=kwargs.pop("dataset", None) or _dataset(tmp_path, tokenizer),
+        inference_engine_client=None,
+        generator=gen,
+        bots=selector,
+        **kwargs,
     )
     trainer.policy_model = SimpleNamespace(
         actor_infos=[SimpleNamespace(rank=SimpleNamespace(dp_size=1))], async_run_ray_method=lambda *a, **k: []
@@ -256,8 +267,15 @@ def test_resume_from_skyrl_checkpoint_continues_exactly(tmp_path: Any, tokenizer
     full, gen_full, _ = _trainer(tmp_path, tokenizer, cfg, BOTS(N, n_rollouts=GROUP, seed=5))
     full.train()
     # SkyRL saved global_step_3 (data.pt holds the loader, hence the selector, after step 3).
-    cfg2 = _cfg(tmp_path, **{"trainer.epochs": 2, "trainer.ckpt_interval": 3, "trainer.resume_mode": "from_path",
-                             "trainer.resume_path": str(tmp_path / "ckpt" / "global_step_3")})
+    cfg2 = _cfg(
+        tmp_path,
+        **{
+            "trainer.epochs": 2,
+            "trainer.ckpt_interval": 3,
+            "trainer.resume_mode": "from_path",
+            "trainer.resume_path": str(tmp_path / "ckpt" / "global_step_3"),
+        },
+    )
     sel2 = BOTS(N, n_rollouts=GROUP, seed=5)
     resumed, gen_resumed, _ = _trainer(tmp_path, tokenizer, cfg2, sel2)
     resumed.train()

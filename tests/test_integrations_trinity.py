@@ -88,14 +88,30 @@ def rollout_rewards(task: int, n: int) -> list[float]:
     return [float(r % 2) for r in range(n)]
 
 
-def reader(path: str, selector_type: str = DOTTED, kwargs: dict[str, Any] | None = None,
-           feature_keys: tuple[str, ...] = ("weak", "strong"), seed: int = 42, batch_size: int = 4) -> FileReader:
+def reader(
+    path: str,
+    selector_type: str = DOTTED,
+    kwargs: dict[str, Any] | None = None,
+    feature_keys: tuple[str, ...] = ("weak", "strong"),
+    seed: int = 42,
+    batch_size: int = 4,
+) -> FileReader:
     """A taskset reader as Trinity builds it (the fields its config validator fills are set)."""
-    return FileReader(StorageConfig(
-        name="math", storage_type="file", path=path, split="train", batch_size=batch_size,
-        enable_progress_bar=False, default_workflow_type="math_workflow", total_epochs=1000,
-        data_selector=DataSelectorConfig(selector_type=selector_type, seed=seed, feature_keys=list(feature_keys),
-                                         kwargs=dict(kwargs or {}))))
+    return FileReader(
+        StorageConfig(
+            name="math",
+            storage_type="file",
+            path=path,
+            split="train",
+            batch_size=batch_size,
+            enable_progress_bar=False,
+            default_workflow_type="math_workflow",
+            total_epochs=1000,
+            data_selector=DataSelectorConfig(
+                selector_type=selector_type, seed=seed, feature_keys=list(feature_keys), kwargs=dict(kwargs or {})
+            ),
+        )
+    )
 
 
 def read(r: FileReader) -> list[int]:
@@ -106,24 +122,39 @@ def selector_of(r: FileReader) -> Any:
     return r.reader.selector
 
 
-def config_for(path: str, kwargs: dict[str, Any], operators: list[str], batch_size: int, tmp: Path,
-               feature_keys: tuple[str, ...] = ()) -> Config:
+def config_for(
+    path: str,
+    kwargs: dict[str, Any],
+    operators: list[str],
+    batch_size: int,
+    tmp: Path,
+    feature_keys: tuple[str, ...] = (),
+) -> Config:
     """A Trinity Config with one taskset on BOTS and an experience pipeline, with the fields set
     that Trinity's validator would fill (it needs a model and GPUs to run)."""
     cfg = Config()
     cfg.checkpoint_job_dir = str(tmp / "job")
     cfg.buffer.batch_size = batch_size
     cfg.buffer.total_epochs = 1000
-    taskset = TasksetConfig(name="math", storage_type="file", path=path, split="train",
-                            default_workflow_type="math_workflow",
-                            data_selector=DataSelectorConfig(selector_type=DOTTED, feature_keys=list(feature_keys),
-                                                             kwargs=dict(kwargs)))
+    taskset = TasksetConfig(
+        name="math",
+        storage_type="file",
+        path=path,
+        split="train",
+        default_workflow_type="math_workflow",
+        data_selector=DataSelectorConfig(selector_type=DOTTED, feature_keys=list(feature_keys), kwargs=dict(kwargs)),
+    )
     taskset.batch_size, taskset.total_epochs, taskset.enable_progress_bar = batch_size, 1000, False
     cfg.buffer.explorer_input.tasksets = [taskset]
     cfg.data_processor.experience_pipeline.operators = [OperatorConfig(name=o) for o in operators]
     cfg.data_processor.experience_pipeline.save_input = False
     cfg.buffer.trainer_input.experience_buffer = StorageConfig(
-        name="exp", storage_type="file", path=str(tmp / "experiences.jsonl"), wrap_in_ray=False, schema_type="experience")
+        name="exp",
+        storage_type="file",
+        path=str(tmp / "experiences.jsonl"),
+        wrap_in_ray=False,
+        schema_type="experience",
+    )
     return cfg
 
 
@@ -136,7 +167,9 @@ def pipeline_for(cfg: Config) -> ExperiencePipeline:
     return pipe
 
 
-def explore(scheduler: TasksetScheduler, pipe: ExperiencePipeline, steps: int, n: int, sync_interval: int) -> list[list[int]]:
+def explore(
+    scheduler: TasksetScheduler, pipe: ExperiencePipeline, steps: int, n: int, sync_interval: int
+) -> list[list[int]]:
     """The explorer's loop: read ``sync_interval`` steps, then finish each (pipeline metrics ->
     ``TasksetScheduler.feedback``), as Explorer.explore_step / _finish_explore_step do."""
     picks: list[list[int]] = []
@@ -148,10 +181,15 @@ def explore(scheduler: TasksetScheduler, pipe: ExperiencePipeline, steps: int, n
         if (step + 1) % sync_interval == 0:
             for tasks in batches:
                 exps = [
-                    Experience(tokens=torch.tensor([1, 2, 3]), prompt_length=1, reward=reward,
-                               eid={"batch": step, "task": t.index["index"], "run": run},
-                               info={"task_index": dict(t.index)})
-                    for t in tasks for run, reward in enumerate(rollout_rewards(t.index["index"], n))
+                    Experience(
+                        tokens=torch.tensor([1, 2, 3]),
+                        prompt_length=1,
+                        reward=reward,
+                        eid={"batch": step, "task": t.index["index"], "run": run},
+                        info={"task_index": dict(t.index)},
+                    )
+                    for t in tasks
+                    for run, reward in enumerate(rollout_rewards(t.index["index"], n))
                 ]
                 metrics = asyncio.run(pipe.process(Experience.serialize_many(exps)))
                 scheduler.feedback(metrics)
@@ -172,10 +210,13 @@ def test_trinity_registry_builds_the_selector_from_its_dotted_path(pool: str) ->
 
 
 # ------------------------------------------------------------------------------- same meaning as difficulty_based
-@pytest.mark.parametrize("kwargs", [
-    {},  # difficulty_based's defaults: softmax (tau 1) toward target 1.0 on the posterior mean
-    {"m": 8, "lamb": 0.1, "rho": 0.3, "target_reward": 0.5, "tau": 0.2, "do_sample": True},
-])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {},  # difficulty_based's defaults: softmax (tau 1) toward target 1.0 on the posterior mean
+        {"m": 8, "lamb": 0.1, "rho": 0.3, "target_reward": 0.5, "tau": 0.2, "do_sample": True},
+    ],
+)
 def test_same_kwargs_same_posterior_and_picks_as_difficulty_based(pool: str, kwargs: dict[str, Any]) -> None:
     """Switching selector_type alone: with feedback after every read (nothing pending), the
     posterior matches the authors' estimator and, under tau > 0, so does every pick."""
@@ -198,7 +239,17 @@ def test_same_kwargs_same_posterior_and_picks_as_difficulty_based(pool: str, kwa
 
 def test_parameters_map_onto_bots(pool: str) -> None:
     sel = selector_of(reader(pool, kwargs=PAPER, seed=7))
-    assert sel.bots.params == {"lam": 0.1, "rho": 0.1, "target": 0.5, "n_rollouts": 8.0, "thompson": True, "seed": 7, "adaptive_rho": False, "tau": 0.0, "adaptive_lam": False}
+    assert sel.bots.params == {
+        "lam": 0.1,
+        "rho": 0.1,
+        "target": 0.5,
+        "n_rollouts": 8.0,
+        "thompson": True,
+        "seed": 7,
+        "adaptive_rho": False,
+        "tau": 0.0,
+        "adaptive_lam": False,
+    }
     assert sel.bots.evidence.momentum == 0.9  # difficulty_based's cap_coef_update_discount
     rows = [json.loads(line) for line in Path(pool, "train.jsonl").read_text().splitlines()]
     # feature_keys[0] is the weak reference (difficulty_based predicts it at capability 0), read raw.
@@ -207,10 +258,21 @@ def test_parameters_map_onto_bots(pool: str) -> None:
     # Defaults are difficulty_based's; our own names are aliases.
     d = selector_of(reader(pool)).bots.params
     assert (d["lam"], d["rho"], d["n_rollouts"], d["thompson"]) == (0.2, 0.2, 16.0, False)
-    own = selector_of(reader(pool, kwargs={"lam": 0.1, "rho": 0.1, "n_rollouts": 8, "thompson": True, "target": 0.5, "tau": 0}, seed=7))
+    own = selector_of(
+        reader(
+            pool, kwargs={"lam": 0.1, "rho": 0.1, "n_rollouts": 8, "thompson": True, "target": 0.5, "tau": 0}, seed=7
+        )
+    )
     assert own.bots.params == sel.bots.params
-    assert AUTHOR_DEFAULTS == {"m": 16, "lamb": 0.2, "rho": 0.2, "adaptive_rho": False, "do_sample": False,
-                               "target_reward": 1.0, "tau": 1.0}
+    assert AUTHOR_DEFAULTS == {
+        "m": 16,
+        "lamb": 0.2,
+        "rho": 0.2,
+        "adaptive_rho": False,
+        "do_sample": False,
+        "target_reward": 1.0,
+        "tau": 1.0,
+    }
 
 
 def test_a_trinity_yaml_switches_by_changing_selector_type_alone(pool: str, tmp_path: Path) -> None:
@@ -252,10 +314,22 @@ data_processor:
     scheduler = TasksetScheduler({}, cfg)  # calls load_state_dict({"current_index": 0}): a fresh run
     sel = scheduler.tasksets[0].reader.selector
     assert isinstance(sel, BOTSSelector)
-    assert sel.bots.params == {"lam": 0.1, "rho": 0.1, "target": 0.5, "n_rollouts": 16.0, "thompson": True, "seed": 42, "adaptive_rho": False, "tau": 0.0, "adaptive_lam": False}
+    assert sel.bots.params == {
+        "lam": 0.1,
+        "rho": 0.1,
+        "target": 0.5,
+        "n_rollouts": 16.0,
+        "thompson": True,
+        "seed": 42,
+        "adaptive_rho": False,
+        "tau": 0.0,
+        "adaptive_lam": False,
+    }
     tasks = asyncio.run(scheduler.read())
     assert len({t.index["index"] for t in tasks}) == 4
-    scheduler.feedback({SELECTOR_METRIC: {0: {"indices": [t.index["index"] for t in tasks], "values": [1.0, 0.5, 0.25, 0.0]}}})
+    scheduler.feedback(
+        {SELECTOR_METRIC: {0: {"indices": [t.index["index"] for t in tasks], "values": [1.0, 0.5, 0.25, 0.0]}}}
+    )
     assert sel.bots.num_updates == 1 and sel.pending == []
     json.dumps(scheduler.state_dict())
 
@@ -327,7 +401,9 @@ def test_pending_tasks_are_not_picked_again_until_their_feedback(pool: str) -> N
 
 
 @pytest.mark.parametrize("kwargs", [PAPER, {}])
-def test_when_too_few_tasks_are_free_the_batch_is_completed_from_pending_ones(tmp_path: Path, kwargs: dict[str, Any]) -> None:
+def test_when_too_few_tasks_are_free_the_batch_is_completed_from_pending_ones(
+    tmp_path: Path, kwargs: dict[str, Any]
+) -> None:
     path = write_pool(tmp_path, [0.2] * 10, [0.6] * 10)
     r = reader(path, kwargs=kwargs, batch_size=4)
     a, b, c = read(r), read(r), read(r)
@@ -340,18 +416,27 @@ def snapshot(sel: BOTSSelector) -> str:
     return json.dumps(sel.state_dict(), sort_keys=True)
 
 
-@pytest.mark.parametrize("indices, values, error, names", [
-    ([0, 40], [0.5, 0.5], InvalidArgumentError, "indices: 40"),
-    ([-1], [0.5], InvalidArgumentError, "indices: -1"),
-    ([0, 1], [0.5], InvalidTypeError, "values: has length 1, expected 2"),
-    ([0, 1], [0.5, float("nan")], InvalidArgumentError, "values: must be finite mean rewards, got nan at position 1"),
-    ([0], [float("inf")], InvalidArgumentError, "values: must be finite"),
-    ([0, 1], ["0.5", "x"], InvalidTypeError, "values: must be numeric"),
-    ([0.5], [0.5], InvalidTypeError, "indices: must be integers"),
-    (["a"], [0.5], InvalidTypeError, "indices"),
-])
-def test_bad_feedback_raises_a_typed_error_and_changes_nothing(pool: str, indices: Any, values: Any,
-                                                               error: type[BotsError], names: str) -> None:
+@pytest.mark.parametrize(
+    "indices, values, error, names",
+    [
+        ([0, 40], [0.5, 0.5], InvalidArgumentError, "indices: 40"),
+        ([-1], [0.5], InvalidArgumentError, "indices: -1"),
+        ([0, 1], [0.5], InvalidTypeError, "values: has length 1, expected 2"),
+        (
+            [0, 1],
+            [0.5, float("nan")],
+            InvalidArgumentError,
+            "values: must be finite mean rewards, got nan at position 1",
+        ),
+        ([0], [float("inf")], InvalidArgumentError, "values: must be finite"),
+        ([0, 1], ["0.5", "x"], InvalidTypeError, "values: must be numeric"),
+        ([0.5], [0.5], InvalidTypeError, "indices: must be integers"),
+        (["a"], [0.5], InvalidTypeError, "indices"),
+    ],
+)
+def test_bad_feedback_raises_a_typed_error_and_changes_nothing(
+    pool: str, indices: Any, values: Any, error: type[BotsError], names: str
+) -> None:
     r = reader(pool, kwargs=PAPER)
     sel = selector_of(r)
     r.feedback(indices=read(r), values=[1.0, 0.0, 0.5, 0.5])
@@ -364,7 +449,9 @@ def test_bad_feedback_raises_a_typed_error_and_changes_nothing(pool: str, indice
     assert sel.pending == sorted(picked)
 
 
-def test_rewards_outside_the_range_are_clipped_and_reward_range_rescales(pool: str, caplog: pytest.LogCaptureFixture) -> None:
+def test_rewards_outside_the_range_are_clipped_and_reward_range_rescales(
+    pool: str, caplog: pytest.LogCaptureFixture
+) -> None:
     base = {"m": 4, "lamb": 0.0, "rho": 0.0, "target_reward": 0.5, "tau": 0}
     sel = selector_of(reader(pool, kwargs=base, feature_keys=()))
     sel.feedback([0, 1, 2], [-0.1, 1.2, 0.45])  # Trinity's math reward: accuracy - 0.1 for a bad format
@@ -391,19 +478,22 @@ def test_metrics_after_feedback(pool: str) -> None:
 
 
 # ------------------------------------------------------------------------------- configuration
-@pytest.mark.parametrize("kwargs, message", [
-    ({"adaptive_rho": "yes"}, "kwargs.adaptive_rho: must be a bool"),
-    ({"lamb": 0.1, "lam": 0.1}, "kwargs.lamb and kwargs.lam name the same parameter"),
-    ({"m": 16, "n_rollouts": 16}, "kwargs.m and kwargs.n_rollouts"),
-    ({"temperature": 1.0}, "kwargs.temperature: unknown option"),
-    ({"seed": 3}, "kwargs.seed: unknown option .set data_selector.seed"),
-    ({"lamb": 1.5}, r"kwargs.lamb: must be in \[0.0, 1.0\], got 1.5"),
-    ({"m": 0}, "kwargs.m: must be in"),
-    ({"tau": -1}, "kwargs.tau: must be in"),
-    ({"do_sample": "yes"}, "kwargs.do_sample: must be a bool"),
-    ({"reward_range": [1, 0]}, "kwargs.reward_range: low must be below high"),
-    ({"threads": 0}, "kwargs.threads: must be >= 1"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"adaptive_rho": "yes"}, "kwargs.adaptive_rho: must be a bool"),
+        ({"lamb": 0.1, "lam": 0.1}, "kwargs.lamb and kwargs.lam name the same parameter"),
+        ({"m": 16, "n_rollouts": 16}, "kwargs.m and kwargs.n_rollouts"),
+        ({"temperature": 1.0}, "kwargs.temperature: unknown option"),
+        ({"seed": 3}, "kwargs.seed: unknown option .set data_selector.seed"),
+        ({"lamb": 1.5}, r"kwargs.lamb: must be in \[0.0, 1.0\], got 1.5"),
+        ({"m": 0}, "kwargs.m: must be in"),
+        ({"tau": -1}, "kwargs.tau: must be in"),
+        ({"do_sample": "yes"}, "kwargs.do_sample: must be a bool"),
+        ({"reward_range": [1, 0]}, "kwargs.reward_range: low must be below high"),
+        ({"threads": 0}, "kwargs.threads: must be >= 1"),
+    ],
+)
 def test_unsupported_or_bad_kwargs_raise_config_errors(pool: str, kwargs: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         reader(pool, kwargs=kwargs)
@@ -437,8 +527,9 @@ def test_bad_feature_columns_are_refused(tmp_path: Path, pool: str) -> None:
 # ------------------------------------------------------------------------------- checkpoints
 @pytest.mark.parametrize("kwargs", [PAPER, {}])
 @pytest.mark.parametrize("side_file", [False, True])
-def test_state_round_trips_through_trinitys_json_and_resumes_exactly(extremes_pool: str, tmp_path: Path,
-                                                                     kwargs: dict[str, Any], side_file: bool) -> None:
+def test_state_round_trips_through_trinitys_json_and_resumes_exactly(
+    extremes_pool: str, tmp_path: Path, kwargs: dict[str, Any], side_file: bool
+) -> None:
     """Explorer state saved by Trinity's StateManager mid-run (with picks still pending) and a
     new TasksetScheduler built from it select what the uninterrupted run selects."""
     if side_file:
@@ -459,7 +550,9 @@ def test_state_round_trips_through_trinitys_json_and_resumes_exactly(extremes_po
     assert b.pending == a.pending
     np.testing.assert_array_equal(b.bots.alpha, a.bots.alpha)
     for _ in range(3):
-        assert [t.index["index"] for t in asyncio.run(resumed.read())] == [t.index["index"] for t in asyncio.run(run.read())]
+        assert [t.index["index"] for t in asyncio.run(resumed.read())] == [
+            t.index["index"] for t in asyncio.run(run.read())
+        ]
         values = {"indices": a.pending[:2], "values": [1.0, 0.25]}
         run.feedback({SELECTOR_METRIC: {0: dict(values)}})
         resumed.feedback({SELECTOR_METRIC: {0: dict(values)}})
@@ -507,8 +600,11 @@ def test_bad_checkpoints_are_refused_and_change_nothing(pool: str, tmp_path: Pat
         ({**good, "version": 99}, CheckpointError, "version 99"),
         ({**good, "settings": {**good["settings"], "lam": 0.3}}, ConfigError, r"lam 0.3 -> 0.1"),
         ({k: v for k, v in good.items() if k != "bots_state"}, CheckpointError, "names neither"),
-        ({**{k: v for k, v in good.items() if k != "bots_state"}, "bots_file": str(tmp_path / "gone.bots")},
-         CheckpointError, "no checkpoint at"),
+        (
+            {**{k: v for k, v in good.items() if k != "bots_state"}, "bots_file": str(tmp_path / "gone.bots")},
+            CheckpointError,
+            "no checkpoint at",
+        ),
     ]
     for state, error, message in cases:
         with pytest.raises(error, match=message):
@@ -546,7 +642,9 @@ def repicks(picks: list[list[int]], tasks: set[int]) -> int:
     return len(flat) - len(set(flat))
 
 
-def test_evidence_reaches_bots_when_pass_rate_calculator_runs_before_the_filter(extremes_pool: str, tmp_path: Path) -> None:
+def test_evidence_reaches_bots_when_pass_rate_calculator_runs_before_the_filter(
+    extremes_pool: str, tmp_path: Path
+) -> None:
     sel, picks, fed = run_filtered(extremes_pool, tmp_path, ["pass_rate_calculator", "dapo_dynamic_sampling"])
     mean = sel.bots.mean()
     rolled = {i for batch in picks[:-2] for i in batch}  # the last sync's feedback is still to come

@@ -111,17 +111,23 @@ def _trainer(tmp_path: Any, *, deterministic: bool = False, **overrides: Any) ->
     tok = byte_tokenizer()
     model = tiny_model(tok)
     # Row r holds task N-1-r, so row index and task id differ.
-    ds = datasets.Dataset.from_dict({"prompt": [f"task {N - 1 - r}:" for r in range(N)], "task_id": [N - 1 - r for r in range(N)]})
+    ds = datasets.Dataset.from_dict(
+        {"prompt": [f"task {N - 1 - r}:" for r in range(N)], "task_id": [N - 1 - r for r in range(N)]}
+    )
     scored: list[list[int]] = []
 
     def accuracy(prompts: list[str], completions: list[str], task_id: list[int], **kw: Any) -> list[float]:
         scored.append(list(task_id))
+
         # Tasks 0 mod 3 always pass, 1 mod 3 always fail, the rest pass on half their rollouts:
         # by rollout position (deterministic) or by the completion (depends on the model).
         def mixed(i: int, c: str) -> float:
             return float(i % 2) if deterministic else float(len(c) % 2)
 
-        return [1.0 if t % 3 == 0 else 0.0 if t % 3 == 1 else mixed(i, c) for i, (t, c) in enumerate(zip(task_id, completions))]
+        return [
+            1.0 if t % 3 == 0 else 0.0 if t % 3 == 1 else mixed(i, c)
+            for i, (t, c) in enumerate(zip(task_id, completions))
+        ]
 
     cfg: dict[str, Any] = dict(
         output_dir=str(tmp_path),
@@ -140,7 +146,9 @@ def _trainer(tmp_path: Any, *, deterministic: bool = False, **overrides: Any) ->
         disable_tqdm=True,
     )
     cfg.update(overrides)
-    trainer = GRPOTrainer(model=model, reward_funcs=[accuracy], args=GRPOConfig(**cfg), train_dataset=ds, processing_class=tok)
+    trainer = GRPOTrainer(
+        model=model, reward_funcs=[accuracy], args=GRPOConfig(**cfg), train_dataset=ds, processing_class=tok
+    )
     return trainer, scored
 
 
@@ -178,7 +186,9 @@ def test_grpo_generation_reuse_and_fetch_mode(tmp_path: Any) -> None:
 
     # Two gradient-accumulation slices per generation, each generation used for two iterations:
     # one generation (and one selection) every 4 optimiser steps: steps 0 and 4 of 5.
-    trainer, scored = _trainer(tmp_path, per_device_train_batch_size=4, steps_per_generation=2, num_iterations=2, max_steps=5)
+    trainer, scored = _trainer(
+        tmp_path, per_device_train_batch_size=4, steps_per_generation=2, num_iterations=2, max_steps=5
+    )
     sel = RecordingBOTS(N, seed=2, threads=1)
     attach_bots(trainer, sel)
     trainer.train()
@@ -324,7 +334,10 @@ def _pool(n: int) -> Any:
     datasets = pytest.importorskip("datasets")
     # Row r holds task n-1-r; chat prompts, as the async trainer requires.
     return datasets.Dataset.from_dict(
-        {"prompt": [[{"role": "user", "content": f"task {n - 1 - r}"}] for r in range(n)], "task_id": [n - 1 - r for r in range(n)]}
+        {
+            "prompt": [[{"role": "user", "content": f"task {n - 1 - r}"}] for r in range(n)],
+            "task_id": [n - 1 - r for r in range(n)],
+        }
     )
 
 
@@ -546,12 +559,24 @@ def test_async_grpo_trainer_attach_logs_saves_and_restores(tmp_path: Any, monkey
     sel = BOTS(9, seed=3, threads=1)
     stream = AsyncBOTS(sel, _pool(9))
     args = AsyncGRPOConfig(
-        output_dir=str(tmp_path / "out"), use_cpu=True, bf16=False, report_to=[], max_steps=4, num_generations=4,
-        per_device_train_batch_size=8, gradient_accumulation_steps=2, logging_steps=1, token_budget=0,
+        output_dir=str(tmp_path / "out"),
+        use_cpu=True,
+        bf16=False,
+        report_to=[],
+        max_steps=4,
+        num_generations=4,
+        per_device_train_batch_size=8,
+        gradient_accumulation_steps=2,
+        logging_steps=1,
+        token_budget=0,
     )
     trainer = AsyncGRPOTrainer(
-        model=str(tmp_path / "model"), reward_funcs=[stream.recording(pass_fail_or_half)], args=args,
-        train_dataset=stream.prompts, processing_class=tok, rollout_worker=_StubRolloutWorker(),
+        model=str(tmp_path / "model"),
+        reward_funcs=[stream.recording(pass_fail_or_half)],
+        args=args,
+        train_dataset=stream.prompts,
+        processing_class=tok,
+        rollout_worker=_StubRolloutWorker(),
         weight_transfer=_NoWeightTransfer(),
     )
     stream.attach(trainer)

@@ -216,15 +216,25 @@ def test_trainers_registered_and_configs_refused(data_dir: str, tmp_path: Any) -
         with pytest.raises(ConfigError, match=message):
             bv.check_config(make_config(data_dir, ckpt, override))
     assert bv.check_config(make_config(data_dir, ckpt)) == "sync"
-    assert bv.check_config(make_config(data_dir, ckpt, "trainer.v1.trainer_mode=bots_separate_async")) == "separate_async"
+    assert (
+        bv.check_config(make_config(data_dir, ckpt, "trainer.v1.trainer_mode=bots_separate_async")) == "separate_async"
+    )
     config = make_config(data_dir, ckpt, "bots.weak_column=weak_rate")
     with pytest.raises(ConfigError, match="go together"):
         start(bv.BOTSPPOTrainerSync, config)
 
 
 def test_replay_buffer_gets_verls_own_dapo_arguments(cluster: Any, data_dir: str, tmp_path: Any) -> None:
-    names = ("trainer_mode", "max_off_policy_threshold", "max_off_policy_strategy", "filter_groups_metric",
-             "train_batch_size", "gen_batch_size", "max_inflight_gen_batches", "sync_refill_failed_groups")
+    names = (
+        "trainer_mode",
+        "max_off_policy_threshold",
+        "max_off_policy_strategy",
+        "filter_groups_metric",
+        "train_batch_size",
+        "gen_batch_size",
+        "max_inflight_gen_batches",
+        "sync_refill_failed_groups",
+    )
     for mode, ours, theirs, extra in [
         ("sync", bv.BOTSPPOTrainerSync, PPOTrainerSync, DAPO),
         ("sync", bv.BOTSPPOTrainerSync, PPOTrainerSync, ("algorithm.filter_groups.max_inflight_gen_batches=3", *DAPO)),
@@ -240,9 +250,13 @@ def test_replay_buffer_gets_verls_own_dapo_arguments(cluster: Any, data_dir: str
         if DAPO[0] in extra:
             assert ours_rb.filter_groups_metric == "reward"  # DAPO is on, not silently off
     # verl's config-only seam alone would show BOTS the rewards but not let it choose: refused.
-    config = make_config(data_dir, str(tmp_path), "trainer.v1.trainer_mode=sync",
-                         "trainer.v1.sampler.custom_sampler.path=pkg://bots_rft.integrations.verl",
-                         "trainer.v1.sampler.custom_sampler.name=BOTSReplayBuffer")
+    config = make_config(
+        data_dir,
+        str(tmp_path),
+        "trainer.v1.trainer_mode=sync",
+        "trainer.v1.sampler.custom_sampler.path=pkg://bots_rft.integrations.verl",
+        "trainer.v1.sampler.custom_sampler.name=BOTSReplayBuffer",
+    )
     with pytest.raises(ConfigError, match="custom_sampler"):
         PPOTrainerSync(config)
 
@@ -261,7 +275,9 @@ def test_sampler_chooses_every_prompt_a_chunk_at_a_time(cluster: Any, data_dir: 
     assert len(set(tasks)) == BATCH
     # each row really is the task BOTS chose (rows are not in task-id order in this dataset)
     assert sorted(trainer.bots_sampler._uid_task.values()) == sorted(tasks)
-    assert [trainer.train_dataset.dataframe[int(trainer.bots_sampler.rows_of_task[t])]["extra_info"]["index"] for t in tasks] == tasks
+    assert [
+        trainer.train_dataset.dataframe[int(trainer.bots_sampler.rows_of_task[t])]["extra_info"]["index"] for t in tasks
+    ] == tasks
 
 
 def test_inflight_prompts_are_excluded_until_their_evidence_is_folded() -> None:
@@ -289,7 +305,9 @@ def test_inflight_prompts_are_excluded_until_their_evidence_is_folded() -> None:
 # ------------------------------------------------------------------------------ evidence
 
 
-def test_filtered_groups_reach_bots_and_extreme_tasks_stop_being_chosen(cluster: Any, data_dir: str, tmp_path: Any) -> None:
+def test_filtered_groups_reach_bots_and_extreme_tasks_stop_being_chosen(
+    cluster: Any, data_dir: str, tmp_path: Any
+) -> None:
     """The evidence-loss regression: with DAPO filtering on, the all-pass and all-fail groups are
     evicted before the trainer sees them; BOTS must still learn from them (posterior means near 1
     and 0, not decaying to the prior 0.5) and stop choosing those tasks."""
@@ -312,8 +330,18 @@ def test_filtered_groups_reach_bots_and_extreme_tasks_stop_being_chosen(cluster:
     late_picks = [KIND[t] for t in loop.dispatched[-3 * BATCH :]]
     assert late_picks.count("mixed") >= 0.75 * len(late_picks), late_picks
     assert steps[-1]["bots/etr"] >= steps[0]["bots/etr"]
-    for key in ("bots/etr", "bots/below_one", "bots/above_zero", "bots/pick_mean_p10", "bots/pick_mean_p50",
-                "bots/select_ms", "bots/update_ms", "bots/evicted_groups", "bots/kept_groups", "bots/inflight_tasks"):
+    for key in (
+        "bots/etr",
+        "bots/below_one",
+        "bots/above_zero",
+        "bots/pick_mean_p10",
+        "bots/pick_mean_p50",
+        "bots/select_ms",
+        "bots/update_ms",
+        "bots/evicted_groups",
+        "bots/kept_groups",
+        "bots/inflight_tasks",
+    ):
         assert key in steps[-1], key
     assert steps[-1]["bots/inflight_tasks"] == 0  # sync: nothing carried into the next step
 
@@ -352,9 +380,15 @@ def test_checkpoint_round_trip_resumes_exactly(cluster: Any, data_dir: str, tmp_
 # ------------------------------------------------------------------------------ async
 
 
-def test_async_stale_groups_feed_bots_and_running_prompts_stay_excluded(cluster: Any, data_dir: str, tmp_path: Any) -> None:
-    config = make_config(data_dir, str(tmp_path), "trainer.v1.trainer_mode=bots_colocate_async",
-                         "trainer.v1.sampler.max_off_policy_threshold=1")
+def test_async_stale_groups_feed_bots_and_running_prompts_stay_excluded(
+    cluster: Any, data_dir: str, tmp_path: Any
+) -> None:
+    config = make_config(
+        data_dir,
+        str(tmp_path),
+        "trainer.v1.trainer_mode=bots_colocate_async",
+        "trainer.v1.sampler.max_off_policy_threshold=1",
+    )
     trainer = start(CPUAsyncTrainer, config)
     assert isinstance(trainer.replay_buffer, bv.BOTSReplayBufferAsync)
     loop: FakeAgentLoop = trainer.agent_loop_manager

@@ -42,8 +42,10 @@ def _rollout(ids: np.ndarray) -> np.ndarray:
 def _signals(m: Method) -> dict[str, Any]:
     """The further per-task arrays a method reads: three reference columns, 5-D embeddings."""
     weak, strong = _references()
-    made = {"references": np.column_stack([weak, strong, np.linspace(1.0, 0.0, N)]),
-            "embeddings": np.random.default_rng(0).normal(size=(N, 5))}
+    made = {
+        "references": np.column_stack([weak, strong, np.linspace(1.0, 0.0, N)]),
+        "embeddings": np.random.default_rng(0).normal(size=(N, 5)),
+    }
     return {name: made[name] for name in m.signals}
 
 
@@ -151,7 +153,9 @@ def _bad_values(p: Parameter) -> list[tuple[Any, type]]:
     """Values of the wrong type and values just outside the range, with the error each raises."""
     if p.type == "bool":
         return [("yes", InvalidTypeError), (1, InvalidTypeError)]
-    wrong = [("0.5", InvalidTypeError), (True, InvalidTypeError)] + ([(1.5, InvalidTypeError)] if p.type == "int" else [])
+    wrong = [("0.5", InvalidTypeError), (True, InvalidTypeError)] + (
+        [(1.5, InvalidTypeError)] if p.type == "int" else []
+    )
     out: list[tuple[Any, type]] = []
     step = 1 if p.type == "int" else 1e-9
     if not math.isinf(p.low):
@@ -263,10 +267,15 @@ def test_train_config_accepts_the_tables_range(name: str) -> None:
 
     p = PARAMETERS[name]
     for v in _edges(p):
-        assert _accepts(lambda **kw: TrainConfig(pool="p.parquet", **kw).validate(), **{name: v}) == p.contains(v), (name, v)
+        assert _accepts(lambda **kw: TrainConfig(pool="p.parquet", **kw).validate(), **{name: v}) == p.contains(v), (
+            name,
+            v,
+        )
 
 
-@pytest.mark.parametrize("name,key", [("lam", "lam"), ("rho", "rho"), ("min_gap", "min_gap"), ("oversample", "dapo_oversample")])
+@pytest.mark.parametrize(
+    "name,key", [("lam", "lam"), ("rho", "rho"), ("min_gap", "min_gap"), ("oversample", "dapo_oversample")]
+)
 def test_simulator_config_accepts_the_tables_range(name: str, key: str) -> None:
     from bots_rft.simulate import LearnerConfig, SimConfig
 

@@ -239,8 +239,10 @@ def test_spending_k_times_the_rollouts_makes_ttb_per_rollout_k_times_worse(
             assert math.isnan(by_rollout)
         else:
             assert by_rollout == pytest.approx(factor * by_step, rel=1e-9)
-    assert all(v is None or math.isnan(v) or v == pytest.approx(1.0)
-               for v in time_to_baseline(base_spent, base, base_spent, base))
+    assert all(
+        v is None or math.isnan(v) or v == pytest.approx(1.0)
+        for v in time_to_baseline(base_spent, base, base_spent, base)
+    )
 
 
 def test_bsf_per_rollout_gives_the_baselines_budget_in_rollouts() -> None:
@@ -274,9 +276,16 @@ def test_strict_ratios_equal_trinitys_pass_rate_calculator() -> None:
     rng = np.random.default_rng(3)
     counts = rng.integers(0, 17, size=40)
     counts[:4] = [0, 1, 15, 16]
-    exps = [Experience(tokens=torch.tensor([1, 2]), prompt_length=1, reward=float(j < c),
-                       info={"task_index": {"taskset_id": i % 2, "index": i}})
-            for i, c in enumerate(counts) for j in range(16)]
+    exps = [
+        Experience(
+            tokens=torch.tensor([1, 2]),
+            prompt_length=1,
+            reward=float(j < c),
+            info={"task_index": {"taskset_id": i % 2, "index": i}},
+        )
+        for i, c in enumerate(counts)
+        for j in range(16)
+    ]
     _, theirs = PassRateCalculator().process(exps)
     ours = effective_ratios(counts, 16)
     assert theirs["selection/valid_ratio"] == pytest.approx(ours.etr)

@@ -115,8 +115,11 @@ def test_checkpoint_resumes_exactly(tmp_path: Path) -> None:
     weak, strong = rng.random(40), rng.random(40)
 
     def build() -> MultiPool:
-        return MultiPool([BOTS(40, seed=1, evidence=Interpolation(weak, strong)), BOTS(25, seed=2, lam=0.5)],
-                         weights=[2, 1], names=["math", "code"])
+        return MultiPool(
+            [BOTS(40, seed=1, evidence=Interpolation(weak, strong)), BOTS(25, seed=2, lam=0.5)],
+            weights=[2, 1],
+            names=["math", "code"],
+        )
 
     def step(mix: MultiPool) -> list[int]:
         ids = mix.select(7)
@@ -156,16 +159,19 @@ def test_load_state_dict_refuses_other_layouts_and_changes_nothing() -> None:
         mix.load_state_dict(mix.selectors[0].state_dict())
 
 
-@pytest.mark.parametrize("kwargs, error, text", [
-    (dict(selectors=[]), InvalidTypeError, "selectors: must be a non-empty sequence of BOTS"),
-    (dict(selectors=[1]), InvalidTypeError, "selectors: entry 0 must be a BOTS, got int"),
-    (dict(weights=[1.0]), InvalidArgumentError, "weights: must hold one number per pool (2), got [1.0]"),
-    (dict(weights=[1.0, -1.0]), InvalidArgumentError, "weights: must be finite and >= 0, got -1.0 for pool 1"),
-    (dict(weights=[0, 0]), InvalidArgumentError, "weights: at least one must be > 0, got [0.0, 0.0]"),
-    (dict(weights=["a", 1]), InvalidTypeError, "weights: must be numbers"),
-    (dict(names=["a", "a"]), InvalidArgumentError, "names: must be distinct"),
-    (dict(names=["a"]), InvalidArgumentError, "names: must be 2 strings"),
-])
+@pytest.mark.parametrize(
+    "kwargs, error, text",
+    [
+        (dict(selectors=[]), InvalidTypeError, "selectors: must be a non-empty sequence of BOTS"),
+        (dict(selectors=[1]), InvalidTypeError, "selectors: entry 0 must be a BOTS, got int"),
+        (dict(weights=[1.0]), InvalidArgumentError, "weights: must hold one number per pool (2), got [1.0]"),
+        (dict(weights=[1.0, -1.0]), InvalidArgumentError, "weights: must be finite and >= 0, got -1.0 for pool 1"),
+        (dict(weights=[0, 0]), InvalidArgumentError, "weights: at least one must be > 0, got [0.0, 0.0]"),
+        (dict(weights=["a", 1]), InvalidTypeError, "weights: must be numbers"),
+        (dict(names=["a", "a"]), InvalidArgumentError, "names: must be distinct"),
+        (dict(names=["a"]), InvalidArgumentError, "names: must be 2 strings"),
+    ],
+)
 def test_bad_arguments_raise_typed_errors(kwargs: dict[str, object], error: type[BotsError], text: str) -> None:
     args: dict[str, object] = dict(selectors=pools([3, 3]))
     args.update(kwargs)

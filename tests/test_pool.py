@@ -46,7 +46,9 @@ def write_jsonl(rows: list[dict[str, Any]], path: Path) -> Path:
     opener = gzip.open if path.name.endswith(".gz") else open
     with opener(path, "wt", encoding="utf-8") as f:  # type: ignore[operator]
         for r in rows:
-            f.write(json.dumps({k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()}) + "\n")
+            f.write(
+                json.dumps({k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()}) + "\n"
+            )
     return path
 
 
@@ -92,12 +94,16 @@ def test_ragged_jsonl_falls_back_to_python_reader(tmp_path: Path) -> None:
 
 
 def test_configurable_columns_and_string_ids(tmp_path: Path) -> None:
-    rows = [
-        {"uid": f"t-{i}", "question": f"q{i}", "answer": str(i), "source": "math", "diff": i / 4}
-        for i in range(4)
-    ]
-    cols = {"prompt": "question", "ground_truth": "answer", "data_source": "source", "id": "uid",
-            "ability": None, "extra_info": None, "difficulty": ["diff"]}
+    rows = [{"uid": f"t-{i}", "question": f"q{i}", "answer": str(i), "source": "math", "diff": i / 4} for i in range(4)]
+    cols = {
+        "prompt": "question",
+        "ground_truth": "answer",
+        "data_source": "source",
+        "id": "uid",
+        "ability": None,
+        "extra_info": None,
+        "difficulty": ["diff"],
+    }
     pool = TaskPool.load(write_parquet(rows, tmp_path / "flat.parquet"), cols)
     assert pool.ids.tolist() == ["t-0", "t-1", "t-2", "t-3"]
     assert pool.prompts([1]) == [[{"role": "user", "content": "q1"}]]  # plain string -> one user turn
@@ -252,8 +258,16 @@ def test_many_row_groups_take_the_right_rows(tmp_path: Path) -> None:
 
 def test_make_row_builds_a_valid_pool() -> None:
     rows = [
-        make_row(index=i, prompt=chat(f"q{i}", system="sys"), ground_truth="1", data_source="logic",
-                 ability="logic", split="train", extra={"k": i}, difficulty={WEAK: 0.5})
+        make_row(
+            index=i,
+            prompt=chat(f"q{i}", system="sys"),
+            ground_truth="1",
+            data_source="logic",
+            ability="logic",
+            split="train",
+            extra={"k": i},
+            difficulty={WEAK: 0.5},
+        )
         for i in range(3)
     ]
     pool = TaskPool.from_records(rows)
@@ -270,12 +284,17 @@ def test_make_row_builds_a_valid_pool() -> None:
     [
         ([], r"column 'prompt' row 1: empty prompt \(no messages\)"),
         ([{"role": "usr", "content": "hi"}], r"column 'prompt' row 1, message 0: unknown chat role 'usr'"),
-        ([{"role": "system", "content": "s"}, {"role": "bot", "content": "x"}], r"row 1, message 1: unknown chat role 'bot'"),
+        (
+            [{"role": "system", "content": "s"}, {"role": "bot", "content": "x"}],
+            r"row 1, message 1: unknown chat role 'bot'",
+        ),
     ],
 )
 def test_empty_prompts_and_unknown_roles_are_refused(tmp_path: Path, prompt: list[dict[str, str]], match: str) -> None:
-    rows = [make_row(index=i, prompt=chat(f"q{i}"), ground_truth="1", data_source="math", ability="m", split="t")
-            for i in range(3)]
+    rows = [
+        make_row(index=i, prompt=chat(f"q{i}"), ground_truth="1", data_source="math", ability="m", split="t")
+        for i in range(3)
+    ]
     rows[1]["prompt"] = prompt
     with pytest.raises(DataError, match=match):
         TaskPool.from_records(rows)
@@ -289,8 +308,10 @@ def test_empty_prompts_and_unknown_roles_are_refused(tmp_path: Path, prompt: lis
 
 
 def test_blank_string_prompt_is_refused() -> None:
-    rows = [make_row(index=i, prompt=chat("q"), ground_truth="1", data_source="math", ability="m", split="t")
-            for i in range(2)]
+    rows = [
+        make_row(index=i, prompt=chat("q"), ground_truth="1", data_source="math", ability="m", split="t")
+        for i in range(2)
+    ]
     for r in rows:
         r["prompt"] = "  "
     with pytest.raises(DataError, match=r"column 'prompt' row 0: empty prompt"):
@@ -298,8 +319,10 @@ def test_blank_string_prompt_is_refused() -> None:
 
 
 def test_pool_identity(tmp_path: Path) -> None:
-    rows = [make_row(index=i, prompt=chat(f"q{i}"), ground_truth=str(i), data_source="math", ability="m", split="t")
-            for i in range(5)]
+    rows = [
+        make_row(index=i, prompt=chat(f"q{i}"), ground_truth=str(i), data_source="math", ability="m", split="t")
+        for i in range(5)
+    ]
     pool = TaskPool.from_records(rows)
     ident = pool.identity()
     assert ident["tasks"] == 5

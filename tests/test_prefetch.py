@@ -67,7 +67,11 @@ class PrefetchOnEqualsOff(RuleBasedStateMachine):
         succ = rng.integers(0, 9, size)
         self._both(lambda s: s.update(ids, succ, 8))
 
-    @rule(k=st.sampled_from([0, 1, 16, 64, 64, 64]), how=st.sampled_from(["none", "ids", "mask", "many"]), seed=st.integers(0, 99))
+    @rule(
+        k=st.sampled_from([0, 1, 16, 64, 64, 64]),
+        how=st.sampled_from(["none", "ids", "mask", "many"]),
+        seed=st.integers(0, 99),
+    )
     def select(self, k: int, how: str, seed: int) -> None:
         rng = np.random.default_rng(seed)
         exclude: Any = None

@@ -23,8 +23,14 @@ COLUMN = "tiny_pass_rate"
 @pytest.fixture
 def pool_path(tmp_path: Path) -> Path:
     rows = [
-        make_row(index=10 + i, prompt=chat(f"What is {i} + 1? Answer in <answer></answer> tags."),
-                 ground_truth=str(i + 1), data_source="logic__sum", ability="logic", split="train")
+        make_row(
+            index=10 + i,
+            prompt=chat(f"What is {i} + 1? Answer in <answer></answer> tags."),
+            ground_truth=str(i + 1),
+            data_source="logic__sum",
+            ability="logic",
+            split="train",
+        )
         for i in range(4)
     ]
     path = tmp_path / "pool.parquet"
@@ -33,8 +39,17 @@ def pool_path(tmp_path: Path) -> Path:
 
 
 def cfg(pool: Path, **kw: Any) -> RefEvalConfig:
-    base: dict[str, Any] = dict(model="tiny", pool=str(pool), column=COLUMN, rollouts=2, max_new_tokens=6,
-                                batch_size=4, chunk_tasks=1, device="cpu", workers=0)
+    base: dict[str, Any] = dict(
+        model="tiny",
+        pool=str(pool),
+        column=COLUMN,
+        rollouts=2,
+        max_new_tokens=6,
+        batch_size=4,
+        chunk_tasks=1,
+        device="cpu",
+        workers=0,
+    )
     base.update(kw)
     return RefEvalConfig(**base)
 
@@ -59,8 +74,27 @@ def test_load_tiny_model_and_tokenizer() -> None:
 
 def test_refeval_tiny_end_to_end_via_cli(pool_path: Path, tmp_path: Path, capsys: Any) -> None:
     out = tmp_path / "out.parquet"
-    argv = ["refeval", "--model", "tiny", "--pool", str(pool_path), "--rollouts", "2", "--column", COLUMN,
-            "--max-new-tokens", "6", "--batch-size", "4", "--device", "cpu", "--workers", "0", "--out", str(out)]
+    argv = [
+        "refeval",
+        "--model",
+        "tiny",
+        "--pool",
+        str(pool_path),
+        "--rollouts",
+        "2",
+        "--column",
+        COLUMN,
+        "--max-new-tokens",
+        "6",
+        "--batch-size",
+        "4",
+        "--device",
+        "cpu",
+        "--workers",
+        "0",
+        "--out",
+        str(out),
+    ]
     assert main(argv) == 0
     assert f"wrote column '{COLUMN}'" in capsys.readouterr().out
     rates = TaskPool.load(out).pass_rate(COLUMN)
@@ -91,13 +125,24 @@ def test_rewards_are_aggregated_per_task(pool_path: Path, monkeypatch: pytest.Mo
 
 
 @pytest.mark.parametrize("system_prompt", [None, "", "Answer in <answer> tags."])
-def test_system_prompt_is_handled_as_in_training(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, system_prompt: str | None) -> None:
+def test_system_prompt_is_handled_as_in_training(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, system_prompt: str | None
+) -> None:
     """Reference pass rates transfer to training only if both prompt alike: refeval samples from
     exactly the chats the trainer would build, and the setting is part of the resume fingerprint."""
     import bots_rft.llm.refeval as refeval
 
-    rows = [make_row(index=i, prompt=chat(f"What is {i} + 1?", system="Think first."), ground_truth=str(i + 1),
-                     data_source="logic__sum", ability="logic", split="train") for i in range(3)]
+    rows = [
+        make_row(
+            index=i,
+            prompt=chat(f"What is {i} + 1?", system="Think first."),
+            ground_truth=str(i + 1),
+            data_source="logic__sum",
+            ability="logic",
+            split="train",
+        )
+        for i in range(3)
+    ]
     pool_path = tmp_path / "with_system.parquet"
     TaskPool.from_records(rows).to_parquet(pool_path)
     seen: list[Any] = []
@@ -111,7 +156,9 @@ def test_system_prompt_is_handled_as_in_training(tmp_path: Path, monkeypatch: py
     pool = TaskPool.load(pool_path)
     assert seen == pool.prompts(system_prompt=system_prompt)  # what the trainer builds
     assert pool.prompts()[0][0] == {"role": "system", "content": "Think first."}
-    assert [m["role"] for m in seen[0]] == {None: ["system", "user"], "": ["user"]}.get(system_prompt, ["system", "user"])
+    assert [m["role"] for m in seen[0]] == {None: ["system", "user"], "": ["user"]}.get(
+        system_prompt, ["system", "user"]
+    )
     if system_prompt:
         assert seen[0][0]["content"] == system_prompt
     fp = cfg(pool_path, system_prompt=system_prompt).fingerprint()
@@ -128,7 +175,9 @@ def test_resume_matches_uninterrupted_run(pool_path: Path, tmp_path: Path) -> No
     table = TaskPool.load(pool_path).table
     table = table.set_column(table.column_names.index("data_source"), "data_source", pa.array(["testlen"] * 4))
     TaskPool(table).to_parquet(pool_path)
-    full = run_refeval(cfg(pool_path, out=str(tmp_path / "full.parquet"), keep_progress=True, rollouts=3), progress=False)
+    full = run_refeval(
+        cfg(pool_path, out=str(tmp_path / "full.parquet"), keep_progress=True, rollouts=3), progress=False
+    )
     ppath = progress_path_for(tmp_path / "full.parquet", COLUMN)
     lines = ppath.read_text().splitlines()
     assert len(lines) == 1 + 4  # header + one record per task

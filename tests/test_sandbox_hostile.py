@@ -40,10 +40,12 @@ SHORT = SandboxLimits(timeout_s=1.0, memory_mb=256, output_bytes=64 * 1024, max_
 REPO = Path(__file__).resolve().parents[1]
 SECRET = "bots-hostile-secret-" + secrets.token_hex(12)
 
-ADD = json.dumps({
-    "test": "def check(candidate):\n    assert candidate(2, 3) == 5\n    assert candidate(-1, 1) == 0\n",
-    "entry_point": "add",
-})
+ADD = json.dumps(
+    {
+        "test": "def check(candidate):\n    assert candidate(2, 3) == 5\n    assert candidate(-1, 1) == 0\n",
+        "entry_point": "add",
+    }
+)
 RIGHT_ADD = "```python\ndef add(a, b):\n    return a + b\n```"
 # A stdin/stdout task whose expected output cannot be guessed: only reading it would pass.
 UNGUESSABLE = secrets.token_hex(16)
@@ -143,10 +145,15 @@ def test_right_answers_earn_one() -> None:
     for task in ("HumanEval/2", "HumanEval/8", "HumanEval/32"):  # float, tuple, helper-using test
         p = problems[task]
         truth = json.dumps({k: p[k] for k in ("prompt", "test", "entry_point")})
-        assert verify_code("humaneval", answer(p["prompt"] + p["canonical_solution"]), truth, {}, limits=LIMITS).reward == 1.0
+        assert (
+            verify_code("humaneval", answer(p["prompt"] + p["canonical_solution"]), truth, {}, limits=LIMITS).reward
+            == 1.0
+        )
         assert verify_code("humaneval", p["canonical_solution"], truth, {}, limits=LIMITS).reward == 1.0  # body only
     assert verify_code("humaneval", RIGHT_ADD, ADD, {}, limits=LIMITS).reward == 1.0
-    functional = json.dumps({"functional": "assert Solution().twoSum([2, 7, 11, 15], 9) == [0, 1]\nassert add(2, 2) == 4\n"})
+    functional = json.dumps(
+        {"functional": "assert Solution().twoSum([2, 7, 11, 15], 9) == [0, 1]\nassert add(2, 2) == 4\n"}
+    )
     solution = (
         "from typing import List\nclass Solution:\n    def twoSum(self, nums: List[int], target: int) -> List[int]:\n"
         "        seen = {}\n        for i, x in enumerate(nums):\n            if target - x in seen:\n"
@@ -163,11 +170,13 @@ def test_right_answers_earn_one() -> None:
     )
     assert verify_code("humaneval", answer(stdlib), ADD, {}, limits=LIMITS).reward == 1.0
     # Values that JSON alone would blur cross exactly: tuples, sets, dicts with int keys, nan/inf.
-    exact = json.dumps({
-        "test": "def check(candidate):\n    assert candidate() == ((1, 2), {3}, {4: 'x'}, float('inf'), b'y', 2**80, 1j)\n"
-                "    assert candidate() != ([1, 2], {3}, {4: 'x'}, float('inf'), b'y', 2**80, 1j)\n",
-        "entry_point": "f",
-    })
+    exact = json.dumps(
+        {
+            "test": "def check(candidate):\n    assert candidate() == ((1, 2), {3}, {4: 'x'}, float('inf'), b'y', 2**80, 1j)\n"
+            "    assert candidate() != ([1, 2], {3}, {4: 'x'}, float('inf'), b'y', 2**80, 1j)\n",
+            "entry_point": "f",
+        }
+    )
     right = "def f():\n    return ((1, 2), {3}, {4: 'x'}, float('inf'), b'y', 2**80, 1j)"
     assert verify_code("humaneval", answer(right), exact, {}, limits=LIMITS).reward == 1.0
 
@@ -176,11 +185,13 @@ def test_right_answers_earn_one() -> None:
 def test_wrong_answers_and_tests_that_expect_exceptions() -> None:
     res = verify_code("humaneval", answer("def add(a, b):\n    return 5 if a == 2 else 1"), ADD, {}, limits=LIMITS)
     assert res.reward == 0.0 and "failed assertion at test line 3" in str(res.reason)
-    raises = json.dumps({
-        "test": "def check(candidate):\n    try:\n        candidate(-1)\n    except ValueError:\n        pass\n"
-                "    else:\n        assert False\n    assert candidate(4) == 2\n",
-        "entry_point": "root",
-    })
+    raises = json.dumps(
+        {
+            "test": "def check(candidate):\n    try:\n        candidate(-1)\n    except ValueError:\n        pass\n"
+            "    else:\n        assert False\n    assert candidate(4) == 2\n",
+            "entry_point": "root",
+        }
+    )
     good = "def root(x):\n    if x < 0:\n        raise ValueError('negative')\n    return int(x ** 0.5)"
     assert verify_code("humaneval", answer(good), raises, {}, limits=LIMITS).reward == 1.0
     res = verify_code("humaneval", answer("def root(x):\n    return 1 / 0"), raises, {}, limits=LIMITS)
@@ -283,7 +294,9 @@ def test_host_secrets_and_files_are_out_of_reach(host: Host) -> None:
     )
     # A stand-in for the trainer: a host process with the secret in its environment, which the
     # host itself can read from /proc.
-    trainer = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], env={**os.environ, "BOTS_HOSTILE_SECRET": SECRET})
+    trainer = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(60)"], env={**os.environ, "BOTS_HOSTILE_SECRET": SECRET}
+    )
     try:
         deadline = time.monotonic() + 10  # its environment is readable once it has started
         while SECRET.encode() not in Path(f"/proc/{trainer.pid}/environ").read_bytes() and time.monotonic() < deadline:
@@ -297,7 +310,9 @@ def test_host_secrets_and_files_are_out_of_reach(host: Host) -> None:
         res = score_add(host, hunt + "def add(a, b):\n    return found\n")
         assert "wrong answer" in str(res.reason)
         with RewardScorer(workers=1, timeout=30.0) as scorer:
-            res = scorer.score_batch([RewardItem("humaneval", answer(host.substitute(hunt + "def add(a, b):\n    return found\n")), ADD, {})])[0]
+            res = scorer.score_batch(
+                [RewardItem("humaneval", answer(host.substitute(hunt + "def add(a, b):\n    return found\n")), ADD, {})]
+            )[0]
         assert_zero(res)
     finally:
         trainer.kill()
@@ -309,15 +324,17 @@ def test_neighbours_cannot_sabotage_concurrent_verdicts(host: Host) -> None:
     """Hostile answers running next to right ones (in threads of this process and in the scorer's
     worker processes) try to kill every process they can, flood other sandboxes and fill the
     disk; the right answers keep their 1.0."""
-    saboteur = answer(host.substitute(
-        "import os, signal, glob\n"
-        "for sig in (9, 15):\n    try:\n        os.kill(-1, sig)\n    except OSError:\n        pass\n"
-        "for path in glob.glob('/proc/*/fd/*') + glob.glob('/tmp/*') + glob.glob('/work/../*'):\n"
-        "    try:\n        open(path, 'a').write('sabotage')\n    except OSError:\n        pass\n"
-        "try:\n    open('/work/fill', 'wb').write(b'x' * (100 << 20))\nexcept OSError:\n    pass\n"
-        "while True:\n    try:\n        os.fork()\n    except OSError:\n        break\n"
-        "def add(a, b):\n    return 0\n"
-    ))
+    saboteur = answer(
+        host.substitute(
+            "import os, signal, glob\n"
+            "for sig in (9, 15):\n    try:\n        os.kill(-1, sig)\n    except OSError:\n        pass\n"
+            "for path in glob.glob('/proc/*/fd/*') + glob.glob('/tmp/*') + glob.glob('/work/../*'):\n"
+            "    try:\n        open(path, 'a').write('sabotage')\n    except OSError:\n        pass\n"
+            "try:\n    open('/work/fill', 'wb').write(b'x' * (100 << 20))\nexcept OSError:\n    pass\n"
+            "while True:\n    try:\n        os.fork()\n    except OSError:\n        break\n"
+            "def add(a, b):\n    return 0\n"
+        )
+    )
     jobs = [RIGHT_ADD, saboteur] * 4
     with ThreadPoolExecutor(4) as pool:
         results = list(pool.map(lambda a: verify_code("humaneval", a, ADD, {}, limits=LIMITS), jobs))
@@ -335,34 +352,34 @@ def test_neighbours_cannot_sabotage_concurrent_verdicts(host: Host) -> None:
 FORGERIES = {
     # The pass marker of the old harness printed from every place a program could find it.
     "program file": "import glob\nfor p in glob.glob('/sandbox/*') + glob.glob('/work/*'):\n    print(open(p).read())\n"
-                    "import os\nos._exit(0)\n",
+    "import os\nos._exit(0)\n",
     "code constants": "import sys\nf = sys._getframe()\nwhile f:\n    print(f.f_code.co_consts)\n    f = f.f_back\n"
-                      "import os\nos._exit(0)\n",
+    "import os\nos._exit(0)\n",
     "parsed source": "import inspect, sys\ntry:\n    print(inspect.getsource(sys.modules['__main__']))\nexcept Exception:\n    pass\n"
-                     "raise SystemExit(0)\n",
+    "raise SystemExit(0)\n",
     "os.write(1)": "import os\nos.write(1, b'PASS\\nBOTS-PASS-0123456789abcdef\\n')\nos._exit(0)\n",
     "sys.__stdout__": "import sys\nsys.__stdout__.write('BOTS-PASS-0123456789abcdef\\n')\nsys.__stdout__.flush()\nsys.exit(0)\n",
     "patched traceback.print_exc": "import traceback, sys, os\n"
-                                   "traceback.print_exc = lambda *a, **k: (print('BOTS-PASS'), os._exit(0))\n"
-                                   "sys.excepthook = lambda *a: os._exit(0)\n"
-                                   "def add(a, b):\n    raise AssertionError('x')\n",
+    "traceback.print_exc = lambda *a, **k: (print('BOTS-PASS'), os._exit(0))\n"
+    "sys.excepthook = lambda *a: os._exit(0)\n"
+    "def add(a, b):\n    raise AssertionError('x')\n",
     "trace function": "import sys, os\n"
-                      "def tracer(frame, event, arg):\n    if event == 'exception':\n        os._exit(0)\n    return tracer\n"
-                      "sys.settrace(tracer)\nsys.setprofile(lambda *a: None)\n"
-                      "def add(a, b):\n    return a - b\n",
+    "def tracer(frame, event, arg):\n    if event == 'exception':\n        os._exit(0)\n    return tracer\n"
+    "sys.settrace(tracer)\nsys.setprofile(lambda *a: None)\n"
+    "def add(a, b):\n    return a - b\n",
     "gc rebinding": "import gc\nfor obj in gc.get_objects():\n    if callable(obj) and getattr(obj, '__name__', '') in ('check', 'run_tests', '_verify_tests'):\n"
-                    "        try:\n            obj.__code__ = (lambda *a, **k: None).__code__\n        except Exception:\n            pass\n"
-                    "def add(a, b):\n    return -1\n",
+    "        try:\n            obj.__code__ = (lambda *a, **k: None).__code__\n        except Exception:\n            pass\n"
+    "def add(a, b):\n    return -1\n",
     "early exit while called": "import sys\ndef add(a, b):\n    sys.exit(0)\n",
     "os._exit while called": "import os\ndef add(a, b):\n    os._exit(0)\n",
     "exit hook": "import atexit, os\natexit.register(lambda: os.write(1, b'BOTS-PASS\\n'))\n"
-                 "def add(a, b):\n    raise SystemExit(0)\n",
+    "def add(a, b):\n    raise SystemExit(0)\n",
     "answers on the reply pipe": "import os, json\n"
-                                 "for fd in range(3, 20):\n    try:\n"
-                                 "        body = json.dumps({'ok': True}).encode()\n"
-                                 "        os.write(fd, len(body).to_bytes(4, 'little') + body)\n"
-                                 "    except OSError:\n        pass\n"
-                                 "def add(a, b):\n    return 7\n",
+    "for fd in range(3, 20):\n    try:\n"
+    "        body = json.dumps({'ok': True}).encode()\n"
+    "        os.write(fd, len(body).to_bytes(4, 'little') + body)\n"
+    "    except OSError:\n        pass\n"
+    "def add(a, b):\n    return 7\n",
 }
 
 
@@ -374,18 +391,18 @@ def test_forged_verdicts_earn_nothing(host: Host, name: str) -> None:
 
 ALWAYS_EQUAL = {
     "plain class": "class Eq:\n    def __eq__(self, other):\n        return True\n    def __ne__(self, other):\n        return False\n"
-                   "    def __bool__(self):\n        return True\n    __hash__ = object.__hash__\n"
-                   "def add(a, b):\n    return Eq()\n",
+    "    def __bool__(self):\n        return True\n    __hash__ = object.__hash__\n"
+    "def add(a, b):\n    return Eq()\n",
     "int subclass": "class I(int):\n    def __eq__(self, other):\n        return True\n    __hash__ = int.__hash__\n"
-                    "def add(a, b):\n    return I(0)\n",
+    "def add(a, b):\n    return I(0)\n",
     "float subclass": "class F(float):\n    def __eq__(self, other):\n        return True\n    __hash__ = float.__hash__\n"
-                      "def add(a, b):\n    return F(0.5)\n",
+    "def add(a, b):\n    return F(0.5)\n",
     "str subclass": "class S(str):\n    def __eq__(self, other):\n        return True\n    __hash__ = str.__hash__\n"
-                    "def add(a, b):\n    return S('')\n",
+    "def add(a, b):\n    return S('')\n",
     "nan": "def add(a, b):\n    return float('nan')\n",
     "mock-like": "class M:\n    def __getattr__(self, name):\n        return lambda *a, **k: True\n"
-                 "    def __eq__(self, other):\n        return True\n"
-                 "def add(a, b):\n    return M()\n",
+    "    def __eq__(self, other):\n        return True\n"
+    "def add(a, b):\n    return M()\n",
 }
 
 
@@ -397,17 +414,17 @@ def test_always_equal_objects_earn_nothing(host: Host, name: str) -> None:
 
 STDIO_ATTACKS = {
     "expected output from harness frames": "import sys, gc, re\nseen = set()\nf = sys._getframe()\n"
-        "while f:\n    seen.update(repr(v) for v in f.f_locals.values())\n    seen.update(repr(v) for v in f.f_globals.values())\n    f = f.f_back\n"
-        "for obj in gc.get_objects():\n    try:\n        seen.add(repr(obj)[:10000])\n    except Exception:\n        pass\n"
-        "for text in seen:\n    for token in re.findall('[0-9a-f]{32}', text):\n        print(token)\n",
+    "while f:\n    seen.update(repr(v) for v in f.f_locals.values())\n    seen.update(repr(v) for v in f.f_globals.values())\n    f = f.f_back\n"
+    "for obj in gc.get_objects():\n    try:\n        seen.add(repr(obj)[:10000])\n    except Exception:\n        pass\n"
+    "for text in seen:\n    for token in re.findall('[0-9a-f]{32}', text):\n        print(token)\n",
     "rewritten cases": "import gc\nfor obj in gc.get_objects():\n    if isinstance(obj, list):\n        for i, x in enumerate(obj):\n"
-        "            if isinstance(x, tuple) and len(x) == 2 and all(isinstance(s, str) for s in x):\n"
-        "                obj[i] = (x[0], 'nothing\\n')\nprint('nothing')\n",
+    "            if isinstance(x, tuple) and len(x) == 2 and all(isinstance(s, str) for s in x):\n"
+    "                obj[i] = (x[0], 'nothing\\n')\nprint('nothing')\n",
     "patched io": "import io, builtins, sys\nclass Any(str):\n    def split(self, *a):\n        return ANY\n"
-        "class AnyList(list):\n    def __eq__(self, other):\n        return True\nANY = AnyList()\n"
-        "io.StringIO.getvalue = lambda self: Any('')\nbuiltins.str = Any\nprint('x')\n",
+    "class AnyList(list):\n    def __eq__(self, other):\n        return True\nANY = AnyList()\n"
+    "io.StringIO.getvalue = lambda self: Any('')\nbuiltins.str = Any\nprint('x')\n",
     "environment and files": "import os, glob\nfor p in glob.glob('/proc/*/environ') + glob.glob('/proc/*/cmdline') + glob.glob('/work/*') + glob.glob('/sandbox/*'):\n"
-        "    try:\n        print(open(p, 'rb').read().decode('latin-1'))\n    except OSError:\n        pass\n",
+    "    try:\n        print(open(p, 'rb').read().decode('latin-1'))\n    except OSError:\n        pass\n",
     "exit early after printing": "import os\nos.write(1, b'0' * 32)\nos._exit(0)\n",
 }
 
@@ -428,14 +445,24 @@ RESOURCE_ATTACKS = {
     "disk filler": ("f = open('/work/big', 'wb')\nwhile True:\n    f.write(b'x' * (1 << 20))\n", False),
     "output flood": ("import os\nwhile True:\n    os.write(1, b'y' * 65536)\n", True),
     "background process": (
-        "import os, time\nif os.fork() == 0:\n    os.setsid()\n    time.sleep(1000)\n"
-        "def add(a, b):\n    return 0\n", False),
-    "kill the parent": ("import os\nfor pid in (os.getppid(), 0, -1, 1):\n    try:\n        os.kill(pid, 9)\n"
-                        "    except OSError:\n        pass\ndef add(a, b):\n    return 0\n", False),
-    "sockets": ("import socket\ns = socket.create_connection(('127.0.0.1', PORT), timeout=0.5)\n"
-                "s.sendall(b'hello')\ndef add(a, b):\n    return 0\n", False),
-    "threads": ("import threading, time\nfor _ in range(100):\n    threading.Thread(target=time.sleep, args=(1000,), daemon=True).start()\n"
-                "def add(a, b):\n    return 0\n", False),
+        "import os, time\nif os.fork() == 0:\n    os.setsid()\n    time.sleep(1000)\ndef add(a, b):\n    return 0\n",
+        False,
+    ),
+    "kill the parent": (
+        "import os\nfor pid in (os.getppid(), 0, -1, 1):\n    try:\n        os.kill(pid, 9)\n"
+        "    except OSError:\n        pass\ndef add(a, b):\n    return 0\n",
+        False,
+    ),
+    "sockets": (
+        "import socket\ns = socket.create_connection(('127.0.0.1', PORT), timeout=0.5)\n"
+        "s.sendall(b'hello')\ndef add(a, b):\n    return 0\n",
+        False,
+    ),
+    "threads": (
+        "import threading, time\nfor _ in range(100):\n    threading.Thread(target=time.sleep, args=(1000,), daemon=True).start()\n"
+        "def add(a, b):\n    return 0\n",
+        False,
+    ),
     "open files": ("fs = [open('/dev/null') for _ in range(100000)]\n", False),
     "crash": ("import ctypes\nctypes.string_at(0)\n", False),
 }
@@ -481,7 +508,9 @@ def test_a_killed_scorer_worker_takes_its_sandbox_with_it() -> None:
 # --------------------------------------------------------------------- no isolation: refusal
 def force_no_isolation(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(
-        sandbox._detected, os.getpid(), Isolation(False, None, "the caller's uid", False, "simulated: no user namespaces")
+        sandbox._detected,
+        os.getpid(),
+        Isolation(False, None, "the caller's uid", False, "simulated: no user namespaces"),
     )
     monkeypatch.setattr(sandbox, "_warned_unsandboxed", set())
 
@@ -505,7 +534,12 @@ def test_no_isolation_refuses_code_unless_the_user_opts_in(monkeypatch: pytest.M
         assert verify_code("humaneval", RIGHT_ADD, ADD, {}, limits=LIMITS).reward == 1.0
         wrong = verify_code("humaneval", answer(FORGERIES["os.write(1)"]), ADD, {}, limits=LIMITS)
         assert wrong.reward == 0.0  # the verdict is still computed outside the program
-        assert verify_code("codegen__x", answer("print(sum(map(int, input().split())))"), SUM_STDIO, {}, limits=LIMITS).reward == 1.0
+        assert (
+            verify_code(
+                "codegen__x", answer("print(sum(map(int, input().split())))"), SUM_STDIO, {}, limits=LIMITS
+            ).reward
+            == 1.0
+        )
     assert caplog.text.count("WITHOUT ISOLATION") == 1
     with pytest.raises(SandboxUnavailableError):  # an explicit False wins over the environment
         verify_code("humaneval", RIGHT_ADD, ADD, {}, limits=LIMITS, allow_unsandboxed=False)

@@ -105,9 +105,30 @@ def test_with_one_check_fractional_evidence_equals_both_thresholds(p: list[float
 
 def test_bots_simulate_scenario_writes_its_table_curves_and_plot(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    rc = cli_main(["simulate", "--scenario", "graded", "--checks", "3", "--tasks", "300", "--batch", "16",
-                   "--steps", "3", "--seeds", "2", "--groups", "2", "--eval-tasks", "50", "--out", str(out),
-                   "--no-progress"])
+    rc = cli_main(
+        [
+            "simulate",
+            "--scenario",
+            "graded",
+            "--checks",
+            "3",
+            "--tasks",
+            "300",
+            "--batch",
+            "16",
+            "--steps",
+            "3",
+            "--seeds",
+            "2",
+            "--groups",
+            "2",
+            "--eval-tasks",
+            "50",
+            "--out",
+            str(out),
+            "--no-progress",
+        ]
+    )
     assert rc == 0
     summary = (out / "summary.md").read_text()
     assert "--scenario graded" in summary and "--checks 3" in summary

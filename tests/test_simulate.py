@@ -78,8 +78,16 @@ def test_headline_table_counts_rollouts_as_well_as_steps() -> None:
     from bots_rft.report.tables import markdown_table
     from bots_rft.simulate.experiment import run_experiment
 
-    config = SimConfig(learner=TINY, steps=8, batch_size=16, seeds=(0, 1), methods=("random", "bots", "dynamic"),
-                       rho_sweep=(), lam_sweep=(), sampling_ablation=False)
+    config = SimConfig(
+        learner=TINY,
+        steps=8,
+        batch_size=16,
+        seeds=(0, 1),
+        methods=("random", "bots", "dynamic"),
+        rho_sweep=(),
+        lam_sweep=(),
+        sampling_ablation=False,
+    )
     rows = {r.key: r for r in group_rows(run_experiment(config, progress=False), "methods")}
     for key in ("random", "bots(lam=0.1,rho=0.1,thompson=True)"):
         r = rows[key]
@@ -133,29 +141,69 @@ def test_min_gap_reaches_every_interpolation_estimator() -> None:
 
 
 EXPECTED_FILES = [
-    "summary.md", "tables.csv", "curves.csv", "evidence.csv", "results.json",
-    "heatmap_random.csv", "heatmap_offline.csv", "heatmap_bots-mopps.csv",
-    "heatmap_bots-dots.csv", "heatmap_bots.csv", "heatmap_dapo-ds.csv",
-    "curves_methods.png", "curves_rho.png", "curves_lambda.png", "curves_sampling.png",
-    "heatmap_random_vs_bots.png", "evidence_quality.png",
+    "summary.md",
+    "tables.csv",
+    "curves.csv",
+    "evidence.csv",
+    "results.json",
+    "heatmap_random.csv",
+    "heatmap_offline.csv",
+    "heatmap_bots-mopps.csv",
+    "heatmap_bots-dots.csv",
+    "heatmap_bots.csv",
+    "heatmap_dapo-ds.csv",
+    "curves_methods.png",
+    "curves_rho.png",
+    "curves_lambda.png",
+    "curves_sampling.png",
+    "heatmap_random_vs_bots.png",
+    "evidence_quality.png",
 ]
 
 
 def test_cli_simulate_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "run"
-    rc = cli_main([
-        "simulate", "--tasks", "400", "--steps", "6", "--batch", "16", "--seeds", "2",
-        "--groups", "3", "--eval-tasks", "100", "--rho-sweep", "0,0.5", "--lam-sweep", "0.5",
-        "--learner", "weak_level=0.5", "--out", str(out), "--no-progress",
-    ])
+    rc = cli_main(
+        [
+            "simulate",
+            "--tasks",
+            "400",
+            "--steps",
+            "6",
+            "--batch",
+            "16",
+            "--seeds",
+            "2",
+            "--groups",
+            "3",
+            "--eval-tasks",
+            "100",
+            "--rho-sweep",
+            "0,0.5",
+            "--lam-sweep",
+            "0.5",
+            "--learner",
+            "weak_level=0.5",
+            "--out",
+            str(out),
+            "--no-progress",
+        ]
+    )
     assert rc == 0
     for name in EXPECTED_FILES:
         assert (out / name).is_file() and (out / name).stat().st_size > 0, name
     stdout = capsys.readouterr().out
     assert "TTB 50%" in stdout and "| BOTS |" in stdout
     summary = (out / "summary.md").read_text(encoding="utf-8")
-    for text in ("## Methods", "## Impact of ρ", "## Impact of λ", "## Posterior sampling",
-                 "## Implicit-evidence quality", "| DAPO-DS |", "--learner weak_level=0.5"):
+    for text in (
+        "## Methods",
+        "## Impact of ρ",
+        "## Impact of λ",
+        "## Posterior sampling",
+        "## Implicit-evidence quality",
+        "| DAPO-DS |",
+        "--learner weak_level=0.5",
+    ):
         assert text in summary, text
     result = json.loads((out / "results.json").read_text(encoding="utf-8"))
     assert [r["label"] for r in result["tables"]["rho"]] == ["Random", "ρ=0", "ρ=0.5"]
@@ -174,11 +222,9 @@ def test_cli_simulate_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[s
 
 
 def test_cli_simulate_rejects_bad_options(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    rc = cli_main(["simulate", "--tasks", "100", "--batch", "8", "--methods", "random,bogus",
-                   "--out", str(tmp_path)])
+    rc = cli_main(["simulate", "--tasks", "100", "--batch", "8", "--methods", "random,bogus", "--out", str(tmp_path)])
     assert rc == 2 and "bogus" in capsys.readouterr().err
-    rc = cli_main(["simulate", "--tasks", "100", "--batch", "8", "--learner", "nope=1",
-                   "--out", str(tmp_path)])
+    rc = cli_main(["simulate", "--tasks", "100", "--batch", "8", "--learner", "nope=1", "--out", str(tmp_path)])
     assert rc == 2 and "nope" in capsys.readouterr().err
     assert not any(tmp_path.iterdir())
 

@@ -29,7 +29,9 @@ def _step(sel: BOTS, t: int) -> np.ndarray:
 
 def _make(**kw) -> BOTS:  # type: ignore[no-untyped-def]
     weak, strong = _pool()
-    return BOTS(len(weak), prior_alpha=np.linspace(0.5, 2, len(weak)), evidence=Interpolation(weak, strong), seed=77, **kw)
+    return BOTS(
+        len(weak), prior_alpha=np.linspace(0.5, 2, len(weak)), evidence=Interpolation(weak, strong), seed=77, **kw
+    )
 
 
 def test_save_load_resume_selects_exactly_the_same(tmp_path: Path) -> None:
@@ -169,8 +171,17 @@ def test_parameters_are_read_only_attributes() -> None:
     _step(sel, 0)
     before = sel.state_dict()
     assert (sel.lam, sel.rho, sel.target, sel.n_rollouts, sel.thompson, sel.seed) == (0.1, 0.1, 0.5, 16, True, 77)
-    for name, value in (("lam", 5), ("rho", 0.3), ("target", 0.2), ("n_rollouts", 4), ("thompson", False),
-                        ("seed", 1), ("alpha", None), ("evidence", None), ("num_selections", 0)):
+    for name, value in (
+        ("lam", 5),
+        ("rho", 0.3),
+        ("target", 0.2),
+        ("n_rollouts", 4),
+        ("thompson", False),
+        ("seed", 1),
+        ("alpha", None),
+        ("evidence", None),
+        ("num_selections", 0),
+    ):
         with pytest.raises(AttributeError, match=f"^{name}: BOTS attributes are read-only"):
             setattr(sel, name, value)
     with pytest.raises(AttributeError, match="read-only"):
@@ -188,7 +199,17 @@ def test_set_params_takes_effect_and_is_checkpointed(tmp_path: Path) -> None:
     for t in range(3):
         _step(a, t)
     a.set_params(lam=0.4, rho=0.0, target=0.3, n_rollouts=8, thompson=False)
-    assert a.params == {"lam": 0.4, "rho": 0.0, "target": 0.3, "n_rollouts": 8.0, "thompson": False, "seed": 77, "adaptive_rho": False, "tau": 0.0, "adaptive_lam": False}
+    assert a.params == {
+        "lam": 0.4,
+        "rho": 0.0,
+        "target": 0.3,
+        "n_rollouts": 8.0,
+        "thompson": False,
+        "seed": 77,
+        "adaptive_rho": False,
+        "tau": 0.0,
+        "adaptive_lam": False,
+    }
     # A selector built with those parameters, on the same posterior, behaves identically.
     b = _make(lam=0.4, rho=0.0, target=0.3, n_rollouts=8, thompson=False)
     b.load_state_dict(a.state_dict())
@@ -211,9 +232,18 @@ def test_bad_set_params_change_nothing() -> None:
     sel = _make()
     _step(sel, 0)
     before = sel.state_dict()
-    bad = [({"lam": 2.0}, "lam"), ({"lam": 0.2, "rho": -1}, "rho"), ({"target": 1.5}, "target"), ({"tau": -0.5}, "tau"),
-           ({"n_rollouts": 0}, "n_rollouts"), ({"thompson": 1}, "thompson"), ({"seed": 3}, "seed"),
-           ({"prior_alpha": 2.0}, "prior_alpha"), ({"lamda": 0.2}, "lamda"), ({"lam": "0.2"}, "lam")]
+    bad = [
+        ({"lam": 2.0}, "lam"),
+        ({"lam": 0.2, "rho": -1}, "rho"),
+        ({"target": 1.5}, "target"),
+        ({"tau": -0.5}, "tau"),
+        ({"n_rollouts": 0}, "n_rollouts"),
+        ({"thompson": 1}, "thompson"),
+        ({"seed": 3}, "seed"),
+        ({"prior_alpha": 2.0}, "prior_alpha"),
+        ({"lamda": 0.2}, "lamda"),
+        ({"lam": "0.2"}, "lam"),
+    ]
     for kwargs, name in bad:
         with pytest.raises(BotsError, match=f"^{name}: ") as info:
             sel.set_params(**kwargs)

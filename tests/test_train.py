@@ -27,10 +27,25 @@ from bots_rft.train.trainer import GRPOTrainer, train  # noqa: E402
 
 def cfg(pool: Path, out: Path, **kw: Any) -> Any:
     base: dict[str, Any] = dict(
-        pool=str(pool), model="tiny", device="cpu", steps=2, batch_size=4, rollouts=4, mini_batch_size=2,
-        micro_batch_size=8, max_new_tokens=6, lr=1e-3, warmup_steps=2, verifiers=TOY_VERIFIER,
-        weak_column="weak_pass_rate", strong_column="strong_pass_rate", out_dir=str(out), progress=False,
-        eval_every=2, tensorboard=False, reward_workers=0,
+        pool=str(pool),
+        model="tiny",
+        device="cpu",
+        steps=2,
+        batch_size=4,
+        rollouts=4,
+        mini_batch_size=2,
+        micro_batch_size=8,
+        max_new_tokens=6,
+        lr=1e-3,
+        warmup_steps=2,
+        verifiers=TOY_VERIFIER,
+        weak_column="weak_pass_rate",
+        strong_column="strong_pass_rate",
+        out_dir=str(out),
+        progress=False,
+        eval_every=2,
+        tensorboard=False,
+        reward_workers=0,
     )
     base.update(kw)
     return load_config(None, base)
@@ -115,8 +130,17 @@ def test_each_method_trains(method: str, toy_pool: Path, tmp_path: Path) -> None
 
 
 def test_kl_and_multiple_epochs(toy_pool: Path, tmp_path: Path) -> None:
-    res = train(cfg(toy_pool, tmp_path, steps=1, kl_coef=0.1, ppo_epochs=2, gradient_checkpointing=True,
-                    loss_agg="seq-mean-token-mean"))
+    res = train(
+        cfg(
+            toy_pool,
+            tmp_path,
+            steps=1,
+            kl_coef=0.1,
+            ppo_epochs=2,
+            gradient_checkpointing=True,
+            loss_agg="seq-mean-token-mean",
+        )
+    )
     rec = res.history[0]
     assert rec["optimizer_updates"] == 4 and rec["kl"] >= 0.0
 
@@ -215,10 +239,26 @@ def test_config_errors_name_key_and_value(tmp_path: Path, text: str, overrides: 
 
 def test_cli_train(toy_pool: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     y = tmp_path / "c.yaml"
-    y.write_text(f"pool: {toy_pool}\nverifiers: {{toy: 'bots_rft.train.toy:toy_reward'}}\nsteps: 1\nbatch_size: 2\n"
-                 "rollouts: 2\nmax_new_tokens: 4\ndevice: cpu\ntensorboard: false\n")
-    assert cli_main(["train", "--config", str(y), "--model", "tiny", "--out", str(tmp_path / "o"), "--no-progress",
-                     "method=random"]) == 0
+    y.write_text(
+        f"pool: {toy_pool}\nverifiers: {{toy: 'bots_rft.train.toy:toy_reward'}}\nsteps: 1\nbatch_size: 2\n"
+        "rollouts: 2\nmax_new_tokens: 4\ndevice: cpu\ntensorboard: false\n"
+    )
+    assert (
+        cli_main(
+            [
+                "train",
+                "--config",
+                str(y),
+                "--model",
+                "tiny",
+                "--out",
+                str(tmp_path / "o"),
+                "--no-progress",
+                "method=random",
+            ]
+        )
+        == 0
+    )
     assert "done after step 1" in capsys.readouterr().out
     assert cli_main(["train", "--config", str(y), "steps=-1"]) == 2
     assert "steps: must be an integer >= 1, got -1" in capsys.readouterr().err
@@ -317,7 +357,9 @@ def test_resume_with_other_selection_parameters_is_an_explicit_choice(toy_pool: 
     train(cfg(toy_pool, keep, steps=2, eval_every=0, resume=True, lam=0.3, resume_params="checkpoint"))
     assert _saved_selector(keep).lam == 0.1
     # ... resume_params=config applies the new one from the resumed step on, and checkpoints it.
-    res = train(cfg(toy_pool, tmp_path, steps=2, eval_every=0, resume=True, lam=0.3, target=0.4, resume_params="config"))
+    res = train(
+        cfg(toy_pool, tmp_path, steps=2, eval_every=0, resume=True, lam=0.3, target=0.4, resume_params="config")
+    )
     assert res.steps_done == 2
     sel = _saved_selector(tmp_path)
     assert sel.lam == 0.3 and sel.target == 0.4 and sel.rho == 0.1

@@ -26,8 +26,15 @@ def _free_port() -> int:
 def _worker(rank: int, world: int, port: int, pool: str, out: str, method: str) -> None:
     import os
 
-    os.environ.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": str(rank),
-                       "WORLD_SIZE": str(world), "LOCAL_RANK": str(rank)})
+    os.environ.update(
+        {
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(port),
+            "RANK": str(rank),
+            "WORLD_SIZE": str(world),
+            "LOCAL_RANK": str(rank),
+        }
+    )
     torch.set_num_threads(1)
     from bots_rft.train import load_config
     from bots_rft.train.toy import TOY_VERIFIER
@@ -38,17 +45,36 @@ def _worker(rank: int, world: int, port: int, pool: str, out: str, method: str) 
     caller_owns = method == "dynamic"
     if caller_owns:
         torch.distributed.init_process_group("gloo")
-    cfg = load_config(None, dict(
-        pool=pool, model="tiny", device="cpu", steps=2, batch_size=4, rollouts=2, mini_batch_size=2,
-        max_new_tokens=4, lr=1e-3, verifiers=TOY_VERIFIER, weak_column="weak_pass_rate",
-        strong_column="strong_pass_rate", out_dir=f"{out}/{method}", progress=False, eval_every=0,
-        tensorboard=False, method=method, oversample=2.0, max_rounds=2,
-    ))
+    cfg = load_config(
+        None,
+        dict(
+            pool=pool,
+            model="tiny",
+            device="cpu",
+            steps=2,
+            batch_size=4,
+            rollouts=2,
+            mini_batch_size=2,
+            max_new_tokens=4,
+            lr=1e-3,
+            verifiers=TOY_VERIFIER,
+            weak_column="weak_pass_rate",
+            strong_column="strong_pass_rate",
+            out_dir=f"{out}/{method}",
+            progress=False,
+            eval_every=0,
+            tensorboard=False,
+            method=method,
+            oversample=2.0,
+            max_rounds=2,
+        ),
+    )
     trainer = GRPOTrainer(cfg)
     res = trainer.run()
     weights = sum(float(p.detach().double().sum()) for p in trainer.model.parameters())
-    report = {method: {"steps": res.steps_done, "weights": weights, "history": res.history,
-                      "final_eval": res.final_eval}}
+    report = {
+        method: {"steps": res.steps_done, "weights": weights, "history": res.history, "final_eval": res.final_eval}
+    }
     trainer.close()
     assert torch.distributed.is_initialized() == caller_owns
     if caller_owns:

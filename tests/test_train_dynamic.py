@@ -19,8 +19,16 @@ from test_train import cfg  # noqa: E402  (the trainer tests' config; their toy_
 def _cfg(pool: Path, out: Path, **kw: Any) -> Any:
     """The trainer tests' toy run, with BOTS proposing and DAPO's filter on."""
     base: dict[str, Any] = dict(
-        batch_size=3, mini_batch_size=3, micro_batch_size=12, max_new_tokens=4, warmup_steps=1, eval_every=0,
-        method="bots", dynamic_sampling=True, oversample=2.0, max_rounds=2,
+        batch_size=3,
+        mini_batch_size=3,
+        micro_batch_size=12,
+        max_new_tokens=4,
+        warmup_steps=1,
+        eval_every=0,
+        method="bots",
+        dynamic_sampling=True,
+        oversample=2.0,
+        max_rounds=2,
     )
     base.update(kw)
     return cfg(pool, out, **base)
@@ -45,8 +53,13 @@ def test_bots_learns_from_every_group_dynamic_sampling_rolled_out(toy_pool: Path
         cfg = trainer.cfg
         evidence = Interpolation(trainer.weak, trainer.strong, momentum=cfg.momentum, min_gap=cfg.min_gap)
         everything = BOTS(12, lam=cfg.lam, rho=cfg.rho, n_rollouts=4, evidence=evidence)
-        kept_only = BOTS(12, lam=cfg.lam, rho=cfg.rho, n_rollouts=4,
-                         evidence=Interpolation(trainer.weak, trainer.strong, momentum=cfg.momentum, min_gap=cfg.min_gap))
+        kept_only = BOTS(
+            12,
+            lam=cfg.lam,
+            rho=cfg.rho,
+            n_rollouts=4,
+            evidence=Interpolation(trainer.weak, trainer.strong, momentum=cfg.momentum, min_gap=cfg.min_gap),
+        )
         dropped = 0
         for step in range(1, 4):
             rolled.clear()
@@ -103,9 +116,17 @@ def test_resumes_a_checkpoint_whose_selector_wrapped_the_method(method: str, toy
         walk = load_state(ckpt / "selector_state.bots")
         wrapped = {**walk, "kind": "dynamic_sampling", "proposer": None}
     else:  # the method's state inside the wrapper's, beside the wrapper's own epoch walk
-        wrapped = {"kind": "dynamic_sampling", "proposer": BOTS.load(ckpt / "selector.bots").state_dict(),
-                   "num_tasks": 12, "seed": 0, "rng": np.random.default_rng(0).bit_generator.state,
-                   "perm": np.arange(12, dtype=np.int64), "cursor": 0, "extra_rollouts": 6, "total_rollouts": 30}
+        wrapped = {
+            "kind": "dynamic_sampling",
+            "proposer": BOTS.load(ckpt / "selector.bots").state_dict(),
+            "num_tasks": 12,
+            "seed": 0,
+            "rng": np.random.default_rng(0).bit_generator.state,
+            "perm": np.arange(12, dtype=np.int64),
+            "cursor": 0,
+            "extra_rollouts": 6,
+            "total_rollouts": 30,
+        }
         (ckpt / "selector.bots").unlink()
     save_state(ckpt / "selector_state.bots", wrapped)
     resumed = train(_cfg(toy_pool, tmp_path / "b", steps=4, resume=True, **kw))

@@ -39,10 +39,27 @@ STEP_CLOSE = ("reward_mean", "loss", "pg_loss", "kl", "grad_norm", "clip_frac", 
 
 def _config(pool: Path, out: Path, **kw: Any) -> Any:
     base: dict[str, Any] = dict(
-        pool=str(pool), model="tiny", device="cpu", steps=3, batch_size=4, rollouts=4, mini_batch_size=2,
-        micro_batch_size=4, max_new_tokens=6, lr=1e-3, warmup_steps=2, verifiers=TOY_VERIFIER,
-        weak_column="weak_pass_rate", strong_column="strong_pass_rate", out_dir=str(out), progress=False,
-        eval_every=0, tensorboard=False, reward_workers=0, oversample=2.0, max_rounds=2,
+        pool=str(pool),
+        model="tiny",
+        device="cpu",
+        steps=3,
+        batch_size=4,
+        rollouts=4,
+        mini_batch_size=2,
+        micro_batch_size=4,
+        max_new_tokens=6,
+        lr=1e-3,
+        warmup_steps=2,
+        verifiers=TOY_VERIFIER,
+        weak_column="weak_pass_rate",
+        strong_column="strong_pass_rate",
+        out_dir=str(out),
+        progress=False,
+        eval_every=0,
+        tensorboard=False,
+        reward_workers=0,
+        oversample=2.0,
+        max_rounds=2,
     )
     base.update(kw)
     return load_config(None, base)

@@ -62,13 +62,17 @@ def test_update_matches_numpy_reference(sc) -> None:  # type: ignore[no-untyped-
         b = int(rng.integers(0, 2 * n + 1))
         ids = rng.integers(0, n, b)  # duplicates likely
         trials = rng.uniform(0.5, 16, b) if sc["fractional"] else rng.integers(1, 17, b).astype(float)
-        succ = rng.uniform(0, 1, b) * trials if sc["fractional"] else rng.binomial(trials.astype(int), 0.5).astype(float)
+        succ = (
+            rng.uniform(0, 1, b) * trials if sc["fractional"] else rng.binomial(trials.astype(int), 0.5).astype(float)
+        )
         pred = None
         if sc["mode"] == "predicted":
             pred = rng.uniform(0, 1, n)
             pred[rng.random(n) < 0.3] = np.nan
         sel.update(ids, succ, trials, predicted=pred)
-        alpha, beta = reference_update(alpha, beta, a0, b0, ids, succ, trials, sc["lam"], sc["rho"], sc["n_rollouts"], pred, ref)
+        alpha, beta = reference_update(
+            alpha, beta, a0, b0, ids, succ, trials, sc["lam"], sc["rho"], sc["n_rollouts"], pred, ref
+        )
         np.testing.assert_allclose(sel.alpha, alpha, rtol=1e-10, atol=1e-12)
         np.testing.assert_allclose(sel.beta, beta, rtol=1e-10, atol=1e-12)
         if interp:
@@ -101,7 +105,9 @@ def test_coincident_references_skip_the_estimate() -> None:
     assert sel.capability == pytest.approx(3 / 7)
     sel.update([2], [16], 16)  # mu = 8/7 -> 0.9 * 3/7 + 0.1 * 8/7
     assert sel.capability == pytest.approx(0.9 * 3 / 7 + 0.1 * 8 / 7)
-    np.testing.assert_allclose(sel.predicted(), np.clip(sel.capability * ev.strong + (1 - sel.capability) * ev.weak, 0, 1))
+    np.testing.assert_allclose(
+        sel.predicted(), np.clip(sel.capability * ev.strong + (1 - sel.capability) * ev.weak, 0, 1)
+    )
 
 
 def test_min_gap_skips_batches_whose_references_nearly_cancel() -> None:

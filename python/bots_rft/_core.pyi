@@ -54,6 +54,7 @@ def batch_capability(
     batch: Batch, weak: npt.NDArray[np.float32], strong: npt.NDArray[np.float32], min_gap: float = 1e-06
 ) -> float | None: ...
 def check_predicted(predicted: npt.NDArray[np.float64], num_tasks: int) -> None: ...
+
 @final
 class UpdateSpec:
     """One step's posterior update: explicit evidence, priors, λ, ρ, n and implicit evidence."""

@@ -182,7 +182,9 @@ def feedback(task_ids: Any, successes: Any, trials: Any, n: int) -> tuple[IntArr
         raise InvalidArgumentError(f"task_ids: {ids[i]} at position {i} is out of range [0, {n})", "task_ids")
     succ = as_floats(successes, "successes")
     if succ.shape[0] != ids.size:
-        raise InvalidTypeError(f"successes: has length {succ.shape[0]}, expected {ids.size} (one per task id)", "successes")
+        raise InvalidTypeError(
+            f"successes: has length {succ.shape[0]}, expected {ids.size} (one per task id)", "successes"
+        )
     if np.ndim(trials) == 0:
         value = trials.item() if isinstance(trials, (np.ndarray, np.generic)) else trials
         if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
@@ -193,7 +195,9 @@ def feedback(task_ids: Any, successes: Any, trials: Any, n: int) -> tuple[IntArr
         if tri.shape[0] == 1:  # one value for every id, as a scalar
             tri = np.full(ids.size, tri[0])
         if tri.shape[0] != ids.size:
-            raise InvalidTypeError(f"trials: has length {tri.shape[0]}, expected 1 or {ids.size} (one per task id)", "trials")
+            raise InvalidTypeError(
+                f"trials: has length {tri.shape[0]}, expected 1 or {ids.size} (one per task id)", "trials"
+            )
     bad = ~(np.isfinite(tri) & (tri > 0))
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
@@ -201,7 +205,9 @@ def feedback(task_ids: Any, successes: Any, trials: Any, n: int) -> tuple[IntArr
     bad = ~(np.isfinite(succ) & (succ >= 0))
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise InvalidArgumentError(f"successes: must be finite and >= 0, got {_number(succ[i])} at position {i}", "successes")
+        raise InvalidArgumentError(
+            f"successes: must be finite and >= 0, got {_number(succ[i])} at position {i}", "successes"
+        )
     over = succ > tri
     if over.any():
         i = int(np.flatnonzero(over)[0])

@@ -55,9 +55,7 @@ class Selector(Protocol):
         """``batch_size`` distinct task ids to roll out next (``exclude``: ids or a bool mask)."""
         ...
 
-    def update(
-        self, task_ids: object, successes: object, trials: object, predicted: object = None
-    ) -> None:
+    def update(self, task_ids: object, successes: object, trials: object, predicted: object = None) -> None:
         """Feed back the successes out of ``trials`` of each rolled-out task."""
         ...
 
@@ -130,9 +128,7 @@ class RandomSelector:
         b = _check_batch(batch_size, pool.size)
         return np.asarray(self._rng.choice(pool, size=b, replace=False), dtype=np.int64)
 
-    def update(
-        self, task_ids: object, successes: object, trials: object, predicted: object = None
-    ) -> None:
+    def update(self, task_ids: object, successes: object, trials: object, predicted: object = None) -> None:
         # Random ignores feedback, but still rejects malformed input like every selector.
         _check_update(task_ids, successes, trials, self.num_tasks)
 
@@ -177,7 +173,12 @@ class OfflineSelector:
         self.num_tasks = int(w.size)
         # lexsort: last key is primary. Negate for descending; NaN sorts last either way.
         self.order: IdArray = np.lexsort(
-            (np.arange(self.num_tasks), -np.nan_to_num(w, nan=-np.inf), np.isnan(w), -s,)
+            (
+                np.arange(self.num_tasks),
+                -np.nan_to_num(w, nan=-np.inf),
+                np.isnan(w),
+                -s,
+            )
         ).astype(np.int64)
         self._cursor = 0
 
@@ -196,9 +197,7 @@ class OfflineSelector:
             self._cursor = (self._cursor + int(ok[-1]) + 1) % self.num_tasks
         return np.array(take, dtype=np.int64)
 
-    def update(
-        self, task_ids: object, successes: object, trials: object, predicted: object = None
-    ) -> None:
+    def update(self, task_ids: object, successes: object, trials: object, predicted: object = None) -> None:
         _check_update(task_ids, successes, trials, self.num_tasks)
 
     def state_dict(self) -> dict[str, Any]:
@@ -208,7 +207,9 @@ class OfflineSelector:
         st = _check_state(state, self.kind, self.num_tasks)
         cursor = st.get("cursor")
         if isinstance(cursor, bool) or not isinstance(cursor, int) or not 0 <= cursor < self.num_tasks:
-            raise CheckpointError(f"state: has an invalid cursor {cursor!r} (the curriculum has {self.num_tasks} tasks)")
+            raise CheckpointError(
+                f"state: has an invalid cursor {cursor!r} (the curriculum has {self.num_tasks} tasks)"
+            )
         self._cursor = cursor
 
 
@@ -263,9 +264,7 @@ class EpochOrder:
             self._cursor = 0
         return np.concatenate(out).astype(np.int64)
 
-    def update(
-        self, task_ids: object, successes: object, trials: object, predicted: object = None
-    ) -> None:
+    def update(self, task_ids: object, successes: object, trials: object, predicted: object = None) -> None:
         # The order ignores outcomes, but still rejects malformed feedback like every selector.
         _check_update(task_ids, successes, trials, self.num_tasks)
 
@@ -345,7 +344,8 @@ class DynamicSampling:
             raise InvalidTypeError(f"proposer: must be a task selector, got {type(proposer).__name__}", "proposer")
         if proposer is not None and int(getattr(proposer, "num_tasks", -1)) != self.num_tasks:
             raise InvalidArgumentError(
-                f"proposer: has {getattr(proposer, 'num_tasks', None)!r} tasks, this selector {self.num_tasks}", "proposer"
+                f"proposer: has {getattr(proposer, 'num_tasks', None)!r} tasks, this selector {self.num_tasks}",
+                "proposer",
             )
         self.proposer = proposer
         if not callable(rollout):
@@ -404,9 +404,7 @@ class DynamicSampling:
             seen[ids] = True
             succ = np.asarray(self.rollout(ids), dtype=np.float64)
             if succ.shape != ids.shape:
-                raise InvalidArgumentError(
-                    f"rollout: returned shape {succ.shape} for {ids.size} tasks", "rollout"
-                )
+                raise InvalidArgumentError(f"rollout: returned shape {succ.shape} for {ids.size} tasks", "rollout")
             rolled += ids.size
             rounds += 1
             eff = (succ > 0) & (succ < self.n_rollouts)
@@ -438,9 +436,7 @@ class DynamicSampling:
         pending, self._pending = self._pending, None
         return pending
 
-    def update(
-        self, task_ids: object, successes: object, trials: object, predicted: object = None
-    ) -> None:
+    def update(self, task_ids: object, successes: object, trials: object, predicted: object = None) -> None:
         """Checks the feedback; with a proposer, feeds it every group of the last selection.
 
         The trainer reports the batch it trained on (the kept groups); the proposer also gets the

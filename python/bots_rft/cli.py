@@ -31,9 +31,7 @@ class ArgumentParser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     from . import __version__
 
-    parser = ArgumentParser(
-        prog="bots", description="Bayesian Online Task Selection for LLM reinforcement finetuning."
-    )
+    parser = ArgumentParser(prog="bots", description="Bayesian Online Task Selection for LLM reinforcement finetuning.")
     parser.add_argument("--version", action="version", version=f"bots-rft {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:

@@ -203,7 +203,9 @@ class Interpolation(Estimator):
 
     def predict(self, task_ids: np.ndarray, successes: np.ndarray, trials: np.ndarray) -> FloatArray | None:
         """The generic plug-in interface: observe a batch, then predict every task."""
-        batch = _core.aggregate(len(self), np.asarray(task_ids, np.int64), np.asarray(successes, np.float64), np.asarray(trials, np.float64))
+        batch = _core.aggregate(
+            len(self), np.asarray(task_ids, np.int64), np.asarray(successes, np.float64), np.asarray(trials, np.float64)
+        )
         self.commit(self.propose(batch))
         return self.predict_all()
 

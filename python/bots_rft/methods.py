@@ -114,7 +114,9 @@ class Parameter:
                 raise InvalidTypeError(f"{arg}: must be a bool, got {_shown(value)}", arg)
             return bool(value)
         if isinstance(value, (bool, np.bool_)):
-            raise InvalidTypeError(f"{arg}: must be {'an integer' if self.type == 'int' else 'a real number'}, got {_shown(value)}", arg)
+            raise InvalidTypeError(
+                f"{arg}: must be {'an integer' if self.type == 'int' else 'a real number'}, got {_shown(value)}", arg
+            )
         if self.type == "int":
             if not isinstance(value, numbers.Integral):
                 raise InvalidTypeError(f"{arg}: must be an integer, got {_shown(value)}", arg)
@@ -140,12 +142,22 @@ RHO = Parameter("rho", "float", 0.1, "ρ, the weight of implicit evidence", 0.0,
 TARGET = Parameter("target", "float", 0.5, "p*, the target success rate", 0.0, 1.0)
 THOMPSON = Parameter("thompson", "bool", True, "Thompson sampling from the posterior (else its mean)")
 PSEUDO_ROLLOUTS = Parameter(
-    "n_rollouts", "float", 16.0, "n, the pseudo sample size of implicit evidence (rollouts per task)", 0.0, low_open=True
+    "n_rollouts",
+    "float",
+    16.0,
+    "n, the pseudo sample size of implicit evidence (rollouts per task)",
+    0.0,
+    low_open=True,
 )
 MOMENTUM = Parameter("momentum", "float", 0.9, "γ, the momentum of the interpolation's capability μ̃", 0.0, 1.0)
 MIN_GAP = Parameter(
-    "min_gap", "float", DEFAULT_MIN_GAP,
-    "interpolation: batches whose mean references differ by less give no estimate", 0.0, 1.0, high_open=True,
+    "min_gap",
+    "float",
+    DEFAULT_MIN_GAP,
+    "interpolation: batches whose mean references differ by less give no estimate",
+    0.0,
+    1.0,
+    high_open=True,
 )
 SEED = Parameter("seed", "int", 0, "the selector's random stream", 0, MAX_SEED)
 ROLLOUTS = Parameter("n_rollouts", "int", 16, "rollouts per task; a group is kept when 0 < successes < n", 1)
@@ -159,8 +171,24 @@ ADAPTIVE_LAM = Parameter("adaptive_lam", "bool", False, "scale λ by the learner
 
 #: Every parameter by name (``n_rollouts`` is BOTS' real-valued one; dynamic sampling's is an int).
 PARAMETERS: Mapping[str, Parameter] = MappingProxyType(
-    {p.name: p for p in (LAM, RHO, TARGET, THOMPSON, PSEUDO_ROLLOUTS, MOMENTUM, MIN_GAP, SEED, OVERSAMPLE, MAX_ROUNDS,
-                         TAU, ADAPTIVE_RHO, ADAPTIVE_LAM)}
+    {
+        p.name: p
+        for p in (
+            LAM,
+            RHO,
+            TARGET,
+            THOMPSON,
+            PSEUDO_ROLLOUTS,
+            MOMENTUM,
+            MIN_GAP,
+            SEED,
+            OVERSAMPLE,
+            MAX_ROUNDS,
+            TAU,
+            ADAPTIVE_RHO,
+            ADAPTIVE_LAM,
+        )
+    }
 )
 #: The selection rule's further settings, which every BOTS-based method takes (off by default).
 RULE_PARAMS = (TAU, ADAPTIVE_RHO, ADAPTIVE_LAM)
@@ -240,12 +268,18 @@ class Method:
 # Builders: imported late so that the table itself depends on nothing but the error classes.
 # ---------------------------------------------------------------------------------------------
 
+
 def _references(m: Method, weak: Any, strong: Any) -> tuple[Any, Any] | None:
     if (weak is None) != (strong is None):
-        raise InvalidArgumentError(f"{'strong' if strong is None else 'weak'}: the {m.name} method needs both weak and strong, or neither", "weak" if weak is None else "strong")
+        raise InvalidArgumentError(
+            f"{'strong' if strong is None else 'weak'}: the {m.name} method needs both weak and strong, or neither",
+            "weak" if weak is None else "strong",
+        )
     if weak is None:
         if m.references == "required":
-            raise InvalidArgumentError(f"weak: the {m.name} method needs reference pass rates (weak and strong)", "weak")
+            raise InvalidArgumentError(
+                f"weak: the {m.name} method needs reference pass rates (weak and strong)", "weak"
+            )
         return None
     return weak, strong
 
@@ -261,9 +295,18 @@ def _build_bots(m: Method, n: int, weak: Any, strong: Any, rollout: Any, threads
     from .selector import BOTS
 
     return BOTS(
-        n, lam=p["lam"], rho=p["rho"], target=p["target"], n_rollouts=p["n_rollouts"], thompson=p["thompson"],
-        tau=p["tau"], adaptive_rho=p["adaptive_rho"], adaptive_lam=p["adaptive_lam"],
-        evidence=_interpolation(m, weak, strong, p), seed=p["seed"], threads=threads,
+        n,
+        lam=p["lam"],
+        rho=p["rho"],
+        target=p["target"],
+        n_rollouts=p["n_rollouts"],
+        thompson=p["thompson"],
+        tau=p["tau"],
+        adaptive_rho=p["adaptive_rho"],
+        adaptive_lam=p["adaptive_lam"],
+        evidence=_interpolation(m, weak, strong, p),
+        seed=p["seed"],
+        threads=threads,
     )
 
 
@@ -293,9 +336,18 @@ def _build_multiref(
     # Any: BOTS' annotation of `evidence` does not name the Estimator interface these implement.
     evidence: Any = MultiReference(references, momentum=p["momentum"], min_gap=p["min_gap"])
     return BOTS(
-        n, lam=p["lam"], rho=p["rho"], target=p["target"], n_rollouts=p["n_rollouts"], thompson=p["thompson"],
-        tau=p["tau"], adaptive_rho=p["adaptive_rho"], adaptive_lam=p["adaptive_lam"],
-        evidence=evidence, seed=p["seed"], threads=threads,
+        n,
+        lam=p["lam"],
+        rho=p["rho"],
+        target=p["target"],
+        n_rollouts=p["n_rollouts"],
+        thompson=p["thompson"],
+        tau=p["tau"],
+        adaptive_rho=p["adaptive_rho"],
+        adaptive_lam=p["adaptive_lam"],
+        evidence=evidence,
+        seed=p["seed"],
+        threads=threads,
     )
 
 
@@ -306,12 +358,23 @@ def _build_similarity(
     from .selector import BOTS
 
     if embeddings is None:
-        raise InvalidArgumentError(f"signals: the {m.name} method needs signals['embeddings'], an [N, d] matrix", "signals")
+        raise InvalidArgumentError(
+            f"signals: the {m.name} method needs signals['embeddings'], an [N, d] matrix", "signals"
+        )
     evidence: Any = Similarity(embeddings)
     return BOTS(
-        n, lam=p["lam"], rho=p["rho"], target=p["target"], n_rollouts=p["n_rollouts"], thompson=p["thompson"],
-        tau=p["tau"], adaptive_rho=p["adaptive_rho"], adaptive_lam=p["adaptive_lam"],
-        evidence=evidence, seed=p["seed"], threads=threads,
+        n,
+        lam=p["lam"],
+        rho=p["rho"],
+        target=p["target"],
+        n_rollouts=p["n_rollouts"],
+        thompson=p["thompson"],
+        tau=p["tau"],
+        adaptive_rho=p["adaptive_rho"],
+        adaptive_lam=p["adaptive_lam"],
+        evidence=evidence,
+        seed=p["seed"],
+        threads=threads,
     )
 
 
@@ -321,7 +384,9 @@ def _build_random(m: Method, n: int, weak: Any, strong: Any, rollout: Any, threa
     return RandomSelector(n, seed=p["seed"])
 
 
-def _build_offline(m: Method, n: int, weak: Any, strong: Any, rollout: Any, threads: Any, p: dict[str, Any]) -> Selector:
+def _build_offline(
+    m: Method, n: int, weak: Any, strong: Any, rollout: Any, threads: Any, p: dict[str, Any]
+) -> Selector:
     from .baselines import OfflineSelector
 
     refs = _references(m, weak, strong)
@@ -332,11 +397,15 @@ def _build_offline(m: Method, n: int, weak: Any, strong: Any, rollout: Any, thre
     return sel
 
 
-def _build_dynamic(m: Method, n: int, weak: Any, strong: Any, rollout: Any, threads: Any, p: dict[str, Any]) -> Selector:
+def _build_dynamic(
+    m: Method, n: int, weak: Any, strong: Any, rollout: Any, threads: Any, p: dict[str, Any]
+) -> Selector:
     from .baselines import DynamicSampling
 
     if rollout is None:
-        raise InvalidArgumentError(f"rollout: the {m.name} method rolls out inside select and needs a rollout callback", "rollout")
+        raise InvalidArgumentError(
+            f"rollout: the {m.name} method rolls out inside select and needs a rollout callback", "rollout"
+        )
     return DynamicSampling(
         n, rollout, n_rollouts=p["n_rollouts"], oversample=p["oversample"], max_rounds=p["max_rounds"], seed=p["seed"]
     )
@@ -357,52 +426,93 @@ _BOTS_FILE = "selector.bots"  # BOTS' own file name since the first release
 _BASELINE_FILE = "selector_state.bots"
 
 #: The methods, by canonical name, in the order the trainer lists them.
-METHODS: Mapping[str, Method] = MappingProxyType({
-    m.name: m
-    for m in (
-        Method(
-            "bots", "BOTS", "Bayesian online task selection: explicit and implicit evidence, Thompson sampling",
-            "bots_rft.selector:BOTS", (LAM, RHO, TARGET, THOMPSON, PSEUDO_ROLLOUTS, MOMENTUM, MIN_GAP, SEED, *RULE_PARAMS),
-            "optional", _BOTS_FILE,
-        ),
-        Method(
-            "random", "Random", "uniform without replacement within each batch",
-            "bots_rft.baselines:RandomSelector", (SEED,), "unused", _BASELINE_FILE,
-        ),
-        Method(
-            "offline", "Offline", "a static easy-to-hard curriculum by the strong reference pass rate",
-            "bots_rft.baselines:OfflineSelector", (), "required", _BASELINE_FILE,
-        ),
-        Method(
-            "mopps", "BOTS-MoPPS", "BOTS on explicit evidence only, without discount (appendix E.6)",
-            "bots_rft.selector:BOTS.mopps", (TARGET, PSEUDO_ROLLOUTS, SEED), "unused", _BOTS_FILE,
-            fixed=MappingProxyType({"lam": 0.0, "rho": 0.0, "thompson": True}),
-        ),
-        Method(
-            "dots", "BOTS-DOTS", "BOTS on the latest evidence only, greedy on the mean (appendix E.6)",
-            "bots_rft.selector:BOTS.dots", (TARGET, PSEUDO_ROLLOUTS, MOMENTUM, MIN_GAP, SEED), "required", _BOTS_FILE,
-            fixed=MappingProxyType({"lam": 1.0, "rho": 1.0, "thompson": False}),
-        ),
-        Method(
-            "dynamic", "DAPO-DS", "DAPO's dynamic sampling: roll out generation batches in epoch order, keep "
-            "the tasks whose rollouts disagree",
-            "bots_rft.baselines:DynamicSampling", (ROLLOUTS, OVERSAMPLE, MAX_ROUNDS, SEED), "unused", _BASELINE_FILE,
-            rolls_out=True, aliases=("dapo",),
-        ),
-        Method(
-            "bots-multiref", "BOTS-MultiRef", "BOTS with implicit evidence from k reference pass rates, weights "
-            "fitted online (weak and strong alone: the interpolation)",
-            "bots_rft.selector:BOTS", (LAM, RHO, TARGET, THOMPSON, PSEUDO_ROLLOUTS, MOMENTUM, MIN_GAP, SEED, *RULE_PARAMS),
-            "required", _BOTS_FILE, signals=("references",),
-        ),
-        Method(
-            "bots-sim", "BOTS-Sim", "BOTS with implicit evidence spread to similar tasks through task embeddings "
-            "(top-k neighbour kernel)",
-            "bots_rft.selector:BOTS", (LAM, RHO, TARGET, THOMPSON, PSEUDO_ROLLOUTS, SEED, *RULE_PARAMS),
-            "unused", _BOTS_FILE, signals=("embeddings",),
-        ),
-    )
-})
+METHODS: Mapping[str, Method] = MappingProxyType(
+    {
+        m.name: m
+        for m in (
+            Method(
+                "bots",
+                "BOTS",
+                "Bayesian online task selection: explicit and implicit evidence, Thompson sampling",
+                "bots_rft.selector:BOTS",
+                (LAM, RHO, TARGET, THOMPSON, PSEUDO_ROLLOUTS, MOMENTUM, MIN_GAP, SEED, *RULE_PARAMS),
+                "optional",
+                _BOTS_FILE,
+            ),
+            Method(
+                "random",
+                "Random",
+                "uniform without replacement within each batch",
+                "bots_rft.baselines:RandomSelector",
+                (SEED,),
+                "unused",
+                _BASELINE_FILE,
+            ),
+            Method(
+                "offline",
+                "Offline",
+                "a static easy-to-hard curriculum by the strong reference pass rate",
+                "bots_rft.baselines:OfflineSelector",
+                (),
+                "required",
+                _BASELINE_FILE,
+            ),
+            Method(
+                "mopps",
+                "BOTS-MoPPS",
+                "BOTS on explicit evidence only, without discount (appendix E.6)",
+                "bots_rft.selector:BOTS.mopps",
+                (TARGET, PSEUDO_ROLLOUTS, SEED),
+                "unused",
+                _BOTS_FILE,
+                fixed=MappingProxyType({"lam": 0.0, "rho": 0.0, "thompson": True}),
+            ),
+            Method(
+                "dots",
+                "BOTS-DOTS",
+                "BOTS on the latest evidence only, greedy on the mean (appendix E.6)",
+                "bots_rft.selector:BOTS.dots",
+                (TARGET, PSEUDO_ROLLOUTS, MOMENTUM, MIN_GAP, SEED),
+                "required",
+                _BOTS_FILE,
+                fixed=MappingProxyType({"lam": 1.0, "rho": 1.0, "thompson": False}),
+            ),
+            Method(
+                "dynamic",
+                "DAPO-DS",
+                "DAPO's dynamic sampling: roll out generation batches in epoch order, keep "
+                "the tasks whose rollouts disagree",
+                "bots_rft.baselines:DynamicSampling",
+                (ROLLOUTS, OVERSAMPLE, MAX_ROUNDS, SEED),
+                "unused",
+                _BASELINE_FILE,
+                rolls_out=True,
+                aliases=("dapo",),
+            ),
+            Method(
+                "bots-multiref",
+                "BOTS-MultiRef",
+                "BOTS with implicit evidence from k reference pass rates, weights "
+                "fitted online (weak and strong alone: the interpolation)",
+                "bots_rft.selector:BOTS",
+                (LAM, RHO, TARGET, THOMPSON, PSEUDO_ROLLOUTS, MOMENTUM, MIN_GAP, SEED, *RULE_PARAMS),
+                "required",
+                _BOTS_FILE,
+                signals=("references",),
+            ),
+            Method(
+                "bots-sim",
+                "BOTS-Sim",
+                "BOTS with implicit evidence spread to similar tasks through task embeddings (top-k neighbour kernel)",
+                "bots_rft.selector:BOTS",
+                (LAM, RHO, TARGET, THOMPSON, PSEUDO_ROLLOUTS, SEED, *RULE_PARAMS),
+                "unused",
+                _BOTS_FILE,
+                signals=("embeddings",),
+            ),
+        )
+    }
+)
 
 _BY_NAME: dict[str, Method] = {alias: m for m in METHODS.values() for alias in (m.name, *m.aliases)}
 

@@ -134,9 +134,7 @@ def _curve(steps: object, values: object, name: str) -> tuple[FloatArray, FloatA
     x = _as_1d_float(steps, f"{name}_steps")
     y = _as_1d_float(values, name)
     if x.shape != y.shape:
-        raise InvalidArgumentError(
-            f"{name}_steps and {name} differ in length ({x.size} vs {y.size})", name
-        )
+        raise InvalidArgumentError(f"{name}_steps and {name} differ in length ({x.size} vs {y.size})", name)
     if x.size == 0:
         raise InvalidArgumentError(f"{name} must not be empty", name)
     if np.any(np.diff(x) <= 0):
@@ -365,8 +363,7 @@ def mean_ci(values: object, axis: int = 0) -> tuple[FloatArray, FloatArray]:
     if k < 2:
         return mean, np.zeros_like(mean)
     dev = np.where(valid, arr - np.expand_dims(mean, axis), 0.0)
-    var = np.divide((dev**2).sum(axis=axis), count - 1, out=np.full(count.shape, np.nan),
-                    where=count > 1)
+    var = np.divide((dev**2).sum(axis=axis), count - 1, out=np.full(count.shape, np.nan), where=count > 1)
     df = np.maximum(count - 1, 1)
     t = np.array([_T975[d - 1] if d <= len(_T975) else 1.96 for d in np.ravel(df)])
     half = t.reshape(np.shape(df)) * np.sqrt(var) / np.sqrt(np.maximum(count, 1))

@@ -89,7 +89,9 @@ class MultiPool:
         self, selectors: Sequence[BOTS], weights: Sequence[float] | None = None, names: Sequence[str] | None = None
     ) -> None:
         if isinstance(selectors, BOTS) or not isinstance(selectors, Sequence) or len(selectors) == 0:
-            raise InvalidTypeError(f"selectors: must be a non-empty sequence of BOTS, got {selectors!r:.80}", "selectors")
+            raise InvalidTypeError(
+                f"selectors: must be a non-empty sequence of BOTS, got {selectors!r:.80}", "selectors"
+            )
         for i, sel in enumerate(selectors):
             if not isinstance(sel, BOTS):
                 raise InvalidTypeError(f"selectors: entry {i} must be a BOTS, got {type(sel).__name__}", "selectors")
@@ -173,7 +175,9 @@ class MultiPool:
         bad = (ids < 0) | (ids >= self.num_tasks)
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
-            raise InvalidArgumentError(f"{name}: must lie in [0, {self.num_tasks}), got {int(ids[i])} at position {i}", name)
+            raise InvalidArgumentError(
+                f"{name}: must lie in [0, {self.num_tasks}), got {int(ids[i])} at position {i}", name
+            )
         return ids
 
     # ----------------------------------------------------------------------------- mixing
@@ -355,7 +359,9 @@ class MultiPool:
         try:
             state = load_state(path)
         except OSError as exc:
-            raise CheckpointError(f"path: cannot read a checkpoint from {str(path)!r} ({exc.strerror or exc})") from None
+            raise CheckpointError(
+                f"path: cannot read a checkpoint from {str(path)!r} ({exc.strerror or exc})"
+            ) from None
         layout = _layout(state)
         k = len(layout["sizes"])
         if evidence is not None and len(evidence) != k:
@@ -395,5 +401,11 @@ def _layout(state: Any) -> dict[str, Any]:
         raise CheckpointError(f"state: weights must be >= 0 and sum to 1, got {weights.tolist()}")
     if not np.all(np.isfinite(credit)):
         raise CheckpointError(f"state: credit must be finite, got {credit.tolist()}")
-    return {"pools": pools, "sizes": sizes, "weights": weights, "credit": credit, "names": names,
-            "num_selections": num_selections}
+    return {
+        "pools": pools,
+        "sizes": sizes,
+        "weights": weights,
+        "credit": credit,
+        "names": names,
+        "num_selections": num_selections,
+    }

@@ -333,7 +333,11 @@ class BOTS:
         unknown = sorted(set(changes) - set(SETTABLE_PARAMS))
         if unknown:
             name = unknown[0]
-            why = "is fixed for a selector's life" if name in ("seed", "prior_alpha", "prior_beta") else "is not a parameter"
+            why = (
+                "is fixed for a selector's life"
+                if name in ("seed", "prior_alpha", "prior_beta")
+                else "is not a parameter"
+            )
             raise InvalidArgumentError(
                 f"{name}: {why}; set_params changes {', '.join(SETTABLE_PARAMS)}, got {name}={changes[name]!r}", name
             )
@@ -669,7 +673,9 @@ class BOTS:
         # Rank as many extra tasks as are skipped now: enough for `size` of them to be free
         # unless more are handed out or excluded before this draw is used (then the next draw
         # is made).
-        role = _Draw(min(self._num_tasks, size + skipped), self._num_selections, quota=size, blocked=set(self._stream.in_flight))
+        role = _Draw(
+            min(self._num_tasks, size + skipped), self._num_selections, quota=size, blocked=set(self._stream.in_flight)
+        )
         self._num_selections += 1
         update, self._pending = self._pending, None
         self._start(update, role)
@@ -806,7 +812,9 @@ class BOTS:
         replace the values a run was tuned with.
         """
         if params not in _PARAMS_ON_LOAD:
-            raise InvalidArgumentError(f"params: must be one of {', '.join(map(repr, _PARAMS_ON_LOAD))}, got {params!r}", "params")
+            raise InvalidArgumentError(
+                f"params: must be one of {', '.join(map(repr, _PARAMS_ON_LOAD))}, got {params!r}", "params"
+            )
         fresh = BOTS._from_state(state, threads=self._threads, evidence=user_object(self._estimator))
         if fresh._num_tasks != self._num_tasks:
             raise CheckpointError(f"state: has {fresh._num_tasks} tasks, this selector has {self._num_tasks}")
@@ -850,7 +858,9 @@ class BOTS:
         try:
             state = load_state(path)
         except OSError as exc:
-            raise CheckpointError(f"path: cannot read a checkpoint from {str(path)!r} ({exc.strerror or exc})") from None
+            raise CheckpointError(
+                f"path: cannot read a checkpoint from {str(path)!r} ({exc.strerror or exc})"
+            ) from None
         return cls._from_state(state, threads=threads, evidence=evidence, prefetch=prefetch)
 
     @classmethod
@@ -859,9 +869,7 @@ class BOTS:
             raise CheckpointError(f"state: not a bots-rft selector state (format {_get(state, 'format')!r})")
         version = state.get("version")
         if not isinstance(version, int) or version > STATE_VERSION:
-            raise CheckpointError(
-                f"state: version {version!r} is newer than this bots-rft reads ({STATE_VERSION})"
-            )
+            raise CheckpointError(f"state: version {version!r} is newer than this bots-rft reads ({STATE_VERSION})")
         try:
             n = int(state["num_tasks"])
             p = state["params"]
@@ -914,7 +922,10 @@ class BOTS:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         fresh = BOTS._from_state(
-            state, threads=state.get("threads"), evidence=state.get("evidence_object"), prefetch=state.get("prefetch", True)
+            state,
+            threads=state.get("threads"),
+            evidence=state.get("evidence_object"),
+            prefetch=state.get("prefetch", True),
         )
         self.__dict__.update(fresh.__dict__)
 
@@ -1010,7 +1021,9 @@ def _get(state: Any, key: str) -> Any:
 def _reject_fixed(kwargs: dict[str, Any], preset: str, fixed: tuple[str, ...]) -> None:
     clash = sorted(set(kwargs) & set(fixed))
     if clash:
-        raise InvalidArgumentError(f"{clash[0]}: the {preset} preset fixes {', '.join(fixed)}; got {clash[0]}={kwargs[clash[0]]!r}", clash[0])
+        raise InvalidArgumentError(
+            f"{clash[0]}: the {preset} preset fixes {', '.join(fixed)}; got {clash[0]}={kwargs[clash[0]]!r}", clash[0]
+        )
 
 
 def _check_threads(threads: Any) -> int | None:
@@ -1050,9 +1063,7 @@ class _RewardMap(NamedTuple):
 
 def _reward_map(reward_range: Any, success_threshold: Any) -> _RewardMap:
     if reward_range is not None and success_threshold is not None:
-        raise InvalidArgumentError(
-            "reward_range: give reward_range or success_threshold, not both", "reward_range"
-        )
+        raise InvalidArgumentError("reward_range: give reward_range or success_threshold, not both", "reward_range")
     if success_threshold is not None:
         threshold = as_real(success_threshold, "success_threshold")
         if not math.isfinite(threshold):
@@ -1063,9 +1074,13 @@ def _reward_map(reward_range: Any, success_threshold: Any) -> _RewardMap:
     try:
         low, high = (as_real(v, "reward_range") for v in reward_range)
     except (TypeError, ValueError):
-        raise InvalidTypeError(f"reward_range: must be a pair (low, high), got {reward_range!r}", "reward_range") from None
+        raise InvalidTypeError(
+            f"reward_range: must be a pair (low, high), got {reward_range!r}", "reward_range"
+        ) from None
     if not (math.isfinite(low) and math.isfinite(high) and low < high):
-        raise InvalidArgumentError(f"reward_range: must be finite with low < high, got {reward_range!r}", "reward_range")
+        raise InvalidArgumentError(
+            f"reward_range: must be finite with low < high, got {reward_range!r}", "reward_range"
+        )
     return _RewardMap(low, high)
 
 

@@ -74,7 +74,9 @@ def parameter(param: Any) -> Callable[[str], Any]:
     """An argparse ``type`` accepting the range of a :class:`bots_rft.methods.Parameter` (a number
     parameter; the CLI spells booleans as flags)."""
     if param.type == "int":
-        return integer(None if math.isinf(param.low) else int(param.low), None if math.isinf(param.high) else int(param.high))
+        return integer(
+            None if math.isinf(param.low) else int(param.low), None if math.isinf(param.high) else int(param.high)
+        )
     return real(
         None if math.isinf(param.low) else param.low,
         None if math.isinf(param.high) else param.high,
@@ -102,7 +104,9 @@ def _check_creatable(p: Path, argument: str, *, directory: bool) -> None:
     while not ancestor.exists():
         ancestor = ancestor.parent
     if not ancestor.is_dir():
-        raise InvalidArgumentError(f"{argument}: cannot create {str(p)!r}: {str(ancestor)!r} is not a directory", argument)
+        raise InvalidArgumentError(
+            f"{argument}: cannot create {str(p)!r}: {str(ancestor)!r} is not a directory", argument
+        )
     _probe(ancestor, p, argument)
 
 
@@ -114,7 +118,8 @@ def _probe(directory: Path, target: Path, argument: str) -> None:
             pass
     except OSError as exc:
         raise InvalidArgumentError(
-            f"{argument}: cannot write {str(target)!r}: {str(directory)!r} is not writable ({exc.strerror or exc})", argument
+            f"{argument}: cannot write {str(target)!r}: {str(directory)!r} is not writable ({exc.strerror or exc})",
+            argument,
         ) from None
 
 
@@ -126,7 +131,9 @@ def check_output_file(path: str | os.PathLike[str], argument: str, *, overwrite:
         raise InvalidArgumentError(f"{argument}: {str(p)!r} is a directory, expected a file name", argument)
     if p.exists():
         if not overwrite:
-            raise InvalidArgumentError(f"{argument}: {str(p)!r} already exists; pass --overwrite to replace it", argument)
+            raise InvalidArgumentError(
+                f"{argument}: {str(p)!r} already exists; pass --overwrite to replace it", argument
+            )
         if not os.access(p, os.W_OK):
             raise InvalidArgumentError(f"{argument}: {str(p)!r} is not writable", argument)
     _check_creatable(p, argument, directory=False)

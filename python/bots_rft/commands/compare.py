@@ -24,8 +24,12 @@ from ._args import check_input, check_output_dir, check_training_config
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = subparsers.add_parser("compare", help="train several selection methods and tabulate TTB/BSF/ETR",
-                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = subparsers.add_parser(
+        "compare",
+        help="train several selection methods and tabulate TTB/BSF/ETR",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--config", default=None, help="YAML or TOML training config")
     p.add_argument("--methods", default="bots,random", help="comma-separated (default: %(default)s)")
     p.add_argument("--model", default=None)
@@ -85,12 +89,37 @@ def _finished(run_dir: Path, steps: int) -> bool:
 # Settings that do not change what a run computes (where it writes, how it reports, how many CPU
 # threads or scoring processes it uses): a run that differs only in these may be reused.
 # How a run is driven, not what it learns: never a reason to redo a run.
-_REUSE_IGNORED = frozenset({"out_dir", "resume", "overwrite", "extend_pool", "resume_params", "progress", "tensorboard",
-                            "save_every", "keep_checkpoints", "threads", "reward_workers", "reward_timeout",
-                            "verifier_error_stop"})
+_REUSE_IGNORED = frozenset(
+    {
+        "out_dir",
+        "resume",
+        "overwrite",
+        "extend_pool",
+        "resume_params",
+        "progress",
+        "tensorboard",
+        "save_every",
+        "keep_checkpoints",
+        "threads",
+        "reward_workers",
+        "reward_timeout",
+        "verifier_error_stop",
+    }
+)
 # What the shared supervised warm-up depends on.
-_WARMUP_KEYS = ("model", "pool", "seed", "system_prompt", "dtype", "max_prompt_tokens", "grad_clip",
-                "sft_steps", "sft_lr", "sft_batch_size", "sft_template")
+_WARMUP_KEYS = (
+    "model",
+    "pool",
+    "seed",
+    "system_prompt",
+    "dtype",
+    "max_prompt_tokens",
+    "grad_clip",
+    "sft_steps",
+    "sft_lr",
+    "sft_batch_size",
+    "sft_template",
+)
 WARMUP_RECORD = "bots_compare_warmup.json"
 
 
@@ -119,31 +148,41 @@ def _check_existing(out: Path, runs: list[tuple[Path, Any]], warmup: Any, reuse:
         record = dest / WARMUP_RECORD
         if dest.exists() and any(dest.iterdir()):
             if not reuse:
-                raise ConfigError(f"--out: {str(dest)!r} already holds a warm-up; pass --reuse to use it, or choose another --out")
+                raise ConfigError(
+                    f"--out: {str(dest)!r} already holds a warm-up; pass --reuse to use it, or choose another --out"
+                )
             try:
                 saved = json.loads(record.read_text(encoding="utf-8"))
             except (OSError, ValueError):
                 saved = None
             if not isinstance(saved, dict):
-                raise ConfigError(f"--reuse: {str(dest)!r} has no readable {WARMUP_RECORD}; remove it or choose another --out")
+                raise ConfigError(
+                    f"--reuse: {str(dest)!r} has no readable {WARMUP_RECORD}; remove it or choose another --out"
+                )
             diff = _differences(saved, cfg.to_dict(), _WARMUP_KEYS)
             if diff:
-                raise ConfigError(f"--reuse: the warm-up in {str(dest)!r} was made with other settings ({'; '.join(diff)}); "
-                                  "remove it or choose another --out")
+                raise ConfigError(
+                    f"--reuse: the warm-up in {str(dest)!r} was made with other settings ({'; '.join(diff)}); "
+                    "remove it or choose another --out"
+                )
     for run_dir, cfg in runs:
         if not (run_dir.exists() and any(run_dir.iterdir())):
             continue
         if not reuse:
-            raise ConfigError(f"--out: {str(run_dir)!r} already holds a run; pass --reuse to reuse or resume it, "
-                              "or choose another --out")
+            raise ConfigError(
+                f"--out: {str(run_dir)!r} already holds a run; pass --reuse to reuse or resume it, "
+                "or choose another --out"
+            )
         recorded = _recorded_config(run_dir)
         if recorded is None:
             continue  # started but never got as far as its first record: resumed from nothing
         now = cfg.to_dict()
         diff = _differences(recorded, now, sorted((set(recorded) | set(now)) - _REUSE_IGNORED))
         if diff:
-            raise ConfigError(f"--reuse: {str(run_dir)!r} was trained with other settings ({'; '.join(diff)}); "
-                              "remove it, choose another --out, or run with its settings")
+            raise ConfigError(
+                f"--reuse: {str(run_dir)!r} was trained with other settings ({'; '.join(diff)}); "
+                "remove it, choose another --out, or run with its settings"
+            )
 
 
 def _output_dir(args: argparse.Namespace, cfg: Any, override: str | None) -> Path:
@@ -189,11 +228,17 @@ def main(args: argparse.Namespace) -> int:
     run_seeds: list[int | None] = list(seeds) if seeds else [None]  # None: the config's seed, OUT/<method>/
     out = _output_dir(args, cfg, None if override is None else str(override))
     if args.report_only:
-        missing = [str(_run_dir(out, m, s)) for m in methods for s in run_seeds
-                   if not (_run_dir(out, m, s) / "metrics.jsonl").exists()]
+        missing = [
+            str(_run_dir(out, m, s))
+            for m in methods
+            for s in run_seeds
+            if not (_run_dir(out, m, s) / "metrics.jsonl").exists()
+        ]
         if missing:
-            raise ConfigError(f"--report-only: no run log (metrics.jsonl) in {', '.join(map(repr, missing))}; "
-                              "run without --report-only first")
+            raise ConfigError(
+                f"--report-only: no run log (metrics.jsonl) in {', '.join(map(repr, missing))}; "
+                "run without --report-only first"
+            )
     else:
         check_output_dir(out, "--out", overwrite=True)  # existing runs are checked one by one below
         check_training_config(cfg.replace(out_dir=str(out)))
@@ -205,8 +250,12 @@ def main(args: argparse.Namespace) -> int:
             return c if seed is None else c.replace(seed=seed)
 
         plan = [(m, seed, run_cfg_of(m, seed)) for m in methods for seed in run_seeds]
-        _check_existing(out, [(_run_dir(out, m, s), c) for m, s, c in plan],
-                        (warm_dest, cfg) if cfg.sft_steps > 0 else None, args.reuse)
+        _check_existing(
+            out,
+            [(_run_dir(out, m, s), c) for m, s, c in plan],
+            (warm_dest, cfg) if cfg.sft_steps > 0 else None,
+            args.reuse,
+        )
         out.mkdir(parents=True, exist_ok=True)
         if cfg.sft_steps > 0:
             cfg = _shared_warmup(cfg, warm_dest, args.reuse)  # type: ignore[assignment]

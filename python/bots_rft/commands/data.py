@@ -30,16 +30,30 @@ def add_parser(subparsers: Any) -> None:
         "gsm_symbolic,knights_knaves,propositional_logic,arc_1d)",
     )
     gym.add_argument("--levels", default="0,1,2,3", help="comma-separated curriculum levels (default: %(default)s)")
-    gym.add_argument("--per-level", type=integer(1), default=200, help="tasks per generator and level (default: %(default)s)")
-    gym.add_argument("--eval-fraction", type=real(0, 1, high_open=True), default=0.1, help="held out per generator and level (default: %(default)s)")
+    gym.add_argument(
+        "--per-level", type=integer(1), default=200, help="tasks per generator and level (default: %(default)s)"
+    )
+    gym.add_argument(
+        "--eval-fraction",
+        type=real(0, 1, high_open=True),
+        default=0.1,
+        help="held out per generator and level (default: %(default)s)",
+    )
     gym.add_argument("--seed", type=integer(0), default=0)
-    gym.add_argument("--item-timeout", type=real(0, low_open=True), default=5.0, help="skip a task whose generation takes longer, in seconds (default: %(default)s)")
+    gym.add_argument(
+        "--item-timeout",
+        type=real(0, low_open=True),
+        default=5.0,
+        help="skip a task whose generation takes longer, in seconds (default: %(default)s)",
+    )
     gym.add_argument("--overwrite", action="store_true", help=_OVERWRITE_HELP)
     gym.set_defaults(func=_gym)
 
     he = sub.add_parser("humaneval", help="the 164 HumanEval problems (code, sandboxed tests)")
     he.add_argument("--out", default="pools/humaneval", help="output directory (default: %(default)s)")
-    he.add_argument("--eval-fraction", type=real(0, 1, high_open=True), default=0.2, help="held-out share (default: %(default)s)")
+    he.add_argument(
+        "--eval-fraction", type=real(0, 1, high_open=True), default=0.2, help="held-out share (default: %(default)s)"
+    )
     he.add_argument("--limit", type=integer(1), default=None, help="only the first N problems")
     he.add_argument("--seed", type=integer(0), default=0)
     he.add_argument("--overwrite", action="store_true", help=_OVERWRITE_HELP)
@@ -74,8 +88,9 @@ def add_parser(subparsers: Any) -> None:
         "rows, but some data source has no verifier (training would fail on it); 2: not a valid pool.",
     )
     info.add_argument("pool", help="parquet file, directory of parquet files, or JSONL file")
-    info.add_argument("--config", default=None,
-                      help="a training config whose verifiers: entries count too (as in bots train)")
+    info.add_argument(
+        "--config", default=None, help="a training config whose verifiers: entries count too (as in bots train)"
+    )
     info.set_defaults(func=_info)
 
 
@@ -92,9 +107,15 @@ def _gym(args: argparse.Namespace) -> int:
     from ..data.gym import DEFAULT_GYM_DATASETS, build_gym_pool
     from ..errors import InvalidArgumentError
 
-    datasets = [d.strip() for d in args.datasets.split(",") if d.strip()] if args.datasets is not None else list(DEFAULT_GYM_DATASETS)
+    datasets = (
+        [d.strip() for d in args.datasets.split(",") if d.strip()]
+        if args.datasets is not None
+        else list(DEFAULT_GYM_DATASETS)
+    )
     if not datasets:
-        raise InvalidArgumentError(f"--datasets: expected comma-separated generator names, got {args.datasets!r}", "datasets")
+        raise InvalidArgumentError(
+            f"--datasets: expected comma-separated generator names, got {args.datasets!r}", "datasets"
+        )
     try:
         levels = [int(x) for x in args.levels.split(",") if x.strip()]
     except ValueError:
@@ -156,8 +177,10 @@ def _info(args: argparse.Namespace) -> int:
     orphans = [s for s, v in verifiers.items() if v is None]
     unscored = sum(c for s, c in counts if verifiers[s] is None)
     if orphans:
-        print(f"{pool.source}: {len(pool)} tasks, NOT trainable as is: {unscored} have no verifier "
-              f"(data source {', '.join(map(repr, orphans))})")
+        print(
+            f"{pool.source}: {len(pool)} tasks, NOT trainable as is: {unscored} have no verifier "
+            f"(data source {', '.join(map(repr, orphans))})"
+        )
     else:
         print(f"{pool.source}: {len(pool)} tasks, valid (every task has a verifier)")
     for source, count in counts:
@@ -174,7 +197,9 @@ def _info(args: argparse.Namespace) -> int:
         else:
             print(f"  {col}: all NaN")
     if orphans:
-        print("register a verifier for those data sources (bots_rft.rewards.register_verifier, or a verifiers: "
-              "entry in the training config, checked here with --config)")
+        print(
+            "register a verifier for those data sources (bots_rft.rewards.register_verifier, or a verifiers: "
+            "entry in the training config, checked here with --config)"
+        )
         return 1
     return 0

@@ -52,7 +52,9 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-x))
 
 
-def run_demo(num_tasks: int, steps: int, batch: int, rollouts: int, seed: int, progress: bool = True) -> list[DemoResult]:
+def run_demo(
+    num_tasks: int, steps: int, batch: int, rollouts: int, seed: int, progress: bool = True
+) -> list[DemoResult]:
     from tqdm.auto import tqdm
 
     from .. import BOTS, Interpolation
@@ -103,8 +105,12 @@ def format_table(results: list[DemoResult]) -> str:
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = subparsers.add_parser("demo", help="BOTS vs random selection on a large synthetic pool", description=__doc__,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = subparsers.add_parser(
+        "demo",
+        help="BOTS vs random selection on a large synthetic pool",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--tasks", type=integer(1), default=1_000_000, help="pool size (default 1,000,000)")
     p.add_argument("--steps", type=integer(1), default=100, help="(default 100)")
     p.add_argument("--batch", type=integer(1), default=256, help="tasks per step, at most --tasks (default 256)")
@@ -114,8 +120,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
     p.add_argument("--json", type=Path, default=None, help="also write the results as JSON here")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --json file")
     p.add_argument("--no-progress", action="store_true")
-    p.add_argument("--no-comparison", action="store_true",
-                   help="skip the closing comparison of every method on the simulated learner")
+    p.add_argument(
+        "--no-comparison",
+        action="store_true",
+        help="skip the closing comparison of every method on the simulated learner",
+    )
     p.set_defaults(func=main)
 
 
@@ -127,13 +136,17 @@ def main(args: argparse.Namespace) -> int:
         raise InvalidArgumentError(f"--batch: must be at most --tasks ({args.tasks}), got {args.batch}", "batch")
     if args.json:
         check_output_file(args.json, "--json", overwrite=args.overwrite)
-    print(f"bots demo: {args.tasks:,} tasks, {args.steps} steps, batch {args.batch}, {args.rollouts} rollouts per task, "
-          f"{_core.thread_count()} threads")
+    print(
+        f"bots demo: {args.tasks:,} tasks, {args.steps} steps, batch {args.batch}, {args.rollouts} rollouts per task, "
+        f"{_core.thread_count()} threads"
+    )
     results = run_demo(args.tasks, args.steps, args.batch, args.rollouts, args.seed, progress=not args.no_progress)
     print()
     print(format_table(results))
     bots, rand = results
-    print(f"\nBOTS kept {bots.etr:.1%} of its selected tasks effective (0 < successes < {args.rollouts}); random kept {rand.etr:.1%}.")
+    print(
+        f"\nBOTS kept {bots.etr:.1%} of its selected tasks effective (0 < successes < {args.rollouts}); random kept {rand.etr:.1%}."
+    )
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps([asdict(r) for r in results], indent=2))

@@ -21,22 +21,47 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--pool", required=True, help="pool file (parquet or JSONL)")
     p.add_argument("--column", required=True, help="difficulty column to write, e.g. smollm2_135m_pass_rate")
     p.add_argument("--rollouts", type=integer(1), default=16, help="samples per task (default: %(default)s)")
-    p.add_argument("--out", default=None, help="output pool file, new unless --overwrite (default: update --pool in place)")
+    p.add_argument(
+        "--out", default=None, help="output pool file, new unless --overwrite (default: update --pool in place)"
+    )
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
     p.add_argument("--max-new-tokens", type=integer(1), default=512, help="(default: %(default)s)")
-    p.add_argument("--max-prompt-tokens", type=integer(1), default=4096, help="longer prompts keep their end (default: %(default)s)")
-    p.add_argument("--system-prompt", default=None,
-                   help="replace the pool's system message ('' drops it); use what training uses")
+    p.add_argument(
+        "--max-prompt-tokens",
+        type=integer(1),
+        default=4096,
+        help="longer prompts keep their end (default: %(default)s)",
+    )
+    p.add_argument(
+        "--system-prompt", default=None, help="replace the pool's system message ('' drops it); use what training uses"
+    )
     p.add_argument("--temperature", type=real(0, low_open=True), default=1.0, help="(default: %(default)s)")
     p.add_argument("--top-p", type=real(0, 1, low_open=True), default=1.0, help="(default: %(default)s)")
-    p.add_argument("--batch-size", type=integer(1), default=64, help="sequences per generate call (default: %(default)s)")
-    p.add_argument("--chunk-tasks", type=integer(1), default=None, help="tasks per progress flush (default: batch-size // rollouts)")
+    p.add_argument(
+        "--batch-size", type=integer(1), default=64, help="sequences per generate call (default: %(default)s)"
+    )
+    p.add_argument(
+        "--chunk-tasks",
+        type=integer(1),
+        default=None,
+        help="tasks per progress flush (default: batch-size // rollouts)",
+    )
     p.add_argument("--limit", type=integer(1), default=None, help="only the first N tasks")
     p.add_argument("--seed", type=integer(0), default=0)
     p.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda, cuda:1, ...")
     p.add_argument("--dtype", default="auto", help="auto (bf16 on CUDA, fp32 on CPU), float32, bfloat16, float16")
-    p.add_argument("--workers", type=integer(0), default=None, help="reward worker processes, 0 = in-process (default: min(2, CPUs))")
-    p.add_argument("--reward-timeout", type=real(0, low_open=True), default=30.0, help="seconds per response (default: %(default)s)")
+    p.add_argument(
+        "--workers",
+        type=integer(0),
+        default=None,
+        help="reward worker processes, 0 = in-process (default: min(2, CPUs))",
+    )
+    p.add_argument(
+        "--reward-timeout",
+        type=real(0, low_open=True),
+        default=30.0,
+        help="seconds per response (default: %(default)s)",
+    )
     p.add_argument("--restart", action="store_true", help="discard an existing progress file")
     p.add_argument("--keep-progress", action="store_true", help="keep the progress file after writing the pool")
     p.set_defaults(func=_run)

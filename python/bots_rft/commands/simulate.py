@@ -92,51 +92,120 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
     p.add_argument("--rollouts", type=integer(2), default=16, help="rollouts per task, >= 2 (default 16)")
     p.add_argument("--seeds", type=integer(1), default=3, help="number of seeds, 0..N-1 (default 3)")
     p.add_argument("--first-seed", type=integer(0), default=0, help="first seed (default 0)")
-    p.add_argument("--methods", type=_names, default=tuple(DEFAULT_METHODS.split(",")),
-                   help=f"comma-separated, from {DEFAULT_METHODS} ({_ALIASES}default all)")
+    p.add_argument(
+        "--methods",
+        type=_names,
+        default=tuple(DEFAULT_METHODS.split(",")),
+        help=f"comma-separated, from {DEFAULT_METHODS} ({_ALIASES}default all)",
+    )
     p.add_argument("--lam", type=parameter(LAM), default=LAM.default, help=f"BOTS λ (default {LAM.default:g})")
     p.add_argument("--rho", type=parameter(RHO), default=RHO.default, help=f"BOTS ρ (default {RHO.default:g})")
-    p.add_argument("--rho-sweep", type=_floats, default=_floats(DEFAULT_SWEEP),
-                   help=f"ρ values at λ=--lam, or 'none' (default {DEFAULT_SWEEP})")
-    p.add_argument("--lam-sweep", type=_floats, default=_floats(DEFAULT_SWEEP),
-                   help=f"λ values at ρ=--rho, or 'none' (default {DEFAULT_SWEEP})")
-    p.add_argument("--sampling-ablation", action=argparse.BooleanOptionalAction, default=True,
-                   help="also run BOTS with the posterior mean instead of Thompson sampling")
-    p.add_argument("--target", type=parameter(TARGET), default=TARGET.default,
-                   help=f"p*, the target success rate of every method that has one (default {TARGET.default:g})")
-    p.add_argument("--tau", type=parameter(TAU), default=TAU.default,
-                   help="BOTS τ: 0 takes the tasks nearest p* (default); > 0 samples from softmax(−|θ − p*| / τ)")
-    p.add_argument("--adaptive-rho", action=argparse.BooleanOptionalAction, default=False,
-                   help="BOTS: halve ρ when the estimator's predictions miss by >= 0.25 (default off)")
-    p.add_argument("--adaptive-lam", action=argparse.BooleanOptionalAction, default=False,
-                   help="BOTS: scale λ by the learner's observed drift, within a factor 4 (default off)")
-    p.add_argument("--tau-sweep", type=_values(TAU), default=(),
-                   help="also a table of BOTS with these τ values, e.g. 0,0.02,0.1 (default none)")
-    p.add_argument("--target-sweep", type=_values(TARGET), default=(),
-                   help="also a table of BOTS with these targets p*, e.g. 0.3,0.5,0.7 (default none)")
-    p.add_argument("--adaptive-ablation", action=argparse.BooleanOptionalAction, default=False,
-                   help="also a table of BOTS with adaptive ρ and/or λ on and off (default off)")
-    p.add_argument("--dapo-oversample", type=parameter(OVERSAMPLE), default=OVERSAMPLE.default,
-                   help=f"DAPO generation batch as a multiple of the batch (default {OVERSAMPLE.default:g})")
-    p.add_argument("--min-gap", type=parameter(MIN_GAP), default=MIN_GAP.default,
-                   help=f"interpolation estimator: skip batches whose mean references differ by less (default: {MIN_GAP.default:g})")
+    p.add_argument(
+        "--rho-sweep",
+        type=_floats,
+        default=_floats(DEFAULT_SWEEP),
+        help=f"ρ values at λ=--lam, or 'none' (default {DEFAULT_SWEEP})",
+    )
+    p.add_argument(
+        "--lam-sweep",
+        type=_floats,
+        default=_floats(DEFAULT_SWEEP),
+        help=f"λ values at ρ=--rho, or 'none' (default {DEFAULT_SWEEP})",
+    )
+    p.add_argument(
+        "--sampling-ablation",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also run BOTS with the posterior mean instead of Thompson sampling",
+    )
+    p.add_argument(
+        "--target",
+        type=parameter(TARGET),
+        default=TARGET.default,
+        help=f"p*, the target success rate of every method that has one (default {TARGET.default:g})",
+    )
+    p.add_argument(
+        "--tau",
+        type=parameter(TAU),
+        default=TAU.default,
+        help="BOTS τ: 0 takes the tasks nearest p* (default); > 0 samples from softmax(−|θ − p*| / τ)",
+    )
+    p.add_argument(
+        "--adaptive-rho",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="BOTS: halve ρ when the estimator's predictions miss by >= 0.25 (default off)",
+    )
+    p.add_argument(
+        "--adaptive-lam",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="BOTS: scale λ by the learner's observed drift, within a factor 4 (default off)",
+    )
+    p.add_argument(
+        "--tau-sweep",
+        type=_values(TAU),
+        default=(),
+        help="also a table of BOTS with these τ values, e.g. 0,0.02,0.1 (default none)",
+    )
+    p.add_argument(
+        "--target-sweep",
+        type=_values(TARGET),
+        default=(),
+        help="also a table of BOTS with these targets p*, e.g. 0.3,0.5,0.7 (default none)",
+    )
+    p.add_argument(
+        "--adaptive-ablation",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="also a table of BOTS with adaptive ρ and/or λ on and off (default off)",
+    )
+    p.add_argument(
+        "--dapo-oversample",
+        type=parameter(OVERSAMPLE),
+        default=OVERSAMPLE.default,
+        help=f"DAPO generation batch as a multiple of the batch (default {OVERSAMPLE.default:g})",
+    )
+    p.add_argument(
+        "--min-gap",
+        type=parameter(MIN_GAP),
+        default=MIN_GAP.default,
+        help=f"interpolation estimator: skip batches whose mean references differ by less (default: {MIN_GAP.default:g})",
+    )
     p.add_argument("--groups", type=integer(1), default=8, help="skill groups of the simulated pool")
     p.add_argument("--eval-tasks", type=integer(1), default=4096, help="held-out tasks (default 4096)")
-    p.add_argument("--learner", type=_override, action="append", default=[], metavar="KEY=VALUE",
-                   help="override a simulator setting (see docs/what-bots-does.md), repeatable")
-    p.add_argument("--threads", type=integer(0, 1024), default=1, help="threads of the BOTS core, 0 = every core (default 1)")
-    p.add_argument("--out", type=Path, default=None,
-                   help="run directory, new or empty (default runs/simulate-YYYYmmdd-HHMMSS)")
+    p.add_argument(
+        "--learner",
+        type=_override,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a simulator setting (see docs/what-bots-does.md), repeatable",
+    )
+    p.add_argument(
+        "--threads", type=integer(0, 1024), default=1, help="threads of the BOTS core, 0 = every core (default 1)"
+    )
+    p.add_argument(
+        "--out", type=Path, default=None, help="run directory, new or empty (default runs/simulate-YYYYmmdd-HHMMSS)"
+    )
     p.add_argument("--overwrite", action="store_true", help="write into a --out directory that holds files")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument("--scenario", choices=("multipool", "graded"), default=None,
-                   help="instead of the paper's comparison: 'multipool' (three task sets by difficulty mixed "
-                        "by --pool-weights: Random, a fixed mix, one BOTS over all, MultiPool) or 'graded' "
-                        "(rewards = share of --checks sub-checks passed: BOTS on fractional evidence vs "
-                        "thresholded at 1 and 0.5); see docs/pools.md and docs/graded-rewards.md")
-    p.add_argument("--pool-weights", type=_weights, default=(0.2, 0.4, 0.4),
-                   help="multipool: the easy,medium,hard task sets' shares of a batch (default 0.2,0.4,0.4)")
+    p.add_argument(
+        "--scenario",
+        choices=("multipool", "graded"),
+        default=None,
+        help="instead of the paper's comparison: 'multipool' (three task sets by difficulty mixed "
+        "by --pool-weights: Random, a fixed mix, one BOTS over all, MultiPool) or 'graded' "
+        "(rewards = share of --checks sub-checks passed: BOTS on fractional evidence vs "
+        "thresholded at 1 and 0.5); see docs/pools.md and docs/graded-rewards.md",
+    )
+    p.add_argument(
+        "--pool-weights",
+        type=_weights,
+        default=(0.2, 0.4, 0.4),
+        help="multipool: the easy,medium,hard task sets' shares of a batch (default 0.2,0.4,0.4)",
+    )
     p.add_argument("--checks", type=integer(1), default=4, help="graded: sub-checks per rollout (default 4)")
     p.set_defaults(func=main)
 
@@ -162,15 +231,37 @@ def _learner_overrides(pairs: list[tuple[str, str]]) -> dict[str, Any]:
 def command_line(args: argparse.Namespace) -> str:
     """The fully explicit command that reproduces this run."""
     parts = [
-        "bots", "simulate", "--tasks", str(args.tasks), "--steps", str(args.steps),
-        "--batch", str(args.batch), "--rollouts", str(args.rollouts),
-        "--seeds", str(args.seeds), "--first-seed", str(args.first_seed),
-        "--methods", ",".join(args.methods), "--lam", f"{args.lam:g}", "--rho", f"{args.rho:g}",
-        "--rho-sweep", ",".join(f"{v:g}" for v in args.rho_sweep) or "none",
-        "--lam-sweep", ",".join(f"{v:g}" for v in args.lam_sweep) or "none",
+        "bots",
+        "simulate",
+        "--tasks",
+        str(args.tasks),
+        "--steps",
+        str(args.steps),
+        "--batch",
+        str(args.batch),
+        "--rollouts",
+        str(args.rollouts),
+        "--seeds",
+        str(args.seeds),
+        "--first-seed",
+        str(args.first_seed),
+        "--methods",
+        ",".join(args.methods),
+        "--lam",
+        f"{args.lam:g}",
+        "--rho",
+        f"{args.rho:g}",
+        "--rho-sweep",
+        ",".join(f"{v:g}" for v in args.rho_sweep) or "none",
+        "--lam-sweep",
+        ",".join(f"{v:g}" for v in args.lam_sweep) or "none",
         "--sampling-ablation" if args.sampling_ablation else "--no-sampling-ablation",
-        "--dapo-oversample", f"{args.dapo_oversample:g}", "--groups", str(args.groups),
-        "--eval-tasks", str(args.eval_tasks),
+        "--dapo-oversample",
+        f"{args.dapo_oversample:g}",
+        "--groups",
+        str(args.groups),
+        "--eval-tasks",
+        str(args.eval_tasks),
     ]
     # The selection-rule options are named only when set, so that earlier runs' commands read as before.
     if args.target != TARGET.default:
@@ -196,20 +287,37 @@ def build_config(args: argparse.Namespace) -> Any:
 
     if args.batch > args.tasks:
         raise ConfigError(f"--batch: must be at most --tasks ({args.tasks}), got {args.batch}")
-    learner = LearnerConfig(**{
-        "num_tasks": args.tasks, "n_rollouts": args.rollouts, "num_groups": args.groups,
-        "eval_tasks": args.eval_tasks, **_learner_overrides(args.learner),
-    })
+    learner = LearnerConfig(
+        **{
+            "num_tasks": args.tasks,
+            "n_rollouts": args.rollouts,
+            "num_groups": args.groups,
+            "eval_tasks": args.eval_tasks,
+            **_learner_overrides(args.learner),
+        }
+    )
     threads = None if args.threads == 0 else args.threads
     return SimConfig(
-        learner=learner, steps=args.steps, batch_size=args.batch,
+        learner=learner,
+        steps=args.steps,
+        batch_size=args.batch,
         seeds=tuple(range(args.first_seed, args.first_seed + args.seeds)),
-        methods=tuple(args.methods), lam=args.lam, rho=args.rho,
-        rho_sweep=tuple(args.rho_sweep), lam_sweep=tuple(args.lam_sweep),
-        sampling_ablation=args.sampling_ablation, dapo_oversample=args.dapo_oversample,
-        min_gap=args.min_gap, threads=threads, target=args.target, tau=args.tau,
-        adaptive_rho=args.adaptive_rho, adaptive_lam=args.adaptive_lam, tau_sweep=tuple(args.tau_sweep),
-        target_sweep=tuple(args.target_sweep), adaptive_ablation=args.adaptive_ablation,
+        methods=tuple(args.methods),
+        lam=args.lam,
+        rho=args.rho,
+        rho_sweep=tuple(args.rho_sweep),
+        lam_sweep=tuple(args.lam_sweep),
+        sampling_ablation=args.sampling_ablation,
+        dapo_oversample=args.dapo_oversample,
+        min_gap=args.min_gap,
+        threads=threads,
+        target=args.target,
+        tau=args.tau,
+        adaptive_rho=args.adaptive_rho,
+        adaptive_lam=args.adaptive_lam,
+        tau_sweep=tuple(args.tau_sweep),
+        target_sweep=tuple(args.target_sweep),
+        adaptive_ablation=args.adaptive_ablation,
     )
 
 
@@ -225,8 +333,10 @@ def main(args: argparse.Namespace) -> int:
     out = args.out or Path("runs") / time.strftime("simulate-%Y%m%d-%H%M%S")
     check_output_dir(out, "--out", overwrite=args.overwrite)  # before the run, not after it
     cmd = command_line(args)
-    print(f"bots simulate: {config.learner.num_tasks:,} tasks, {config.steps} steps, batch "
-          f"{config.batch_size}, {config.learner.n_rollouts} rollouts, seeds {list(config.seeds)}")
+    print(
+        f"bots simulate: {config.learner.num_tasks:,} tasks, {config.steps} steps, batch "
+        f"{config.batch_size}, {config.learner.n_rollouts} rollouts, seeds {list(config.seeds)}"
+    )
     result = run_experiment(config, progress=not args.no_progress)
     written = write_outputs(result, out, command=cmd, plots=not args.no_plots)
     for group in result.groups:
@@ -244,14 +354,33 @@ def _scenario(args: argparse.Namespace) -> int:
 
     base = build_config(args)
     config = ScenarioConfig(
-        args.scenario, learner=base.learner, steps=base.steps, batch_size=base.batch_size, seeds=base.seeds,
-        lam=base.lam, rho=base.rho, pool_weights=tuple(args.pool_weights), checks=args.checks, threads=base.threads,
+        args.scenario,
+        learner=base.learner,
+        steps=base.steps,
+        batch_size=base.batch_size,
+        seeds=base.seeds,
+        lam=base.lam,
+        rho=base.rho,
+        pool_weights=tuple(args.pool_weights),
+        checks=args.checks,
+        threads=base.threads,
     )
     out = args.out or Path("runs") / time.strftime(f"simulate-{args.scenario}-%Y%m%d-%H%M%S")
     check_output_dir(out, "--out", overwrite=args.overwrite)
-    cmd = command_line(args) + " " + shlex.join(
-        ["--scenario", args.scenario, "--pool-weights", ",".join(f"{w:g}" for w in args.pool_weights),
-         "--checks", str(args.checks)])
+    cmd = (
+        command_line(args)
+        + " "
+        + shlex.join(
+            [
+                "--scenario",
+                args.scenario,
+                "--pool-weights",
+                ",".join(f"{w:g}" for w in args.pool_weights),
+                "--checks",
+                str(args.checks),
+            ]
+        )
+    )
     start = time.perf_counter()
     runs = run_scenario(config)
     written = write_scenario(config, runs, out, cmd, plots=not args.no_plots)

@@ -21,19 +21,31 @@ from ..methods import METHODS
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = subparsers.add_parser("train", help="GRPO finetuning with BOTS (or a baseline) choosing the tasks",
-                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = subparsers.add_parser(
+        "train",
+        help="GRPO finetuning with BOTS (or a baseline) choosing the tasks",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--config", default=None, help="YAML (.yaml/.yml) or TOML (.toml) config file")
-    p.add_argument("--model", default=None, help="smollm2 | tiny | tiny-HxL | a local HF directory (overrides the config)")
+    p.add_argument(
+        "--model", default=None, help="smollm2 | tiny | tiny-HxL | a local HF directory (overrides the config)"
+    )
     p.add_argument("--method", default=None, help=" | ".join(METHODS) + " (overrides the config)")
     p.add_argument("--out", default=None, help="output directory (config key out_dir)")
     p.add_argument("--resume", action="store_true", help="continue from OUT_DIR/checkpoints/latest")
     p.add_argument("--overwrite", action="store_true", help="replace a previous run in OUT_DIR")
-    p.add_argument("--extend-pool", action="store_true",
-                   help="with --resume: the pool may have gained tasks (they start at the prior); none may be removed")
+    p.add_argument(
+        "--extend-pool",
+        action="store_true",
+        help="with --resume: the pool may have gained tasks (they start at the prior); none may be removed",
+    )
     p.add_argument("--no-progress", action="store_true")
-    p.add_argument("--print-config", action="store_true",
-                   help="print the resolved config (every key, YAML, usable as --config) and exit")
+    p.add_argument(
+        "--print-config",
+        action="store_true",
+        help="print the resolved config (every key, YAML, usable as --config) and exit",
+    )
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="config overrides, e.g. steps=30 lr=1e-5")
     p.set_defaults(func=main)
 
@@ -90,8 +102,11 @@ def main(args: argparse.Namespace) -> int:
         kinds = ", ".join(f"{k}: {n}" for k, n in result.verifier_error_kinds.items())
         errors = f"; {result.verifier_errors} verifier error(s) scored as failures ({kinds})"
     if result.interrupted and result.signal is not None:
-        print(f"bots train: stopped by {signal_name(result.signal)}; checkpoint of step {result.steps_done} saved in "
-              f"{result.checkpoint}; continue with --resume{errors}", file=sys.stderr)
+        print(
+            f"bots train: stopped by {signal_name(result.signal)}; checkpoint of step {result.steps_done} saved in "
+            f"{result.checkpoint}; continue with --resume{errors}",
+            file=sys.stderr,
+        )
         return exit_status_for_signal(result.signal)
     print(f"bots train: done after step {result.steps_done}; metrics in {result.metrics_path}{errors}")
     return 0

@@ -47,7 +47,9 @@ def _load(version: str) -> tuple[Any, Any]:
         ) from exc
 
 
-def arc_rows(tasks: Iterable[Any], version: str, split: str, start_index: int = 0, limit: int | None = None) -> list[dict[str, Any]]:
+def arc_rows(
+    tasks: Iterable[Any], version: str, split: str, start_index: int = 0, limit: int | None = None
+) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for task in tasks:
         if limit is not None and len(rows) >= limit:

@@ -184,7 +184,9 @@ def gym_rows(
     if failures:
         log.warning("reasoning-gym: %d of the requested tasks failed to generate and were skipped", failures)
     if not rows:
-        raise DataError(f"reasoning-gym: no task could be generated ({failures} failed); try another --item-timeout or --seed")
+        raise DataError(
+            f"reasoning-gym: no task could be generated ({failures} failed); try another --item-timeout or --seed"
+        )
     return rows
 
 

@@ -29,9 +29,7 @@ def humaneval_rows(limit: int | None = None) -> list[dict[str, Any]]:
             make_row(
                 index=int(p["task_id"].split("/")[1]),
                 prompt=chat(HUMANEVAL_INSTRUCTION.format(prompt=p["prompt"])),
-                ground_truth=json.dumps(
-                    {"prompt": p["prompt"], "test": p["test"], "entry_point": p["entry_point"]}
-                ),
+                ground_truth=json.dumps({"prompt": p["prompt"], "test": p["test"], "entry_point": p["entry_point"]}),
                 data_source="humaneval",
                 ability="code",
                 split="train",

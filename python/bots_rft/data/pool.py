@@ -251,14 +251,11 @@ class TaskPool:
         if t.num_rows == 0:
             raise DataError(f"{self._source}: the pool has no rows")
         missing = [
-            f"{role} (column {col!r})"
-            for role, col in self._columns.required().items()
-            if _resolve(t, col) is None
+            f"{role} (column {col!r})" for role, col in self._columns.required().items() if _resolve(t, col) is None
         ]
         if missing:
             raise DataError(
-                f"{self._source}: missing required column(s): {', '.join(missing)}; "
-                f"available columns: {_available(t)}"
+                f"{self._source}: missing required column(s): {', '.join(missing)}; available columns: {_available(t)}"
             )
         for role in ("prompt", "ground_truth", "data_source"):
             col = getattr(self._columns, role)
@@ -343,8 +340,7 @@ class TaskPool:
         assert arr is not None
         if arr.null_count:
             raise DataError(
-                f"{self._source}: id column {col!r} has {arr.null_count} missing id(s), "
-                f"first at row {_first_null(arr)}"
+                f"{self._source}: id column {col!r} has {arr.null_count} missing id(s), first at row {_first_null(arr)}"
             )
         typ = arr.type
         if pa.types.is_integer(typ):
@@ -364,9 +360,7 @@ class TaskPool:
         dup = np.flatnonzero(sorted_ids[1:] == sorted_ids[:-1])
         if dup.size:
             examples = sorted({_py(sorted_ids[i]) for i in dup[:5].tolist()}, key=str)
-            raise DataError(
-                f"{self._source}: id column {col!r} has {dup.size} duplicate id(s), e.g. {examples}"
-            )
+            raise DataError(f"{self._source}: id column {col!r} has {dup.size} duplicate id(s), e.g. {examples}")
         self._ids = ids
         self._id_order = order.astype(np.int64)
 
@@ -375,10 +369,7 @@ class TaskPool:
         return int(self._table.num_rows)
 
     def __repr__(self) -> str:
-        return (
-            f"TaskPool({len(self)} tasks from {self._source}, "
-            f"difficulty columns {self.difficulty_columns})"
-        )
+        return f"TaskPool({len(self)} tasks from {self._source}, difficulty columns {self.difficulty_columns})"
 
     @property
     def table(self) -> pa.Table:
@@ -425,9 +416,7 @@ class TaskPool:
         arr = arr.astype(np.int64, copy=False)
         bad = (arr < 0) | (arr >= n)
         if np.any(bad):
-            raise InvalidArgumentError(
-                f"rows: row position {int(arr[bad][0])} is outside [0, {n})", "rows"
-            )
+            raise InvalidArgumentError(f"rows: row position {int(arr[bad][0])} is outside [0, {n})", "rows")
         return arr
 
     def _take(self, name: str, rows: Rows) -> list[Any]:

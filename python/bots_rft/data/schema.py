@@ -43,9 +43,7 @@ class PoolColumns:
         known = set(cls.__dataclass_fields__)
         unknown = sorted(set(mapping) - known)
         if unknown:
-            raise InvalidArgumentError(
-                f"columns: unknown key(s) {unknown}; known keys are {sorted(known)}", "columns"
-            )
+            raise InvalidArgumentError(f"columns: unknown key(s) {unknown}; known keys are {sorted(known)}", "columns")
         values = dict(mapping)
         if "difficulty" in values:
             values["difficulty"] = tuple(values["difficulty"])

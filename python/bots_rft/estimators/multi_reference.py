@@ -40,7 +40,9 @@ def _reference_matrix(references: Any) -> npt.NDArray[np.float32]:
                 f"references: must be in [0, 1] or NaN, got {matrix[i, j]} at row {i}, column {j}", "references"
             )
     if matrix.shape[1] < 2:
-        raise InvalidArgumentError(f"references: needs at least 2 references (columns), got {matrix.shape[1]}", "references")
+        raise InvalidArgumentError(
+            f"references: needs at least 2 references (columns), got {matrix.shape[1]}", "references"
+        )
     if matrix.shape[0] == 0:
         raise InvalidArgumentError("references: needs at least one task (row), got 0", "references")
     return np.ascontiguousarray(matrix, dtype=np.float32)
@@ -55,7 +57,9 @@ def _feature_matrix(features: Any, num_tasks: int) -> npt.NDArray[np.float32]:
         raise InvalidArgumentError("features: has 0 columns; pass None for no features", "features")
     if np.isinf(arr).any():
         i, j = (int(x) for x in np.argwhere(np.isinf(arr))[0])
-        raise InvalidArgumentError(f"features: must be finite or NaN, got {arr[i, j]} at row {i}, column {j}", "features")
+        raise InvalidArgumentError(
+            f"features: must be finite or NaN, got {arr[i, j]} at row {i}, column {j}", "features"
+        )
     return np.ascontiguousarray(arr, dtype=np.float32)
 
 
@@ -260,8 +264,11 @@ class MultiReference(Estimator):
             raise CheckpointError(f"evidence: not a {KIND} state: {state!r:.80}")
         try:
             est = cls(
-                np.asarray(state["references"]), features=state.get("features"), momentum=state["momentum"],
-                ridge=state["ridge"], min_gap=state["min_gap"],
+                np.asarray(state["references"]),
+                features=state.get("features"),
+                momentum=state["momentum"],
+                ridge=state["ridge"],
+                min_gap=state["min_gap"],
             )
         except (KeyError, ValueError, TypeError) as exc:
             raise CheckpointError(f"evidence: malformed {KIND} state ({type(exc).__name__}: {exc})") from None
@@ -269,6 +276,8 @@ class MultiReference(Estimator):
         if weights is not None:
             w = np.asarray(weights, dtype=np.float64)
             if w.shape != (est._columns.shape[1],) or not np.isfinite(w).all():
-                raise CheckpointError(f"evidence: {KIND} weights must be {est._columns.shape[1]} finite numbers, got {w!r:.80}")
+                raise CheckpointError(
+                    f"evidence: {KIND} weights must be {est._columns.shape[1]} finite numbers, got {w!r:.80}"
+                )
             est._weights = w.copy()
         return est

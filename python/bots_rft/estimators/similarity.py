@@ -38,7 +38,9 @@ def _embedding_matrix(embeddings: Any, normalize: bool) -> npt.NDArray[np.float3
         raise InvalidTypeError(f"embeddings: must be 2-D [N, d], got shape {arr.shape}", "embeddings")
     n, d = arr.shape
     if n == 0 or d == 0:
-        raise InvalidArgumentError(f"embeddings: needs at least one task and one dimension, got shape {arr.shape}", "embeddings")
+        raise InvalidArgumentError(
+            f"embeddings: needs at least one task and one dimension, got shape {arr.shape}", "embeddings"
+        )
     out = np.empty((n, d), dtype=np.float32)
     for start in range(0, n, DEFAULT_CHUNK):
         rows = arr[start : start + DEFAULT_CHUNK].astype(np.float64)
@@ -50,7 +52,9 @@ def _embedding_matrix(embeddings: Any, normalize: bool) -> npt.NDArray[np.float3
             norms = np.sqrt(np.einsum("ij,ij->i", rows, rows))
             if (norms == 0.0).any():
                 i = start + int(np.flatnonzero(norms == 0.0)[0])
-                raise InvalidArgumentError(f"embeddings: row {i} is zero and has no direction (normalize=True), got norm 0.0", "embeddings")
+                raise InvalidArgumentError(
+                    f"embeddings: row {i} is zero and has no direction (normalize=True), got norm 0.0", "embeddings"
+                )
             rows /= norms[:, None]
         out[start : start + DEFAULT_CHUNK] = rows
     return out
@@ -268,8 +272,12 @@ class Similarity(Estimator):
         try:
             # The stored rows are already normalised: normalising again could move their last bit.
             est = cls(
-                np.asarray(state["embeddings"]), k=state["k"], temperature=state["temperature"],
-                min_similarity=state["min_similarity"], normalize=False, chunk_size=state["chunk_size"],
+                np.asarray(state["embeddings"]),
+                k=state["k"],
+                temperature=state["temperature"],
+                min_similarity=state["min_similarity"],
+                normalize=False,
+                chunk_size=state["chunk_size"],
             )
             est._normalize = bool(state["normalize"])
             tasks, pred = state.get("last_tasks"), state.get("last_predicted")

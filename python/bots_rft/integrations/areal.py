@@ -90,7 +90,9 @@ class RecordingFilter:
         if isinstance(accept, str):
             accept = import_from_string(accept)
         if accept is not None and not callable(accept):
-            raise InvalidTypeError(f"dynamic_filter_fn: must be callable or an import path, got {accept!r}", "dynamic_filter_fn")
+            raise InvalidTypeError(
+                f"dynamic_filter_fn: must be callable or an import path, got {accept!r}", "dynamic_filter_fn"
+            )
         self.evidence = evidence
         self.accept = accept
 
@@ -101,7 +103,9 @@ class RecordingFilter:
         rewards = traj.get("rewards")
         if rewards is None:
             raise DataError(f"trajectory has no 'rewards' (keys: {sorted(traj)})")
-        values = rewards.detach().float().cpu().numpy() if hasattr(rewards, "detach") else np.asarray(rewards, np.float64)
+        values = (
+            rewards.detach().float().cpu().numpy() if hasattr(rewards, "detach") else np.asarray(rewards, np.float64)
+        )
         self.evidence.record(int(task_id), np.asarray(values, dtype=np.float64).reshape(-1))
         return True if self.accept is None else bool(self.accept(traj))
 
@@ -151,18 +155,26 @@ def with_bots(trainer_cls: type) -> type:
             if dataset_config is not self.config.train_dataset or self.bots_sampler is not None:
                 return super()._create_dataloader(dataset, dataset_config, rank, world_size)
             if not hasattr(dataset, "__getitem__") or type(dataset).__name__ == "RDataset":
-                raise ConfigError("with_bots: the train dataset must be a map-style dataset (AReaL's data service is not supported)")
+                raise ConfigError(
+                    "with_bots: the train dataset must be a map-style dataset (AReaL's data service is not supported)"
+                )
             column = self.bots_task_id_column
             rows = rows_of_tasks(column_values(dataset, column), int(self.bots_selector.num_tasks), column)
             if dataset_config.batch_size % world_size != 0:
-                raise ConfigError(f"train_dataset.batch_size ({dataset_config.batch_size}) must be divisible by world_size ({world_size})")
+                raise ConfigError(
+                    f"train_dataset.batch_size ({dataset_config.batch_size}) must be divisible by world_size ({world_size})"
+                )
             per_rank = dataset_config.batch_size // world_size
             allowed = None if world_size == 1 else (rows >= 0) & (rows % world_size == rank)
-            sampler = BOTSBatchSampler(self.bots_selector, rows, per_rank, allowed=allowed, release_after=self.bots_release_after)
+            sampler = BOTSBatchSampler(
+                self.bots_selector, rows, per_rank, allowed=allowed, release_after=self.bots_release_after
+            )
             self.bots_sampler = sampler
             self.bots_evidence.sampler = sampler
             # num_workers=0: a worker would fetch batches ahead, chosen from a stale posterior.
-            return StatefulDataLoader(dataset, batch_size=per_rank, sampler=sampler, drop_last=True, num_workers=0, collate_fn=_as_list)
+            return StatefulDataLoader(
+                dataset, batch_size=per_rank, sampler=sampler, drop_last=True, num_workers=0, collate_fn=_as_list
+            )
 
         def train(
             self,

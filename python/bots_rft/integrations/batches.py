@@ -67,22 +67,30 @@ class BOTSBatchSampler(Sampler[int]):
         rows = np.ascontiguousarray(rows_of_task, dtype=np.int64)
         n = int(selector.num_tasks)
         if rows.ndim != 1 or len(rows) != n:
-            raise InvalidArgumentError(f"rows_of_task: needs one entry per task ({n}), got shape {rows.shape}", "rows_of_task")
+            raise InvalidArgumentError(
+                f"rows_of_task: needs one entry per task ({n}), got shape {rows.shape}", "rows_of_task"
+            )
         if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
             raise InvalidArgumentError(f"batch_size: must be an int >= 1, got {batch_size!r}", "batch_size")
         selectable = rows >= 0
         if allowed is not None:
             mask = np.asarray(allowed)
             if mask.dtype != np.bool_ or mask.shape != (n,):
-                raise InvalidArgumentError(f"allowed: must be a boolean mask of length {n}, got {mask.dtype} {mask.shape}", "allowed")
+                raise InvalidArgumentError(
+                    f"allowed: must be a boolean mask of length {n}, got {mask.dtype} {mask.shape}", "allowed"
+                )
             selectable &= mask
         available = int(np.count_nonzero(selectable))
         if batch_size > available:
             raise InvalidArgumentError(
                 f"batch_size: {batch_size} prompts per batch, but only {available} tasks can be chosen", "batch_size"
             )
-        if release_after is not None and (isinstance(release_after, bool) or not isinstance(release_after, int) or release_after < 1):
-            raise InvalidArgumentError(f"release_after: must be None or an int >= 1, got {release_after!r}", "release_after")
+        if release_after is not None and (
+            isinstance(release_after, bool) or not isinstance(release_after, int) or release_after < 1
+        ):
+            raise InvalidArgumentError(
+                f"release_after: must be None or an int >= 1, got {release_after!r}", "release_after"
+            )
         self.selector = selector
         self.rows_of_task = rows
         self.batch_size = int(batch_size)
@@ -203,7 +211,9 @@ class BOTSBatchSampler(Sampler[int]):
         except (KeyError, TypeError, ValueError) as exc:
             raise InvalidArgumentError(f"state: not a BOTSBatchSampler state ({exc})", "state") from None
         if since.shape != self._since.shape:
-            raise InvalidArgumentError(f"state: saved for {since.size} tasks, this sampler has {self._since.size}", "state")
+            raise InvalidArgumentError(
+                f"state: saved for {since.size} tasks, this sampler has {self._since.size}", "state"
+            )
         self.selector.load_state_dict(selector_state)
         with self._lock:
             self._since = since.copy()
@@ -225,7 +235,9 @@ class EvidenceBuffer:
     thresholded with ``success_threshold``); NaN rewards are not trials.
     """
 
-    def __init__(self, selector: Any, sampler: BOTSBatchSampler | None = None, *, success_threshold: float | None = None) -> None:
+    def __init__(
+        self, selector: Any, sampler: BOTSBatchSampler | None = None, *, success_threshold: float | None = None
+    ) -> None:
         self.selector = selector
         self.sampler = sampler
         self.success_threshold = None if success_threshold is None else float(success_threshold)

@@ -94,8 +94,12 @@ def with_bots(trainer_cls: type) -> type:
             sampler = BOTSBatchSampler(self.bots_selector, rows, batch_size)
             # num_workers=0: a worker would fetch batches ahead, chosen from a stale posterior.
             self.train_dataloader = StatefulDataLoader(
-                dataset, batch_size=batch_size, sampler=sampler, collate_fn=dataset.collate_fn,
-                num_workers=0, drop_last=True,
+                dataset,
+                batch_size=batch_size,
+                sampler=sampler,
+                collate_fn=dataset.collate_fn,
+                num_workers=0,
+                drop_last=True,
             )
             self.total_training_steps = len(self.train_dataloader) * self.cfg.trainer.epochs
             self.bots_sampler = sampler

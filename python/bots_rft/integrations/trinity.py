@@ -77,8 +77,21 @@ AUTHOR_DEFAULTS: dict[str, Any] = {
 
 # difficulty_based's name -> this package's name for the same parameter (rho is spelled alike).
 _ALIASES = {"m": "n_rollouts", "lamb": "lam", "target_reward": "target", "do_sample": "thompson"}
-_OWN_KEYS = ("lam", "rho", "target", "n_rollouts", "thompson", "tau", "momentum", "min_gap",
-             "prior_alpha", "prior_beta", "reward_range", "threads", "state_dir")
+_OWN_KEYS = (
+    "lam",
+    "rho",
+    "target",
+    "n_rollouts",
+    "thompson",
+    "tau",
+    "momentum",
+    "min_gap",
+    "prior_alpha",
+    "prior_beta",
+    "reward_range",
+    "threads",
+    "state_dir",
+)
 _ACCEPTED = tuple(sorted(set(_ALIASES) | {"adaptive_rho"} | set(_OWN_KEYS)))
 
 # Above this many tasks, a posterior kept inside Trinity's explorer_meta.json (which Trinity also
@@ -191,8 +204,24 @@ def _resolve(kwargs: Mapping[str, Any], seed: Any) -> _Settings:
         seed_value = as_int(seed, "seed", minimum=0, maximum=2**63 - 1)
     except BotsError as exc:
         raise ConfigError(f"data_selector.seed: {str(exc).split(': ', 1)[-1]}") from None
-    return _Settings(lam, rho, n_rollouts, thompson, target, tau, momentum, min_gap, prior_alpha, prior_beta,
-                     low, high, seed_value, threads, state_dir, adaptive_rho)
+    return _Settings(
+        lam,
+        rho,
+        n_rollouts,
+        thompson,
+        target,
+        tau,
+        momentum,
+        min_gap,
+        prior_alpha,
+        prior_beta,
+        low,
+        high,
+        seed_value,
+        threads,
+        state_dir,
+        adaptive_rho,
+    )
 
 
 def _reference(dataset: Any, key: Any, position: int) -> FloatArray:
@@ -287,9 +316,20 @@ class BOTSSelector(BaseSelector):
     def _new_bots(self) -> BOTS:
         s = self._settings
         evidence = None if self._evidence is None else Interpolation.from_state_dict(self._evidence.state_dict())
-        return BOTS(self._num_tasks, lam=s.lam, rho=s.rho, target=s.target, n_rollouts=s.n_rollouts,
-                    thompson=s.thompson, prior_alpha=s.prior_alpha, prior_beta=s.prior_beta, evidence=evidence,
-                    seed=s.seed, threads=s.threads, adaptive_rho=s.adaptive_rho)
+        return BOTS(
+            self._num_tasks,
+            lam=s.lam,
+            rho=s.rho,
+            target=s.target,
+            n_rollouts=s.n_rollouts,
+            thompson=s.thompson,
+            prior_alpha=s.prior_alpha,
+            prior_beta=s.prior_beta,
+            evidence=evidence,
+            seed=s.seed,
+            threads=s.threads,
+            adaptive_rho=s.adaptive_rho,
+        )
 
     # ------------------------------------------------------------------------------- views
     @property
@@ -446,12 +486,14 @@ class BOTSSelector(BaseSelector):
                     )
                 self._clipped += int(outside.sum())
             self._metrics.update(outcome_metrics(ids, rates * s.n_rollouts, s.n_rollouts))
-            self._metrics.update({
-                "bots/update_ms": 1e3 * elapsed,
-                "bots/inflight_tasks": float(len(self._pending)),
-                "bots/clipped_rewards": float(self._clipped),
-                "bots/updates": float(self._bots.num_updates),
-            })
+            self._metrics.update(
+                {
+                    "bots/update_ms": 1e3 * elapsed,
+                    "bots/inflight_tasks": float(len(self._pending)),
+                    "bots/clipped_rewards": float(self._clipped),
+                    "bots/updates": float(self._bots.num_updates),
+                }
+            )
             self._metrics.update(capability_metrics(self._bots))
             self._logger.info("BOTSSelector " + " ".join(f"{k}={v:.4g}" for k, v in sorted(self._metrics.items())))
 
@@ -540,7 +582,9 @@ class BOTSSelector(BaseSelector):
         if not (isinstance(run_id, str) and re.fullmatch(r"[0-9a-f]{8}", run_id)):
             raise CheckpointError(f"state.run_id: must be 8 hex digits, got {run_id!r:.60}")
         bots, source = self._load_posterior(state_dict)
-        if bots.num_selections != _state_int(state_dict, "selections") or bots.num_updates != _state_int(state_dict, "updates"):
+        if bots.num_selections != _state_int(state_dict, "selections") or bots.num_updates != _state_int(
+            state_dict, "updates"
+        ):
             raise CheckpointError(
                 f"{source}: holds the posterior after {bots.num_updates} updates and {bots.num_selections} "
                 f"selections, the state expects {state_dict.get('updates')} and {state_dict.get('selections')}"
@@ -608,7 +652,11 @@ def _pending_marks(value: Any, num_tasks: int, reads: int) -> dict[int, int]:
         raise CheckpointError(f"state.pending: must be a list of [index, read] pairs, got {value!r:.60}")
     marks: dict[int, int] = {}
     for pair in value:
-        ok = (isinstance(pair, list) and len(pair) == 2 and all(isinstance(x, int) and not isinstance(x, bool) for x in pair))
+        ok = (
+            isinstance(pair, list)
+            and len(pair) == 2
+            and all(isinstance(x, int) and not isinstance(x, bool) for x in pair)
+        )
         if not ok or not (0 <= pair[0] < num_tasks and 1 <= pair[1] <= reads):
             raise CheckpointError(f"state.pending: bad entry {pair!r:.60} (pool of {num_tasks}, {reads} reads)")
         marks[pair[0]] = pair[1]

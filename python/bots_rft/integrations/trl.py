@@ -83,6 +83,8 @@ IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
 #: File name of the selector checkpoint written into each TRL ``checkpoint-<step>`` folder.
 SELECTOR_FILE = "bots_selector.bots"
+
+
 class BOTSRepeatSampler(Sampler[int]):
     """TRL's ``RepeatSampler`` layout with the selector choosing each chunk.
 
@@ -111,13 +113,18 @@ class BOTSRepeatSampler(Sampler[int]):
             raise InvalidArgumentError(
                 f"rows_of_task: needs one entry per task ({selector.num_tasks}), got shape {rows.shape}", "rows_of_task"
             )
-        for name, value in (("mini_repeat_count", mini_repeat_count), ("batch_size", batch_size), ("repeat_count", repeat_count)):
+        for name, value in (
+            ("mini_repeat_count", mini_repeat_count),
+            ("batch_size", batch_size),
+            ("repeat_count", repeat_count),
+        ):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InvalidArgumentError(f"{name}: must be an int >= 1, got {value!r}", name)
         available = int(np.count_nonzero(rows >= 0))
         if batch_size > available:
             raise InvalidArgumentError(
-                f"batch_size: {batch_size} prompts per generation, but the dataset holds only {available} tasks", "batch_size"
+                f"batch_size: {batch_size} prompts per generation, but the dataset holds only {available} tasks",
+                "batch_size",
             )
         self.selector = selector
         self.rows_of_task = rows
@@ -186,7 +193,9 @@ class RewardRecorder:
         self._rewards: list[FloatArray] = []
         self._lock = threading.Lock()  # async reward functions run on TRL's event-loop thread
 
-    def wrap(self, func: Callable[..., Any], after: Callable[[dict[str, Any]], None] | None = None) -> Callable[..., Any]:
+    def wrap(
+        self, func: Callable[..., Any], after: Callable[[dict[str, Any]], None] | None = None
+    ) -> Callable[..., Any]:
         """A reward function with ``func``'s name and behaviour that also records; ``after(kwargs)``
         runs once the rewards are recorded. Async functions stay async (TRL runs those concurrently)."""
         if inspect.iscoroutinefunction(func):
@@ -364,14 +373,18 @@ def attach_bots(
         raise InvalidArgumentError(f"select_at: must be 'generation' or 'fetch', got {select_at!r}", "select_at")
     for attr in ("_get_train_sampler", "reward_funcs", "num_generations", "num_iterations", "accelerator"):
         if not hasattr(trainer, attr):
-            raise ConfigError(f"trainer: {type(trainer).__name__} has no {attr!r}; attach_bots needs a trl GRPOTrainer (trl >= 0.18)")
+            raise ConfigError(
+                f"trainer: {type(trainer).__name__} has no {attr!r}; attach_bots needs a trl GRPOTrainer (trl >= 0.18)"
+            )
     if select_at == "generation":
         _check_generation_seam(trainer)
     args = trainer.args
     if getattr(args, "generation_batch_size", None) is None or getattr(args, "steps_per_generation", None) is None:
         raise ConfigError("trainer.args: no generation_batch_size/steps_per_generation; attach_bots needs trl >= 0.18")
     if getattr(args, "remove_unused_columns", False):
-        raise ConfigError("remove_unused_columns: must be False (GRPOConfig's default) so reward functions see the task-id column")
+        raise ConfigError(
+            "remove_unused_columns: must be False (GRPOConfig's default) so reward functions see the task-id column"
+        )
     dataset = trainer.train_dataset
     if dataset is None or not hasattr(dataset, "__len__") or not hasattr(dataset, "__getitem__"):
         raise ConfigError("train_dataset: BOTS needs a map-style dataset (an IterableDataset cannot be indexed)")
@@ -394,9 +407,13 @@ def attach_bots(
     index = _reward_index(trainer, reward_func)
     func = trainer.reward_funcs[index]
     if not callable(func) or _is_module(func):
-        raise ConfigError(f"reward_func: {trainer.reward_func_names[index]!r} is a reward model; pick a Python reward function")
+        raise ConfigError(
+            f"reward_func: {trainer.reward_func_names[index]!r} is a reward model; pick a Python reward function"
+        )
 
-    hook = BOTSTrainerHook(trainer, selector, sampler, recorder, select_at=select_at, success_threshold=success_threshold)
+    hook = BOTSTrainerHook(
+        trainer, selector, sampler, recorder, select_at=select_at, success_threshold=success_threshold
+    )
     trainer.reward_funcs[index] = recorder.wrap(func, after=hook.after_reward)
     # Instance attributes shadow the class's methods; the trainer calls them as usual.
     trainer._get_train_sampler = lambda dataset=None: sampler
@@ -507,11 +524,18 @@ def _reward_index(trainer: Any, reward_func: int | str) -> int:
     names = list(getattr(trainer, "reward_func_names", []))
     if isinstance(reward_func, str):
         if reward_func not in names:
-            raise InvalidArgumentError(f"reward_func: no reward function named {reward_func!r} (have {names})", "reward_func")
+            raise InvalidArgumentError(
+                f"reward_func: no reward function named {reward_func!r} (have {names})", "reward_func"
+            )
         return names.index(reward_func)
-    if isinstance(reward_func, bool) or not isinstance(reward_func, int) or not 0 <= reward_func < len(trainer.reward_funcs):
+    if (
+        isinstance(reward_func, bool)
+        or not isinstance(reward_func, int)
+        or not 0 <= reward_func < len(trainer.reward_funcs)
+    ):
         raise InvalidArgumentError(
-            f"reward_func: must be a name or an index below {len(trainer.reward_funcs)}, got {reward_func!r}", "reward_func"
+            f"reward_func: must be a name or an index below {len(trainer.reward_funcs)}, got {reward_func!r}",
+            "reward_func",
         )
     return reward_func
 

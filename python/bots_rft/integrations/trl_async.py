@@ -77,7 +77,9 @@ class _Selection:
     prepared in the background, and keeps the tasks in flight itself; any other selector makes
     one ``select(1)`` per pick with the tasks in flight excluded."""
 
-    def __init__(self, selector: Any, rows_of_task: IntArray, success_threshold: float | None, groups_per_update: int) -> None:
+    def __init__(
+        self, selector: Any, rows_of_task: IntArray, success_threshold: float | None, groups_per_update: int
+    ) -> None:
         self.selector = selector
         self.rows_of_task = rows_of_task
         self.success_threshold = success_threshold
@@ -371,10 +373,16 @@ class AsyncBOTS:
         success_threshold: float | None = None,
         groups_per_update: int | None = None,
     ) -> None:
-        if groups_per_update is not None and (isinstance(groups_per_update, bool) or not isinstance(groups_per_update, int) or groups_per_update < 1):
-            raise InvalidArgumentError(f"groups_per_update: must be an int >= 1 or None, got {groups_per_update!r}", "groups_per_update")
+        if groups_per_update is not None and (
+            isinstance(groups_per_update, bool) or not isinstance(groups_per_update, int) or groups_per_update < 1
+        ):
+            raise InvalidArgumentError(
+                f"groups_per_update: must be an int >= 1 or None, got {groups_per_update!r}", "groups_per_update"
+            )
         if not hasattr(dataset, "__len__") or not hasattr(dataset, "__getitem__"):
-            raise ConfigError("dataset: BOTS needs a map-style pool (a datasets.Dataset or a list of rows) to pick rows from")
+            raise ConfigError(
+                "dataset: BOTS needs a map-style pool (a datasets.Dataset or a list of rows) to pick rows from"
+            )
         rows = rows_of_tasks(column_values(dataset, task_id_column), int(selector.num_tasks), task_id_column)
         if not np.any(rows >= 0):
             raise ConfigError("dataset: holds no task of the selector")
@@ -424,7 +432,9 @@ class AsyncBOTS:
         optimiser step, and (``save_with_checkpoints``) save the selector into every checkpoint
         folder and restore it on ``train(resume_from_checkpoint=...)``."""
         if getattr(trainer, "train_dataset", None) is not self.prompts:
-            raise ConfigError("trainer: its train_dataset is not this AsyncBOTS's prompts; pass train_dataset=stream.prompts")
+            raise ConfigError(
+                "trainer: its train_dataset is not this AsyncBOTS's prompts; pass train_dataset=stream.prompts"
+            )
         if self._groups_per_update is None:
             args = trainer.args
             samples = int(args.per_device_train_batch_size) * int(args.gradient_accumulation_steps)
@@ -459,4 +469,3 @@ def _metrics_callback(trainer: Any, selection: _Selection) -> Any:
                 pass
 
     return BOTSAsyncMetricsCallback()
-

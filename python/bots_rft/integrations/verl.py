@@ -133,13 +133,33 @@ FloatArray = npt.NDArray[np.float64]
 SELECTOR_FILE = "bots_selector.bots"
 #: Keys of ``bots`` passed straight to :class:`bots_rft.BOTS`.
 _BOTS_KEYS = ("lam", "rho", "target", "n_rollouts", "thompson", "seed", "threads")
-_OTHER_KEYS = ("weak_column", "strong_column", "momentum", "min_gap", "task_id_column", "num_tasks",
-               "success_threshold", "checkpoint")
+_OTHER_KEYS = (
+    "weak_column",
+    "strong_column",
+    "momentum",
+    "min_gap",
+    "task_id_column",
+    "num_tasks",
+    "success_threshold",
+    "checkpoint",
+)
 #: Defaults of the ``bots`` config section the entry point adds (None: derived, see the module doc).
 BOTS_DEFAULTS: dict[str, Any] = {
-    "lam": 0.1, "rho": 0.1, "target": 0.5, "n_rollouts": None, "thompson": True, "seed": 0, "threads": None,
-    "weak_column": None, "strong_column": None, "momentum": 0.9, "min_gap": DEFAULT_MIN_GAP,
-    "task_id_column": "extra_info.index", "num_tasks": None, "success_threshold": None, "checkpoint": None,
+    "lam": 0.1,
+    "rho": 0.1,
+    "target": 0.5,
+    "n_rollouts": None,
+    "thompson": True,
+    "seed": 0,
+    "threads": None,
+    "weak_column": None,
+    "strong_column": None,
+    "momentum": 0.9,
+    "min_gap": DEFAULT_MIN_GAP,
+    "task_id_column": "extra_info.index",
+    "num_tasks": None,
+    "success_threshold": None,
+    "checkpoint": None,
 }
 _STATE_FORMAT = "bots-rft/verl-prompt-sampler"
 
@@ -396,7 +416,9 @@ def build_sampler(config: Any, dataset: Any, selector: BOTS | None = None) -> BO
                 raise ConfigError("bots: weak_column and strong_column go together")
             if weak is not None:
                 kwargs["evidence"] = Interpolation(
-                    _rates(frame, str(weak), rows), _rates(frame, str(strong), rows), cfg.get("momentum", 0.9),
+                    _rates(frame, str(weak), rows),
+                    _rates(frame, str(strong), rows),
+                    cfg.get("momentum", 0.9),
                     min_gap=cfg.get("min_gap", DEFAULT_MIN_GAP),
                 )
             selector = BOTS(int(num_tasks), **kwargs)
@@ -430,7 +452,9 @@ class _EvidenceTap:
             self._bots_feed(partition_id, set(uids), self.partitions[partition_id], kept=False)
         super()._clear_groups(partition_id, uids)  # type: ignore[misc]
 
-    def _materialize_batch(self, partition_id: str, selected_prompt_uids: list[str], partition_snapshot: dict[str, dict]) -> Any:
+    def _materialize_batch(
+        self, partition_id: str, selected_prompt_uids: list[str], partition_snapshot: dict[str, dict]
+    ) -> Any:
         if partition_id == "train":
             self._bots_feed(partition_id, set(selected_prompt_uids), partition_snapshot, kept=True)
         return super()._materialize_batch(partition_id, selected_prompt_uids, partition_snapshot)  # type: ignore[misc]
@@ -544,8 +568,12 @@ class _BOTSTrainerMixin:
         gen_batch_size = self.config.data.get("gen_batch_size", None) or self.config.data.train_batch_size
         # num_workers=0: workers would fetch ahead, i.e. select from a posterior missing recent evidence.
         self.train_dataloader = StatefulDataLoader(
-            dataset=self.train_dataset, batch_size=gen_batch_size, num_workers=0, drop_last=True,
-            collate_fn=collate_fn, sampler=self.bots_sampler,
+            dataset=self.train_dataset,
+            batch_size=gen_batch_size,
+            num_workers=0,
+            drop_last=True,
+            collate_fn=collate_fn,
+            sampler=self.bots_sampler,
         )
         self.train_dataloader_it = None
         self.replay_buffer.bots_sampler = self.bots_sampler

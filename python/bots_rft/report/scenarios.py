@@ -29,9 +29,12 @@ def scenario_table(config: ScenarioConfig, runs: list[ScenarioRun]) -> str:
     lines = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
     for arm in config.arms:
         rs = [by[(arm, s)] for s in config.seeds]
-        cells = [arm, _pm([r.perf[-1] for r in rs]),
-                 _pm([r.perf[-1] - by[("Random", r.seed)].perf[-1] for r in rs]),
-                 _pm([float(np.nanmean(r.etr)) for r in rs])]
+        cells = [
+            arm,
+            _pm([r.perf[-1] for r in rs]),
+            _pm([r.perf[-1] - by[("Random", r.seed)].perf[-1] for r in rs]),
+            _pm([float(np.nanmean(r.etr)) for r in rs]),
+        ]
         if pools:
             cells += [_pm([float(r.shares[:, i].mean()) for r in rs], 2) for i in range(len(POOL_NAMES))]
         lines.append("| " + " | ".join(cells) + " |")
@@ -51,9 +54,11 @@ def _plot(config: ScenarioConfig, runs: list[ScenarioRun], path: Path) -> Path:
     axes[0].set(xlabel="step", ylabel="held-out score", title="held-out score (95% band over seeds)")
     axes[1].set(xlabel="step", ylabel="ETR", title="effective share of the batch", ylim=(0, 1))
     axes[0].legend(fontsize=8)
-    title = {"multipool": f"three task sets mixed {'/'.join(f'{w:g}' for w in config.pool_weights)} "
-                          f"({'/'.join(POOL_NAMES)})",
-             "graded": f"graded rewards: fraction of {config.checks} checks passed"}[config.scenario]
+    title = {
+        "multipool": f"three task sets mixed {'/'.join(f'{w:g}' for w in config.pool_weights)} "
+        f"({'/'.join(POOL_NAMES)})",
+        "graded": f"graded rewards: fraction of {config.checks} checks passed",
+    }[config.scenario]
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -69,8 +74,10 @@ def write_scenario(
     out.mkdir(parents=True, exist_ok=True)
     written = []
     summary = out / "summary.md"
-    summary.write_text(f"# bots simulate --scenario {config.scenario}\n\n`{command}`\n\n"
-                       f"{scenario_table(config, runs)}\n", encoding="utf-8")
+    summary.write_text(
+        f"# bots simulate --scenario {config.scenario}\n\n`{command}`\n\n{scenario_table(config, runs)}\n",
+        encoding="utf-8",
+    )
     written.append(summary)
     curves = out / "curves.csv"
     with curves.open("w", newline="", encoding="utf-8") as f:

@@ -61,19 +61,22 @@ def group_rows(result: ExperimentResult, group: str) -> list[Row]:
     for label, spec in rows_spec:
         perf = _mean_curve(result, spec, "perf")
         spent = rollout_axis(_mean_curve(result, spec, "rollouts"))
-        out.append(Row(
-            label=label, key=spec.key,
-            ttb=time_to_baseline(steps, perf, steps, base, TTB_FRACTIONS),
-            bsf=best_so_far(steps, perf, steps, base, BSF_BUDGETS),
-            etr=float(_mean_curve(result, spec, "etr").mean()),
-            below_one=float(_mean_curve(result, spec, "below_one").mean()),
-            above_zero=float(_mean_curve(result, spec, "above_zero").mean()),
-            rollouts=float(_mean_curve(result, spec, "rollouts").mean() / per_step),
-            final=float(perf[-1]),
-            ttb_rollouts=time_to_baseline(spent, perf, base_spent, base, TTB_FRACTIONS),
-            bsf_rollouts=best_so_far(spent, perf, base_spent, base, BSF_BUDGETS),
-            strict_valid=float(_mean_curve(result, spec, "strict_valid").mean()),
-        ))
+        out.append(
+            Row(
+                label=label,
+                key=spec.key,
+                ttb=time_to_baseline(steps, perf, steps, base, TTB_FRACTIONS),
+                bsf=best_so_far(steps, perf, steps, base, BSF_BUDGETS),
+                etr=float(_mean_curve(result, spec, "etr").mean()),
+                below_one=float(_mean_curve(result, spec, "below_one").mean()),
+                above_zero=float(_mean_curve(result, spec, "above_zero").mean()),
+                rollouts=float(_mean_curve(result, spec, "rollouts").mean() / per_step),
+                final=float(perf[-1]),
+                ttb_rollouts=time_to_baseline(spent, perf, base_spent, base, TTB_FRACTIONS),
+                bsf_rollouts=best_so_far(spent, perf, base_spent, base, BSF_BUDGETS),
+                strict_valid=float(_mean_curve(result, spec, "strict_valid").mean()),
+            )
+        )
     return out
 
 
@@ -101,14 +104,20 @@ def evidence_rows(result: ExperimentResult) -> list[dict[str, Any]]:
                 v = a[:, sl]
                 return float(np.nanmean(v)) if np.any(~np.isnan(v)) else math.nan
 
-            out.append({
-                "label": "Random (shadow estimator)" if spec.kind == "random" else label,
-                "key": spec.key,
-                "pearson_next": m(pn), "auc_next": m(auc), "pearson_true": m(pt),
-                "pearson_next_early": m(pn, slice(0, w)), "pearson_next_late": m(pn, slice(T - w - 1, T - 1)),
-                "auc_next_early": m(auc, slice(0, w)), "auc_next_late": m(auc, slice(T - w - 1, T - 1)),
-                "capability_final": m(cap, slice(T - 1, T)),
-            })
+            out.append(
+                {
+                    "label": "Random (shadow estimator)" if spec.kind == "random" else label,
+                    "key": spec.key,
+                    "pearson_next": m(pn),
+                    "auc_next": m(auc),
+                    "pearson_true": m(pt),
+                    "pearson_next_early": m(pn, slice(0, w)),
+                    "pearson_next_late": m(pn, slice(T - w - 1, T - 1)),
+                    "auc_next_early": m(auc, slice(0, w)),
+                    "auc_next_late": m(auc, slice(T - w - 1, T - 1)),
+                    "capability_final": m(cap, slice(T - 1, T)),
+                }
+            )
     return out
 
 
@@ -137,16 +146,16 @@ def _group_caption(result: ExperimentResult, group: str) -> str:
     c = result.config
     return {
         "methods": f"BOTS at λ={c.lam:g}, ρ={c.rho:g}, posterior sampling; baselines as in the "
-                   "paper's appendix E.6; DAPO-DS oversamples ×"
-                   f"{c.dapo_oversample:g} and keeps tasks with 0 < successes < n.",
+        "paper's appendix E.6; DAPO-DS oversamples ×"
+        f"{c.dapo_oversample:g} and keeps tasks with 0 < successes < n.",
         "rho": f"BOTS with λ={c.lam:g}, posterior sampling, ρ varied.",
         "lambda": f"BOTS with ρ={c.rho:g}, posterior sampling, λ varied.",
         "sampling": f"BOTS with λ={c.lam:g}, ρ={c.rho:g}: Thompson sampling vs posterior mean.",
         "tau": f"BOTS with λ={c.lam:g}, ρ={c.rho:g}, p*={c.target:g}: the B tasks nearest p* (τ=0) vs "
-               "sampled without replacement from softmax(−|θ − p*| / τ).",
+        "sampled without replacement from softmax(−|θ − p*| / τ).",
         "target": f"BOTS with λ={c.lam:g}, ρ={c.rho:g}, τ={c.tau:g}, target p* varied.",
         "adaptive": f"BOTS with λ={c.lam:g}, ρ={c.rho:g}: adaptive ρ (halved when predictions miss by "
-                    "≥ 0.25) and adaptive λ (scaled by the observed drift) on and off.",
+        "≥ 0.25) and adaptive λ (scaled by the observed drift) on and off.",
     }.get(group, "")
 
 
@@ -176,13 +185,16 @@ def summary_markdown(result: ExperimentResult, command: str | None = None) -> st
     ev = evidence_rows(result)
     if ev:
         parts += [
-            "", "## Implicit-evidence quality", "",
+            "",
+            "## Implicit-evidence quality",
+            "",
             "Interpolation estimator (momentum 0.9): its p̃ after each step against the empirical "
             f"rates of the next step's batch ({lc.n_rollouts} rollouts), and against the "
             "simulator's true success probabilities over the whole pool. AUC ranks tasks by "
             "1 - p̃ⁿ - (1-p̃)ⁿ for effective (0 < rate < 1) vs not. Random's row is the paper's "
             "protocol (uniform batches, estimator fed alongside).",
-            "", evidence_table(ev, c.steps),
+            "",
+            evidence_table(ev, c.steps),
         ]
     return "\n".join(parts) + "\n"
 

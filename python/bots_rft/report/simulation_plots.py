@@ -110,8 +110,14 @@ def plot_heatmaps(result: ExperimentResult, path: Path) -> Path | None:
     fig, axes = plt.subplots(len(pairs), 1, figsize=(11, 3.2 * len(pairs)), squeeze=False)
     for ax, (label, spec) in zip(axes[:, 0], pairs):
         heat = heatmap_of(result, spec)
-        im = ax.imshow(heat.T, origin="lower", aspect="auto", cmap="viridis", vmin=0,
-                       extent=(0.5, heat.shape[0] + 0.5, -0.5, n + 0.5))
+        im = ax.imshow(
+            heat.T,
+            origin="lower",
+            aspect="auto",
+            cmap="viridis",
+            vmin=0,
+            extent=(0.5, heat.shape[0] + 0.5, -0.5, n + 0.5),
+        )
         ax.set_title(f"{label}: share of selected tasks by empirical success rate", fontsize=10)
         ax.set_ylabel(f"successes / {n}")
         ax.set_xlabel("step")
@@ -164,8 +170,10 @@ def write_plots(result: ExperimentResult, out_dir: Path) -> list[Path]:
     out: list[Path] = []
     for group in result.groups:
         out.append(plot_group(result, group, out_dir / f"curves_{group}.png"))
-    for p in (plot_heatmaps(result, out_dir / "heatmap_random_vs_bots.png"),
-              plot_evidence(result, out_dir / "evidence_quality.png")):
+    for p in (
+        plot_heatmaps(result, out_dir / "heatmap_random_vs_bots.png"),
+        plot_evidence(result, out_dir / "evidence_quality.png"),
+    ):
         if p is not None:
             out.append(p)
     return out

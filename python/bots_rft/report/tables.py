@@ -39,13 +39,17 @@ class Row:
             return None if v is None else ("n/a" if math.isnan(v) else round(v, 4))
 
         return {
-            "label": self.label, "key": self.key,
+            "label": self.label,
+            "key": self.key,
             **{f"ttb_{int(f * 100)}": num(v) for f, v in zip(TTB_FRACTIONS, self.ttb)},
             **{f"bsf_{int(b * 100)}": num(v) for b, v in zip(BSF_BUDGETS, self.bsf)},
             **{f"ttb_rollouts_{int(f * 100)}": num(v) for f, v in zip(TTB_FRACTIONS, self._ttb_rollouts)},
             **{f"bsf_rollouts_{int(b * 100)}": num(v) for b, v in zip(BSF_BUDGETS, self._bsf_rollouts)},
-            "etr": round(self.etr, 4), "strict_valid": num(self.strict_valid), "below_one": round(self.below_one, 4),
-            "above_zero": round(self.above_zero, 4), "rollouts_per_step": round(self.rollouts, 3),
+            "etr": round(self.etr, 4),
+            "strict_valid": num(self.strict_valid),
+            "below_one": round(self.below_one, 4),
+            "above_zero": round(self.above_zero, 4),
+            "rollouts_per_step": round(self.rollouts, 3),
             "final_score": round(self.final, 4),
         }
 
@@ -94,8 +98,7 @@ def markdown_table(rows: list[Row]) -> str:
     header = "| Method | " + " | ".join(c[0] for c in cols) + " |"
     sep = "|---|" + "---:|" * len(cols)
     lines = [header, sep]
-    marks = [_marks(vals, lower, digits) if lower is not None else [""] * len(rows)
-             for _, vals, lower, digits in cols]
+    marks = [_marks(vals, lower, digits) if lower is not None else [""] * len(rows) for _, vals, lower, digits in cols]
     for i, r in enumerate(rows):
         cells = []
         for (_, vals, _, digits), m in zip(cols, marks):

@@ -26,8 +26,17 @@ from ..train.logger import read_metrics
 from .tables import Row, markdown_table
 
 __all__ = [
-    "RunCurves", "load_run", "average_runs", "comparison_rows", "comparison_markdown", "timing_markdown",
-    "seeds_markdown", "distinct_tasks", "evidence_quality", "evidence_markdown", "plot_runs",
+    "RunCurves",
+    "load_run",
+    "average_runs",
+    "comparison_rows",
+    "comparison_markdown",
+    "timing_markdown",
+    "seeds_markdown",
+    "distinct_tasks",
+    "evidence_quality",
+    "evidence_markdown",
+    "plot_runs",
 ]
 
 
@@ -88,7 +97,9 @@ def average_runs(label: str, runs: list[RunCurves]) -> RunCurves:
     if len(runs) == 1:
         return runs[0]
     config = {"kind": "config", "config": runs[0].config}
-    records = [config] + _mean_records([r.train for r in runs], "train") + _mean_records([r.evals for r in runs], "eval")
+    records = (
+        [config] + _mean_records([r.train for r in runs], "train") + _mean_records([r.evals for r in runs], "eval")
+    )
     return RunCurves(label, records)
 
 
@@ -109,8 +120,10 @@ def _per_rollout(run: RunCurves, base: RunCurves) -> tuple[list[float | None], l
     x, bx = run.eval_rollouts, base.eval_rollouts
     if len(run.evals) == 0 or len(base.evals) == 0 or np.any(np.diff(x) <= 0) or np.any(np.diff(bx) <= 0):
         return [None] * len(TTB_FRACTIONS), [None] * len(BSF_BUDGETS)
-    return (time_to_baseline(x, run.eval_acc, bx, base.eval_acc, TTB_FRACTIONS),
-            best_so_far(x, run.eval_acc, bx, base.eval_acc, BSF_BUDGETS))
+    return (
+        time_to_baseline(x, run.eval_acc, bx, base.eval_acc, TTB_FRACTIONS),
+        best_so_far(x, run.eval_acc, bx, base.eval_acc, BSF_BUDGETS),
+    )
 
 
 def comparison_rows(runs: list[RunCurves]) -> list[Row]:
@@ -120,18 +133,26 @@ def comparison_rows(runs: list[RunCurves]) -> list[Row]:
     for r in ordered:
         ok = len(r.evals) > 0 and len(base.evals) > 0
         ttb_rollouts, bsf_rollouts = _per_rollout(r, base)
-        rows.append(Row(
-            label=r.label, key=r.label,
-            ttb=time_to_baseline(r.eval_steps, r.eval_acc, base.eval_steps, base.eval_acc, TTB_FRACTIONS) if ok
-            else [None] * len(TTB_FRACTIONS),
-            bsf=best_so_far(r.eval_steps, r.eval_acc, base.eval_steps, base.eval_acc, BSF_BUDGETS) if ok
-            else [None] * len(BSF_BUDGETS),
-            etr=float(np.nanmean(r.col("etr"))), below_one=float(np.nanmean(r.col("below_one"))),
-            above_zero=float(np.nanmean(r.col("above_zero"))),
-            rollouts=float(np.nanmean(r.col("rollouts")) / max(r.per_step, 1)),
-            final=float(r.eval_acc[-1]) if len(r.evals) else float("nan"),
-            ttb_rollouts=ttb_rollouts, bsf_rollouts=bsf_rollouts, strict_valid=_mean_of(r.col("strict_valid")),
-        ))
+        rows.append(
+            Row(
+                label=r.label,
+                key=r.label,
+                ttb=time_to_baseline(r.eval_steps, r.eval_acc, base.eval_steps, base.eval_acc, TTB_FRACTIONS)
+                if ok
+                else [None] * len(TTB_FRACTIONS),
+                bsf=best_so_far(r.eval_steps, r.eval_acc, base.eval_steps, base.eval_acc, BSF_BUDGETS)
+                if ok
+                else [None] * len(BSF_BUDGETS),
+                etr=float(np.nanmean(r.col("etr"))),
+                below_one=float(np.nanmean(r.col("below_one"))),
+                above_zero=float(np.nanmean(r.col("above_zero"))),
+                rollouts=float(np.nanmean(r.col("rollouts")) / max(r.per_step, 1)),
+                final=float(r.eval_acc[-1]) if len(r.evals) else float("nan"),
+                ttb_rollouts=ttb_rollouts,
+                bsf_rollouts=bsf_rollouts,
+                strict_valid=_mean_of(r.col("strict_valid")),
+            )
+        )
     return rows
 
 
@@ -147,15 +168,27 @@ def timing_markdown(runs: list[RunCurves]) -> str:
         "|---|" + "---:|" * 10,
     ]
     for r in runs:
-        med = {k: _median(r.col(k))
-               for k in ("step_s", "gen_s", "reward_s", "train_s", "gen_tokens_per_s", "train_tokens_per_s",
-                         "select_ms", "update_ms")}
+        med = {
+            k: _median(r.col(k))
+            for k in (
+                "step_s",
+                "gen_s",
+                "reward_s",
+                "train_s",
+                "gen_tokens_per_s",
+                "train_tokens_per_s",
+                "select_ms",
+                "update_ms",
+            )
+        }
         acc = r.eval_acc
         lines.append(
             f"| {r.label} | {med['step_s']:.2f} | {med['gen_s']:.2f} | {med['reward_s']:.2f} | {med['train_s']:.2f} "
             f"| {med['gen_tokens_per_s']:.0f} | {med['train_tokens_per_s']:.0f} | {med['select_ms']:.3f} "
             f"| {med['update_ms']:.3f} | {float(np.nanmean(r.col('reward_mean'))):.3f} "
-            f"| {acc[0]:.3f} → {acc[-1]:.3f} |" if len(acc) else f"| {r.label} | … |"
+            f"| {acc[0]:.3f} → {acc[-1]:.3f} |"
+            if len(acc)
+            else f"| {r.label} | … |"
         )
     return "\n".join(lines)
 
@@ -269,18 +302,33 @@ def plot_runs(runs: list[RunCurves] | dict[str, list[RunCurves]], path: str | Pa
             (axes[0], members[0].eval_steps[:n_eval], [r.eval_acc[:n_eval] for r in members]),
             (axes[1], members[0].col("step")[:n_train], [r.col("etr")[:n_train] for r in members]),
             (axes[2], members[0].col("step")[:n_train], [r.col("reward_mean")[:n_train] for r in members]),
-            (axes[3], np.mean([r.eval_rollouts[:n_eval] for r in members], axis=0), [r.eval_acc[:n_eval] for r in members]),
+            (
+                axes[3],
+                np.mean([r.eval_rollouts[:n_eval] for r in members], axis=0),
+                [r.eval_acc[:n_eval] for r in members],
+            ),
         )
         for ax, x, ys in panels:
             mean, half = mean_ci(np.stack(ys))
-            ax.plot(x, mean, label=f"{label} ({len(members)} seeds)" if len(members) > 1 else label, color=color,
-                    lw=1.2, marker="o" if ax in (axes[0], axes[3]) else None, ms=3)
+            ax.plot(
+                x,
+                mean,
+                label=f"{label} ({len(members)} seeds)" if len(members) > 1 else label,
+                color=color,
+                lw=1.2,
+                marker="o" if ax in (axes[0], axes[3]) else None,
+                ms=3,
+            )
             if np.any(half > 0):
                 # Every panel is a rate in [0, 1]; a t-interval over 3 seeds can overshoot it.
                 lo, hi = np.clip(mean - half, 0.0, 1.0), np.clip(mean + half, 0.0, 1.0)
                 ax.fill_between(x, lo, hi, color=color, alpha=0.18, lw=0)
-    titles = ("held-out accuracy (greedy)", "ETR (0 < successes < n)", "mean training reward",
-              "held-out accuracy per rollout spent")
+    titles = (
+        "held-out accuracy (greedy)",
+        "ETR (0 < successes < n)",
+        "mean training reward",
+        "held-out accuracy per rollout spent",
+    )
     for ax, name in zip(axes, titles):
         ax.set_xlabel("rollouts spent" if ax is axes[3] else "step")
         ax.set_title(name, fontsize=10)

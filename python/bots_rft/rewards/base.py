@@ -79,7 +79,9 @@ def coerce_result(value: Any) -> RewardResult:
     # numbers.Real: int, float, bool, fractions, numpy integer/floating scalars; not str, complex,
     # None, arrays or tensors (a 0-d tensor would otherwise convert silently through float()).
     if not isinstance(reward, numbers.Real):
-        return verifier_error("invalid", f"verifier returned {_describe(reward)} ({type(reward).__name__}), not a number")
+        return verifier_error(
+            "invalid", f"verifier returned {_describe(reward)} ({type(reward).__name__}), not a number"
+        )
     r = float(reward)
     lo, hi = REWARD_RANGE
     if not math.isfinite(r) or not lo <= r <= hi:

@@ -100,7 +100,9 @@ def _stdlib_module(name: str) -> Any:
         return None
 
 
-def _verify_tests(code: str, spec: dict[str, Any], limits: SandboxLimits, allow_unsandboxed: bool | None) -> RewardResult:
+def _verify_tests(
+    code: str, spec: dict[str, Any], limits: SandboxLimits, allow_unsandboxed: bool | None
+) -> RewardResult:
     entry = spec.get("entry_point")
     entry = str(entry) if entry else None
     if entry and not re.search(rf"^\s*(async\s+)?def\s+{re.escape(entry)}\s*\(", code, re.M):
@@ -143,7 +145,9 @@ def _verify_tests(code: str, spec: dict[str, Any], limits: SandboxLimits, allow_
     return RewardResult(1.0)
 
 
-def _verify_stdio(code: str, cases: list[tuple[str, str]], limits: SandboxLimits, allow_unsandboxed: bool | None) -> RewardResult:
+def _verify_stdio(
+    code: str, cases: list[tuple[str, str]], limits: SandboxLimits, allow_unsandboxed: bool | None
+) -> RewardResult:
     with Candidate(limits, allow_unsandboxed=allow_unsandboxed) as candidate:
         try:
             candidate.load(code, run=False)
@@ -152,7 +156,9 @@ def _verify_stdio(code: str, cases: list[tuple[str, str]], limits: SandboxLimits
                 if truncated:
                     return _fail(f"case {i}: output exceeds {limits.output_bytes} bytes")
                 if status > 128:
-                    return _fail(f"case {i}: the program was killed (signal {status - 128}: a resource limit or a crash)")
+                    return _fail(
+                        f"case {i}: the program was killed (signal {status - 128}: a resource limit or a crash)"
+                    )
                 if status != 0:
                     return _fail(f"case {i}: the program exited with status {status}")
                 if out.decode("utf-8", "replace").split() != wanted.split():

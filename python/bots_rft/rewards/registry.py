@@ -59,8 +59,7 @@ def register_verifier(prefix: str, verifier: Verifier) -> None:
         pickle.dumps(verifier)
     except (pickle.PicklingError, AttributeError, TypeError) as exc:
         raise InvalidArgumentError(
-            f"verifier: {verifier!r} cannot be sent to worker processes ({exc}); "
-            "register a module-level function",
+            f"verifier: {verifier!r} cannot be sent to worker processes ({exc}); register a module-level function",
             "verifier",
         ) from exc
     with _lock:

@@ -91,17 +91,25 @@ class SandboxLimits:
 
     def __post_init__(self) -> None:
         if not (self.timeout_s > 0 and math.isfinite(self.timeout_s)):
-            raise InvalidArgumentError(f"timeout_s: must be a positive number of seconds, got {self.timeout_s!r}", "timeout_s")
+            raise InvalidArgumentError(
+                f"timeout_s: must be a positive number of seconds, got {self.timeout_s!r}", "timeout_s"
+            )
         if self.cpu_s is not None and self.cpu_s < 1:
             raise InvalidArgumentError(f"cpu_s: must be at least 1, got {self.cpu_s!r}", "cpu_s")
         if self.memory_mb < 32:
             raise InvalidArgumentError(f"memory_mb: must be at least 32, got {self.memory_mb!r}", "memory_mb")
         if self.output_bytes < 1024:
-            raise InvalidArgumentError(f"output_bytes: must be at least 1024, got {self.output_bytes!r}", "output_bytes")
+            raise InvalidArgumentError(
+                f"output_bytes: must be at least 1024, got {self.output_bytes!r}", "output_bytes"
+            )
         if self.max_open_files < 8:
-            raise InvalidArgumentError(f"max_open_files: must be at least 8, got {self.max_open_files!r}", "max_open_files")
+            raise InvalidArgumentError(
+                f"max_open_files: must be at least 8, got {self.max_open_files!r}", "max_open_files"
+            )
         if self.max_processes < 4:
-            raise InvalidArgumentError(f"max_processes: must be at least 4, got {self.max_processes!r}", "max_processes")
+            raise InvalidArgumentError(
+                f"max_processes: must be at least 4, got {self.max_processes!r}", "max_processes"
+            )
         if self.workdir_mb < 1:
             raise InvalidArgumentError(f"workdir_mb: must be at least 1, got {self.workdir_mb!r}", "workdir_mb")
 
@@ -191,7 +199,9 @@ def isolation() -> Isolation:
             if iso.kernel:
                 log.info("code sandbox: %s", iso.describe())
             else:
-                log.warning("code sandbox: %s; model-written code is refused unless %s=1", iso.describe(), ALLOW_UNSANDBOXED_ENV)
+                log.warning(
+                    "code sandbox: %s; model-written code is refused unless %s=1", iso.describe(), ALLOW_UNSANDBOXED_ENV
+                )
         return _detected[pid]
 
 
@@ -217,7 +227,11 @@ def _detect() -> Isolation:
     if uid == 0 or any(caps) or probe.get("NoNewPrivs") != "1" or int(probe["pid"]) > 10:  # type: ignore[call-overload]
         return missing(f"the sandbox did not confine its probe: {probe}")
     seccomp = probe.get("Seccomp") == "2"
-    identity = f"dedicated uid/gid {_ID_BASE}+ (started as root)" if os.geteuid() == 0 else f"uid {os.getuid()} in a user namespace"
+    identity = (
+        f"dedicated uid/gid {_ID_BASE}+ (started as root)"
+        if os.geteuid() == 0
+        else f"uid {os.getuid()} in a user namespace"
+    )
     return Isolation(True, version or "bubblewrap", identity, seccomp, None)
 
 
@@ -265,14 +279,20 @@ class _Runtime:
 
     def __init__(self) -> None:
         self.python = os.path.realpath(sys.executable)
-        stdlib = os.path.realpath(sysconfig.get_path("stdlib", vars={"installed_base": sys.base_prefix, "base": sys.base_prefix}))
+        stdlib = os.path.realpath(
+            sysconfig.get_path("stdlib", vars={"installed_base": sys.base_prefix, "base": sys.base_prefix})
+        )
         if not os.path.isfile(os.path.join(stdlib, "os.py")):
             raise _LaunchError(f"cannot find the standard library of {self.python} (looked in {stdlib})")
         self.stdlib = stdlib
         dynload = os.path.join(stdlib, "lib-dynload")
         modules = sorted(str(p) for p in Path(dynload).glob("*.so")) if os.path.isdir(dynload) else []
         self.libraries = sorted(_shared_libraries([self.python, *modules]))
-        self.masked = [p for p in (os.path.join(stdlib, "site-packages"), os.path.join(stdlib, "dist-packages")) if os.path.isdir(p)]
+        self.masked = [
+            p
+            for p in (os.path.join(stdlib, "site-packages"), os.path.join(stdlib, "dist-packages"))
+            if os.path.isdir(p)
+        ]
 
     @classmethod
     def get(cls) -> _Runtime:
@@ -285,7 +305,10 @@ class _Runtime:
         files = [self.python, *self.libraries, _AGENT_IN_SANDBOX]
         if os.path.isfile("/etc/ld.so.cache"):
             files.append("/etc/ld.so.cache")
-        dirs = sorted({str(p) for f in [*files, self.stdlib] for p in Path(f).parents if str(p) != "/"}, key=lambda d: (d.count("/"), d))
+        dirs = sorted(
+            {str(p) for f in [*files, self.stdlib] for p in Path(f).parents if str(p) != "/"},
+            key=lambda d: (d.count("/"), d),
+        )
         args: list[str] = []
         for d in dirs:  # bubblewrap would create missing parents as 0700: unreadable for the program
             args += ["--perms", "0755", "--dir", d]
@@ -465,7 +488,9 @@ def launch(
             binary, why = _bwrap_binary()
             if binary is None:
                 raise _LaunchError(why)
-            launched = _launch_bwrap(binary, _Runtime.get(), cfg, limits, files, stdin, stdout, stderr, [*pass_fds, life_r])
+            launched = _launch_bwrap(
+                binary, _Runtime.get(), cfg, limits, files, stdin, stdout, stderr, [*pass_fds, life_r]
+            )
     except BaseException:
         os.close(life_w)
         raise
@@ -503,7 +528,16 @@ def _launch_bwrap(
             ids = _get_identities()
             uid = ids.acquire(started + limits.timeout_s)
             cfg.update(uid=uid, gid=uid)
-            argv += ["--userns", str(ids.userns_fd), "--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+            argv += [
+                "--userns",
+                str(ids.userns_fd),
+                "--cap-drop",
+                "ALL",
+                "--cap-add",
+                "CAP_SETUID",
+                "--cap-add",
+                "CAP_SETGID",
+            ]
             shared_fds.append(ids.userns_fd)
         else:
             argv += ["--unshare-user", "--disable-userns", "--cap-drop", "ALL"]
@@ -637,7 +671,17 @@ def _probe(binary: str, runtime: _Runtime) -> dict[str, object]:
     limits = SandboxLimits(timeout_s=20.0)
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         try:
-            launched = _launch_bwrap(binary, runtime, {"mode": "probe", **limits.agent_config()}, limits, None, None, out.fileno(), err.fileno(), ())
+            launched = _launch_bwrap(
+                binary,
+                runtime,
+                {"mode": "probe", **limits.agent_config()},
+                limits,
+                None,
+                None,
+                out.fileno(),
+                err.fileno(),
+                (),
+            )
         except _LaunchError as exc:
             err.seek(0)
             raise _LaunchError(f"{exc}: {err.read().decode('utf-8', 'replace').strip()[-300:]}") from exc
@@ -651,7 +695,9 @@ def _probe(binary: str, runtime: _Runtime) -> dict[str, object]:
         err.seek(0)
         text = out.read().decode("utf-8", "replace")
         if not text.strip():
-            raise _LaunchError("bubblewrap could not start a sandbox: " + err.read().decode("utf-8", "replace").strip()[-300:])
+            raise _LaunchError(
+                "bubblewrap could not start a sandbox: " + err.read().decode("utf-8", "replace").strip()[-300:]
+            )
         return json.loads(text)  # type: ignore[no-any-return]
 
 
@@ -724,7 +770,9 @@ def run_python(
     all_files = {"main.py": source}
     for name in files or {}:
         if not name or name.startswith("/") or ".." in Path(name).parts or "/" in name or name == "main.py":
-            raise InvalidArgumentError(f"files: name {name!r} must be a plain file name in the working directory", "files")
+            raise InvalidArgumentError(
+                f"files: name {name!r} must be a plain file name in the working directory", "files"
+            )
         all_files[name] = (files or {})[name]
     start = time.monotonic()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:

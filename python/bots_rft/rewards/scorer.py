@@ -252,7 +252,9 @@ class RewardScorer:
         if fault_streak is not None and (
             isinstance(fault_streak, bool) or not isinstance(fault_streak, int) or fault_streak < 1
         ):
-            raise InvalidArgumentError(f"fault_streak: expected an integer >= 1 or None, got {fault_streak!r}", "fault_streak")
+            raise InvalidArgumentError(
+                f"fault_streak: expected an integer >= 1 or None, got {fault_streak!r}", "fault_streak"
+            )
         self.workers = workers
         self.timeout = float(timeout)
         self.startup_timeout = float(startup_timeout)
@@ -323,7 +325,11 @@ class RewardScorer:
             first = idx[0]
             log.warning(
                 "verifier error (%s) on %d of %d responses, reward 0: %s for data_source %r; first: %s",
-                kind, len(idx), len(batch), verifier_name(verifiers[first]), batch[first].data_source,
+                kind,
+                len(idx),
+                len(batch),
+                verifier_name(verifiers[first]),
+                batch[first].data_source,
                 results[first].reason,
             )
 

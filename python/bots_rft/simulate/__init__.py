@@ -30,9 +30,7 @@ __all__ = [
 ]
 
 
-def quick_comparison(
-    num_tasks: int = 10_000, steps: int = 40, seed: int = 0, progress: bool = False
-) -> str:
+def quick_comparison(num_tasks: int = 10_000, steps: int = 40, seed: int = 0, progress: bool = False) -> str:
     """Every method once on a small simulated pool (one seed, no sweeps; a few seconds) and
     return the comparison as a short markdown table with a one-line caption."""
     from ..report.simulation import group_rows
@@ -44,8 +42,12 @@ def quick_comparison(
     batch = max(8, min(256, num_tasks // 40))
     config = SimConfig(
         learner=LearnerConfig(num_tasks=num_tasks, eval_tasks=2048),
-        steps=steps, batch_size=batch, seeds=(seed,),
-        rho_sweep=(), lam_sweep=(), sampling_ablation=False,
+        steps=steps,
+        batch_size=batch,
+        seeds=(seed,),
+        rho_sweep=(),
+        lam_sweep=(),
+        sampling_ablation=False,
     )
     result = run_experiment(config, progress=progress, desc="quick comparison")
     caption = (

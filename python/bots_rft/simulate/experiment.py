@@ -95,7 +95,8 @@ class MethodSpec:
         takes = {p.name for p in method(self.kind).params}
         extra = ",".join(
             f"{p.name}={getattr(self, p.name):g}" if p.type == "float" else f"{p.name}={getattr(self, p.name)}"
-            for p in _RULE if p.name in takes and getattr(self, p.name) != p.default
+            for p in _RULE
+            if p.name in takes and getattr(self, p.name) != p.default
         )
         if self.kind == "bots":
             return f"bots(lam={self.lam:g},rho={self.rho:g},thompson={self.thompson}{',' + extra if extra else ''})"
@@ -146,9 +147,7 @@ class SimConfig:
             if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
                 raise ConfigError(f"{name} must be a positive int, got {v!r}")
         if self.batch_size > self.learner.num_tasks:
-            raise ConfigError(
-                f"batch_size={self.batch_size} exceeds num_tasks={self.learner.num_tasks}"
-            )
+            raise ConfigError(f"batch_size={self.batch_size} exceeds num_tasks={self.learner.num_tasks}")
         if not self.seeds or any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in self.seeds):
             raise ConfigError(f"seeds must be non-negative ints, got {self.seeds!r}")
         if len(set(self.seeds)) != len(self.seeds):
@@ -218,10 +217,18 @@ def build_groups(config: SimConfig) -> dict[str, list[tuple[str, MethodSpec]]]:
         ]
     if config.adaptive_ablation:
         groups["adaptive"] = [random] + [
-            (label, MethodSpec("bots", lam=config.lam, rho=config.rho,
-                               **_rule(config, adaptive_rho=arho, adaptive_lam=alam)))
-            for label, arho, alam in (("fixed ρ, λ", False, False), ("adaptive ρ", True, False),
-                                      ("adaptive λ", False, True), ("adaptive ρ and λ", True, True))
+            (
+                label,
+                MethodSpec(
+                    "bots", lam=config.lam, rho=config.rho, **_rule(config, adaptive_rho=arho, adaptive_lam=alam)
+                ),
+            )
+            for label, arho, alam in (
+                ("fixed ρ, λ", False, False),
+                ("adaptive ρ", True, False),
+                ("adaptive λ", False, True),
+                ("adaptive ρ and λ", True, True),
+            )
         ]
     return groups
 
@@ -251,14 +258,30 @@ class RunRecord:
         rows = []
         for t in range(self.etr.size + 1):
             last = t == self.etr.size
-            rows.append({
-                "method": label, "key": self.key, "seed": self.seed, "step": t,
-                "perf": float(self.perf[t]),
-                **{name: (math.nan if last else float(getattr(self, name)[t]))
-                   for name in ("etr", "below_one", "above_zero", "strict_valid", "signal", "capability",
-                                "pearson_next", "auc_next", "pearson_true")},
-                "rollouts": 0 if last else int(self.rollouts[t]),
-            })
+            rows.append(
+                {
+                    "method": label,
+                    "key": self.key,
+                    "seed": self.seed,
+                    "step": t,
+                    "perf": float(self.perf[t]),
+                    **{
+                        name: (math.nan if last else float(getattr(self, name)[t]))
+                        for name in (
+                            "etr",
+                            "below_one",
+                            "above_zero",
+                            "strict_valid",
+                            "signal",
+                            "capability",
+                            "pearson_next",
+                            "auc_next",
+                            "pearson_true",
+                        )
+                    },
+                    "rollouts": 0 if last else int(self.rollouts[t]),
+                }
+            )
         return rows
 
 
@@ -278,13 +301,27 @@ def make_selector(
 ) -> Selector:
     """The selector ``spec`` names, built by the method table over the world's pool."""
     m = method(spec.kind)
-    given = {"lam": spec.lam, "rho": spec.rho, "thompson": spec.thompson, "n_rollouts": world.config.n_rollouts,
-             "min_gap": config.min_gap, "oversample": config.dapo_oversample, "seed": seed,
-             **{p.name: getattr(spec, p.name) for p in _RULE}}
+    given = {
+        "lam": spec.lam,
+        "rho": spec.rho,
+        "thompson": spec.thompson,
+        "n_rollouts": world.config.n_rollouts,
+        "min_gap": config.min_gap,
+        "oversample": config.dapo_oversample,
+        "seed": seed,
+        **{p.name: getattr(spec, p.name) for p in _RULE},
+    }
     params = {k: v for k, v in given.items() if k in {p.name for p in m.params}}
     signals = simulated_signals(world, seed, m.signals)  # extra columns, embeddings: see .signals
-    return m.build(world.num_tasks, weak=world.weak, strong=world.strong, rollout=learner.rollout,
-                   threads=config.threads, signals=signals, **params)
+    return m.build(
+        world.num_tasks,
+        weak=world.weak,
+        strong=world.strong,
+        rollout=learner.rollout,
+        threads=config.threads,
+        signals=signals,
+        **params,
+    )
 
 
 # The learner's random stream is named by the run's key. Dynamic sampling ran under the key
@@ -316,19 +353,35 @@ def run_method(
         tracker = selector
     elif spec.kind == "random":
         tracker = method("bots").build(
-            world.num_tasks, weak=world.weak, strong=world.strong, threads=config.threads,
-            lam=config.lam, rho=config.rho, n_rollouts=n, min_gap=config.min_gap, seed=seed,
+            world.num_tasks,
+            weak=world.weak,
+            strong=world.strong,
+            threads=config.threads,
+            lam=config.lam,
+            rho=config.rho,
+            n_rollouts=n,
+            min_gap=config.min_gap,
+            seed=seed,
         )
-
 
     def nan() -> FloatArray:
         return np.full(T, np.nan)
 
     rec = RunRecord(
-        key=spec.key, seed=seed, etr=nan(), below_one=nan(), above_zero=nan(),
-        perf=np.full(T + 1, np.nan), hist=np.zeros((T, n + 1), np.int64),
-        rollouts=np.zeros(T, np.int64), signal=nan(), capability=nan(),
-        pearson_next=nan(), auc_next=nan(), pearson_true=nan(), strict_valid=nan(),
+        key=spec.key,
+        seed=seed,
+        etr=nan(),
+        below_one=nan(),
+        above_zero=nan(),
+        perf=np.full(T + 1, np.nan),
+        hist=np.zeros((T, n + 1), np.int64),
+        rollouts=np.zeros(T, np.int64),
+        signal=nan(),
+        capability=nan(),
+        pearson_next=nan(),
+        auc_next=nan(),
+        pearson_true=nan(),
+        strict_valid=nan(),
     )
     rec.perf[0] = learner.evaluate()
     prev_pred: FloatArray | None = None
@@ -396,8 +449,7 @@ def run_experiment(
     total = len(unique) * len(config.seeds) * config.steps
     runs: dict[tuple[str, int], RunRecord] = {}
     start = time.perf_counter()
-    with tqdm(total=total, desc=desc, unit="step", disable=not progress, leave=True,
-              mininterval=0.5) as bar:
+    with tqdm(total=total, desc=desc, unit="step", disable=not progress, leave=True, mininterval=0.5) as bar:
         for seed in config.seeds:
             world = make_world(config.learner, seed)
             for key, spec in unique.items():

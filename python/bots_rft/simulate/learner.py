@@ -79,8 +79,15 @@ class LearnerConfig:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
                 raise ConfigError(f"{name} must be a positive int, got {v!r}")
-        non_negative = ("difficulty_std", "group_std", "pace_sigma", "ref_group_std",
-                        "ref_task_noise", "learning_rate", "memorisation")
+        non_negative = (
+            "difficulty_std",
+            "group_std",
+            "pace_sigma",
+            "ref_group_std",
+            "ref_task_noise",
+            "learning_rate",
+            "memorisation",
+        )
         for name in non_negative:
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and np.isfinite(v) and v >= 0):
@@ -157,8 +164,7 @@ def make_world(config: LearnerConfig, seed: int) -> TaskWorld:
     weak_true, weak = reference(c.weak_level)
     strong_true, strong = reference(c.strong_level)
     eval_group, eval_base, eval_pace = tasks(c.eval_tasks)
-    return TaskWorld(c, group, base, pace, weak_true, strong_true, weak, strong,
-                     eval_group, eval_base, eval_pace)
+    return TaskWorld(c, group, base, pace, weak_true, strong_true, weak, strong, eval_group, eval_base, eval_pace)
 
 
 class SimulatedLearner:

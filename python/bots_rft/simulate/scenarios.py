@@ -85,7 +85,7 @@ class ScenarioConfig:
         if not self.seeds or any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in self.seeds):
             raise ConfigError(f"seeds: must be non-negative ints, got {self.seeds!r}")
         w = self.pool_weights
-        if (len(w) != len(POOL_NAMES) or any(not np.isfinite(x) or x < 0 for x in w) or sum(w) <= 0):
+        if len(w) != len(POOL_NAMES) or any(not np.isfinite(x) or x < 0 for x in w) or sum(w) <= 0:
             raise ConfigError(
                 f"pool_weights: must be {len(POOL_NAMES)} finite numbers >= 0, not all 0 "
                 f"({', '.join(POOL_NAMES)}), got {w!r}"
@@ -119,8 +119,10 @@ def split_world(world: TaskWorld) -> tuple[TaskWorld, IntArray]:
     """The world with its tasks reordered into the task sets easy, medium, hard (by initial
     logit, highest first; ties by id), and the sets' sizes. Held-out tasks are unchanged."""
     order = np.lexsort((np.arange(world.num_tasks), -world.base_logit))
-    perm = {name: getattr(world, name)[order]
-            for name in ("group", "base_logit", "pace", "weak_true", "strong_true", "weak", "strong")}
+    perm = {
+        name: getattr(world, name)[order]
+        for name in ("group", "base_logit", "pace", "weak_true", "strong_true", "weak", "strong")
+    }
     return replace(world, **perm), np.asarray(_pool_sizes(world.num_tasks), dtype=np.int64)
 
 
@@ -148,8 +150,13 @@ class _FixedMix:
         self._quotas = _quotas(weights, batch)
 
     def select(self, batch: int) -> IntArray:
-        return np.concatenate([sel.select(int(q)) + self._offsets[i]
-                               for i, (sel, q) in enumerate(zip(self._pools, self._quotas)) if q > 0])
+        return np.concatenate(
+            [
+                sel.select(int(q)) + self._offsets[i]
+                for i, (sel, q) in enumerate(zip(self._pools, self._quotas))
+                if q > 0
+            ]
+        )
 
     def update(self, ids: Any, succ: Any, trials: Any) -> None:  # random: nothing to learn
         pass
@@ -157,8 +164,16 @@ class _FixedMix:
 
 def _bots(world: TaskWorld, lo: int, hi: int, config: ScenarioConfig, seed: int) -> BOTS:
     evidence = Interpolation(world.weak[lo:hi], world.strong[lo:hi], MOMENTUM.default, min_gap=MIN_GAP.default)
-    return BOTS(hi - lo, lam=config.lam, rho=config.rho, target=TARGET.default,
-                n_rollouts=world.config.n_rollouts, evidence=evidence, seed=seed, threads=config.threads)
+    return BOTS(
+        hi - lo,
+        lam=config.lam,
+        rho=config.rho,
+        target=TARGET.default,
+        n_rollouts=world.config.n_rollouts,
+        evidence=evidence,
+        seed=seed,
+        threads=config.threads,
+    )
 
 
 def _multipool_selector(arm: str, world: TaskWorld, sizes: IntArray, config: ScenarioConfig, seed: int) -> Any:
@@ -188,16 +203,18 @@ def _run_arm(arm: str, world: TaskWorld, sizes: IntArray, seed: int, config: Sce
         selector = _bots(world, 0, world.num_tasks, config, seed)
     threshold = {"BOTS threshold 1": 1.0, "BOTS threshold 0.5": 0.5}.get(arm)
     offsets = np.concatenate(([0], np.cumsum(sizes)))
-    run = ScenarioRun(arm, seed, np.full(T + 1, np.nan), np.full(T, np.nan),
-                      np.zeros((T, sizes.size if multipool else 0)))
+    run = ScenarioRun(
+        arm, seed, np.full(T + 1, np.nan), np.full(T, np.nan), np.zeros((T, sizes.size if multipool else 0))
+    )
     run.perf[0] = learner.evaluate()
     for t in range(T):
         ids = selector.select(B)
         if multipool:
             succ = learner.rollout(ids)
             run.etr[t] = float(np.mean((succ > 0) & (succ < n)))
-            run.shares[t] = np.bincount(np.searchsorted(offsets, ids, side="right") - 1,
-                                        minlength=sizes.size) / ids.size
+            run.shares[t] = (
+                np.bincount(np.searchsorted(offsets, ids, side="right") - 1, minlength=sizes.size) / ids.size
+            )
             selector.update(ids, succ, n)
             learner.train(ids, succ)
         else:

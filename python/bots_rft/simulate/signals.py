@@ -75,7 +75,9 @@ def embeddings(world: TaskWorld, seed: int) -> npt.NDArray[np.float32]:
     return out.astype(np.float32)
 
 
-def simulated_signals(world: TaskWorld, seed: int, names: Iterable[str]) -> dict[str, npt.NDArray[np.float64] | npt.NDArray[np.float32]]:
+def simulated_signals(
+    world: TaskWorld, seed: int, names: Iterable[str]
+) -> dict[str, npt.NDArray[np.float64] | npt.NDArray[np.float32]]:
     """The signals ``names`` of ``world`` (each a name in :data:`SIGNALS`)."""
     out: dict[str, npt.NDArray[np.float64] | npt.NDArray[np.float32]] = {}
     for name in names:

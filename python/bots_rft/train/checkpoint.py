@@ -23,8 +23,18 @@ import torch
 from ..errors import CheckpointError
 from .distributed import Dist
 
-__all__ = ["rng_state", "set_rng_state", "save_checkpoint", "latest_checkpoint", "load_training_state", "model_state",
-           "load_model_state", "save_tree", "load_tree", "CHECKPOINT_VERSION"]
+__all__ = [
+    "rng_state",
+    "set_rng_state",
+    "save_checkpoint",
+    "latest_checkpoint",
+    "load_training_state",
+    "model_state",
+    "load_model_state",
+    "save_tree",
+    "load_tree",
+    "CHECKPOINT_VERSION",
+]
 
 #: 2: safetensors + JSON (version 1 was torch pickles, which are no longer loaded).
 CHECKPOINT_VERSION = 2
@@ -254,13 +264,19 @@ def load_training_state(path: Path, dist_: Dist) -> dict[str, Any]:
         raise CheckpointError(f"checkpoint file {str(path / 'trainer.json')!r} is corrupt (not a mapping)")
     version = trainer.get("version")
     if not isinstance(version, int) or version > CHECKPOINT_VERSION:
-        raise CheckpointError(f"checkpoint {str(path)!r} has version {version!r}; this bots-rft reads {CHECKPOINT_VERSION}")
+        raise CheckpointError(
+            f"checkpoint {str(path)!r} has version {version!r}; this bots-rft reads {CHECKPOINT_VERSION}"
+        )
     if trainer.get("world") != dist_.world:
         raise CheckpointError(
             f"checkpoint {str(path)!r} was written by {trainer.get('world')} process(es), now {dist_.world}"
         )
     out: dict[str, Any] = {"trainer": trainer}
-    for key, name in (("model", "model"), ("optimizer", "optimizer"), ("scheduler", "scheduler"),
-                      ("rng", f"rng_rank{dist_.rank}")):
+    for key, name in (
+        ("model", "model"),
+        ("optimizer", "optimizer"),
+        ("scheduler", "scheduler"),
+        ("rng", f"rng_rank{dist_.rank}"),
+    ):
         out[key] = load_tree(path, name)
     return out

@@ -140,8 +140,16 @@ class TrainConfig:
         except BotsError as exc:  # the method table's message, as the config's error class
             raise ConfigError(str(exc)) from None
         for key in (
-            "steps", "batch_size", "rollouts", "micro_batch_size", "ppo_epochs", "max_new_tokens",
-            "generation_batch_size", "max_rounds", "sft_batch_size", "keep_checkpoints",
+            "steps",
+            "batch_size",
+            "rollouts",
+            "micro_batch_size",
+            "ppo_epochs",
+            "max_new_tokens",
+            "generation_batch_size",
+            "max_rounds",
+            "sft_batch_size",
+            "keep_checkpoints",
         ):
             v = getattr(self, key)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:

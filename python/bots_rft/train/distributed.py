@@ -102,8 +102,13 @@ class Dist:
 
             layer_cls = {type(m) for m in model.modules() if type(m).__name__.endswith("DecoderLayer")}
             policy = partial(transformer_auto_wrap_policy, transformer_layer_cls=layer_cls) if layer_cls else None
-            return FSDP(model, auto_wrap_policy=policy, use_orig_params=True, sync_module_states=True,
-                        device_id=device if device.type == "cuda" else None)
+            return FSDP(
+                model,
+                auto_wrap_policy=policy,
+                use_orig_params=True,
+                sync_module_states=True,
+                device_id=device if device.type == "cuda" else None,
+            )
         from torch.nn.parallel import DistributedDataParallel as DDP
 
         return DDP(model, device_ids=[device.index] if device.type == "cuda" else None)

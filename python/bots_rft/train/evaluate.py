@@ -53,8 +53,16 @@ def evaluate(
     with dist_.full_params(model):
         if mine:
             ro = generate_rollouts(
-                model, tok, [chats[r] for r in mine], mine, 1, max_new_tokens=max_new_tokens, batch_size=batch_size,
-                max_prompt_tokens=max_prompt_tokens, greedy=True, bf16=bf16,
+                model,
+                tok,
+                [chats[r] for r in mine],
+                mine,
+                1,
+                max_new_tokens=max_new_tokens,
+                batch_size=batch_size,
+                max_prompt_tokens=max_prompt_tokens,
+                greedy=True,
+                bf16=bf16,
             )
             rewards = score_texts(scorer, pool, mine, ro.texts, 1, errors)[:, 0].tolist()
     parts = dist_.gather((mine, rewards, errors))

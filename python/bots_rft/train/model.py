@@ -45,9 +45,16 @@ def _tiny_sized(hidden: int, layers: int, seed: int) -> tuple[PreTrainedModel, P
         raise ConfigError(f"model: tiny-HxL needs H a multiple of 32 and L >= 1, got 'tiny-{hidden}x{layers}'")
     tok = byte_tokenizer()
     cfg = Qwen2Config(
-        vocab_size=len(tok), hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
-        num_attention_heads=hidden // 32, num_key_value_heads=max(1, hidden // 64), max_position_embeddings=4096,
-        tie_word_embeddings=True, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
+        vocab_size=len(tok),
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=hidden // 32,
+        num_key_value_heads=max(1, hidden // 64),
+        max_position_embeddings=4096,
+        tie_word_embeddings=True,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
         pad_token_id=tok.pad_token_id,
     )
     with torch.random.fork_rng(devices=[]):
@@ -86,8 +93,9 @@ def sequence_logprobs(
 ) -> torch.Tensor:
     """``[S, T]`` log-probs of the completion tokens ``input_ids[:, prompt_len:]`` (prompts left
     padded to the common ``prompt_len``)."""
-    out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids(attention_mask),
-                use_cache=False)
+    out = model(
+        input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids(attention_mask), use_cache=False
+    )
     logits = out.logits[:, prompt_len - 1 : -1, :]
     return token_logprobs(logits, input_ids[:, prompt_len:], temperature)
 

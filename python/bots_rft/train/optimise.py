@@ -23,7 +23,9 @@ from .rollout import Rollouts
 __all__ = ["grpo_update"]
 
 
-def _trim(ids: torch.Tensor, attn: torch.Tensor, cmask: torch.Tensor, plen: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
+def _trim(
+    ids: torch.Tensor, attn: torch.Tensor, cmask: torch.Tensor, plen: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
     """Drop columns that are padding in every row of a micro-batch (left of the prompts, right
     of the completions): less compute, same log-probs."""
     first = int(attn[:, :plen].any(0).long().argmax()) if plen else 0
@@ -85,15 +87,23 @@ def grpo_update(
                 denom = float(len(seqs))
             micro = [seqs[s : s + cfg.micro_batch_size] for s in range(0, len(seqs), cfg.micro_batch_size)]
             for k, mi in enumerate(micro):
-                ids, attn, cm, plen = _trim(ro.input_ids[mi], ro.attention_mask[mi], ro.completion_mask[mi], ro.prompt_len)
+                ids, attn, cm, plen = _trim(
+                    ro.input_ids[mi], ro.attention_mask[mi], ro.completion_mask[mi], ro.prompt_len
+                )
                 with dist.no_sync(model, skip=k < len(micro) - 1):
                     with autocast(device, cfg.bf16):
                         logp = sequence_logprobs(model, ids, attn, plen, cfg.temperature)
                     old_mi = old[mi, : cm.shape[1]] if old is not None else logp.detach()
                     loss, st = grpo_loss(
-                        logp, old_mi, adv[mi], cm, clip_eps=cfg.clip_eps,
-                        ref_logp=ref[mi, : cm.shape[1]] if ref is not None else None, kl_coef=cfg.kl_coef,
-                        loss_agg=cfg.loss_agg, denom=denom,
+                        logp,
+                        old_mi,
+                        adv[mi],
+                        cm,
+                        clip_eps=cfg.clip_eps,
+                        ref_logp=ref[mi, : cm.shape[1]] if ref is not None else None,
+                        kl_coef=cfg.kl_coef,
+                        loss_agg=cfg.loss_agg,
+                        denom=denom,
                     )
                     loss.backward()
                 train_tokens += int(attn.sum())

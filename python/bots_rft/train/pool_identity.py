@@ -64,7 +64,9 @@ class PoolChange:
         if self.reordered:
             parts.append("the tasks are in a different row order")
         if not parts and self.content_changed:
-            parts.append(f"same {self.new_tasks} task ids, different content (prompt, ground truth, data_source or extra_info)")
+            parts.append(
+                f"same {self.new_tasks} task ids, different content (prompt, ground truth, data_source or extra_info)"
+            )
         return f"{self.old_tasks} -> {self.new_tasks} tasks: " + "; ".join(parts)
 
 
@@ -84,8 +86,12 @@ def compare_pools(saved: dict[str, Any], saved_ids: npt.NDArray[Any], pool: Task
     mask[old_rows_now[kept]] = False
     kept_rows = old_rows_now[kept]
     return PoolChange(
-        old_tasks=len(saved_ids), new_tasks=len(ids), old_rows_now=old_rows_now, added=np.flatnonzero(mask),
-        removed_ids=saved_ids[~kept], reordered=bool(np.any(np.diff(kept_rows) < 0)),
+        old_tasks=len(saved_ids),
+        new_tasks=len(ids),
+        old_rows_now=old_rows_now,
+        added=np.flatnonzero(mask),
+        removed_ids=saved_ids[~kept],
+        reordered=bool(np.any(np.diff(kept_rows) < 0)),
         content_changed=saved.get("content_sha256") != now["content_sha256"],
     )
 

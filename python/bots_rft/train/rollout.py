@@ -38,16 +38,27 @@ class Rollouts:
         idx = torch.tensor([i * self.n + j for i in tasks for j in range(self.n)], dtype=torch.long)
         dev = self.input_ids.device
         return Rollouts(
-            task_ids=self.task_ids[list(tasks)], n=self.n,
-            input_ids=self.input_ids[idx.to(dev)], attention_mask=self.attention_mask[idx.to(dev)],
-            prompt_len=self.prompt_len, completion_mask=self.completion_mask[idx.to(dev)],
+            task_ids=self.task_ids[list(tasks)],
+            n=self.n,
+            input_ids=self.input_ids[idx.to(dev)],
+            attention_mask=self.attention_mask[idx.to(dev)],
+            prompt_len=self.prompt_len,
+            completion_mask=self.completion_mask[idx.to(dev)],
             texts=[self.texts[int(i)] for i in idx],
             rewards=None if self.rewards is None else self.rewards[list(tasks)],
         )
 
     def to(self, device: torch.device) -> Rollouts:
-        return Rollouts(self.task_ids, self.n, self.input_ids.to(device), self.attention_mask.to(device),
-                        self.prompt_len, self.completion_mask.to(device), self.texts, self.rewards)
+        return Rollouts(
+            self.task_ids,
+            self.n,
+            self.input_ids.to(device),
+            self.attention_mask.to(device),
+            self.prompt_len,
+            self.completion_mask.to(device),
+            self.texts,
+            self.rewards,
+        )
 
 
 def completion_mask(completion: torch.Tensor, eos_ids: Sequence[int]) -> torch.Tensor:
@@ -107,17 +118,20 @@ def generate_rollouts(
     prompt_masks: list[torch.Tensor] = []
     completions: list[torch.Tensor] = []
     sample_kw: dict[str, Any] = (
-        {"do_sample": False}
-        if greedy
-        else {"do_sample": True, "temperature": temperature, "top_p": top_p, "top_k": 0}
+        {"do_sample": False} if greedy else {"do_sample": True, "temperature": temperature, "top_p": top_p, "top_k": 0}
     )
     with eval_mode(net), torch.inference_mode(), autocast(device, bf16):
         for start in range(0, len(flat), batch_size):
             idx = flat[start : start + batch_size]
             enc = encode_chats(tokenizer, [chats[i] for i in idx], device, max_prompt_tokens)
             seqs = net.generate(
-                **enc, max_new_tokens=max_new_tokens, eos_token_id=eos or None, pad_token_id=pad,
-                use_cache=True, synced_gpus=synced_gpus, **sample_kw,
+                **enc,
+                max_new_tokens=max_new_tokens,
+                eos_token_id=eos or None,
+                pad_token_id=pad,
+                use_cache=True,
+                synced_gpus=synced_gpus,
+                **sample_kw,
             )
             plen = enc["input_ids"].shape[1]
             prompts.append(enc["input_ids"])
@@ -152,8 +166,12 @@ def concat_rollouts(parts: Sequence[Rollouts], pad: int) -> Rollouts:
     cmask = _pad_cat([p.completion_mask for p in parts], left=False, value=0)
     rewards = [p.rewards for p in parts]
     return Rollouts(
-        task_ids=torch.cat([p.task_ids for p in parts]), n=n,
-        input_ids=torch.cat([prompts, comps], dim=1), attention_mask=torch.cat([pmask, cmask], dim=1),
-        prompt_len=int(prompts.shape[1]), completion_mask=cmask, texts=[t for p in parts for t in p.texts],
+        task_ids=torch.cat([p.task_ids for p in parts]),
+        n=n,
+        input_ids=torch.cat([prompts, comps], dim=1),
+        attention_mask=torch.cat([pmask, cmask], dim=1),
+        prompt_len=int(prompts.shape[1]),
+        completion_mask=cmask,
+        texts=[t for p in parts for t in p.texts],
         rewards=None if any(r is None for r in rewards) else torch.cat(rewards),  # type: ignore[arg-type]
     )

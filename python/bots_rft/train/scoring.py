@@ -80,7 +80,9 @@ def score_texts(
     sources = pool.data_sources(rows)
     truths = pool.ground_truths(rows)
     infos = pool.extra_infos(rows)
-    items = [RewardItem(str(sources[i]), texts[i * n + j], truths[i], infos[i]) for i in range(len(rows)) for j in range(n)]
+    items = [
+        RewardItem(str(sources[i]), texts[i * n + j], truths[i], infos[i]) for i in range(len(rows)) for j in range(n)
+    ]
     if not items:
         return np.zeros((0, n), dtype=np.float64)
     results = scorer.score_batch(items)

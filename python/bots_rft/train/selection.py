@@ -33,8 +33,26 @@ __all__ = ["make_selector", "save_selector", "load_selector", "selector_file"]
 
 def _params(cfg: TrainConfig, m: Method) -> dict[str, Any]:
     """The config's values of the parameters ``m`` takes (``rollouts`` is n)."""
-    values = {"n_rollouts": cfg.rollouts, **{k: getattr(cfg, k) for k in ("lam", "rho", "target", "thompson", "tau",
-              "adaptive_rho", "adaptive_lam", "momentum", "min_gap", "oversample", "max_rounds", "seed")}}
+    values = {
+        "n_rollouts": cfg.rollouts,
+        **{
+            k: getattr(cfg, k)
+            for k in (
+                "lam",
+                "rho",
+                "target",
+                "thompson",
+                "tau",
+                "adaptive_rho",
+                "adaptive_lam",
+                "momentum",
+                "min_gap",
+                "oversample",
+                "max_rounds",
+                "seed",
+            )
+        },
+    }
     return {p.name: values[p.name] for p in m.params if p.name in values}
 
 

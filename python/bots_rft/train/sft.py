@@ -19,7 +19,9 @@ from .model import autocast, position_ids
 __all__ = ["sft_warmup"]
 
 
-def _batch(tok: Any, prompts: list[str], targets: list[str], device: torch.device, max_prompt: int | None) -> dict[str, torch.Tensor]:
+def _batch(
+    tok: Any, prompts: list[str], targets: list[str], device: torch.device, max_prompt: int | None
+) -> dict[str, torch.Tensor]:
     rows, labels = [], []
     for p, t in zip(prompts, targets):
         p_ids = tok(p, add_special_tokens=False)["input_ids"]
@@ -36,7 +38,9 @@ def _batch(tok: Any, prompts: list[str], targets: list[str], device: torch.devic
     return {"input_ids": ids, "labels": lab, "attention_mask": mask}
 
 
-def sft_warmup(model: Any, tok: Any, pool: TaskPool, chats: list[Any], cfg: TrainConfig, device: torch.device) -> list[float]:
+def sft_warmup(
+    model: Any, tok: Any, pool: TaskPool, chats: list[Any], cfg: TrainConfig, device: torch.device
+) -> list[float]:
     """``cfg.sft_steps`` AdamW steps of next-token loss on gold completions of random training
     rows; returns the loss curve. Uses its own RNG so that RL's random streams are unaffected."""
     rng = np.random.default_rng(cfg.seed + 7919)
@@ -50,8 +54,12 @@ def sft_warmup(model: Any, tok: Any, pool: TaskPool, chats: list[Any], cfg: Trai
         targets = [cfg.sft_template.format(answer=truths[r]) for r in rows]
         b = _batch(tok, prompts, targets, device, cfg.max_prompt_tokens)
         with autocast(device, cfg.bf16):
-            logits = model(input_ids=b["input_ids"], attention_mask=b["attention_mask"],
-                           position_ids=position_ids(b["attention_mask"]), use_cache=False).logits
+            logits = model(
+                input_ids=b["input_ids"],
+                attention_mask=b["attention_mask"],
+                position_ids=position_ids(b["attention_mask"]),
+                use_cache=False,
+            ).logits
         loss = torch.nn.functional.cross_entropy(
             logits[:, :-1].float().reshape(-1, logits.shape[-1]), b["labels"][:, 1:].reshape(-1), ignore_index=-100
         )

@@ -28,9 +28,17 @@ def toy_rows(num_tasks: int, start: int = 0) -> list[dict[str, Any]]:
     rows = []
     for k in range(num_tasks):
         m = mods[k % len(mods)]
-        rows.append(make_row(index=start + k, prompt=chat(f"Task {start + k}: say something."), ground_truth=f"{k % m}/{m}",
-                             data_source=TOY_SOURCE, ability="toy", split="train",
-                             difficulty={"weak_pass_rate": 0.5 / m, "strong_pass_rate": min(1.0, 1.5 / m)}))
+        rows.append(
+            make_row(
+                index=start + k,
+                prompt=chat(f"Task {start + k}: say something."),
+                ground_truth=f"{k % m}/{m}",
+                data_source=TOY_SOURCE,
+                ability="toy",
+                split="train",
+                difficulty={"weak_pass_rate": 0.5 / m, "strong_pass_rate": min(1.0, 1.5 / m)},
+            )
+        )
     return rows
 
 

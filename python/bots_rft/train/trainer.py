@@ -230,8 +230,12 @@ class GRPOTrainer:
         self._times = _StepTimes()
         if self.resume_from is not None:
             self._restore(self.resume_from)
-        self.logger = MetricsLogger(self.out_dir, enabled=self.dist.is_main, tensorboard=cfg.tensorboard,
-                                    resume_step=self.step if self.resume_from is not None else None)
+        self.logger = MetricsLogger(
+            self.out_dir,
+            enabled=self.dist.is_main,
+            tensorboard=cfg.tensorboard,
+            resume_step=self.step if self.resume_from is not None else None,
+        )
 
     def _make_selector(self) -> Any:
         """The selector of ``method``; with dynamic sampling, the one that proposes each
@@ -300,8 +304,10 @@ class GRPOTrainer:
                 "pass resume_params=config to continue with the new value(s), or resume_params=checkpoint to keep the saved ones"
             )
         if self.cfg.resume_params == "checkpoint":
-            log.warning("resume: keeping the checkpoint's selection parameters (%s)",
-                        ", ".join(f"{k}={saved[k]!r}" for k in diff))
+            log.warning(
+                "resume: keeping the checkpoint's selection parameters (%s)",
+                ", ".join(f"{k}={saved[k]!r}" for k in diff),
+            )
             return {}
         return diff
 
@@ -333,8 +339,11 @@ class GRPOTrainer:
             self.selector = self._load_selector(path, adapt)
             if changed and isinstance(self.selector, BOTS):
                 self.selector.set_params(**changed)
-                log.warning("resume: selection parameters changed from step %d on: %s", int(state["trainer"]["step"]) + 1,
-                            ", ".join(f"{k}={v!r}" for k, v in changed.items()))
+                log.warning(
+                    "resume: selection parameters changed from step %d on: %s",
+                    int(state["trainer"]["step"]) + 1,
+                    ", ".join(f"{k}={v!r}" for k, v in changed.items()),
+                )
         t = state["trainer"]
         self.step = int(t["step"])
         self.cum_rollouts = int(t.get("cum_rollouts", 0))
@@ -360,11 +369,21 @@ class GRPOTrainer:
 
     def save(self) -> Path:
         return save_checkpoint(
-            self.ckpt_root, self.step, model=self.model, optimizer=self.optimizer, scheduler=self.scheduler,
+            self.ckpt_root,
+            self.step,
+            model=self.model,
+            optimizer=self.optimizer,
+            scheduler=self.scheduler,
             save_selector=lambda d: save_selector(self.selector, d),
-            trainer_state={"config": self.cfg.to_dict(), "cum_rollouts": self.cum_rollouts,
-                           "cum_gen_tokens": self.cum_gen_tokens, "pool": self.pool_identity},
-            dist_=self.dist, keep=self.cfg.keep_checkpoints, save_extra=lambda d: save_pool_ids(d, self.pool),
+            trainer_state={
+                "config": self.cfg.to_dict(),
+                "cum_rollouts": self.cum_rollouts,
+                "cum_gen_tokens": self.cum_gen_tokens,
+                "pool": self.pool_identity,
+            },
+            dist_=self.dist,
+            keep=self.cfg.keep_checkpoints,
+            save_extra=lambda d: save_pool_ids(d, self.pool),
         )
 
     # ------------------------------------------------------------------- the stages of a step
@@ -423,9 +442,12 @@ class GRPOTrainer:
                 break
         groups = kept + dropped  # the kept first: dropped groups only top up a short batch
         task_ids = [tid for tid, _ in groups[:b]]
-        return _Batch(task_ids, self._share_of(task_ids, mine),
-                      np.asarray([tid for tid, _ in groups], dtype=np.int64),
-                      np.asarray([s for _, s in groups], dtype=np.float64))
+        return _Batch(
+            task_ids,
+            self._share_of(task_ids, mine),
+            np.asarray([tid for tid, _ in groups], dtype=np.int64),
+            np.asarray([s for _, s in groups], dtype=np.float64),
+        )
 
     def select_batch(self, count: int, exclude: npt.NDArray[np.bool_] | None = None) -> list[int]:
         """Stage 1 (rank 0's selector; every rank receives the ids): ``count`` tasks, none of
@@ -457,9 +479,17 @@ class GRPOTrainer:
         t = time.perf_counter()
         with self.dist.full_params(self.model):
             ro = generate_rollouts(
-                self.model, self.tok, [self.chats[i] for i in mine], mine, cfg.rollouts, max_new_tokens=cfg.max_new_tokens,
-                temperature=cfg.temperature, top_p=cfg.top_p, batch_size=cfg.generation_batch_size,
-                max_prompt_tokens=cfg.max_prompt_tokens, bf16=cfg.bf16,
+                self.model,
+                self.tok,
+                [self.chats[i] for i in mine],
+                mine,
+                cfg.rollouts,
+                max_new_tokens=cfg.max_new_tokens,
+                temperature=cfg.temperature,
+                top_p=cfg.top_p,
+                batch_size=cfg.generation_batch_size,
+                max_prompt_tokens=cfg.max_prompt_tokens,
+                bf16=cfg.bf16,
             )
         self._times.gen_s += time.perf_counter() - t
         self._times.gen_tokens += int(ro.completion_mask.sum())
@@ -496,15 +526,23 @@ class GRPOTrainer:
     def gather_results(self, batch: _Batch) -> _StepResults:
         """Every rank's rewards, response lengths, timings and verifier errors, on every rank."""
         ro = batch.rollouts
-        parts = self.dist.gather((
-            [] if ro is None else ro.rewards.tolist(),  # type: ignore[union-attr]
-            [] if ro is None else ro.completion_mask.sum(1).tolist(),
-            self._times, self._step_errors,
-        ))
-        rewards = np.asarray([r for p in parts for r in p[0]], dtype=np.float64).reshape(len(batch.task_ids), self.cfg.rollouts)
+        parts = self.dist.gather(
+            (
+                [] if ro is None else ro.rewards.tolist(),  # type: ignore[union-attr]
+                [] if ro is None else ro.completion_mask.sum(1).tolist(),
+                self._times,
+                self._step_errors,
+            )
+        )
+        rewards = np.asarray([r for p in parts for r in p[0]], dtype=np.float64).reshape(
+            len(batch.task_ids), self.cfg.rollouts
+        )
         return _StepResults(
-            rewards=rewards, lengths=[x for p in parts for x in p[1]], errors=VerifierErrors.merged(p[3] for p in parts),
-            gen_s=max(p[2].gen_s for p in parts), reward_s=max(p[2].reward_s for p in parts),
+            rewards=rewards,
+            lengths=[x for p in parts for x in p[1]],
+            errors=VerifierErrors.merged(p[3] for p in parts),
+            gen_s=max(p[2].gen_s for p in parts),
+            reward_s=max(p[2].reward_s for p in parts),
             gen_tokens=int(sum(p[2].gen_tokens for p in parts)),
         )
 
@@ -522,12 +560,23 @@ class GRPOTrainer:
         then the learning-rate schedule's step."""
         # From here on the step changes the weights: a signal lets it finish (see _on_signal).
         self._abortable = False
-        stats = grpo_update(self.model, self.optimizer, ro, self.cfg, self.dist, self.device, self.ref_model) if ro is not None else {}
+        stats = (
+            grpo_update(self.model, self.optimizer, ro, self.cfg, self.dist, self.device, self.ref_model)
+            if ro is not None
+            else {}
+        )
         self.scheduler.step()
         return stats
 
     def step_record(
-        self, batch: _Batch, results: _StepResults, stats: dict[str, float], *, update_s: float, train_s: float, t0: float
+        self,
+        batch: _Batch,
+        results: _StepResults,
+        stats: dict[str, float],
+        *,
+        update_s: float,
+        train_s: float,
+        t0: float,
     ) -> dict[str, Any]:
         """Stage 6: the step's metrics record (collective: sums the ranks' trained tokens)."""
         cfg = self.cfg
@@ -541,18 +590,35 @@ class GRPOTrainer:
         gen_s, lengths = results.gen_s, results.lengths
         cap = self.selector.capability if isinstance(self.selector, BOTS) else None
         return {
-            "kind": "train", "step": self.step, "method": cfg.method,
-            "reward_mean": float(results.rewards.mean()), "etr": ratios.etr, "below_one": ratios.below_one,
-            "above_zero": ratios.above_zero, "strict_valid": ratios.strict_valid, "below_15_16": ratios.below_15_16,
-            "above_1_16": ratios.above_1_16, "effective_tasks": int(round(ratios.etr * len(batch.task_ids))),
-            "select_ms": 1e3 * self._times.select_s, "update_ms": 1e3 * update_s,
-            "gen_s": gen_s, "reward_s": results.reward_s, "train_s": train_s, "step_s": time.perf_counter() - t0,
-            "gen_tokens": results.gen_tokens, "gen_tokens_per_s": results.gen_tokens / gen_s if gen_s > 0 else None,
+            "kind": "train",
+            "step": self.step,
+            "method": cfg.method,
+            "reward_mean": float(results.rewards.mean()),
+            "etr": ratios.etr,
+            "below_one": ratios.below_one,
+            "above_zero": ratios.above_zero,
+            "strict_valid": ratios.strict_valid,
+            "below_15_16": ratios.below_15_16,
+            "above_1_16": ratios.above_1_16,
+            "effective_tasks": int(round(ratios.etr * len(batch.task_ids))),
+            "select_ms": 1e3 * self._times.select_s,
+            "update_ms": 1e3 * update_s,
+            "gen_s": gen_s,
+            "reward_s": results.reward_s,
+            "train_s": train_s,
+            "step_s": time.perf_counter() - t0,
+            "gen_tokens": results.gen_tokens,
+            "gen_tokens_per_s": results.gen_tokens / gen_s if gen_s > 0 else None,
             "train_tokens_per_s": train_tokens / train_s if train_s > 0 else None,
             "response_len": float(np.mean(lengths)) if lengths else 0.0,
-            "lr": float(self.scheduler.get_last_lr()[0]), "capability": cap,
-            "rollouts": rollouts, "extra_rollouts": extra, "cum_rollouts": self.cum_rollouts,
-            "task_ids": batch.task_ids, "successes": successes.tolist(), **results.errors.record(),
+            "lr": float(self.scheduler.get_last_lr()[0]),
+            "capability": cap,
+            "rollouts": rollouts,
+            "extra_rollouts": extra,
+            "cum_rollouts": self.cum_rollouts,
+            "task_ids": batch.task_ids,
+            "successes": successes.tolist(),
+            **results.errors.record(),
             **_pick_record(self._times.picks),
             **{k: v for k, v in stats.items() if k != "train_tokens"},
         }
@@ -562,9 +628,17 @@ class GRPOTrainer:
             return None
         t = time.perf_counter()
         res = evaluate(
-            self.model, self.tok, self.eval_pool, self.eval_chats, self.eval_rows, self.scorer, self.dist,
+            self.model,
+            self.tok,
+            self.eval_pool,
+            self.eval_chats,
+            self.eval_rows,
+            self.scorer,
+            self.dist,
             max_new_tokens=self.cfg.eval_max_new_tokens or self.cfg.max_new_tokens,
-            batch_size=self.cfg.generation_batch_size, max_prompt_tokens=self.cfg.max_prompt_tokens, bf16=self.cfg.bf16,
+            batch_size=self.cfg.generation_batch_size,
+            max_prompt_tokens=self.cfg.max_prompt_tokens,
+            bf16=self.cfg.bf16,
         )
         if res is not None:
             res["eval_s"] = time.perf_counter() - t
@@ -595,12 +669,25 @@ class GRPOTrainer:
         checkpoint: Path | None = None
         try:
             if self.dist.is_main:
-                self.logger.write({"kind": "config", "step": self.step, "config": cfg.to_dict(),
-                                   "world_size": self.dist.world, "device": str(self.device),
-                                   "pool_tasks": len(self.pool), "eval_tasks": len(self.eval_rows),
-                                   "sft_losses": self.sft_losses[-5:] if self.sft_losses else None})
-            bar = tqdm(total=cfg.steps, initial=self.step, desc=f"grpo {cfg.method}", unit="step",
-                       disable=not (cfg.progress and self.dist.is_main))
+                self.logger.write(
+                    {
+                        "kind": "config",
+                        "step": self.step,
+                        "config": cfg.to_dict(),
+                        "world_size": self.dist.world,
+                        "device": str(self.device),
+                        "pool_tasks": len(self.pool),
+                        "eval_tasks": len(self.eval_rows),
+                        "sft_losses": self.sft_losses[-5:] if self.sft_losses else None,
+                    }
+                )
+            bar = tqdm(
+                total=cfg.steps,
+                initial=self.step,
+                desc=f"grpo {cfg.method}",
+                unit="step",
+                disable=not (cfg.progress and self.dist.is_main),
+            )
             try:
                 self._finished_step()
                 if self.step == 0:
@@ -649,20 +736,36 @@ class GRPOTrainer:
         interrupted = self._signal is not None and self.step < cfg.steps
         if interrupted and self.dist.is_main:
             assert self._signal is not None
-            log.warning("%s: stopped; checkpoint of step %d saved in %s (continue with --resume)",
-                        signal_name(self._signal), self.step, checkpoint)
+            log.warning(
+                "%s: stopped; checkpoint of step %d saved in %s (continue with --resume)",
+                signal_name(self._signal),
+                self.step,
+                checkpoint,
+            )
         totals = self._verifier_error_totals()
-        return TrainResult(self.out_dir, self.step, interrupted, final_eval, self.logger.path, history,
-                           signal=self._signal if interrupted else None, checkpoint=checkpoint,
-                           verifier_errors=sum(totals.values()), verifier_error_kinds=totals)
+        return TrainResult(
+            self.out_dir,
+            self.step,
+            interrupted,
+            final_eval,
+            self.logger.path,
+            history,
+            signal=self._signal if interrupted else None,
+            checkpoint=checkpoint,
+            verifier_errors=sum(totals.values()),
+            verifier_error_kinds=totals,
+        )
 
     def _finished_step(self) -> None:
         """The state after the last finished step, kept so that a step abandoned half-way (by a
         signal, or for verifier errors) can be checkpointed as if it never began: its selection
         moved the selector's random stream and its sampling the RNGs, its update the posterior."""
         self._snapshot = {
-            "step": self.step, "cum_rollouts": self.cum_rollouts, "cum_gen_tokens": self.cum_gen_tokens,
-            "rng": rng_state(), "selector": copy.deepcopy(self.selector.state_dict()) if self.dist.is_main else None,
+            "step": self.step,
+            "cum_rollouts": self.cum_rollouts,
+            "cum_gen_tokens": self.cum_gen_tokens,
+            "rng": rng_state(),
+            "selector": copy.deepcopy(self.selector.state_dict()) if self.dist.is_main else None,
         }
         self._step_errors = VerifierErrors()
         # Abandoning a step mid-way is only safe where no other rank waits in a collective.
