@@ -204,3 +204,29 @@ def load_state(path: str | os.PathLike[str]) -> dict[str, Any]:
     except FileNotFoundError:
         raise CheckpointError(f"path: no checkpoint at {str(path)!r}") from None
     return from_bytes(data, source=str(path))
+
+
+def write_checkpoint(path: str | os.PathLike[str], state: dict[str, Any]) -> None:
+    """:func:`save_state` for a user-given checkpoint path: a directory or an OS error (no space,
+    no permission) becomes a :class:`CheckpointError` naming the path."""
+    _refuse_directory(path)
+    try:
+        save_state(path, state)
+    except OSError as exc:
+        raise CheckpointError(f"path: cannot write a checkpoint to {str(path)!r} ({exc.strerror or exc})") from None
+
+
+def read_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """:func:`load_state` for a user-given checkpoint path, errors as in :func:`write_checkpoint`."""
+    _refuse_directory(path)
+    try:
+        return load_state(path)
+    except OSError as exc:
+        raise CheckpointError(f"path: cannot read a checkpoint from {str(path)!r} ({exc.strerror or exc})") from None
+
+
+def _refuse_directory(path: str | os.PathLike[str]) -> None:
+    if os.path.isdir(path):
+        raise CheckpointError(
+            f"path: {str(path)!r} is a directory; a checkpoint is one file, e.g. {os.path.join(path, 'selector.bots')!r}"
+        )

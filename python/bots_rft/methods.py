@@ -291,7 +291,8 @@ def _interpolation(m: Method, weak: Any, strong: Any, p: dict[str, Any]) -> Any:
     return None if refs is None else Interpolation(refs[0], refs[1], p["momentum"], min_gap=p["min_gap"])
 
 
-def _build_bots(m: Method, n: int, weak: Any, strong: Any, rollout: Any, threads: Any, p: dict[str, Any]) -> Selector:
+def _bots(n: int, p: dict[str, Any], evidence: Any, threads: Any) -> Selector:
+    """BOTS with the table's parameters ``p`` and an estimator (or None)."""
     from .selector import BOTS
 
     return BOTS(
@@ -304,10 +305,14 @@ def _build_bots(m: Method, n: int, weak: Any, strong: Any, rollout: Any, threads
         tau=p["tau"],
         adaptive_rho=p["adaptive_rho"],
         adaptive_lam=p["adaptive_lam"],
-        evidence=_interpolation(m, weak, strong, p),
+        evidence=evidence,
         seed=p["seed"],
         threads=threads,
     )
+
+
+def _build_bots(m: Method, n: int, weak: Any, strong: Any, rollout: Any, threads: Any, p: dict[str, Any]) -> Selector:
+    return _bots(n, p, _interpolation(m, weak, strong, p), threads)
 
 
 def _build_mopps(m: Method, n: int, weak: Any, strong: Any, rollout: Any, threads: Any, p: dict[str, Any]) -> Selector:
@@ -327,55 +332,26 @@ def _build_multiref(
     m: Method, n: int, weak: Any, strong: Any, rollout: Any, threads: Any, p: dict[str, Any], references: Any = None
 ) -> Selector:
     from .estimators import MultiReference
-    from .selector import BOTS
 
     if references is None:  # the two columns every pool with references has
         refs = _references(m, weak, strong)
         assert refs is not None  # required
         references = list(refs)
-    # Any: BOTS' annotation of `evidence` does not name the Estimator interface these implement.
-    evidence: Any = MultiReference(references, momentum=p["momentum"], min_gap=p["min_gap"])
-    return BOTS(
-        n,
-        lam=p["lam"],
-        rho=p["rho"],
-        target=p["target"],
-        n_rollouts=p["n_rollouts"],
-        thompson=p["thompson"],
-        tau=p["tau"],
-        adaptive_rho=p["adaptive_rho"],
-        adaptive_lam=p["adaptive_lam"],
-        evidence=evidence,
-        seed=p["seed"],
-        threads=threads,
-    )
+    evidence = MultiReference(references, momentum=p["momentum"], min_gap=p["min_gap"])
+    return _bots(n, p, evidence, threads)
 
 
 def _build_similarity(
     m: Method, n: int, weak: Any, strong: Any, rollout: Any, threads: Any, p: dict[str, Any], embeddings: Any = None
 ) -> Selector:
     from .estimators import Similarity
-    from .selector import BOTS
 
     if embeddings is None:
         raise InvalidArgumentError(
             f"signals: the {m.name} method needs signals['embeddings'], an [N, d] matrix", "signals"
         )
-    evidence: Any = Similarity(embeddings)
-    return BOTS(
-        n,
-        lam=p["lam"],
-        rho=p["rho"],
-        target=p["target"],
-        n_rollouts=p["n_rollouts"],
-        thompson=p["thompson"],
-        tau=p["tau"],
-        adaptive_rho=p["adaptive_rho"],
-        adaptive_lam=p["adaptive_lam"],
-        evidence=evidence,
-        seed=p["seed"],
-        threads=threads,
-    )
+    evidence = Similarity(embeddings)
+    return _bots(n, p, evidence, threads)
 
 
 def _build_random(m: Method, n: int, weak: Any, strong: Any, rollout: Any, threads: Any, p: dict[str, Any]) -> Selector:

@@ -34,7 +34,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ._validation import as_ids, as_int, exclusion, feedback
-from .checkpoint import load_state, save_state
+from .checkpoint import read_checkpoint, write_checkpoint
 from .errors import CheckpointError, InvalidArgumentError, InvalidTypeError
 from .evidence import ImplicitEvidence
 from .selector import BOTS
@@ -341,10 +341,7 @@ class MultiPool:
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """One checkpoint file with every pool (atomic, as :meth:`BOTS.save`)."""
-        try:
-            save_state(path, self.state_dict())
-        except OSError as exc:
-            raise CheckpointError(f"path: cannot write a checkpoint to {str(path)!r} ({exc.strerror or exc})") from None
+        write_checkpoint(path, self.state_dict())
 
     @classmethod
     def load(
@@ -356,12 +353,7 @@ class MultiPool:
     ) -> MultiPool:
         """Read a checkpoint written by :meth:`save`. ``evidence``: per pool, the custom
         (non-interpolation) estimator its selector used, as :meth:`BOTS.load` takes it."""
-        try:
-            state = load_state(path)
-        except OSError as exc:
-            raise CheckpointError(
-                f"path: cannot read a checkpoint from {str(path)!r} ({exc.strerror or exc})"
-            ) from None
+        state = read_checkpoint(path)
         layout = _layout(state)
         k = len(layout["sizes"])
         if evidence is not None and len(evidence) != k:

@@ -33,7 +33,7 @@ from ._validation import (
     prior,
 )
 from ._validation import exclusion as _exclusion
-from .checkpoint import load_state, save_state
+from .checkpoint import read_checkpoint, write_checkpoint
 from .errors import CheckpointError, InvalidArgumentError, InvalidTypeError
 from .evidence import (
     Estimator,
@@ -836,12 +836,7 @@ class BOTS:
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write a checkpoint atomically (temporary file, fsync, rename). ``path`` is a file;
         missing parent directories are created."""
-        _check_not_a_directory(path)
-        state = self.state_dict()
-        try:
-            save_state(path, state)
-        except OSError as exc:
-            raise CheckpointError(f"path: cannot write a checkpoint to {str(path)!r} ({exc.strerror or exc})") from None
+        write_checkpoint(path, self.state_dict())
 
     @classmethod
     def load(
@@ -854,14 +849,7 @@ class BOTS:
     ) -> BOTS:
         """Read a checkpoint written by :meth:`save`. A custom (non-interpolation) estimator is
         not stored in the file: pass it as ``evidence`` and its ``load_state_dict`` gets its state."""
-        _check_not_a_directory(path)
-        try:
-            state = load_state(path)
-        except OSError as exc:
-            raise CheckpointError(
-                f"path: cannot read a checkpoint from {str(path)!r} ({exc.strerror or exc})"
-            ) from None
-        return cls._from_state(state, threads=threads, evidence=evidence, prefetch=prefetch)
+        return cls._from_state(read_checkpoint(path), threads=threads, evidence=evidence, prefetch=prefetch)
 
     @classmethod
     def _from_state(cls, state: dict[str, Any], *, threads: int | None, evidence: Any, prefetch: bool = True) -> BOTS:
@@ -979,13 +967,6 @@ def _readonly(a: np.ndarray) -> np.ndarray:
     v = a.view()
     v.flags.writeable = False
     return v
-
-
-def _check_not_a_directory(path: str | os.PathLike[str]) -> None:
-    if os.path.isdir(path):
-        raise CheckpointError(
-            f"path: {str(path)!r} is a directory; a checkpoint is one file, e.g. {os.path.join(path, 'selector.bots')!r}"
-        )
 
 
 def _readonly_prior(p: float | FloatArray) -> float | FloatArray:
