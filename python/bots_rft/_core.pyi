@@ -90,9 +90,12 @@ class SelectSpec:
         exclude_ids: npt.NDArray[np.int64] | None = None,
         bound_hint: float | None = None,
         tau: float | None = None,
+        first_index: int = 0,
     ) -> SelectSpec: ...
     @property
     def k(self) -> int: ...
+    @property
+    def first_index(self) -> int: ...
 
 @final
 class Pass:
@@ -109,6 +112,14 @@ def step(
     *,
     threads: int | None = None,
 ) -> tuple[npt.NDArray[np.int64], float] | None: ...
+def step_ranked(
+    alpha: npt.NDArray[np.float64],
+    beta: npt.NDArray[np.float64],
+    update: UpdateSpec | None = None,
+    select: SelectSpec | None = None,
+    *,
+    threads: int | None = None,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]] | None: ...
 def start_step(
     alpha: npt.NDArray[np.float64],
     beta: npt.NDArray[np.float64],

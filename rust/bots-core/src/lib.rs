@@ -53,7 +53,7 @@ pub use backend::{available_backends, backend, set_backend, Backend};
 pub use batch::{aggregate, batch_capability};
 pub use error::{CoreError, ErrorKind, Result};
 pub use sampler::beta_draws;
-pub use step::{select, select_only, step, update};
+pub use step::{select, select_only, select_shard, step, step_shard, update};
 pub use thompson::{thompson_draws, thompson_draws_at};
 pub use types::{
     check_evidence, Batch, Evidence, Exclude, Prior, Scoring, SelectArgs, Selection, UpdateArgs, UpdateParams, CHUNK, DEFAULT_MIN_GAP,

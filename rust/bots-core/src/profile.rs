@@ -153,14 +153,14 @@ pub fn thompson_stages(backend: Backend, tasks: usize, reps: usize) -> StageTime
         weight: 0.0,
         rolled: &rolled,
     };
-    let score = ChunkScore { target: 0.5, scoring: Scoring::Thompson { seed, counter: 0 }, exclude: Exclude::None };
+    let score = ChunkScore { target: 0.5, scoring: Scoring::Thompson { seed, counter: 0 }, exclude: Exclude::None, first_index: 0 };
     let fused = |a: &mut [f64], b: &mut [f64], u: Option<&ChunkUpdate>, s: Option<&ChunkScore>| {
         let shared = TopK::shared_bound(None);
         let mut worker = Worker::new(256, &shared);
         for (c, (ca, cb)) in a.chunks_mut(CHUNK).zip(b.chunks_mut(CHUNK)).enumerate() {
             run_step_chunk(backend, ca, cb, c * CHUNK, u, s, &mut worker);
         }
-        std::hint::black_box(worker.finish().ok());
+        std::hint::black_box(worker.finish(0).ok());
     };
     let select = best_of(reps, tasks, |counter| {
         let s = ChunkScore { scoring: Scoring::Thompson { seed, counter }, ..score };

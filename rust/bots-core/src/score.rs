@@ -17,6 +17,10 @@ pub(crate) struct ChunkScore<'a> {
     pub target: f64,
     pub scoring: Scoring,
     pub exclude: Exclude<'a>,
+    /// Index of the slice's first task in the whole pool: random variates are keyed by the
+    /// global index `first_index + i`, so a shard draws exactly what the whole pool draws for its
+    /// tasks. Everything else (exclusions, top-B entries, invalid tasks) uses slice positions.
+    pub first_index: usize,
 }
 
 /// What one worker thread carries through a pass: its top-B candidates, its sampler scratch
@@ -41,11 +45,12 @@ impl<'a> Worker<'a> {
         Worker { top: self.top.merge(other.top), scratch: self.scratch, invalid }
     }
 
-    /// The selection, or the first task whose posterior is not finite and > 0.
-    pub(crate) fn finish(self) -> std::result::Result<Selection, usize> {
+    /// The selection (ids shifted by `first_index`), or the first task (slice position) whose
+    /// posterior is not finite and > 0.
+    pub(crate) fn finish(self, first_index: usize) -> std::result::Result<Selection, usize> {
         match self.invalid {
             Some(j) => Err(j),
-            None => Ok(self.top.into_selection()),
+            None => Ok(self.top.into_selection(first_index)),
         }
     }
 
@@ -166,6 +171,7 @@ struct SoftmaxOffer<'a, 'b, 't> {
     inv_tau: f64,
     key: [u32; 2],
     counter: u64,
+    first_index: usize,
     base: usize,
     exclude: &'a Exclude<'b>,
 }
@@ -179,7 +185,7 @@ impl SoftmaxOffer<'_, '_, '_> {
             return;
         }
         let j = self.base + offset;
-        let d = near + (GUMBEL_SHIFT - gumbel(self.key, self.counter, j as u64));
+        let d = near + (GUMBEL_SHIFT - gumbel(self.key, self.counter, (self.first_index + j) as u64));
         if d <= self.top.bound() && !self.exclude.excludes(j) {
             self.top.push(d, j);
         }
@@ -202,10 +208,12 @@ fn score_softmax(a: &[f64], b: &[f64], base: usize, s: &ChunkScore, w: &mut Work
         unreachable!("score_softmax is called for softmax scoring only")
     };
     let key = philox_key(seed, counter);
-    let mut sink = SoftmaxOffer { top: &mut w.top, target: s.target, inv_tau: 1.0 / tau, key, counter, base, exclude: &s.exclude };
+    let first_index = s.first_index;
+    let mut sink =
+        SoftmaxOffer { top: &mut w.top, target: s.target, inv_tau: 1.0 / tau, key, counter, first_index, base, exclude: &s.exclude };
     if thompson {
-        let bad = thompson_chunk(a, b, base, seed, counter, &mut w.scratch, &mut sink);
-        w.flag_invalid(bad);
+        let bad = thompson_chunk(a, b, first_index + base, seed, counter, &mut w.scratch, &mut sink);
+        w.flag_invalid(bad.map(|j| j - first_index));
         return;
     }
     for i in 0..a.len() {
@@ -225,8 +233,9 @@ fn score_chunk(a: &[f64], b: &[f64], base: usize, s: &ChunkScore, w: &mut Worker
         Scoring::Softmax { .. } => score_softmax(a, b, base, s, w),
         Scoring::Thompson { seed, counter } => {
             let mut sink = Offer { top: &mut w.top, target: s.target as f32, base, exclude: &s.exclude };
-            let bad = thompson_chunk(a, b, base, seed, counter, &mut w.scratch, &mut sink);
-            w.flag_invalid(bad);
+            // Draws keyed by global index; the invalid task reported back as a slice position.
+            let bad = thompson_chunk(a, b, s.first_index + base, seed, counter, &mut w.scratch, &mut sink);
+            w.flag_invalid(bad.map(|j| j - s.first_index));
         }
     }
 }
@@ -265,7 +274,7 @@ mod tests {
         let mut r = Xoshiro256pp::from_seed(3);
         let a: Vec<f64> = (0..n).map(|i| if i % 97 == 0 { 0.4 } else { 1.0 + 30.0 * r.open01() }).collect();
         let b: Vec<f64> = (0..n).map(|_| 1.0 + 30.0 * r.open01()).collect();
-        let score = ChunkScore { target: 0.5, scoring: Scoring::Thompson { seed: 5, counter: 2 }, exclude: Exclude::None };
+        let score = ChunkScore { target: 0.5, scoring: Scoring::Thompson { seed: 5, counter: 2 }, exclude: Exclude::None, first_index: 0 };
         let mut results = Vec::new();
         for backend in available_backends() {
             let shared = TopK::shared_bound(None);
@@ -273,7 +282,7 @@ mod tests {
             for (c, (ca, cb)) in a.chunks(CHUNK).zip(b.chunks(CHUNK)).enumerate() {
                 run_score_chunk(backend, ca, cb, c * CHUNK, &score, &mut worker);
             }
-            results.push(worker.finish().unwrap().ids);
+            results.push(worker.finish(0).unwrap().ids);
         }
         assert!(results.windows(2).all(|w| w[0] == w[1]));
         assert_eq!(results[0], crate::select(&a, &b, 300, 0.5, score.scoring, Exclude::None).unwrap());

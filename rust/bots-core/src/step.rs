@@ -20,6 +20,23 @@ use crate::update_kernel::ChunkUpdate;
 /// finite and positive, which valid updates of a valid posterior keep): it reports the first
 /// invalid task as an error naming `alpha` or `beta`, after this step's update has been applied.
 pub fn step(alpha: &mut [f64], beta: &mut [f64], update: Option<UpdateArgs>, select: Option<SelectArgs>) -> Result<Option<Selection>> {
+    step_shard(alpha, beta, 0, update, select)
+}
+
+/// [`step`] over a shard of a larger pool: `alpha` and `beta` hold tasks
+/// `first_index..first_index + alpha.len()` of it. The selection draws every task's random
+/// variates (Thompson draw, softmax Gumbel key) with its global index, so it ranks each task
+/// exactly as a selection over the whole pool does, and returns global ids with their distances.
+/// The global top-B is then the first B of the shards' selections merged by (distance, id).
+/// Everything else is slice-local: the update's batch ids, per-task priors and evidence, the
+/// exclusions, and the index an error names are positions in `alpha`.
+pub fn step_shard(
+    alpha: &mut [f64],
+    beta: &mut [f64],
+    first_index: usize,
+    update: Option<UpdateArgs>,
+    select: Option<SelectArgs>,
+) -> Result<Option<Selection>> {
     let n = pool_len(alpha, beta)?;
     if let Some(u) = &update {
         u.validate(n)?;
@@ -37,7 +54,8 @@ pub fn step(alpha: &mut [f64], beta: &mut [f64], update: Option<UpdateArgs>, sel
         weight: u.params.rho * u.params.n_rollouts,
         rolled: &rolled,
     });
-    let chunk_score = select.as_ref().filter(|s| s.k > 0).map(|s| ChunkScore { target: s.target, scoring: s.scoring, exclude: s.exclude });
+    let chunk_score =
+        select.as_ref().filter(|s| s.k > 0).map(|s| ChunkScore { target: s.target, scoring: s.scoring, exclude: s.exclude, first_index });
     if chunk_update.is_none() && chunk_score.is_none() {
         return Ok(select.map(|_| Selection::empty()));
     }
@@ -59,11 +77,11 @@ pub fn step(alpha: &mut [f64], beta: &mut [f64], update: Option<UpdateArgs>, sel
     match select {
         None => Ok(None),
         Some(s) => {
-            let chosen = best.finish().map_err(|j| invalid_task(alpha, beta, j))?;
+            let chosen = best.finish(first_index).map_err(|j| invalid_task(alpha, beta, j))?;
             if chosen.ids.len() < s.k && s.hint.is_some() {
                 // The hint was tighter than the k-th distance: select again, without it, from the
                 // posterior this pass has just updated (same draws, so the same result as one pass).
-                return select_only(alpha, beta, SelectArgs { hint: None, ..s }).map(Some);
+                return select_shard(alpha, beta, first_index, SelectArgs { hint: None, ..s }).map(Some);
             }
             Ok(Some(chosen))
         }
@@ -81,12 +99,18 @@ fn invalid_task(alpha: &[f64], beta: &[f64], j: usize) -> crate::CoreError {
 
 /// Selection from a read-only posterior (see [`step`]).
 pub fn select_only(alpha: &[f64], beta: &[f64], args: SelectArgs) -> Result<Selection> {
+    select_shard(alpha, beta, 0, args)
+}
+
+/// [`select_only`] over a shard holding tasks `first_index..first_index + alpha.len()` of a
+/// larger pool (see [`step_shard`]).
+pub fn select_shard(alpha: &[f64], beta: &[f64], first_index: usize, args: SelectArgs) -> Result<Selection> {
     let n = pool_len(alpha, beta)?;
     args.validate(n)?;
     if args.k == 0 {
         return Ok(Selection::empty());
     }
-    let score = ChunkScore { target: args.target, scoring: args.scoring, exclude: args.exclude };
+    let score = ChunkScore { target: args.target, scoring: args.scoring, exclude: args.exclude, first_index };
     let backend = backend::backend();
     let shared = TopK::shared_bound(args.hint);
     let best = alpha
@@ -101,10 +125,10 @@ pub fn select_only(alpha: &[f64], beta: &[f64], args: SelectArgs) -> Result<Sele
             },
         )
         .reduce(|| Worker::new(args.k, &shared), Worker::merge);
-    let chosen = best.finish().map_err(|j| invalid_task(alpha, beta, j))?;
+    let chosen = best.finish(first_index).map_err(|j| invalid_task(alpha, beta, j))?;
     if chosen.ids.len() < args.k && args.hint.is_some() {
         // See `step`: a too-tight hint; the full selection without it.
-        return select_only(alpha, beta, SelectArgs { hint: None, ..args });
+        return select_shard(alpha, beta, first_index, SelectArgs { hint: None, ..args });
     }
     Ok(chosen)
 }

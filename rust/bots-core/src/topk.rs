@@ -89,12 +89,14 @@ impl<'a> TopK<'a> {
         self
     }
 
-    /// The best `k` indices, best first, and the distance of the last one.
-    pub(crate) fn into_selection(self) -> Selection {
+    /// The best `k` indices shifted by `first_index` (see [`select_shard`](crate::select_shard)),
+    /// best first, with their distances.
+    pub(crate) fn into_selection(self, first_index: usize) -> Selection {
         let mut items = self.items;
         trim(&mut items, self.k);
         items.sort_unstable_by(order);
         let kth_distance = items.last().map_or(f64::INFINITY, |c| c.distance);
-        Selection { ids: items.into_iter().map(|c| c.index).collect(), kth_distance }
+        let distances = items.iter().map(|c| c.distance).collect();
+        Selection { ids: items.into_iter().map(|c| first_index + c.index).collect(), distances, kth_distance }
     }
 }

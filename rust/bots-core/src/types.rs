@@ -273,6 +273,10 @@ impl Exclude<'_> {
 pub struct Selection {
     /// Task ids, best first.
     pub ids: Vec<usize>,
+    /// Each selected task's distance to the target (its sort key), in the order of `ids`: what a
+    /// merge of selections over disjoint shards of one pool orders by (see
+    /// [`select_shard`](crate::select_shard)).
+    pub distances: Vec<f64>,
     /// Distance of the last selected task to the target (infinity when none): a good pruning hint
     /// for the next selection.
     pub kth_distance: f64,
@@ -280,7 +284,7 @@ pub struct Selection {
 
 impl Selection {
     pub fn empty() -> Self {
-        Self { ids: Vec::new(), kth_distance: f64::INFINITY }
+        Self { ids: Vec::new(), distances: Vec::new(), kth_distance: f64::INFINITY }
     }
 }
 

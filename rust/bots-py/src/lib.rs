@@ -93,6 +93,31 @@ pub(crate) fn selection_to_py(py: Python<'_>, selection: core::Selection) -> PyS
     (PyArray1::from_iter(py, selection.ids.into_iter().map(|k| k as i64)), selection.kth_distance)
 }
 
+/// (ids as int64, each one's distance to the target as float64), best first.
+pub(crate) type PyRanked<'py> = (Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<f64>>);
+
+fn ranked_to_py(py: Python<'_>, selection: core::Selection) -> PyRanked<'_> {
+    (PyArray1::from_iter(py, selection.ids.into_iter().map(|k| k as i64)), PyArray1::from_vec(py, selection.distances))
+}
+
+/// `step` returning every selected task's distance to the target with its id (what a merge of
+/// shard selections orders by, see `SelectSpec.first_index`): (ids, distances) or None.
+#[pyfunction]
+#[pyo3(signature = (alpha, beta, update=None, select=None, *, threads=None))]
+fn step_ranked<'py>(
+    py: Python<'py>,
+    alpha: Bound<'py, PyArray1<f64>>,
+    beta: Bound<'py, PyArray1<f64>>,
+    update: Option<PyRef<'py, UpdateSpec>>,
+    select: Option<PyRef<'py, SelectSpec>>,
+    threads: Option<usize>,
+) -> PyResult<Option<PyRanked<'py>>> {
+    let (views, keep) = views::detach(py, &alpha, &beta, update.as_deref(), select.as_deref())?;
+    let chosen = py.detach(|| pools::run(threads, || views.run()))?.map_err(core_err)?;
+    drop(keep);
+    Ok(chosen.map(|c| ranked_to_py(py, c)))
+}
+
 /// One pass over the pool: apply `update` (if given), then select per `select` (if given) from the
 /// updated posterior, fused chunk by chunk. Returns (ids, distance of the last selected) or None.
 /// Everything is validated first: on error nothing is written.
@@ -151,7 +176,8 @@ fn select<'py>(
         _ => core::Exclude::None,
     };
     let args = core::SelectArgs { k: select.k, target: select.target, scoring: select.scoring, exclude, hint: select.bound_hint };
-    let chosen = py.detach(|| pools::run(threads, || core::select_only(a, b, args)))?.map_err(core_err)?;
+    let first_index = select.first_index;
+    let chosen = py.detach(|| pools::run(threads, || core::select_shard(a, b, first_index, args)))?.map_err(core_err)?;
     Ok(selection_to_py(py, chosen))
 }
 
@@ -260,6 +286,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(check_predicted, m)?)?;
     m.add_function(wrap_pyfunction!(step, m)?)?;
     m.add_function(wrap_pyfunction!(start_step, m)?)?;
+    m.add_function(wrap_pyfunction!(step_ranked, m)?)?;
     m.add_function(wrap_pyfunction!(select, m)?)?;
     m.add_function(wrap_pyfunction!(thompson_draws, m)?)?;
     m.add_function(wrap_pyfunction!(thompson_draws_at, m)?)?;

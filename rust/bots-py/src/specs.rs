@@ -102,6 +102,9 @@ impl UpdateSpec {
 /// drawn from stream `(seed, counter)`, never an excluded task; with `tau`, `k` tasks sampled
 /// without replacement from softmax(−|θ − target| / tau) instead. `bound_hint` (e.g. the last
 /// selection's k-th distance, loosened) prunes from the first task and never changes the result.
+/// `first_index`: the arrays hold tasks `first_index..` of a larger pool (one shard of it); draws
+/// are keyed by global index and the selected ids are global, so merging the shards' selections
+/// (`step_ranked`) by (distance, id) gives the whole pool's. Exclusions stay slice positions.
 #[pyclass(module = "bots_rft._core", frozen)]
 pub struct SelectSpec {
     pub(crate) k: usize,
@@ -109,12 +112,13 @@ pub struct SelectSpec {
     pub(crate) scoring: core::Scoring,
     pub(crate) exclude: ExcludeSpec,
     pub(crate) bound_hint: Option<f64>,
+    pub(crate) first_index: usize,
 }
 
 #[pymethods]
 impl SelectSpec {
     #[new]
-    #[pyo3(signature = (k, *, target=0.5, thompson=true, seed=0, counter=0, exclude_mask=None, exclude_ids=None, bound_hint=None, tau=None))]
+    #[pyo3(signature = (k, *, target=0.5, thompson=true, seed=0, counter=0, exclude_mask=None, exclude_ids=None, bound_hint=None, tau=None, first_index=0))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         k: usize,
@@ -126,6 +130,7 @@ impl SelectSpec {
         exclude_ids: Option<Bound<'_, PyArray1<i64>>>,
         bound_hint: Option<f64>,
         tau: Option<f64>,
+        first_index: usize,
     ) -> PyResult<Self> {
         let exclude = match (exclude_mask, exclude_ids) {
             (Some(m), None) => ExcludeSpec::Mask(contiguous(&m, "exclude")?),
@@ -145,12 +150,18 @@ impl SelectSpec {
             (None, true) => core::Scoring::Thompson { seed, counter },
             (None, false) => core::Scoring::Greedy,
         };
-        Ok(Self { k, target, scoring, exclude, bound_hint })
+        Ok(Self { k, target, scoring, exclude, bound_hint, first_index })
     }
 
     /// Number of tasks to select.
     #[getter]
     fn k(&self) -> usize {
         self.k
+    }
+
+    /// Global index of the arrays' first task.
+    #[getter]
+    fn first_index(&self) -> usize {
+        self.first_index
     }
 }

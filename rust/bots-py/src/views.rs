@@ -41,6 +41,7 @@ struct SelectViews {
     mask: Option<&'static [bool]>,
     ids: Option<Vec<usize>>,
     hint: Option<f64>,
+    first_index: usize,
 }
 
 impl Views {
@@ -65,7 +66,8 @@ impl Views {
             },
             hint: s.hint,
         });
-        core::step(alpha, beta, update_args, select_args)
+        let first_index = select.as_ref().map_or(0, |s| s.first_index);
+        core::step_shard(alpha, beta, first_index, update_args, select_args)
     }
 }
 
@@ -166,7 +168,7 @@ pub(crate) fn detach(
                 }
                 ExcludeSpec::Ids(ids) => (None, Some(ids.clone())),
             };
-            Some(SelectViews { k: s.k, target: s.target, scoring: s.scoring, mask, ids, hint: s.bound_hint })
+            Some(SelectViews { k: s.k, target: s.target, scoring: s.scoring, mask, ids, hint: s.bound_hint, first_index: s.first_index })
         }
     };
     let (sa, sb) = (span(a), span(b));

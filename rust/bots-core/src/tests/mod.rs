@@ -2,6 +2,7 @@
 
 mod properties;
 mod select;
+mod shards;
 mod update;
 
 use crate::rng::Xoshiro256pp;

@@ -89,7 +89,8 @@ fn sorted_reference(distance: &dyn Fn(usize) -> f64, n: usize, k: usize, exclude
     idx.sort_by(|&x, &y| distance(x).total_cmp(&distance(y)).then(x.cmp(&y)));
     idx.truncate(k);
     let kth_distance = idx.last().map_or(f64::INFINITY, |&i| distance(i));
-    Selection { ids: idx, kth_distance }
+    let distances = idx.iter().map(|&i| distance(i)).collect();
+    Selection { ids: idx, distances, kth_distance }
 }
 
 proptest! {
