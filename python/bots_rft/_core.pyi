@@ -21,6 +21,7 @@ __all__ = [
     "select",
     "set_backend",
     "start_step",
+    "step_ranked",
     "step",
     "thompson_draws",
     "thompson_draws_at",
