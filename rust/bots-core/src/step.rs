@@ -9,7 +9,7 @@ use crate::error::Result;
 use crate::score::{run_score_chunk, run_step_chunk, ChunkScore, Worker};
 use crate::topk::TopK;
 use crate::types::{
-    invalid_shape, is_shape, pool_len, Batch, Evidence, Exclude, Prior, Scoring, SelectArgs, Selection, UpdateArgs, UpdateParams, CHUNK,
+    invalid_task, pool_len, Batch, Evidence, Exclude, Prior, Scoring, SelectArgs, Selection, UpdateArgs, UpdateParams, CHUNK,
 };
 use crate::update_kernel::ChunkUpdate;
 
@@ -85,15 +85,6 @@ pub fn step_shard(
             }
             Ok(Some(chosen))
         }
-    }
-}
-
-/// The error naming the first invalid value of task `j`.
-fn invalid_task(alpha: &[f64], beta: &[f64], j: usize) -> crate::CoreError {
-    if is_shape(alpha[j]) {
-        invalid_shape("beta", j, beta[j])
-    } else {
-        invalid_shape("alpha", j, alpha[j])
     }
 }
 

@@ -15,7 +15,7 @@ use crate::error::{CoreError, Result};
 use crate::lanes::{ln, open01, philox4x32, sincos_turns, BLOCK};
 use crate::rng::Xoshiro256pp;
 use crate::sampler;
-use crate::types::{check_shapes, is_shape, pool_len, CHUNK};
+use crate::types::{check_shapes, invalid_task, pool_len, CHUNK};
 
 /// Where a chunk's draws go: a whole block at once (task offsets relative to the chunk).
 pub(crate) trait DrawSink {
@@ -479,9 +479,7 @@ pub fn thompson_draws_at(alpha: &[f64], beta: &[f64], ids: &[usize], seed: u64, 
     let mut sc = Scratch::new();
     for (i, &j) in ids.iter().enumerate() {
         if let Some(bad) = draw_one_on(backend, alpha, beta, j, seed, counter, &mut sc, &mut out[i..i + 1]) {
-            let (a, b) = (alpha[bad], beta[bad]);
-            let (argument, value) = if is_shape(a) { ("beta", b) } else { ("alpha", a) };
-            return Err(CoreError::value(argument, format!("must be finite and > 0, got {value} at index {bad}")));
+            return Err(invalid_task(alpha, beta, bad));
         }
     }
     Ok(())

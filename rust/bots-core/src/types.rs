@@ -39,6 +39,15 @@ pub(crate) fn check_shapes(alpha: &[f64], beta: &[f64]) -> Result<()> {
     Ok(())
 }
 
+/// The error naming the first invalid value (α before β) of task `j`.
+pub(crate) fn invalid_task(alpha: &[f64], beta: &[f64], j: usize) -> CoreError {
+    if is_shape(alpha[j]) {
+        invalid_shape("beta", j, beta[j])
+    } else {
+        invalid_shape("alpha", j, alpha[j])
+    }
+}
+
 /// The error for a posterior value that is not a valid Beta shape.
 pub(crate) fn invalid_shape(argument: &'static str, index: usize, value: f64) -> CoreError {
     CoreError::value(argument, format!("must be finite and > 0, got {value} at index {index}"))
