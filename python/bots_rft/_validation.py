@@ -172,14 +172,20 @@ def batch_size(value: Any, available: int) -> int:
     return b
 
 
-def feedback(task_ids: Any, successes: Any, trials: Any, n: int) -> tuple[IntArray, FloatArray, FloatArray]:
-    """(ids, successes, trials) of one update, checked as the core checks them: ids in [0, n),
-    one success count per id, trials a scalar or one per id, 0 <= successes <= trials."""
-    ids = as_ids(task_ids, "task_ids")
+def ids_in_pool(value: Any, n: int, name: str = "task_ids") -> IntArray:
+    """Task ids of a pool of ``n`` tasks: int64, each in [0, n)."""
+    ids = as_ids(value, name)
     out = (ids < 0) | (ids >= n)
     if out.any():
         i = int(np.flatnonzero(out)[0])
-        raise InvalidArgumentError(f"task_ids: {ids[i]} at position {i} is out of range [0, {n})", "task_ids")
+        raise InvalidArgumentError(f"{name}: {ids[i]} at position {i} is out of range [0, {n})", name)
+    return ids
+
+
+def feedback(task_ids: Any, successes: Any, trials: Any, n: int) -> tuple[IntArray, FloatArray, FloatArray]:
+    """(ids, successes, trials) of one update, checked as the core checks them: ids in [0, n),
+    one success count per id, trials a scalar or one per id, 0 <= successes <= trials."""
+    ids = ids_in_pool(task_ids, n)
     succ = as_floats(successes, "successes")
     if succ.shape[0] != ids.size:
         raise InvalidTypeError(

@@ -167,11 +167,7 @@ class Interpolation(Estimator):
         """mu~ after observing ``batch``, without committing it (the caller commits once the
         whole update has succeeded)."""
         mu = _core.batch_capability(batch, self._weak, self._strong, self._min_gap)
-        if mu is None:
-            return self._capability
-        if self._capability is None:
-            return mu
-        return self._momentum * self._capability + (1.0 - self._momentum) * mu
+        return smoothed_capability(self._capability, mu, self._momentum)
 
     def observe(self, batch: _core.Batch) -> StepEvidence:
         proposed = self.propose(batch)
@@ -230,6 +226,16 @@ class Interpolation(Estimator):
         cap = state.get("capability")
         ev._capability = None if cap is None else float(cap)
         return ev
+
+
+def smoothed_capability(previous: float | None, estimate: float | None, momentum: float) -> float | None:
+    """μ̃ after one batch's estimate μ: μ itself at the first estimate, then
+    momentum·μ̃ + (1 − momentum)·μ; a batch without an estimate (None) leaves μ̃ as it was."""
+    if estimate is None:
+        return previous
+    if previous is None:
+        return estimate
+    return momentum * previous + (1.0 - momentum) * estimate
 
 
 class _PlugIn(Estimator):

@@ -28,6 +28,7 @@ from ._validation import (
     as_ids,
     as_int,
     as_real,
+    ids_in_pool,
     in_closed_unit,
     positive,
     prior,
@@ -505,10 +506,7 @@ class BOTS:
     def posterior(self, task_ids: Any) -> tuple[FloatArray, FloatArray]:
         """(α, β) of the given tasks (new arrays): cheap per-pick information, where
         :attr:`alpha` and :attr:`beta` copy the whole pool."""
-        ids = as_ids(task_ids, "task_ids")
-        if ids.size and (ids.min() < 0 or ids.max() >= self._num_tasks):
-            bad = int(ids[(ids < 0) | (ids >= self._num_tasks)][0])
-            raise InvalidArgumentError(f"task_ids: {bad} is out of range [0, {self._num_tasks})", "task_ids")
+        ids = ids_in_pool(task_ids, self._num_tasks)
         with self._lock:
             self._flush_locked()
             return self._alpha[ids], self._beta[ids]
@@ -544,8 +542,11 @@ class BOTS:
                 self._remember_hint(k, kth)
             self._speculation = None
             self._num_selections += 1
-            excluded = int(ids.size) if ids is not None else (int(np.count_nonzero(mask)) if mask is not None else 0)
-            self._last_request = (k, excluded)
+            if self._prefetch:  # the shape of the next speculation (a mask costs a count over the pool)
+                excluded = (
+                    int(ids.size) if ids is not None else (int(np.count_nonzero(mask)) if mask is not None else 0)
+                )
+                self._last_request = (k, excluded)
         return chosen
 
     def explain(self, task_ids: Any) -> Picks:
@@ -554,10 +555,7 @@ class BOTS:
         (microseconds). Call it after :meth:`select` and before the next :meth:`update`: the draws
         are recomputed from the posterior (a draw depends only on the seed, the selection's
         position in the stream, the task and its α, β), which an update changes."""
-        chosen = as_ids(task_ids, "task_ids")
-        if chosen.size and (chosen.min() < 0 or chosen.max() >= self._num_tasks):
-            bad = int(chosen[(chosen < 0) | (chosen >= self._num_tasks)][0])
-            raise InvalidArgumentError(f"task_ids: {bad} is out of range [0, {self._num_tasks})", "task_ids")
+        chosen = ids_in_pool(task_ids, self._num_tasks)
         with self._lock:
             self._flush_locked()
             return self._explain(chosen, max(self._num_selections - 1, 0))
@@ -780,23 +778,19 @@ class BOTS:
         """Everything needed to resume: posterior, priors, parameters, estimator, RNG position."""
         with self._lock:
             self._flush_locked()
-            ev_state = self._estimator.state_dict() if self._estimator is not None else None
-            return {
-                "format": STATE_FORMAT,
-                "version": STATE_VERSION,
-                "num_tasks": self._num_tasks,
-                "params": self._params_dict(),
-                "prior_alpha": _copy(self._prior_alpha),
-                "prior_beta": _copy(self._prior_beta),
-                "alpha": self._alpha.copy(),
-                "beta": self._beta.copy(),
-                "num_selections": self._num_selections,
-                "num_updates": self._num_updates,
-                "evidence": ev_state,
-                "rho_halvings": self._rho_halvings,
-                "drift": self._drift,
-                "stream": self._stream.state_dict(),
-            }
+            return selector_state(
+                params=self._params_dict(),
+                prior_alpha=self._prior_alpha,
+                prior_beta=self._prior_beta,
+                alpha=self._alpha,
+                beta=self._beta,
+                num_selections=self._num_selections,
+                num_updates=self._num_updates,
+                evidence=self._estimator.state_dict() if self._estimator is not None else None,
+                rho_halvings=self._rho_halvings,
+                drift=self._drift,
+                stream=self._stream.state_dict(),
+            )
 
     def load_state_dict(self, state: dict[str, Any], *, params: ParamsOnLoad = "error") -> None:
         """Restore a :meth:`state_dict` of a selector over the same number of tasks. Validates
@@ -947,6 +941,40 @@ def _check_tau(value: Any) -> float:
     if not (math.isfinite(tau) and tau >= 0.0):
         raise InvalidArgumentError(f"tau: must be a finite number >= 0, got {value!r}", "tau")
     return tau
+
+
+def selector_state(
+    *,
+    params: dict[str, Any],
+    prior_alpha: float | FloatArray,
+    prior_beta: float | FloatArray,
+    alpha: FloatArray,
+    beta: FloatArray,
+    num_selections: int,
+    num_updates: int,
+    evidence: dict[str, Any] | None,
+    rho_halvings: int = 0,
+    drift: float | None = None,
+    stream: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A selector's checkpoint state (:meth:`BOTS.state_dict`'s layout, with copies of the arrays):
+    the one place that layout is written, for any holder of a BOTS posterior."""
+    return {
+        "format": STATE_FORMAT,
+        "version": STATE_VERSION,
+        "num_tasks": len(alpha),
+        "params": dict(params),
+        "prior_alpha": _copy(prior_alpha),
+        "prior_beta": _copy(prior_beta),
+        "alpha": np.array(alpha, dtype=np.float64),
+        "beta": np.array(beta, dtype=np.float64),
+        "num_selections": num_selections,
+        "num_updates": num_updates,
+        "evidence": evidence,
+        "rho_halvings": rho_halvings,
+        "drift": drift,
+        "stream": stream,
+    }
 
 
 def _predictions_miss(step: StepEvidence, batch: _core.Batch) -> bool:
@@ -1165,9 +1193,7 @@ class _Draw:
 
     @classmethod
     def from_state_dict(cls, state: dict[str, Any], n: int) -> _Draw:
-        candidates = as_ids(state["candidates"], "candidates")
-        if candidates.size and (candidates.min() < 0 or candidates.max() >= n):
-            raise CheckpointError("stream: a draw holds task ids out of range")
+        candidates = _stored_ids(state, "candidates", n)
         draw = cls(
             as_int(state["k"], "k", minimum=0),
             as_int(state["counter"], "counter", minimum=0),
@@ -1177,7 +1203,7 @@ class _Draw:
         )
         draw.cursor = as_int(state["cursor"], "cursor", minimum=0, maximum=candidates.size)
         draw.handed = as_int(state["handed"], "handed", minimum=0, maximum=draw.quota)
-        draw.blocked = set(as_ids(state["blocked"], "blocked").tolist())
+        draw.blocked = set(_stored_ids(state, "blocked", n).tolist())
         return draw
 
 
@@ -1223,14 +1249,21 @@ class _Stream:
     def from_state_dict(cls, state: dict[str, Any] | None, n: int) -> _Stream:
         if state is None:
             return cls()
-        in_flight = as_ids(state["in_flight"], "in_flight")
-        if in_flight.size and (in_flight.min() < 0 or in_flight.max() >= n):
-            raise CheckpointError("stream: in-flight task ids out of range")
+        in_flight = _stored_ids(state, "in_flight", n)
         return cls(
             set(in_flight.tolist()),
             None if state.get("current") is None else _Draw.from_state_dict(state["current"], n),
             None if state.get("prepared") is None else _Draw.from_state_dict(state["prepared"], n),
         )
+
+
+def _stored_ids(state: dict[str, Any], key: str, n: int) -> IntArray:
+    """The task ids a checkpoint's stream holds under ``key``; ids outside the pool mean the
+    checkpoint is not this selector's (or is corrupt)."""
+    try:
+        return ids_in_pool(state[key], n, key)
+    except InvalidArgumentError as exc:
+        raise CheckpointError(f"stream: {exc}") from None
 
 
 def _sorted_contains(sorted_ids: IntArray, values: IntArray) -> npt.NDArray[np.bool_]:

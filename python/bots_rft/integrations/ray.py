@@ -29,7 +29,7 @@ from .._validation import as_bool, as_floats, as_ids, as_int, in_closed_unit, po
 from .._validation import exclusion as _exclusion
 from ..checkpoint import read_checkpoint, write_checkpoint
 from ..errors import BotsError, InvalidArgumentError
-from ..evidence import Interpolation
+from ..evidence import Interpolation, smoothed_capability
 
 __all__ = ["SelectorActor", "remote_selector", "pickled_sizes", "ShardedBOTS", "ShardLostError"]
 
@@ -409,45 +409,32 @@ class ShardedBOTS:
         local = _core.aggregate(m, np.arange(m, dtype=np.int64), batch.successes, batch.trials)
         assert self._min_gap is not None and self._momentum is not None
         mu = _core.batch_capability(local, weak, strong, self._min_gap)
-        if mu is None:
-            return self._capability
-        if self._capability is None:
-            return mu
-        return self._momentum * self._capability + (1.0 - self._momentum) * mu
+        return smoothed_capability(self._capability, mu, self._momentum)
 
     # ------------------------------------------------------------------------- state
     def state_dict(self) -> dict[str, Any]:
         """The whole state, gathered, in :meth:`BOTS.state_dict`'s format."""
-        from ..selector import STATE_FORMAT, STATE_VERSION
+        from ..selector import selector_state
 
         states = self._gather([a.state.remote() for a in self._shards])
-        p = self._params
         evidence = None
         if self._momentum is not None:
-            evidence = {
-                "kind": "interpolation",
-                "weak": np.concatenate([s["weak"] for s in states]),
-                "strong": np.concatenate([s["strong"] for s in states]),
-                "momentum": self._momentum,
-                "min_gap": self._min_gap,
-                "capability": self._capability,
-            }
-        return {
-            "format": STATE_FORMAT,
-            "version": STATE_VERSION,
-            "num_tasks": self._num_tasks,
-            "params": {**p, "adaptive_rho": False, "adaptive_lam": False},
-            "prior_alpha": _copy(self._prior_alpha),
-            "prior_beta": _copy(self._prior_beta),
-            "alpha": np.concatenate([s["alpha"] for s in states]),
-            "beta": np.concatenate([s["beta"] for s in states]),
-            "num_selections": self._num_selections,
-            "num_updates": self._num_updates,
-            "evidence": evidence,
-            "rho_halvings": 0,
-            "drift": None,
-            "stream": None,
-        }
+            assert self._min_gap is not None
+            weak = np.concatenate([s["weak"] for s in states])
+            strong = np.concatenate([s["strong"] for s in states])
+            interpolation = Interpolation(weak, strong, self._momentum, min_gap=self._min_gap)
+            interpolation.commit(self._capability)
+            evidence = interpolation.state_dict()
+        return selector_state(
+            params={**self._params, "adaptive_rho": False, "adaptive_lam": False},
+            prior_alpha=self._prior_alpha,
+            prior_beta=self._prior_beta,
+            alpha=np.concatenate([s["alpha"] for s in states]),
+            beta=np.concatenate([s["beta"] for s in states]),
+            num_selections=self._num_selections,
+            num_updates=self._num_updates,
+            evidence=evidence,
+        )
 
     def save(self, path: str) -> None:
         """One checkpoint file of the whole pool (``BOTS``'s format; any shard count loads it)."""
@@ -517,7 +504,3 @@ class ShardedBOTS:
         out._num_selections = selector.num_selections
         out._num_updates = selector.num_updates
         return out
-
-
-def _copy(p: Any) -> Any:
-    return p if np.ndim(p) == 0 else np.array(p, dtype=np.float64)

@@ -36,7 +36,15 @@ import numpy.typing as npt
 from ..metrics import effective_ratios
 from ..selector import BOTS
 
-__all__ = ["PICK_QUANTILES", "Pick", "posterior_means", "pick_metrics", "outcome_metrics", "capability_metrics"]
+__all__ = [
+    "PICK_QUANTILES",
+    "Pick",
+    "posterior_means",
+    "pick_metrics",
+    "pick_distributions",
+    "outcome_metrics",
+    "capability_metrics",
+]
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -95,14 +103,21 @@ class Pick:
         return cls(ids, select_ms, posterior_means(selector, ids))
 
     def metrics(self) -> dict[str, float]:
-        out = {"bots/select_ms": self.select_ms}
-        if self.posterior_means is not None:
-            out.update(pick_metrics(self.posterior_means))
-        if self.theta is not None:
-            out.update(pick_metrics(self.theta, "theta"))
-        if self.predicted is not None:
-            out.update(pick_metrics(self.predicted, "predicted"))
-        return out
+        return {
+            "bots/select_ms": self.select_ms,
+            **pick_distributions(self.posterior_means, self.theta, self.predicted),
+        }
+
+
+def pick_distributions(means: Any, theta: Any = None, predicted: Any = None) -> dict[str, float]:
+    """Quantiles of what was drawn for the picks: ``bots/pick_mean_p*`` (posterior means),
+    ``bots/pick_theta_p*`` (the sampled rates ranked) and ``bots/pick_predicted_p*`` (the
+    estimator's p̃); each left out when not given."""
+    out: dict[str, float] = {}
+    for values, name in ((means, "mean"), (theta, "theta"), (predicted, "predicted")):
+        if values is not None:
+            out.update(pick_metrics(values, name))
+    return out
 
 
 def outcome_metrics(task_ids: Any, successes: Any, trials: Any = 1.0) -> dict[str, float]:

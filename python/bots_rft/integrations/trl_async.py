@@ -90,6 +90,9 @@ class _Selection:
         self._streams = callable(getattr(selector, "take", None))
         self._in_flight = np.zeros(len(rows_of_task), dtype=np.int64)
         self._excluded = self._no_row.copy()  # no row, or in flight
+        # Tasks not excluded, kept current so that a pick never scans the pool to learn whether
+        # any is left.
+        self._free = int(np.count_nonzero(~self._excluded))
         self._pending: list[tuple[IntArray, FloatArray]] = []
         self._reset_metrics()
 
@@ -107,7 +110,7 @@ class _Selection:
         """(task id, dataset row) of the next prompt; the task counts as in flight until fed."""
         with self.lock:
             exclude = self._excluded
-            repick = not np.any(~exclude)
+            repick = self._free == 0
             if repick:  # every task is in flight (a pool smaller than the rollout capacity)
                 exclude = self._no_row
                 pick = Pick.timed(self.selector, 1, exclude=exclude)
@@ -118,7 +121,7 @@ class _Selection:
                 pick = Pick.timed(self.selector, 1, exclude=exclude)
             task = int(pick.task_ids[0])
             self._in_flight[task] += 1
-            self._excluded[task] = True
+            self._exclude(task, True)
             self._m["select_ms"][0] += pick.select_ms
             self._m["select_ms"][1] += 1
             self._m["in_flight_repicks"][0] += float(repick)
@@ -170,7 +173,11 @@ class _Selection:
         for task in np.unique(ids).tolist():  # one group per pick: release one pick each
             if self._in_flight[task] > 0:
                 self._in_flight[task] -= 1
-            self._excluded[task] = self._no_row[task] or self._in_flight[task] > 0
+            self._exclude(task, bool(self._no_row[task] or self._in_flight[task] > 0))
+
+    def _exclude(self, task: int, excluded: bool) -> None:
+        self._free += int(self._excluded[task]) - int(excluded)
+        self._excluded[task] = excluded
 
     def in_flight(self) -> IntArray:
         with self.lock:
@@ -181,6 +188,7 @@ class _Selection:
         with self.lock:
             self._in_flight[:] = 0
             self._excluded = self._no_row.copy()
+            self._free = int(np.count_nonzero(~self._excluded))
             self._pending = []
             if self._streams:
                 self.selector.release(self.selector.in_flight)

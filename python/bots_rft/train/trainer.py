@@ -38,7 +38,7 @@ from ..baselines import EpochOrder
 from ..checkpoint import load_state
 from ..data import TaskPool
 from ..errors import CheckpointError, ConfigError
-from ..integrations.step_metrics import pick_metrics
+from ..integrations.step_metrics import pick_distributions
 from ..llm.models import resolve_device
 from ..methods import method
 from ..metrics import effective_ratios
@@ -116,11 +116,8 @@ def _pick_record(picks: list[Picks]) -> dict[str, float]:
         return {}
     alpha = np.concatenate([p.alpha for p in picks])
     beta = np.concatenate([p.beta for p in picks])
-    out = {
-        **pick_metrics(alpha / (alpha + beta)),
-        **pick_metrics(np.concatenate([p.theta for p in picks]), "theta"),
-        **pick_metrics(np.concatenate([p.predicted for p in picks]), "predicted"),
-    }
+    theta = np.concatenate([p.theta for p in picks])
+    out = pick_distributions(alpha / (alpha + beta), theta, np.concatenate([p.predicted for p in picks]))
     return {key.removeprefix("bots/"): value for key, value in out.items()}
 
 
