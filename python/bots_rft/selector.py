@@ -92,6 +92,9 @@ class BOTS:
     :class:`ImplicitEvidence` plug-in (an object with ``predict``); the selector talks to all of
     them through the :class:`~bots_rft.evidence.Estimator` interface.
     ``threads=None`` uses every core; an int uses a pool of that size. Results never depend on it.
+    ``backend="rust"`` (the default) runs on the Rust core; ``backend="torch"`` with
+    ``device="cuda"`` (or ``"cpu"``) keeps the posterior in torch tensors on that device and
+    returns a :class:`bots_rft.backends.torch.TorchBOTS` with the same API and checkpoints.
     ``prefetch=True`` (the default) runs each update's pass over the pool in the background,
     fused with the selection the next :meth:`select` is expected to ask for, so that ``select``
     finds it ready; ``prefetch=False`` runs that pass inside ``select``. Results are identical
@@ -102,10 +105,28 @@ class BOTS:
     validated and recorded in the next checkpoint.
     """
 
+    def __new__(cls, *args: Any, backend: str = "rust", device: Any = None, **kwargs: Any) -> BOTS:
+        # ``backend="torch"`` builds the torch implementation instead (same API, same checkpoint
+        # layout; see :mod:`bots_rft.backends.torch`). It is a separate class, so Python does not
+        # run this class's ``__init__`` on it.
+        if backend == "torch":
+            from .backends.torch import TorchBOTS
+
+            return TorchBOTS(*args, device=device, **kwargs)  # type: ignore[return-value]
+        if backend != "rust":
+            raise InvalidArgumentError(f"backend: expected 'rust' or 'torch', got {backend!r}", "backend")
+        if device is not None:
+            raise InvalidArgumentError(
+                f"device: only the torch backend takes a device (backend='torch'), got {device!r}", "device"
+            )
+        return super().__new__(cls)
+
     def __init__(
         self,
         num_tasks: int,
         *,
+        backend: str = "rust",
+        device: Any = None,
         lam: float = 0.1,
         rho: float = 0.1,
         target: float = 0.5,
