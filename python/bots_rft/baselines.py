@@ -18,11 +18,29 @@
   the simulator does; the trainer fills its batches itself (``bots_rft.train.trainer``).
 
 BOTS-MoPPS and BOTS-DOTS are presets of :class:`bots_rft.BOTS` (``BOTS.mopps`` / ``BOTS.dots``).
+
+**Selectors that roll out themselves** (:class:`RollsOut`). A method whose table entry has
+``rolls_out=True`` gets a rollout callback and spends rollouts inside :meth:`Selector.select`:
+screening rollouts, oversampled generation batches, refills, or a number of rollouts chosen per
+task. The callback is ``rollout(task_ids)`` (``n_rollouts`` each) or, for a selector that chooses
+the counts, ``rollout(task_ids, counts)`` (:data:`CountedRolloutFn`; ``counts[i]`` rollouts of
+task i). After ``select`` the caller takes the step's :class:`RolledBatch` with
+:meth:`RollsOut.take_batch`: the groups to train on, their successes **and** trials (one per
+task, which may differ), and every rollout the selection generated, the discarded ones included.
+The caller trains on that batch, charges ``rollouts`` to the budget, and feeds the batch back with
+``update(task_ids, successes, trials)``. This is how the simulator runs every such method (the
+peers of :mod:`bots_rft.peers` and any planner that allocates rollouts per task), so each is
+charged for every rollout it generates. :class:`DynamicSampling` predates the protocol and hands
+its batch over through ``take_rollouts`` and ``total_rollouts`` instead.
+
+The peers from the literature (DPS, GRESO, SPEED-RL, AdaRFT, Knapsack-RL, Reinforce-Ada) live in
+:mod:`bots_rft.peers` and are re-exported here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -40,11 +58,54 @@ __all__ = [
     "EpochOrder",
     "DynamicSampling",
     "RolloutFn",
+    "CountedRolloutFn",
+    "RolledBatch",
+    "RollsOut",
 ]
 
 IdArray = npt.NDArray[np.int64]
 #: ``rollout(task_ids) -> successes``: rolls out each task n times, returns success counts.
 RolloutFn = Callable[[IdArray], npt.NDArray[Any]]
+#: ``rollout(task_ids, counts) -> successes``: rolls out task ``task_ids[i]`` ``counts[i]`` times.
+CountedRolloutFn = Callable[[IdArray, npt.NDArray[np.int64]], npt.NDArray[Any]]
+
+
+@dataclass(frozen=True)
+class RolledBatch:
+    """One step of a selector that rolls out itself (:class:`RollsOut`): the groups to train on
+    and what generating them cost.
+
+    ``task_ids``, ``successes`` and ``trials`` have one entry per trained task; ``trials[i]`` is
+    the number of rollouts behind ``successes[i]`` (tasks may differ). ``rollouts`` counts every
+    rollout the step generated: at least ``trials.sum()``, more when screening rollouts, filtered
+    groups or refills were spent on tasks it does not train on."""
+
+    task_ids: IdArray
+    successes: npt.NDArray[np.float64]
+    trials: npt.NDArray[np.float64]
+    rollouts: int
+
+    def __post_init__(self) -> None:
+        n = self.task_ids.shape
+        if self.successes.shape != n or self.trials.shape != n:
+            raise InvalidArgumentError(
+                f"task_ids, successes, trials: shapes differ ({n}, {self.successes.shape}, {self.trials.shape})",
+                "successes",
+            )
+        if self.rollouts < float(self.trials.sum()):
+            raise InvalidArgumentError(
+                f"rollouts: {self.rollouts} is fewer than the {self.trials.sum():g} trials trained on", "rollouts"
+            )
+
+
+@runtime_checkable
+class RollsOut(Protocol):
+    """A selector that rolls out inside :meth:`Selector.select` (module docstring): after each
+    ``select`` the step's :class:`RolledBatch` is taken once with :meth:`take_batch`."""
+
+    def take_batch(self) -> RolledBatch | None:
+        """The last selection's batch (its groups and the rollouts it cost), once; then None."""
+        ...
 
 
 @runtime_checkable

@@ -13,7 +13,12 @@ either of them runs. A method is
 - the parameters it **fixes** (the BOTS-MoPPS and BOTS-DOTS presets are BOTS with λ, ρ and the
   sampling rule pinned, as the paper's appendix E.6);
 - whether it needs the weak/strong **reference pass rates**, and whether its ``select`` **rolls
-  out** (DAPO's dynamic sampling filters on rollouts, so it calls back into the trainer);
+  out** (DAPO's dynamic sampling filters on rollouts, so it calls back into the trainer). A
+  method that rolls out gets the ``rollout`` callback at :meth:`Method.build`; one that spends a
+  variable number of rollouts per task (screening, sequential sampling, per-task budgets) calls it
+  as ``rollout(task_ids, counts)`` and hands each step's groups, trials and rollouts spent over
+  through :class:`bots_rft.baselines.RollsOut` (base class: :class:`bots_rft.peers.base.SelfRolling`),
+  so that every rollout it generates is charged;
 - the further per-task **signals** it reads, passed to :meth:`Method.build` as ``signals=``
   (``"references"``: an [N, k] matrix of reference pass rates; ``"embeddings"``: an [N, d] matrix);
 - the **class** that implements it and the **file** its state is checkpointed in. Every selector's

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ..baselines import DynamicSampling, Selector
+from ..baselines import DynamicSampling, RollsOut, Selector
 from ..errors import BotsError, ConfigError
 from ..methods import (
     ADAPTIVE_LAM,
@@ -389,7 +389,15 @@ def run_method(
     for t in range(T):
         ids = selector.select(B)
         succ: npt.NDArray[Any]
-        if method(spec.kind).rolls_out:
+        # Rollouts behind each trained task: n, or one count per task for the methods that choose
+        # them (RollsOut); a scalar keeps the original code path (and results) of every other method.
+        trials: Any = n
+        if isinstance(selector, RollsOut):
+            batch = selector.take_batch()
+            assert batch is not None  # select() always leaves its batch
+            ids, succ, trials = batch.task_ids, batch.successes, batch.trials
+            rec.rollouts[t] = batch.rollouts
+        elif method(spec.kind).rolls_out:
             assert isinstance(selector, DynamicSampling)
             taken = selector.take_rollouts()
             assert taken is not None  # select() always leaves the batch's rollouts
@@ -399,22 +407,24 @@ def run_method(
         else:
             succ = learner.rollout(ids)
             rec.rollouts[t] = ids.size * n
-        r = effective_ratios(succ, n)
+        r = effective_ratios(succ, trials)
         rec.etr[t], rec.below_one[t], rec.above_zero[t] = r.etr, r.below_one, r.above_zero
         rec.strict_valid[t] = r.strict_valid
-        rec.hist[t] = rate_histogram(succ, n)
+        # Rates on the n-rollout grid, so that every method's histogram has the same bins.
+        rec.hist[t] = rate_histogram(succ if np.isscalar(trials) else np.rint(succ / trials * n), n)
         if prev_pred is not None and t > 0:
             p = prev_pred[ids]
             ok = ~np.isnan(p)
             if ok.sum() >= 2:
-                rate = succ[ok] / n
+                k: Any = trials if np.isscalar(trials) else trials[ok]
+                rate = succ[ok] / k
                 rec.pearson_next[t - 1] = pearson(p[ok], rate)
-                eff = (succ[ok] > 0) & (succ[ok] < n)
+                eff = (succ[ok] > 0) & (succ[ok] < k)
                 rec.auc_next[t - 1] = roc_auc(effective_probability(p[ok], n), eff)
-        selector.update(ids, succ, n)
+        selector.update(ids, succ, trials)
         if tracker is not None and tracker is not selector:
-            tracker.update(ids, succ, n)
-        rec.signal[t] = learner.train(ids, succ)
+            tracker.update(ids, succ, trials)
+        rec.signal[t] = learner.train(ids, succ) if np.isscalar(trials) else learner.train(ids, succ, trials)
         rec.perf[t + 1] = learner.evaluate()
         prev_pred = None
         if tracker is not None:

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ..errors import ConfigError
+from ..errors import ConfigError, InvalidArgumentError, InvalidTypeError
 
 __all__ = ["LearnerConfig", "TaskWorld", "SimulatedLearner", "make_world"]
 
@@ -115,6 +115,16 @@ class LearnerConfig:
         return cls(**d)
 
 
+def _rollout_counts(counts: npt.ArrayLike, size: int) -> IntArray:
+    """Per-task rollout counts as an int array of ``size`` entries, each >= 0."""
+    k = np.asarray(counts)
+    if k.dtype.kind not in "iu" or k.shape not in ((), (size,)):
+        raise InvalidTypeError(f"counts: must be an integer or {size} integers, got {counts!r}", "counts")
+    if np.any(k < 0):
+        raise InvalidArgumentError(f"counts: must be >= 0, got min {int(k.min())}", "counts")
+    return np.broadcast_to(k.astype(np.int64), (size,))
+
+
 def _sigmoid(x: FloatArray) -> FloatArray:
     return np.asarray(0.5 * (1.0 + np.tanh(0.5 * x)), dtype=np.float64)
 
@@ -190,16 +200,33 @@ class SimulatedLearner:
             logit = w.base_logit[ids] + self.memory[ids] + w.pace[ids] * self.ability[w.group[ids]]
         return _sigmoid(logit)
 
-    def rollout(self, task_ids: IntArray) -> IntArray:
-        """Successes out of ``n_rollouts`` for each task (a fresh Binomial draw per call)."""
-        p = self.success_prob(task_ids)
-        return self._rng.binomial(self.world.config.n_rollouts, p).astype(np.int64)
+    def rollout(self, task_ids: IntArray, counts: npt.ArrayLike | None = None) -> IntArray:
+        """Successes of each task (a fresh Binomial draw per call): out of ``n_rollouts`` each, or
+        out of ``counts[i]`` for task i when ``counts`` is given (methods that spend a variable
+        number of rollouts per task: screening, sequential sampling, budget allocation).
 
-    def train(self, task_ids: IntArray, successes: npt.ArrayLike) -> float:
-        """One GRPO-like step on a batch; returns the batch's mean learning signal."""
+        Without ``counts`` the draw is the one this learner always made, so runs of methods that
+        roll out ``n_rollouts`` per task reproduce exactly."""
+        p = self.success_prob(task_ids)
+        if counts is None:
+            return self._rng.binomial(self.world.config.n_rollouts, p).astype(np.int64)
+        k = _rollout_counts(counts, p.size)
+        return self._rng.binomial(k, p).astype(np.int64)
+
+    def train(self, task_ids: IntArray, successes: npt.ArrayLike, trials: npt.ArrayLike | None = None) -> float:
+        """One GRPO-like step on a batch; returns the batch's mean learning signal.
+
+        ``trials``: the rollouts behind each task's ``successes`` (a number or one per task;
+        default ``n_rollouts``). Each task's signal comes from its own rate successes / trials."""
         w, c = self.world, self.world.config
         ids = np.asarray(task_ids, dtype=np.int64)
-        rate = np.asarray(successes, dtype=np.float64) / c.n_rollouts
+        if trials is None:
+            rate = np.asarray(successes, dtype=np.float64) / c.n_rollouts
+        else:
+            n = np.asarray(trials, dtype=np.float64)
+            if np.any(~np.isfinite(n)) or np.any(n <= 0):
+                raise InvalidArgumentError(f"trials: must be finite and > 0, got {trials!r}", "trials")
+            rate = np.asarray(successes, dtype=np.float64) / n
         signal = 4.0 * rate * (1.0 - rate)
         if ids.size == 0:
             return 0.0

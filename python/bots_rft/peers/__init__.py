@@ -1,0 +1,16 @@
+"""Task selectors from the literature that BOTS is compared with, as simulator (and library) methods.
+
+Each is implemented from its paper and, where public, its code, with the published defaults as
+its method parameters (:mod:`bots_rft.methods`); docs/peers.md lists each one's sources, defaults
+and the choices made where the paper leaves something open.
+
+The selectors that spend rollouts themselves (screening, oversampling, sequential sampling,
+per-task budgets) follow the :class:`bots_rft.baselines.RollsOut` protocol through
+:class:`.base.SelfRolling`, so the simulator charges every rollout they generate.
+"""
+
+from __future__ import annotations
+
+from .base import SelfRolling
+
+__all__ = ["SelfRolling"]
