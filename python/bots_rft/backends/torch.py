@@ -1,0 +1,844 @@
+"""The BOTS selector on torch tensors: the posterior, the references and the exclusion masks live
+on a torch device (a GPU, or the CPU), and each step's update, Thompson draw and top-B selection
+run there.
+
+Same API, same checkpoints and same errors as :class:`~bots_rft.BOTS` (built with
+``BOTS(..., backend="torch", device=...)``), with these semantics:
+
+- The update is the core's arithmetic, operation for operation: bit-identical to it with
+  ``dtype=torch.float64``, equal to float32 rounding with the default ``dtype=torch.float32``
+  (α and β are stored in float32 on the device: 8 bytes per task instead of 16; every value
+  returned to the caller is float64).
+- Thompson draws are exact Beta variates keyed like the core's: Philox4x32-10 words of
+  (seed, selection count, task index) (see :mod:`bots_rft.backends._torch_draws`), so a draw
+  does not depend on how the pool is split into launches. For a seed, the same calls give the
+  same selections on the same device type with the same torch version. Draws on CPU and on a GPU,
+  and the core's, may differ in the last bits (each uses its own logarithm and sine), so a
+  selection can differ where two tasks' draws are within rounding of each other; the selection
+  distributions are the same.
+- Ranking: distance |θ − p*| (θ the float32 draw, or the posterior mean), ties to the lower task
+  id; ``tau`` > 0 ranks by the core's Gumbel-top-k key.
+
+Not supported (each raises :class:`~bots_rft.backends.UnsupportedByBackendError` naming it):
+the streaming interface (``take``, ``release``, ``in_flight``, a checkpoint with tasks in flight)
+and parameters added to BOTS that this backend does not know, unless at their default value.
+``threads`` and ``prefetch`` are accepted and have no effect (device work is asynchronous).
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import os
+import threading
+from types import MappingProxyType
+from typing import Any, cast
+
+import numpy as np
+import torch
+
+from .. import _core
+from .._validation import (
+    FloatArray,
+    IntArray,
+    _number,
+    as_bool,
+    as_floats,
+    as_ids,
+    as_int,
+    as_real,
+    ids_in_pool,
+    in_closed_unit,
+    positive,
+    prior,
+)
+from .._validation import exclusion as _exclusion
+from ..checkpoint import read_checkpoint, write_checkpoint
+from ..errors import CheckpointError, InvalidArgumentError, InvalidTypeError
+from ..evidence import (
+    Estimator,
+    ImplicitEvidence,
+    Interpolation,
+    StepEvidence,
+    as_estimator,
+    checked_prediction,
+    estimator_from_state,
+    user_object,
+)
+from ..methods import METHODS
+from ..selector import (
+    _MAX_SEED,
+    _PARAMS_ON_LOAD,
+    BOTS,
+    SETTABLE_PARAMS,
+    STATE_FORMAT,
+    STATE_VERSION,
+    ParamsOnLoad,
+    Picks,
+    _check_tau,
+    _lam_for,
+    _param_differences,
+    _predictions_miss,
+    _readonly,
+    _readonly_prior,
+    _reject_fixed,
+    _reward_counts,
+    _reward_map,
+    _scalar_trials,
+    _smoothed_drift,
+    selector_state,
+)
+from . import UnsupportedByBackendError
+from ._torch_draws import gumbel_keys, thompson_draws
+
+__all__ = ["TorchBOTS", "CHUNK"]
+
+_BACKEND = "torch"
+#: Tasks ranked per launch sequence: bounds the temporaries of a selection (about 100 bytes per
+#: task) whatever the pool size. The picks do not depend on it.
+CHUNK = 1 << 22
+#: The core's Gumbel shift: a softmax key's distance form is |θ − p*| / τ + (GUMBEL_SHIFT − G).
+_GUMBEL_SHIFT = 40.0
+#: The parameters this backend implements (a checkpoint's other parameters must be at BOTS's
+#: default to load).
+_SUPPORTED_SETTABLE = ("lam", "rho", "target", "n_rollouts", "thompson", "adaptive_rho", "tau", "adaptive_lam")
+_KNOWN_PARAMS = frozenset(_SUPPORTED_SETTABLE) | {"seed"}
+
+
+class TorchBOTS:
+    """:class:`~bots_rft.BOTS` with the posterior in torch tensors on ``device`` (see the module
+    docstring for what differs). ``device``: a torch device or its name (None: ``"cuda"`` when
+    available, else ``"cpu"``); ``dtype``: ``torch.float32`` (default) or ``torch.float64``, the
+    storage of α, β and per-task priors on the device. Other arguments as for BOTS."""
+
+    def __init__(
+        self,
+        num_tasks: int,
+        *,
+        device: Any = None,
+        dtype: Any = None,
+        lam: float = 0.1,
+        rho: float = 0.1,
+        target: float = 0.5,
+        n_rollouts: float = 16,
+        thompson: bool = True,
+        prior_alpha: float | Any = 1.0,
+        prior_beta: float | Any = 1.0,
+        evidence: Estimator | ImplicitEvidence | None = None,
+        seed: int = 0,
+        threads: int | None = None,
+        prefetch: bool = True,
+        adaptive_rho: bool = False,
+        tau: float = 0.0,
+        adaptive_lam: bool = False,
+        **unknown: Any,
+    ) -> None:
+        _refuse_unknown_params(unknown)
+        n = as_int(num_tasks, "num_tasks", minimum=1)
+        self._device = _as_device(device)
+        self._dtype = _as_dtype(dtype)
+        self._num_tasks = n
+        self._lam = in_closed_unit(lam, "lam")
+        self._rho = in_closed_unit(rho, "rho")
+        self._target = in_closed_unit(target, "target")
+        self._tau = _check_tau(tau)
+        self._n_rollouts = positive(n_rollouts, "n_rollouts")
+        self._thompson = as_bool(thompson, "thompson")
+        self._prior_alpha = prior(prior_alpha, "prior_alpha", n)
+        self._prior_beta = prior(prior_beta, "prior_beta", n)
+        self._estimator = as_estimator(evidence, n)
+        self._seed = as_int(seed, "seed", minimum=0, maximum=_MAX_SEED)
+        if threads is not None:
+            as_int(threads, "threads", minimum=1, maximum=1024)
+        self._threads = threads
+        self._prefetch = as_bool(prefetch, "prefetch")
+        self._adaptive_rho = as_bool(adaptive_rho, "adaptive_rho")
+        self._rho_halvings = 0
+        self._adaptive_lam = as_bool(adaptive_lam, "adaptive_lam")
+        self._drift: float | None = None
+        self._prior_alpha_t = self._on_device(self._prior_alpha)
+        self._prior_beta_t = self._on_device(self._prior_beta)
+        self._alpha = self._full(self._prior_alpha, self._prior_alpha_t)
+        self._beta = self._full(self._prior_beta, self._prior_beta_t)
+        self._num_selections = 0
+        self._num_updates = 0
+        # The interpolation estimator's references on the device, for the estimator they belong
+        # to (an Interpolation's references never change).
+        self._references: tuple[Interpolation, torch.Tensor, torch.Tensor] | None = None
+        self._lock = threading.RLock()
+
+    def _on_device(self, p: float | FloatArray) -> torch.Tensor | None:
+        return None if not isinstance(p, np.ndarray) else _to_device(p, self._device, self._dtype)
+
+    def _full(self, p: float | FloatArray, on_device: torch.Tensor | None) -> torch.Tensor:
+        if on_device is not None:
+            return on_device.clone()
+        return torch.full((self._num_tasks,), float(cast(float, p)), device=self._device, dtype=self._dtype)
+
+    # ----------------------------------------------------------------------------- presets
+    @classmethod
+    def mopps(cls, num_tasks: int, **kwargs: Any) -> TorchBOTS:
+        """BOTS-MoPPS on this backend (see :meth:`BOTS.mopps`)."""
+        fixed = METHODS["mopps"].fixed
+        _reject_fixed(kwargs, "mopps", tuple(fixed))
+        return cls(num_tasks, **fixed, **kwargs)
+
+    @classmethod
+    def dots(cls, num_tasks: int, evidence: Estimator | ImplicitEvidence, **kwargs: Any) -> TorchBOTS:
+        """BOTS-DOTS on this backend (see :meth:`BOTS.dots`)."""
+        fixed = METHODS["dots"].fixed
+        _reject_fixed(kwargs, "dots", (*fixed, "evidence"))
+        if evidence is None:
+            raise InvalidArgumentError("evidence: dots needs implicit evidence, got None", "evidence")
+        return cls(num_tasks, **fixed, evidence=evidence, **kwargs)
+
+    # ----------------------------------------------------------------------------- views
+    @property
+    def backend(self) -> str:
+        return _BACKEND
+
+    @property
+    def device(self) -> torch.device:
+        """Where α, β, the references and the masks live."""
+        return self._device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """The storage type of α and β on the device."""
+        return self._dtype
+
+    @property
+    def num_tasks(self) -> int:
+        return self._num_tasks
+
+    def __len__(self) -> int:
+        return self._num_tasks
+
+    @property
+    def alpha(self) -> FloatArray:
+        """α of every task: a read-only float64 snapshot copied from the device."""
+        with self._lock:
+            return _readonly(_host(self._alpha))
+
+    @property
+    def beta(self) -> FloatArray:
+        """β of every task (see :attr:`alpha`)."""
+        with self._lock:
+            return _readonly(_host(self._beta))
+
+    @property
+    def alpha_tensor(self) -> torch.Tensor:
+        """α on the device (a clone: the selector's own tensor is never shared)."""
+        with self._lock:
+            return self._alpha.clone()
+
+    @property
+    def beta_tensor(self) -> torch.Tensor:
+        """β on the device (a clone)."""
+        with self._lock:
+            return self._beta.clone()
+
+    @property
+    def evidence(self) -> Estimator | ImplicitEvidence | None:
+        return cast("Estimator | ImplicitEvidence | None", user_object(self._estimator))
+
+    @property
+    def capability(self) -> float | None:
+        return self._estimator.capability if self._estimator is not None else None
+
+    @property
+    def num_selections(self) -> int:
+        return self._num_selections
+
+    @property
+    def num_updates(self) -> int:
+        return self._num_updates
+
+    @property
+    def params(self) -> MappingProxyType[str, Any]:
+        return MappingProxyType(self._params_dict())
+
+    def _params_dict(self) -> dict[str, Any]:
+        return {
+            "lam": self._lam,
+            "rho": self._rho,
+            "target": self._target,
+            "n_rollouts": self._n_rollouts,
+            "thompson": self._thompson,
+            "seed": self._seed,
+            "adaptive_rho": self._adaptive_rho,
+            "tau": self._tau,
+            "adaptive_lam": self._adaptive_lam,
+        }
+
+    @property
+    def lam(self) -> float:
+        return self._lam
+
+    @property
+    def rho(self) -> float:
+        return self._rho
+
+    @property
+    def target(self) -> float:
+        return self._target
+
+    @property
+    def n_rollouts(self) -> float:
+        return self._n_rollouts
+
+    @property
+    def thompson(self) -> bool:
+        return self._thompson
+
+    @property
+    def tau(self) -> float:
+        return self._tau
+
+    @property
+    def seed(self) -> int:
+        return self._seed
+
+    @property
+    def adaptive_rho(self) -> bool:
+        return self._adaptive_rho
+
+    @property
+    def adaptive_lam(self) -> bool:
+        return self._adaptive_lam
+
+    @property
+    def rho_in_use(self) -> float:
+        """See :attr:`BOTS.rho_in_use`."""
+        return self._rho * 0.5**self._rho_halvings
+
+    @property
+    def lam_in_use(self) -> float:
+        """See :attr:`BOTS.lam_in_use`."""
+        return _lam_for(self._lam, self._drift) if self._adaptive_lam else self._lam
+
+    @property
+    def prior_alpha(self) -> float | FloatArray:
+        return _readonly_prior(self._prior_alpha)
+
+    @property
+    def prior_beta(self) -> float | FloatArray:
+        return _readonly_prior(self._prior_beta)
+
+    @property
+    def threads(self) -> int | None:
+        return self._threads
+
+    def set_params(self, **changes: Any) -> None:
+        """See :meth:`BOTS.set_params` (same parameters, checks and errors)."""
+        unknown = sorted(set(changes) - set(SETTABLE_PARAMS))
+        if unknown:
+            name = unknown[0]
+            why = (
+                "is fixed for a selector's life"
+                if name in ("seed", "prior_alpha", "prior_beta")
+                else "is not a parameter"
+            )
+            raise InvalidArgumentError(
+                f"{name}: {why}; set_params changes {', '.join(SETTABLE_PARAMS)}, got {name}={changes[name]!r}", name
+            )
+        for name in changes:
+            if name not in _SUPPORTED_SETTABLE:
+                raise UnsupportedByBackendError(name, _BACKEND)
+        checks = {
+            "lam": in_closed_unit,
+            "rho": in_closed_unit,
+            "target": in_closed_unit,
+            "n_rollouts": positive,
+            "thompson": as_bool,
+            "adaptive_rho": as_bool,
+            "tau": lambda value, _name: _check_tau(value),
+            "adaptive_lam": as_bool,
+        }
+        checked = {name: checks[name](value, name) for name, value in changes.items()}
+        with self._lock:
+            for name, value in checked.items():
+                setattr(self, f"_{name}", value)
+            if "rho" in checked:
+                self._rho_halvings = 0
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name[0] != "_" and isinstance(getattr(type(self), name, None), property):
+            hint = f"use set_params({name}=...)" if name in SETTABLE_PARAMS else "it is fixed for a selector's life"
+            raise AttributeError(f"{name}: BOTS attributes are read-only; {hint}")
+        object.__setattr__(self, name, value)
+
+    def __delattr__(self, name: str) -> None:
+        if isinstance(getattr(type(self), name, None), property):
+            raise AttributeError(f"{name}: BOTS attributes are read-only")
+        object.__delattr__(self, name)
+
+    def __repr__(self) -> str:
+        ev = type(self.evidence).__name__ if self._estimator is not None else None
+        return (
+            f"TorchBOTS(num_tasks={self._num_tasks}, device={self._device}, dtype={self._dtype}, lam={self._lam}, "
+            f"rho={self._rho}, target={self._target}, n_rollouts={self._n_rollouts}, thompson={self._thompson}, "
+            f"evidence={ev}, seed={self._seed}, selections={self._num_selections}, updates={self._num_updates})"
+        )
+
+    def flush(self) -> None:
+        """Wait for the device work queued so far (never needed for correctness)."""
+        with self._lock:
+            if self._device.type == "cuda":
+                torch.cuda.synchronize(self._device)
+
+    def close(self) -> None:
+        self.flush()
+
+    def __enter__(self) -> TorchBOTS:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def mean(self) -> FloatArray:
+        """Posterior means α / (α + β) in float64 (a new array)."""
+        with self._lock:
+            a, b = _host(self._alpha), _host(self._beta)
+        return a / (a + b)
+
+    def posterior(self, task_ids: Any) -> tuple[FloatArray, FloatArray]:
+        """(α, β) of the given tasks, float64 (new arrays)."""
+        ids = ids_in_pool(task_ids, self._num_tasks)
+        with self._lock:
+            at = _to_device(ids, self._device)
+            return _host(self._alpha[at]), _host(self._beta[at])
+
+    def predicted(self) -> FloatArray | None:
+        """p̃ the estimator would give every task now (NaN = none), or None."""
+        with self._lock:
+            return self._estimator.predict_all() if self._estimator is not None else None
+
+    # ----------------------------------------------------------------------------- selection
+    def select(self, batch_size: int, exclude: Any = None) -> IntArray:
+        """See :meth:`BOTS.select`: the ``batch_size`` tasks nearest the target (by Thompson draw
+        or posterior mean; by the Gumbel-top-k key with ``tau`` > 0), best first, ties to the lower
+        id. ``exclude``: task ids or a boolean mask."""
+        k = as_int(batch_size, "batch_size", minimum=0)
+        mask, ids = _exclusion(exclude, self._num_tasks)
+        excluded = int(np.count_nonzero(mask)) if mask is not None else (0 if ids is None else int(ids.size))
+        selectable = self._num_tasks - excluded
+        if k > selectable:
+            raise InvalidArgumentError(
+                f"batch_size: {k} exceeds the selectable pool of {selectable} tasks", "batch_size"
+            )
+        with self._lock:
+            counter = self._num_selections
+            chosen = self._rank(k, counter, self._excluded_on_device(mask, ids)) if k > 0 else _no_ids()
+            self._num_selections += 1
+        return chosen
+
+    def _excluded_on_device(self, mask: np.ndarray | None, ids: IntArray | None) -> torch.Tensor | None:
+        if mask is not None:
+            return _to_device(mask, self._device)
+        if ids is None or ids.size == 0:
+            return None
+        out = torch.zeros(self._num_tasks, dtype=torch.bool, device=self._device)
+        out[_to_device(ids, self._device)] = True
+        return out
+
+    def _rank(self, k: int, counter: int, excluded: torch.Tensor | None) -> IntArray:
+        """The k best selectable tasks in the order (distance, id), chunk by chunk."""
+        self._check_posterior()
+        distances, ids = [], []
+        for lo in range(0, self._num_tasks, CHUNK):
+            hi = min(lo + CHUNK, self._num_tasks)
+            j = torch.arange(lo, hi, device=self._device, dtype=torch.int64)
+            d = self._distances(self._alpha[lo:hi], self._beta[lo:hi], j, counter)
+            if excluded is not None:
+                d = d.masked_fill(excluded[lo:hi], math.inf)
+            best = _smallest(d, min(k, hi - lo))
+            distances.append(d[best])
+            ids.append(best + lo)
+        d_all, id_all = torch.cat(distances), torch.cat(ids)
+        # Chunks come in id order and each chunk's candidates sort by id first, so a stable sort
+        # by distance leaves ties in id order.
+        by_id = torch.argsort(id_all, stable=True)
+        d_all, id_all = d_all[by_id], id_all[by_id]
+        order = _smallest(d_all, k)
+        return id_all[order].cpu().numpy().astype(np.int64)
+
+    def _distances(self, a: torch.Tensor, b: torch.Tensor, j: torch.Tensor, counter: int) -> torch.Tensor:
+        """Each task's ranking key (smaller is better), as the core computes it."""
+        theta: torch.Tensor
+        if self._thompson:
+            draws = thompson_draws(a, b, j, self._seed, counter)
+            if self._tau == 0.0:
+                return (draws - self._target).abs()  # float32, against p* rounded to float32
+            theta = draws.to(torch.float64)
+        else:
+            a64, b64 = a.to(torch.float64), b.to(torch.float64)
+            theta = a64 / (a64 + b64)
+            if self._tau == 0.0:
+                return (theta - self._target).abs()
+        near = (theta - self._target).abs() * (1.0 / self._tau)
+        return near + (_GUMBEL_SHIFT - gumbel_keys(j, self._seed, counter))
+
+    def _check_posterior(self) -> None:
+        """The core's check before a selection: the first task whose α or β is not finite and > 0
+        is an error naming it (α before β)."""
+        a, b = self._alpha, self._beta
+        ok_a = torch.isfinite(a) & (a > 0)
+        ok = ok_a & torch.isfinite(b) & (b > 0)
+        if bool(ok.all()):
+            return
+        j = int(torch.nonzero(~ok)[0, 0])
+        name, value = ("alpha", float(a[j])) if not bool(ok_a[j]) else ("beta", float(b[j]))
+        raise InvalidArgumentError(f"{name}: must be finite and > 0, got {_number(value)} at index {j}", name)
+
+    def explain(self, task_ids: Any) -> Picks:
+        """See :meth:`BOTS.explain`: what the last selection drew for ``task_ids`` and why,
+        recomputed for those tasks on the device (the draw's float32 value may differ from the
+        pass's in the last bit where the device's vectorised and scalar functions differ)."""
+        chosen = ids_in_pool(task_ids, self._num_tasks)
+        with self._lock:
+            counter = max(self._num_selections - 1, 0)
+            at = _to_device(chosen, self._device)
+            a, b = self._alpha[at], self._beta[at]
+            alpha, beta = _host(a), _host(b)
+            theta: FloatArray
+            if self._thompson:
+                draws = thompson_draws(a, b, at, self._seed, counter)
+                theta = _host(draws)
+                distance = _host((draws - self._target).abs())
+            else:
+                theta = alpha / (alpha + beta)
+                distance = np.abs(theta - self._target)
+            predicted = self._estimator.predict_at(chosen) if self._estimator is not None else None
+        if predicted is None:
+            predicted = np.full(chosen.size, np.nan)
+        return Picks(chosen, theta, -distance, alpha, beta, np.asarray(predicted, dtype=np.float64))
+
+    # ----------------------------------------------------------------------------- streaming
+    def take(self, k: int, *, draw_size: int = 256, exclude: Any = None) -> IntArray:
+        """Not supported by this backend (:meth:`BOTS.take`)."""
+        raise UnsupportedByBackendError("take", _BACKEND)
+
+    def release(self, task_ids: Any) -> int:
+        """Not supported by this backend (:meth:`BOTS.release`)."""
+        raise UnsupportedByBackendError("release", _BACKEND)
+
+    @property
+    def in_flight(self) -> IntArray:
+        """Not supported by this backend (:attr:`BOTS.in_flight`)."""
+        raise UnsupportedByBackendError("in_flight", _BACKEND)
+
+    # ----------------------------------------------------------------------------- updates
+    def update(self, task_ids: Any, successes: Any, trials: Any, predicted: Any = None) -> None:
+        """See :meth:`BOTS.update` (same inputs, checks and errors)."""
+        ids = as_ids(task_ids, "task_ids")
+        succ = as_floats(successes, "successes")
+        if np.ndim(trials) == 0:
+            tri = np.array([_scalar_trials(trials)], dtype=np.float64)
+        else:
+            tri = as_floats(trials, "trials")
+        pred = None if predicted is None else as_floats(predicted, "predicted", self._num_tasks)
+        self._apply(ids, succ, tri, pred)
+
+    def update_rewards(
+        self,
+        task_ids: Any,
+        rewards: Any,
+        *,
+        reward_range: tuple[float, float] | None = None,
+        success_threshold: float | None = None,
+    ) -> None:
+        """See :meth:`BOTS.update_rewards`."""
+        ids = as_ids(task_ids, "task_ids")
+        succ, tri = _reward_counts(rewards, len(ids), _reward_map(reward_range, success_threshold))
+        self._apply(ids, succ, tri, None)
+
+    def _apply(self, ids: IntArray, succ: FloatArray, tri: FloatArray, pred: FloatArray | None) -> None:
+        with self._lock:
+            # The core validates the batch and sums repeated ids: same checks, same errors.
+            batch = _core.aggregate(self._num_tasks, ids, succ, tri)
+            estimator = self._estimator if pred is None else None
+            if pred is not None:
+                step = StepEvidence({"predicted": checked_prediction(pred, self._num_tasks)})
+            elif estimator is not None:
+                step = estimator.observe(batch)
+            else:
+                step = StepEvidence()
+            halvings = self._rho_halvings + int(self._adaptive_rho and _predictions_miss(step, batch))
+            drift = self._drift
+            if self._adaptive_lam:
+                at = _to_device(batch.ids, self._device)
+                drift = _smoothed_drift(drift, _host(self._alpha[at]), _host(self._beta[at]), batch)
+            lam = _lam_for(self._lam, drift) if self._adaptive_lam else self._lam
+            evidence = self._evidence_on_device(step, estimator)
+            self._update(batch, evidence, lam=lam, rho=self._rho * 0.5**halvings)
+            if estimator is not None:
+                estimator.commit(step)
+            self._rho_halvings = halvings
+            self._drift = drift
+            self._num_updates += 1
+
+    def _evidence_on_device(self, step: StepEvidence, estimator: Estimator | None) -> torch.Tensor | None:
+        """p̃ of every task on the device (NaN = none), computed as the core computes it, or
+        None when the step has no implicit evidence."""
+        kw = step.update_kwargs
+        if "predicted" in kw:
+            return _to_device(np.asarray(kw["predicted"], dtype=np.float64), self._device, self._dtype)
+        if "capability" not in kw:
+            return None
+        weak, strong = self._references_for(estimator, kw["weak"], kw["strong"])
+        mu = float(kw["capability"])
+        return (mu * strong + (1.0 - mu) * weak).clamp(0.0, 1.0)
+
+    def _references_for(self, estimator: Estimator | None, weak: Any, strong: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        """The interpolation references on the device in the storage type (float32 values either
+        way), moved once per estimator."""
+        cached = self._references
+        if cached is not None and estimator is not None and cached[0] is estimator:
+            return cached[1], cached[2]
+        w = _to_device(np.asarray(weak, dtype=np.float32), self._device, self._dtype)
+        s = _to_device(np.asarray(strong, dtype=np.float32), self._device, self._dtype)
+        if isinstance(estimator, Interpolation):
+            self._references = (estimator, w, s)
+        return w, s
+
+    def _update(self, batch: _core.Batch, p: torch.Tensor | None, *, lam: float, rho: float) -> None:
+        """The core's update rule on the device: every task decays toward its prior and takes its
+        implicit evidence; then the rolled-out tasks get their explicit evidence instead."""
+        a, b = self._alpha, self._beta
+        decay = 1.0 - lam
+        at = _to_device(batch.ids, self._device)
+        s = _to_device(batch.successes, self._device)
+        f = _to_device(batch.trials, self._device) - s
+        # The rolled-out tasks' new values, from their values before this step, in float64.
+        rolled_a = (
+            decay * a[at].to(torch.float64) + lam * self._prior_at(self._prior_alpha, self._prior_alpha_t, at) + s
+        )
+        rolled_b = decay * b[at].to(torch.float64) + lam * self._prior_at(self._prior_beta, self._prior_beta_t, at) + f
+        pull_a = self._pull(lam, self._prior_alpha, self._prior_alpha_t)
+        pull_b = self._pull(lam, self._prior_beta, self._prior_beta_t)
+        a.mul_(decay).add_(pull_a)
+        b.mul_(decay).add_(pull_b)
+        if p is not None:
+            weight = rho * self._n_rollouts
+            # No prediction (NaN) adds exactly 0, as in the core.
+            a.add_(torch.nan_to_num(weight * p, nan=0.0))
+            b.add_(torch.nan_to_num(weight * (1.0 - p), nan=0.0))
+        a[at] = rolled_a.to(self._dtype)
+        b[at] = rolled_b.to(self._dtype)
+
+    @staticmethod
+    def _pull(lam: float, scalar: float | FloatArray, on_device: torch.Tensor | None) -> float | torch.Tensor:
+        """λ·α0 (or λ·β0): a number for a scalar prior, a device tensor for a per-task one."""
+        return lam * float(cast(float, scalar)) if on_device is None else lam * on_device
+
+    @staticmethod
+    def _prior_at(scalar: float | FloatArray, on_device: torch.Tensor | None, at: torch.Tensor) -> Any:
+        if on_device is None:
+            return float(cast(float, scalar))
+        return on_device[at].to(torch.float64)
+
+    # ----------------------------------------------------------------------------- state
+    def state_dict(self) -> dict[str, Any]:
+        """The checkpoint state, in :meth:`BOTS.state_dict`'s layout (float64 arrays): it loads
+        into BOTS, and a BOTS state loads here."""
+        with self._lock:
+            return selector_state(
+                params=self._params_dict(),
+                prior_alpha=self._prior_alpha,
+                prior_beta=self._prior_beta,
+                alpha=_host(self._alpha),
+                beta=_host(self._beta),
+                num_selections=self._num_selections,
+                num_updates=self._num_updates,
+                evidence=self._estimator.state_dict() if self._estimator is not None else None,
+                rho_halvings=self._rho_halvings,
+                drift=self._drift,
+                stream=None,
+            )
+
+    def load_state_dict(self, state: dict[str, Any], *, params: ParamsOnLoad = "error") -> None:
+        """See :meth:`BOTS.load_state_dict` (same ``params`` rule and errors)."""
+        if params not in _PARAMS_ON_LOAD:
+            raise InvalidArgumentError(
+                f"params: must be one of {', '.join(map(repr, _PARAMS_ON_LOAD))}, got {params!r}", "params"
+            )
+        fresh = TorchBOTS._from_state(
+            state, evidence=user_object(self._estimator), device=self._device, dtype=self._dtype, threads=self._threads
+        )
+        if fresh._num_tasks != self._num_tasks:
+            raise CheckpointError(f"state: has {fresh._num_tasks} tasks, this selector has {self._num_tasks}")
+        with self._lock:
+            differences = _param_differences(cast(BOTS, self), cast(BOTS, fresh))
+            if differences and params == "error":
+                raise CheckpointError(
+                    f"state: its parameters differ from this selector's ({'; '.join(differences)}); pass "
+                    "params='checkpoint' to take the state's, params='current' to keep this selector's"
+                )
+            if params == "current":
+                for name in (*_KNOWN_PARAMS, "prior_alpha", "prior_beta", "prior_alpha_t", "prior_beta_t"):
+                    setattr(fresh, f"_{name}", getattr(self, f"_{name}"))
+            lock, prefetch = self._lock, self._prefetch
+            self.__dict__.update(fresh.__dict__)
+            self._lock, self._prefetch = lock, prefetch
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write a checkpoint atomically (the file :meth:`BOTS.load` reads)."""
+        write_checkpoint(path, self.state_dict())
+
+    @classmethod
+    def load(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        device: Any = None,
+        dtype: Any = None,
+        evidence: ImplicitEvidence | None = None,
+        threads: int | None = None,
+        prefetch: bool = True,
+    ) -> TorchBOTS:
+        """Read a checkpoint written by :meth:`save` or :meth:`BOTS.save` onto ``device``."""
+        return cls._from_state(read_checkpoint(path), evidence=evidence, device=device, dtype=dtype, threads=threads)
+
+    @classmethod
+    def _from_state(
+        cls, state: dict[str, Any], *, evidence: Any, device: Any, dtype: Any, threads: int | None = None
+    ) -> TorchBOTS:
+        if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
+            got = state.get("format") if isinstance(state, dict) else type(state).__name__
+            raise CheckpointError(f"state: not a bots-rft selector state (format {got!r})")
+        version = state.get("version")
+        if not isinstance(version, int) or version > STATE_VERSION:
+            raise CheckpointError(f"state: version {version!r} is newer than this bots-rft reads ({STATE_VERSION})")
+        if state.get("stream") is not None:
+            raise UnsupportedByBackendError("stream (tasks handed out by take)", _BACKEND)
+        try:
+            n = int(state["num_tasks"])
+            p = dict(state["params"])
+            extra = {name: p.pop(name) for name in list(p) if name not in _KNOWN_PARAMS}
+            ev = user_object(estimator_from_state(state.get("evidence"), evidence, n))
+            sel = cls(
+                n,
+                device=device,
+                dtype=dtype,
+                lam=p["lam"],
+                rho=p["rho"],
+                target=p["target"],
+                n_rollouts=p["n_rollouts"],
+                thompson=p["thompson"],
+                prior_alpha=state["prior_alpha"],
+                prior_beta=state["prior_beta"],
+                evidence=ev,
+                seed=p["seed"],
+                threads=threads,
+                adaptive_rho=p.get("adaptive_rho", False),
+                tau=p.get("tau", 0.0),
+                adaptive_lam=p.get("adaptive_lam", False),
+                **extra,
+            )
+            alpha = as_floats(state["alpha"], "alpha", n)
+            beta = as_floats(state["beta"], "beta", n)
+            for name, arr in (("alpha", alpha), ("beta", beta)):
+                if not np.all(np.isfinite(arr) & (arr > 0)):
+                    raise CheckpointError(f"{name}: the state holds non-positive or non-finite values")
+            sel._alpha = _to_device(alpha, sel._device, sel._dtype)
+            sel._beta = _to_device(beta, sel._device, sel._dtype)
+            for name, t in (("alpha", sel._alpha), ("beta", sel._beta)):
+                if not bool((torch.isfinite(t) & (t > 0)).all()):
+                    raise CheckpointError(f"{name}: the state holds values outside the range of {sel._dtype}")
+            sel._num_selections = as_int(state["num_selections"], "num_selections", minimum=0)
+            sel._num_updates = as_int(state["num_updates"], "num_updates", minimum=0)
+            sel._rho_halvings = as_int(state.get("rho_halvings", 0), "rho_halvings", minimum=0)
+            drift = state.get("drift")
+            sel._drift = None if drift is None else as_real(drift, "drift")
+        except (CheckpointError, UnsupportedByBackendError):
+            raise
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise CheckpointError(f"state: malformed selector state ({type(exc).__name__}: {exc})") from None
+        return sel
+
+    # Pickling goes through the state dict (arrays as numpy buffers); the device travels by name.
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.state_dict()
+        if self._estimator is not None and not self._estimator.rebuilt_from_state:
+            state["evidence_object"] = user_object(self._estimator)
+        state["device"] = str(self._device)
+        state["dtype"] = str(self._dtype).removeprefix("torch.")
+        state["threads"] = self._threads
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        fresh = TorchBOTS._from_state(
+            state,
+            evidence=state.get("evidence_object"),
+            device=state.get("device"),
+            dtype=state.get("dtype"),
+            threads=state.get("threads"),
+        )
+        self.__dict__.update(fresh.__dict__)
+
+
+def _smallest(d: torch.Tensor, k: int) -> torch.Tensor:
+    """Positions of the k smallest finite values of ``d`` in the order (value, position); fewer
+    when fewer are finite. ``torch.topk`` breaks ties arbitrarily, so it only finds the k-th
+    value; every position at or below it is then sorted, stably, by value."""
+    if k <= 0 or d.numel() == 0:
+        return torch.empty(0, dtype=torch.int64, device=d.device)
+    kth = torch.topk(d, k, largest=False, sorted=False).values.max()
+    candidates = torch.nonzero((d <= kth) & (d < math.inf)).squeeze(1)  # ascending positions
+    order = torch.sort(d[candidates], stable=True).indices[:k]
+    return candidates[order]
+
+
+def _to_device(arr: np.ndarray, device: torch.device, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """A device copy of a numpy array (which may be read-only, as the estimators' arrays are)."""
+    return torch.tensor(arr, device=device, dtype=dtype)
+
+
+def _host(t: torch.Tensor) -> FloatArray:
+    """A float64 numpy copy of a device tensor."""
+    return cast(FloatArray, t.detach().to("cpu", torch.float64).numpy().copy())
+
+
+def _no_ids() -> IntArray:
+    return np.empty(0, dtype=np.int64)
+
+
+def _as_device(device: Any) -> torch.device:
+    if device is None:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if not isinstance(device, (str, torch.device)):
+        raise InvalidTypeError(f"device: must be a torch device or its name, got {type(device).__name__}", "device")
+    try:
+        dev = torch.device(device)
+    except RuntimeError as exc:
+        raise InvalidArgumentError(f"device: {device!r} is not a torch device ({exc})", "device") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise InvalidArgumentError(f"device: {device!r} asked for, but torch sees no CUDA device", "device")
+    return dev
+
+
+_DTYPES = {"float32": torch.float32, "float64": torch.float64}
+
+
+def _as_dtype(dtype: Any) -> torch.dtype:
+    if dtype is None:
+        return torch.float32
+    if isinstance(dtype, str) and dtype in _DTYPES:
+        return _DTYPES[dtype]
+    if dtype in (torch.float32, torch.float64):
+        return cast(torch.dtype, dtype)
+    raise InvalidArgumentError(f"dtype: must be torch.float32 or torch.float64, got {dtype!r}", "dtype")
+
+
+def _refuse_unknown_params(unknown: dict[str, Any]) -> None:
+    """Parameters BOTS has and this backend does not implement are refused unless at BOTS's
+    default (so a checkpoint written by a newer BOTS loads when it does not use them); names
+    BOTS does not take either are a TypeError, as for any function."""
+    defaults = inspect.signature(BOTS.__init__).parameters
+    for name, value in unknown.items():
+        if name not in defaults:
+            raise TypeError(f"TorchBOTS() got an unexpected keyword argument {name!r}")
+        default = defaults[name].default
+        if default is inspect.Parameter.empty or value != default:
+            raise UnsupportedByBackendError(name, _BACKEND)
