@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from bots_rft import BotsError, CheckpointError, InvalidArgumentError, InvalidTypeError
-from bots_rft.baselines import Selector
+from bots_rft.baselines import RollsOut, Selector
 from bots_rft.checkpoint import load_state, save_state
 from bots_rft.methods import METHODS, PARAMETERS, Method, Parameter, method, method_names
 
@@ -32,11 +32,17 @@ def _references() -> tuple[np.ndarray, np.ndarray]:
     return weak, np.clip(weak + 0.3, 0.0, 1.0)
 
 
-def _rollout(ids: np.ndarray) -> np.ndarray:
+def _rollout(ids: np.ndarray, counts: np.ndarray | None = None) -> np.ndarray:
     """Success counts that depend on the task only: two runs that roll out the same tasks see the
-    same outcomes. A third of the tasks are always solved, a third never, the rest in between."""
+    same outcomes. A third of the tasks are always solved, a third never, the rest in between.
+    With ``counts`` (methods that choose rollouts per task), the same rate out of ``counts[i]``."""
     ids = np.asarray(ids, dtype=np.int64)
-    return np.select([ids % 3 == 0, ids % 3 == 1], [0, ROLLOUTS], default=1 + ids % (ROLLOUTS - 1)).astype(np.float64)
+    succ = np.select([ids % 3 == 0, ids % 3 == 1], [0, ROLLOUTS], default=1 + ids % (ROLLOUTS - 1)).astype(np.float64)
+    if counts is None:
+        return succ
+    k = np.asarray(counts, dtype=np.float64)
+    inside = (succ > 0) & (succ < ROLLOUTS) & (k >= 2)
+    return np.where(inside, np.clip(np.rint(succ / ROLLOUTS * k), 1, k - 1), np.rint(succ / ROLLOUTS * k))
 
 
 def _signals(m: Method) -> dict[str, Any]:
@@ -57,6 +63,11 @@ def _build(m: Method, **params: Any) -> Selector:
 
 
 def _feedback(sel: Selector, ids: np.ndarray) -> None:
+    if isinstance(sel, RollsOut):  # it rolled out itself: feed back the batch it hands over
+        batch = sel.take_batch()
+        assert batch is not None and batch.task_ids.tolist() == ids.tolist()
+        sel.update(batch.task_ids, batch.successes, batch.trials)
+        return
     take = getattr(sel, "take_rollouts", None)
     succ = take() if take is not None else None
     sel.update(ids, _rollout(ids) if succ is None else succ, ROLLOUTS)

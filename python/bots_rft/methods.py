@@ -174,6 +174,79 @@ TAU = Parameter(
 ADAPTIVE_RHO = Parameter("adaptive_rho", "bool", False, "halve ρ when the estimator's predictions miss by ≥ 0.25")
 ADAPTIVE_LAM = Parameter("adaptive_lam", "bool", False, "scale λ by the learner's observed drift (within ×4)")
 
+# The peers from the literature (bots_rft.peers), each with its published default.
+CANDIDATE_RATIO = Parameter(
+    "candidate_ratio", "float", 32.0, "DPS: candidates scored per step, as a multiple of the batch size", 1.0
+)
+PRIOR_ALPHA = Parameter(
+    "prior_alpha", "float", 1.0, "DPS: Dirichlet prior count of every state transition", 0.0, low_open=True
+)
+TRANSITION_DECAY = Parameter(
+    "transition_decay", "float", 0.7, "DPS: share of old transition counts kept each step (1: no forgetting)", 0.0, 1.0
+)
+P_EASY = Parameter("p_easy", "float", 0.5, "GRESO: initial exploration probability of always-solved prompts", 0.0, 1.0)
+P_HARD = Parameter("p_hard", "float", 0.5, "GRESO: initial exploration probability of never-solved prompts", 0.0, 1.0)
+TARGET_ZERO_VARIANCE = Parameter(
+    "target_zero_variance", "float", 0.25, "GRESO: target share of zero-variance groups rolled out", 0.0, 1.0
+)
+SAMPLING_RATIO = Parameter(
+    "sampling_ratio",
+    "float",
+    1.5,
+    "GRESO: generation batch as a multiple of the batch size (384/256)",
+    0.0,
+    low_open=True,
+)
+N_INIT = Parameter("n_init", "int", 4, "SPEED: screening rollouts per new prompt", 2)
+N_CONTINUE = Parameter("n_continue", "int", 12, "SPEED: further rollouts per qualified prompt", 1)
+GEN_RATIO = Parameter(
+    "gen_ratio",
+    "float",
+    1.0,
+    "SPEED: prompts screened per generation call, as a multiple of the batch size",
+    0.0,
+    low_open=True,
+)
+MAX_GEN_BATCHES = Parameter("max_gen_batches", "int", 50, "SPEED: generation calls per step at most", 1)
+STEP_SIZE = Parameter("step_size", "float", 50.0, "AdaRFT: η, the step of the target difficulty (0-100 scale)", 0.0)
+SENSITIVITY = Parameter("sensitivity", "float", 2.0, "AdaRFT: α, the sensitivity of the step to the reward gap", 0.0)
+TARGET_REWARD = Parameter("target_reward", "float", 0.5, "AdaRFT: β, the batch reward the target aims at", 0.0, 1.0)
+INITIAL_DIFFICULTY = Parameter(
+    "initial_difficulty",
+    "float",
+    0.0,
+    "AdaRFT: the target difficulty at the start (0 easiest, 100 hardest)",
+    0.0,
+    100.0,
+)
+ROUNDS = Parameter("rounds", "int", 4, "Reinforce-Ada: sampling rounds per step at most", 1)
+ROUND_REPEAT = Parameter("round_repeat", "int", 8, "Reinforce-Ada: rollouts per active prompt and round", 1)
+KEEP = Parameter("keep", "int", 4, "Reinforce-Ada: a prompt stops with keep/2 correct and keep/2 incorrect rollouts", 2)
+N_LOW = Parameter("n_low", "int", 2, "Knapsack-RL: fewest rollouts a prompt gets", 1)
+N_HIGH = Parameter("n_high", "int", 128, "Knapsack-RL: most rollouts a prompt gets", 1)
+PEER_PARAMS = (
+    CANDIDATE_RATIO,
+    PRIOR_ALPHA,
+    TRANSITION_DECAY,
+    P_EASY,
+    P_HARD,
+    TARGET_ZERO_VARIANCE,
+    SAMPLING_RATIO,
+    N_INIT,
+    N_CONTINUE,
+    GEN_RATIO,
+    MAX_GEN_BATCHES,
+    STEP_SIZE,
+    SENSITIVITY,
+    TARGET_REWARD,
+    INITIAL_DIFFICULTY,
+    ROUNDS,
+    ROUND_REPEAT,
+    KEEP,
+    N_LOW,
+    N_HIGH,
+)
+
 #: Every parameter by name (``n_rollouts`` is BOTS' real-valued one; dynamic sampling's is an int).
 PARAMETERS: Mapping[str, Parameter] = MappingProxyType(
     {
@@ -192,9 +265,13 @@ PARAMETERS: Mapping[str, Parameter] = MappingProxyType(
             TAU,
             ADAPTIVE_RHO,
             ADAPTIVE_LAM,
+            *PEER_PARAMS,
         )
     }
 )
+#: BOTS-Plan's bounds on the rollouts one task gets (its budget is batch × n, what BOTS spends).
+N_MIN = Parameter("n_min", "int", 8, "BOTS-Plan: fewest rollouts a planned task gets", 1)
+N_MAX = Parameter("n_max", "int", 32, "BOTS-Plan: most rollouts a planned task gets", 1)
 #: The selection rule's further settings, which every BOTS-based method takes (off by default).
 RULE_PARAMS = (TAU, ADAPTIVE_RHO, ADAPTIVE_LAM)
 
@@ -359,6 +436,22 @@ def _build_similarity(
     return _bots(n, p, evidence, threads)
 
 
+def _build_plan(m: Method, n: int, weak: Any, strong: Any, rollout: Any, threads: Any, p: dict[str, Any]) -> Selector:
+    from .planning import PlannedBOTS
+
+    if rollout is None:
+        raise InvalidArgumentError(
+            f"rollout: the {m.name} method rolls out inside select and needs a rollout callback "
+            "rollout(task_ids, counts)",
+            "rollout",
+        )
+    if p["n_max"] < p["n_min"]:
+        raise InvalidArgumentError(f"n_max: must be >= n_min={p['n_min']}, got {p['n_max']}", "n_max")
+    per_task = max(1, round(p["n_rollouts"]))  # the rollouts BOTS gives a task: the plan's budget per batch slot
+    bots = _bots(n, p, _interpolation(m, weak, strong, p), threads)
+    return PlannedBOTS(bots, rollout, n_rollouts=per_task, n_min=p["n_min"], n_max=p["n_max"])
+
+
 def _build_random(m: Method, n: int, weak: Any, strong: Any, rollout: Any, threads: Any, p: dict[str, Any]) -> Selector:
     from .baselines import RandomSelector
 
@@ -392,7 +485,52 @@ def _build_dynamic(
     )
 
 
+def _needs_rollout(m: Method, rollout: Any) -> Any:
+    if rollout is None:
+        raise InvalidArgumentError(
+            f"rollout: the {m.name} method rolls out inside select and needs a rollout callback "
+            "rollout(task_ids, counts)",
+            "rollout",
+        )
+    return rollout
+
+
+def _build_dps(m: Method, n: int, weak: Any, strong: Any, rollout: Any, threads: Any, p: dict[str, Any]) -> Selector:
+    from .peers.dps import DynamicsPredictiveSampling
+
+    return DynamicsPredictiveSampling(n, **p)
+
+
+def _build_adarft(m: Method, n: int, weak: Any, strong: Any, rollout: Any, threads: Any, p: dict[str, Any]) -> Selector:
+    from .peers.adarft import AdaRFT
+
+    refs = _references(m, weak, strong)
+    assert refs is not None  # required
+    sel = AdaRFT(*refs, **p)
+    if sel.num_tasks != n:
+        raise InvalidArgumentError(f"weak: has {sel.num_tasks} pass rates, expected num_tasks={n}", "weak")
+    return sel
+
+
+def _build_self_rolling(cls_path: str) -> Callable[..., Selector]:
+    def build(m: Method, n: int, weak: Any, strong: Any, rollout: Any, threads: Any, p: dict[str, Any]) -> Selector:
+        import importlib
+
+        module, _, name = cls_path.partition(":")
+        cls = getattr(importlib.import_module(module), name)
+        selector: Selector = cls(n, _needs_rollout(m, rollout), **p)
+        return selector
+
+    return build
+
+
 _BUILDERS: dict[str, Callable[..., Selector]] = {
+    "dps": _build_dps,
+    "adarft": _build_adarft,
+    "greso": _build_self_rolling("bots_rft.peers.greso:GRESO"),
+    "speed": _build_self_rolling("bots_rft.peers.speed:SpeedRL"),
+    "knapsack": _build_self_rolling("bots_rft.peers.knapsack:KnapsackAllocation"),
+    "reinforce-ada": _build_self_rolling("bots_rft.peers.reinforce_ada:ReinforceAda"),
     "bots": _build_bots,
     "random": _build_random,
     "offline": _build_offline,
@@ -401,6 +539,7 @@ _BUILDERS: dict[str, Callable[..., Selector]] = {
     "dynamic": _build_dynamic,
     "bots-multiref": _build_multiref,
     "bots-sim": _build_similarity,
+    "bots-plan": _build_plan,
 }
 
 _BOTS_FILE = "selector.bots"  # BOTS' own file name since the first release
@@ -419,6 +558,17 @@ METHODS: Mapping[str, Method] = MappingProxyType(
                 (LAM, RHO, TARGET, THOMPSON, PSEUDO_ROLLOUTS, MOMENTUM, MIN_GAP, SEED, *RULE_PARAMS),
                 "optional",
                 _BOTS_FILE,
+            ),
+            Method(
+                "bots-plan",
+                "BOTS-Plan",
+                "BOTS choosing tasks and rollout counts together: the plan with the most expected informative "
+                "groups under a budget of batch × n rollouts (BOTS.plan)",
+                "bots_rft.planning:PlannedBOTS",
+                (LAM, RHO, TARGET, THOMPSON, PSEUDO_ROLLOUTS, MOMENTUM, MIN_GAP, SEED, *RULE_PARAMS, N_MIN, N_MAX),
+                "optional",
+                _BOTS_FILE,
+                rolls_out=True,
             ),
             Method(
                 "random",
@@ -490,6 +640,69 @@ METHODS: Mapping[str, Method] = MappingProxyType(
                 "unused",
                 _BOTS_FILE,
                 signals=("embeddings",),
+            ),
+            Method(
+                "dps",
+                "DPS",
+                "Dynamics-Predictive Sampling: per-task hidden Markov model of the solving state "
+                "(unsolved/partial/solved), top-k predicted partial among candidates",
+                "bots_rft.baselines:DynamicsPredictiveSampling",
+                (CANDIDATE_RATIO, PRIOR_ALPHA, TRANSITION_DECAY, SEED),
+                "unused",
+                _BASELINE_FILE,
+            ),
+            Method(
+                "greso",
+                "GRESO",
+                "DAPO dynamic sampling that skips, before rollout, prompts whose recent groups had zero "
+                "reward variance, with self-tuning exploration probabilities",
+                "bots_rft.baselines:GRESO",
+                (ROLLOUTS, P_EASY, P_HARD, TARGET_ZERO_VARIANCE, SAMPLING_RATIO, MAX_ROUNDS, SEED),
+                "unused",
+                _BASELINE_FILE,
+                rolls_out=True,
+            ),
+            Method(
+                "speed",
+                "SPEED-RL",
+                "screening rollouts for every candidate, full rollouts only for those whose screening disagrees",
+                "bots_rft.baselines:SpeedRL",
+                (N_INIT, N_CONTINUE, GEN_RATIO, MAX_GEN_BATCHES, SEED),
+                "unused",
+                _BASELINE_FILE,
+                rolls_out=True,
+                aliases=("speed-rl",),
+            ),
+            Method(
+                "adarft",
+                "AdaRFT",
+                "a target difficulty that moves with the batch reward; the tasks nearest it by reference difficulty",
+                "bots_rft.baselines:AdaRFT",
+                (STEP_SIZE, SENSITIVITY, TARGET_REWARD, INITIAL_DIFFICULTY, SEED),
+                "required",
+                _BASELINE_FILE,
+            ),
+            Method(
+                "knapsack",
+                "Knapsack-RL",
+                "rollouts per task chosen as a knapsack over expected value and cost, same total budget",
+                "bots_rft.baselines:KnapsackAllocation",
+                (ROLLOUTS, N_LOW, N_HIGH, SEED),
+                "unused",
+                _BASELINE_FILE,
+                rolls_out=True,
+                aliases=("knapsack-rl",),
+            ),
+            Method(
+                "reinforce-ada",
+                "Reinforce-Ada",
+                "sequential sampling in rounds; a prompt stops once it has both correct and incorrect rollouts",
+                "bots_rft.baselines:ReinforceAda",
+                (ROUNDS, ROUND_REPEAT, KEEP, SEED),
+                "unused",
+                _BASELINE_FILE,
+                rolls_out=True,
+                aliases=("reinforce_ada", "reinforceada"),
             ),
         )
     }

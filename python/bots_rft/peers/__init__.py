@@ -11,6 +11,20 @@ per-task budgets) follow the :class:`bots_rft.baselines.RollsOut` protocol throu
 
 from __future__ import annotations
 
+from .adarft import AdaRFT
 from .base import SelfRolling
+from .dps import DynamicsPredictiveSampling
+from .greso import GRESO
+from .knapsack import KnapsackAllocation
+from .reinforce_ada import ReinforceAda
+from .speed import SpeedRL
 
-__all__ = ["SelfRolling"]
+__all__ = [
+    "SelfRolling",
+    "DynamicsPredictiveSampling",
+    "GRESO",
+    "SpeedRL",
+    "AdaRFT",
+    "KnapsackAllocation",
+    "ReinforceAda",
+]

@@ -28,7 +28,7 @@ from ..baselines import RolledBatch
 from ..errors import CheckpointError, InvalidArgumentError, InvalidTypeError
 from ..methods import SEED
 
-__all__ = ["SelfRolling", "IdArray", "FloatArray", "restore_rng", "check_state"]
+__all__ = ["SelfRolling", "Groups", "IdArray", "FloatArray", "restore_rng", "check_state", "saved_array"]
 
 IdArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]

@@ -1,0 +1,132 @@
+"""Knapsack-RL, rollout budgets per task chosen as a knapsack (Li et al., arXiv 2509.25849).
+
+The batch is the data loader's (an epoch-order walk of the pool); what Knapsack-RL chooses is how
+many rollouts each of its prompts gets, out of the budget uniform allocation would spend
+(``batch_size x n_rollouts``). Each prompt is an item whose value, given ``N`` rollouts and success
+rate ``p``, is the probability that its group has a nonzero GRPO gradient times the expected gain
+from learning on it:
+
+    Value(N, p) = (1 - p**N - (1 - p)**N) * p * (1 - p)**2
+
+with ``p`` estimated from the prompt's previous rollouts (the paper uses the success rate of the
+previous epoch). Every prompt gets between ``n_low`` and ``n_high`` rollouts. Value has decreasing
+increments in ``N``, so handing the budget out one rollout at a time to the largest increment is
+an exact solution of this knapsack; that is what :func:`allocate` does, vectorised.
+
+Choices where the paper leaves room (named, and in docs/peers.md): a prompt never rolled out has no
+estimate and gets the uniform ``n_rollouts``, outside the knapsack; prompts whose estimate is 0
+or 1 have value 0 and get ``n_low``, except that budget left once every increment is zero goes to
+the never-solved prompts first (the paper's fallback for unsolved prompts), then evenly to all, up
+to ``n_high``. Defaults n_low = 2 and n_high = 128 (the paper reports budgets up to 93).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ..baselines import EpochOrder, RolledBatch
+from ..errors import CheckpointError, InvalidArgumentError
+from ..methods import N_HIGH, N_LOW, ROLLOUTS
+from .base import FloatArray, Groups, IdArray, SelfRolling, saved_array
+
+__all__ = ["KnapsackAllocation", "allocate", "task_value"]
+
+
+def task_value(n: npt.ArrayLike, p: npt.ArrayLike) -> FloatArray:
+    """Knapsack-RL's value of ``n`` rollouts of a prompt with success rate ``p``."""
+    n_, p_ = np.asarray(n, dtype=np.float64), np.asarray(p, dtype=np.float64)
+    nonzero = 1.0 - p_**n_ - (1.0 - p_) ** n_
+    return np.asarray(nonzero * p_ * (1.0 - p_) ** 2, dtype=np.float64)
+
+
+def allocate(p: FloatArray, budget: int, n_low: int, n_high: int) -> npt.NDArray[np.int64]:
+    """Rollouts per prompt maximising the summed :func:`task_value` with ``sum == budget`` (as long
+    as ``n_low * len(p) <= budget <= n_high * len(p)``). Budget no increment values goes first to the
+    prompts estimated at 0 (never solved), then to all, evenly, within ``n_high``."""
+    m = p.size
+    counts = np.full(m, n_low, dtype=np.int64)
+    left = budget - n_low * m
+    if m == 0 or left <= 0:
+        return counts
+    steps = np.arange(n_low, n_high)  # the increment N -> N + 1
+    gain = task_value(steps[None, :] + 1, p[:, None]) - task_value(steps[None, :], p[:, None])
+    flat = gain.ravel()
+    positive = int((flat > 1e-15).sum())
+    take = min(left, positive)
+    if take:
+        # The largest increments (stable: ties go to the earlier prompt); each row is decreasing,
+        # so the chosen ones are a prefix of every row.
+        best = np.argsort(-flat, kind="stable")[:take]
+        counts += np.bincount(best // gain.shape[1], minlength=m)
+        left -= take
+    for group in (p <= 0.0, np.ones(m, dtype=bool)):  # fallback: unsolved prompts first, then all
+        while left > 0:
+            room = group & (counts < n_high)
+            k = int(room.sum())
+            if k == 0:
+                break
+            share = np.zeros(m, dtype=np.int64)
+            idx = np.flatnonzero(room)
+            share[idx] = left // k
+            share[idx[: left % k]] += 1
+            share = np.minimum(share, n_high - counts)
+            counts += share
+            left -= int(share.sum())
+    return counts
+
+
+class KnapsackAllocation(SelfRolling):
+    """Knapsack-RL as a selector that rolls out itself (module docstring: rule, defaults, choices)."""
+
+    kind = "knapsack"
+
+    def __init__(
+        self,
+        num_tasks: int,
+        rollout: Any,
+        *,
+        n_rollouts: int = ROLLOUTS.default,
+        n_low: int = N_LOW.default,
+        n_high: int = N_HIGH.default,
+        seed: int = 0,
+    ) -> None:
+        super().__init__(num_tasks, rollout, seed=seed)
+        self.n_rollouts = ROLLOUTS.check(n_rollouts)
+        self.n_low = N_LOW.check(n_low)
+        self.n_high = N_HIGH.check(n_high)
+        if not self.n_low <= self.n_rollouts <= self.n_high:
+            raise InvalidArgumentError(
+                f"n_low: need n_low <= n_rollouts <= n_high, got {self.n_low}, {self.n_rollouts}, {self.n_high}",
+                "n_low",
+            )
+        self._order = EpochOrder(self.num_tasks, seed=self.seed)
+        #: Each prompt's success rate at its last rollout (NaN: never rolled out).
+        self.estimate: FloatArray = np.full(self.num_tasks, np.nan)
+
+    def _roll_step(self, batch_size: int, allowed: npt.NDArray[np.bool_] | None) -> tuple[RolledBatch, Groups]:
+        ids = self._order.select(batch_size, exclude=None if allowed is None else ~allowed)
+        p = self.estimate[ids]
+        known = ~np.isnan(p)
+        counts = np.full(ids.size, self.n_rollouts, dtype=np.int64)
+        counts[known] = allocate(p[known], int(known.sum()) * self.n_rollouts, self.n_low, self.n_high)
+        succ = self._roll(ids, counts)
+        trials = counts.astype(np.float64)
+        return RolledBatch(ids, succ, trials, rollouts=self._spent), (ids, succ, trials)
+
+    def _learn(self, task_ids: IdArray, successes: FloatArray, trials: FloatArray) -> None:
+        self.estimate[task_ids] = successes / trials
+
+    def _extra_state(self) -> dict[str, Any]:
+        return {"order": self._order.state_dict(), "estimate": self.estimate.copy()}
+
+    def _load_extra_state(self, state: dict[str, Any]) -> None:
+        estimate = saved_array(state, "estimate", (self.num_tasks,), np.float64)
+        known = estimate[~np.isnan(estimate)]
+        if np.any((known < 0) | (known > 1)):
+            raise CheckpointError("state: has success-rate estimates outside [0, 1]")
+        order = EpochOrder(self.num_tasks, seed=self.seed)
+        order.load_state_dict(state.get("order"))  # type: ignore[arg-type]
+        self._order, self.estimate = order, estimate
