@@ -27,6 +27,7 @@ and parameters added to BOTS that this backend does not know, unless at their de
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 import os
@@ -259,7 +260,9 @@ class TorchBOTS:
         return MappingProxyType(self._params_dict())
 
     def _params_dict(self) -> dict[str, Any]:
-        return {
+        # BOTS's parameters that this backend does not implement are at their default (others are
+        # refused), and are written as such: the checkpoint layout is BOTS's.
+        return _bots_param_defaults() | {
             "lam": self._lam,
             "rho": self._rho,
             "target": self._target,
@@ -829,6 +832,12 @@ def _as_dtype(dtype: Any) -> torch.dtype:
     if dtype in (torch.float32, torch.float64):
         return cast(torch.dtype, dtype)
     raise InvalidArgumentError(f"dtype: must be torch.float32 or torch.float64, got {dtype!r}", "dtype")
+
+
+@functools.cache
+def _bots_param_defaults() -> dict[str, Any]:
+    """Every parameter BOTS records in a checkpoint, at its default."""
+    return BOTS(1, prefetch=False)._params_dict()
 
 
 def _refuse_unknown_params(unknown: dict[str, Any]) -> None:

@@ -1,0 +1,439 @@
+"""The torch backend (``BOTS(..., backend="torch")``) against the Rust core, on CPU tensors.
+
+tests/test_torch_backend_cuda.py runs the same checks on a CUDA device (it imports this module's
+tests and overrides the ``device`` fixture)."""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from scipy import stats
+
+torch = pytest.importorskip("torch")
+
+from bots_rft import BOTS, Interpolation, _core  # noqa: E402
+from bots_rft.backends import UnsupportedByBackendError  # noqa: E402
+from bots_rft.backends._torch_draws import philox4x32, thompson_draws  # noqa: E402
+from bots_rft.backends.torch import TorchBOTS  # noqa: E402
+from bots_rft.errors import BotsError, CheckpointError  # noqa: E402
+
+DTYPES = ["float32", "float64"]
+
+
+@pytest.fixture(scope="module")
+def device() -> str:
+    return "cpu"
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread() -> Iterator[None]:
+    # Small tensors: torch's thread pool only adds contention on a shared machine.
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def references(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    weak = rng.random(n) * 0.6
+    strong = np.clip(weak + 0.4 * rng.random(n), 0, 1)
+    weak[rng.random(n) < 0.05] = np.nan
+    return weak, strong
+
+
+def pair(n: int, device: str, dtype: str = "float64", **kwargs: Any) -> tuple[BOTS, TorchBOTS]:
+    return BOTS(n, **kwargs), TorchBOTS(n, device=device, dtype=dtype, **kwargs)
+
+
+def rtol(dtype: str) -> float:
+    # float32 storage: each step rounds α and β to float32; the update contracts toward the prior,
+    # so the relative error stays a few float32 ulps.
+    return 0.0 if dtype == "float64" else 2e-6
+
+
+# ----------------------------------------------------------------------------- construction
+def test_the_hook_builds_the_torch_backend(device: str) -> None:
+    sel = BOTS(10, backend="torch", device=device, seed=3, lam=0.2)
+    assert isinstance(sel, TorchBOTS)
+    assert sel.device.type == device and sel.dtype == torch.float32
+    assert sel.params["lam"] == 0.2 and sel.seed == 3
+    assert sel.alpha.dtype == np.float64 and not sel.alpha.flags.writeable
+
+
+def test_philox_matches_the_random123_known_answers() -> None:
+    def words(*v: int) -> tuple[Any, ...]:
+        return tuple(torch.tensor([x], dtype=torch.int64) for x in v)
+
+    out = philox4x32(words(0x243F6A88, 0x85A308D3, 0x13198A2E, 0x03707344), (0xA4093822, 0x299F31D0))  # type: ignore[arg-type]
+    assert [int(x) for x in out] == [0xD16CFE09, 0x94FDCCEB, 0x5001E420, 0x24126EA1]
+    out = philox4x32(words(*[0xFFFFFFFF] * 4), (0xFFFFFFFF, 0xFFFFFFFF))  # type: ignore[arg-type]
+    assert [int(x) for x in out] == [0x408F276D, 0x41C83B0E, 0xA20BC7C6, 0x6D5451FD]
+
+
+# ----------------------------------------------------------------------------- update
+@st.composite
+def update_sequences(draw: st.DrawFn) -> dict[str, Any]:
+    n = draw(st.integers(1, 40))
+    steps = []
+    for _ in range(draw(st.integers(1, 8))):
+        b = draw(st.integers(1, 2 * n))
+        ids = draw(st.lists(st.integers(0, n - 1), min_size=b, max_size=b))
+        trials = draw(st.lists(st.integers(1, 16), min_size=b, max_size=b))
+        succ = [draw(st.floats(0, t)) for t in trials]
+        kind = draw(st.sampled_from(["none", "predicted", "estimator"]))
+        steps.append((ids, succ, trials, kind))
+    return {
+        "n": n,
+        "lam": draw(st.floats(0, 1)),
+        "rho": draw(st.floats(0, 1)),
+        "n_rollouts": draw(st.floats(0.5, 64)),
+        "per_task_prior": draw(st.booleans()),
+        "seed": draw(st.integers(0, 2**32)),
+        "steps": steps,
+    }
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@given(case=update_sequences())
+def test_update_matches_the_core(device: str, dtype: str, case: dict[str, Any]) -> None:
+    n = case["n"]
+    rng = np.random.default_rng(case["seed"])
+    prior_a = rng.uniform(0.2, 3, n) if case["per_task_prior"] else 1.5
+    weak, strong = references(n, case["seed"])
+    kwargs = dict(lam=case["lam"], rho=case["rho"], n_rollouts=case["n_rollouts"], prior_alpha=prior_a, seed=1)
+    core = BOTS(n, evidence=Interpolation(weak, strong), **kwargs)  # type: ignore[arg-type]
+    mine = TorchBOTS(n, evidence=Interpolation(weak, strong), device=device, dtype=dtype, **kwargs)  # type: ignore[arg-type]
+    for ids, succ, trials, kind in case["steps"]:
+        predicted = None
+        if kind == "predicted":
+            predicted = rng.random(n)
+            predicted[rng.random(n) < 0.3] = np.nan
+        if kind == "none":  # explicit evidence only: a prediction of NaN everywhere
+            predicted = np.full(n, np.nan)
+        core.update(ids, succ, trials, predicted=predicted)
+        mine.update(ids, succ, trials, predicted=predicted)
+    np.testing.assert_allclose(mine.alpha, core.alpha, rtol=rtol(dtype), atol=0)
+    np.testing.assert_allclose(mine.beta, core.beta, rtol=rtol(dtype), atol=0)
+    assert mine.capability == core.capability
+    assert mine.num_updates == core.num_updates
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_update_rewards_adaptive_rho_and_lam_match_the_core(device: str, dtype: str) -> None:
+    n = 300
+    weak, strong = references(n, 4)
+    kwargs = dict(adaptive_rho=True, adaptive_lam=True, lam=0.2, rho=0.5, seed=2)
+    core = BOTS(n, evidence=Interpolation(weak, strong), **kwargs)  # type: ignore[arg-type]
+    mine = TorchBOTS(n, evidence=Interpolation(weak, strong), device=device, dtype=dtype, **kwargs)  # type: ignore[arg-type]
+    rng = np.random.default_rng(0)
+    for _ in range(12):
+        ids = rng.choice(n, 16, replace=False)
+        rewards = rng.uniform(-1, 1, (16, 4))
+        core.update_rewards(ids, rewards, reward_range=(-1, 1))
+        mine.update_rewards(ids, rewards, reward_range=(-1, 1))
+    assert mine.rho_in_use == core.rho_in_use and mine.lam_in_use == pytest.approx(core.lam_in_use, rel=1e-5)
+    np.testing.assert_allclose(mine.alpha, core.alpha, rtol=max(rtol(dtype), 1e-5) if dtype == "float32" else 0)
+    np.testing.assert_allclose(mine.mean(), core.mean(), rtol=1e-5)
+
+
+# ----------------------------------------------------------------------------- selection
+def run_both(core: Any, mine: Any, steps: int, rng: np.random.Generator, **select: Any) -> list[tuple[Any, Any]]:
+    out = []
+    for _ in range(steps):
+        a, b = core.select(16, **select), mine.select(16, **select)
+        out.append((a, b))
+        succ = rng.integers(0, 9, 16)
+        core.update(a, succ, 8)
+        mine.update(a, succ, 8)
+    return out
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("tau", [0.0, 0.05])
+def test_greedy_selection_is_the_cores(device: str, dtype: str, tau: float) -> None:
+    n = 2000
+    weak, strong = references(n, 1)
+    core = BOTS(n, thompson=False, tau=tau, evidence=Interpolation(weak, strong), seed=5)
+    mine = TorchBOTS(
+        n, thompson=False, tau=tau, evidence=Interpolation(weak, strong), seed=5, device=device, dtype=dtype
+    )
+    mask = np.zeros(n, dtype=bool)
+    mask[::7] = True
+    for exclude in (None, mask, np.arange(0, n, 3)):
+        for a, b in run_both(core, mine, 6, np.random.default_rng(3), exclude=exclude):
+            np.testing.assert_array_equal(a, b)
+            if exclude is not None:
+                assert not np.isin(b, np.flatnonzero(exclude) if exclude.dtype == bool else exclude).any()
+
+
+def test_ties_go_to_the_lower_id(device: str) -> None:
+    sel = TorchBOTS(50, thompson=False, device=device)
+    np.testing.assert_array_equal(sel.select(5), [0, 1, 2, 3, 4])
+    np.testing.assert_array_equal(sel.select(3, exclude=[0, 2]), [1, 3, 4])
+    assert sel.select(0).size == 0 and sel.num_selections == 3
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_thompson_draws_are_the_cores_up_to_rounding(device: str, dtype: str) -> None:
+    """Same Philox words as the core: on shapes >= 1 the draws agree to float32 rounding, except
+    the rare try whose acceptance test falls within rounding of its threshold."""
+    rng = np.random.default_rng(7)
+    n = 50_000
+    a, b = 1 + 40 * rng.random(n), 1 + 40 * rng.random(n)
+    ref = _core.thompson_draws(a, b, 11, 6)
+    mine = thompson_draws(
+        torch.tensor(a, device=device).to(getattr(torch, dtype)),
+        torch.tensor(b, device=device).to(getattr(torch, dtype)),
+        torch.arange(n, device=device),
+        11,
+        6,
+    ).cpu()
+    close = np.abs(mine.numpy() - ref) <= 1e-5
+    assert close.mean() > 0.999, close.mean()
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_thompson_selection_is_mostly_the_cores(device: str, dtype: str) -> None:
+    """Not guaranteed bit for bit (see the module docs), but near-ties within rounding are rare."""
+    n = 3000
+    weak, strong = references(n, 2)
+    core = BOTS(n, evidence=Interpolation(weak, strong), seed=9)
+    mine = TorchBOTS(n, evidence=Interpolation(weak, strong), seed=9, device=device, dtype=dtype)
+    same = [np.array_equal(a, b) for a, b in run_both(core, mine, 15, np.random.default_rng(1))]
+    assert sum(same) >= 13, same
+
+
+SHAPES = [(0.3, 0.5), (0.5, 4.0), (1.0, 1.0), (2.5, 40.0), (40.0, 2.5), (5000.0, 0.3)]
+
+
+@pytest.mark.parametrize("a,b", SHAPES)
+def test_thompson_draws_pass_ks(device: str, a: float, b: float) -> None:
+    n = 20_000
+    draws = thompson_draws(
+        torch.full((n,), a, device=device), torch.full((n,), b, device=device), torch.arange(n, device=device), 5, 2
+    ).cpu()
+    x = np.sort(draws.numpy().astype(np.float64))
+    assert np.all((x >= 0) & (x <= 1))
+    keep = x < 1 - 1e-6  # float32 rounding piles mass at 1 (see tests/test_backends.py)
+    f = stats.beta(a, b).cdf(x[keep])
+    i = np.flatnonzero(keep)
+    d = max(np.max((i + 1) / n - f, initial=0.0), np.max(f - i / n, initial=0.0))
+    assert stats.kstwo.sf(d, n) > 1e-3, (a, b)
+
+
+def selection_counts(make: Callable[[], Any], rounds: int, k: int) -> np.ndarray:
+    """How often each task is picked over ``rounds`` selections (one selection per stream
+    position, so the draws of different rounds are independent)."""
+    sel = make()
+    counts = np.zeros(sel.num_tasks)
+    for _ in range(rounds):
+        counts[sel.select(k)] += 1
+    return counts
+
+
+@pytest.mark.parametrize("tau", [0.0, 0.1])
+def test_thompson_selection_distribution_matches_the_cores(device: str, tau: float) -> None:
+    """Per-task pick frequencies of the two backends over 1500 selections: a chi-square test of
+    homogeneity. Shapes below 1 are included (there the two use different exact samplers)."""
+    n, rounds, k = 24, 1500, 4
+    rng = np.random.default_rng(21)
+    alpha = rng.choice([0.3, 0.8, 2.0, 6.0, 20.0], n)
+    beta = rng.choice([0.4, 1.0, 3.0, 9.0, 25.0], n)
+    state = BOTS(n, tau=tau, seed=17).state_dict()
+    state["alpha"], state["beta"] = alpha, beta
+
+    def core() -> BOTS:
+        sel = BOTS(n, tau=tau, seed=17)
+        sel.load_state_dict(state)
+        return sel
+
+    def mine() -> TorchBOTS:
+        sel = TorchBOTS(n, tau=tau, seed=17, device=device)
+        sel.load_state_dict(state)
+        return sel
+
+    table = np.stack([selection_counts(core, rounds, k), selection_counts(mine, rounds, k)])
+    table = table[:, table.sum(axis=0) > 0]
+    p = stats.chi2_contingency(table).pvalue
+    assert p > 1e-3, (p, table)
+    # And total variation between the two pick distributions is small.
+    tv = 0.5 * np.abs(table[0] / table[0].sum() - table[1] / table[1].sum()).sum()
+    assert tv < 0.05, tv
+
+
+def test_selections_are_deterministic_per_seed(device: str) -> None:
+    def run(seed: int) -> list[list[int]]:
+        sel = TorchBOTS(500, seed=seed, device=device)
+        rng = np.random.default_rng(0)
+        out = []
+        for _ in range(5):
+            ids = sel.select(8)
+            out.append(ids.tolist())
+            sel.update(ids, rng.integers(0, 5, 8), 4)
+        return out
+
+    assert run(1) == run(1)
+    assert run(1) != run(2)
+
+
+def test_explain_gives_the_picks_draws(device: str) -> None:
+    sel = TorchBOTS(400, seed=4, device=device)
+    ids = sel.select(6)
+    picks = sel.explain(ids)
+    np.testing.assert_array_equal(picks.ids, ids)
+    assert np.all(np.diff(-picks.score) >= 0)  # best first
+    np.testing.assert_allclose(-picks.score, np.abs(picks.theta - 0.5), atol=1e-7)
+
+
+# ----------------------------------------------------------------------------- checkpoints
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_a_torch_checkpoint_loads_into_bots_and_back(device: str, dtype: str, tmp_path: Path) -> None:
+    n = 500
+    weak, strong = references(n, 3)
+    mine = TorchBOTS(n, evidence=Interpolation(weak, strong), seed=8, lam=0.3, device=device, dtype=dtype)
+    rng = np.random.default_rng(2)
+    for _ in range(4):
+        ids = mine.select(12)
+        mine.update(ids, rng.integers(0, 5, 12), 4)
+    mine.save(tmp_path / "torch.ckpt")
+    core = BOTS.load(tmp_path / "torch.ckpt")
+    np.testing.assert_array_equal(core.alpha, mine.alpha)
+    np.testing.assert_array_equal(core.beta, mine.beta)
+    assert core.params == mine.params and core.num_selections == mine.num_selections == 4
+    assert core.capability == mine.capability
+    core.save(tmp_path / "core.ckpt")
+    back = TorchBOTS.load(tmp_path / "core.ckpt", device=device, dtype=dtype)
+    np.testing.assert_array_equal(back.alpha, mine.alpha)
+    np.testing.assert_array_equal(back.select(12), mine.select(12))
+
+
+def test_a_bots_checkpoint_resumes_on_torch(device: str, tmp_path: Path) -> None:
+    n = 800
+    weak, strong = references(n, 5)
+    core = BOTS(n, evidence=Interpolation(weak, strong), thompson=False, seed=3, prior_beta=np.full(n, 2.0))
+    rng = np.random.default_rng(4)
+    for _ in range(3):
+        ids = core.select(10)
+        core.update(ids, rng.integers(0, 5, 10), 4)
+    core.save(tmp_path / "c.ckpt")
+    mine = TorchBOTS.load(tmp_path / "c.ckpt", device=device, dtype="float64")
+    for a, b in run_both(core, mine, 4, np.random.default_rng(9)):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(mine.alpha, core.alpha)
+
+
+def test_state_dict_round_trip_and_pickling(device: str) -> None:
+    mine = TorchBOTS(100, seed=6, device=device, dtype="float64")
+    mine.update([1, 2, 3], [1, 0, 2], 2)
+    other = TorchBOTS(100, seed=6, device=device)
+    other.load_state_dict(mine.state_dict())
+    np.testing.assert_array_equal(other.alpha, mine.alpha)
+    clone = pickle.loads(pickle.dumps(mine))
+    assert isinstance(clone, TorchBOTS) and clone.dtype == torch.float64 and clone.device == mine.device
+    np.testing.assert_array_equal(clone.select(5), mine.select(5))
+    with pytest.raises(CheckpointError, match="differ"):
+        TorchBOTS(100, seed=7, device=device).load_state_dict(mine.state_dict())
+    kept = TorchBOTS(100, seed=7, device=device)
+    kept.load_state_dict(mine.state_dict(), params="current")
+    assert kept.seed == 7 and kept.num_updates == 1
+
+
+def test_a_checkpoint_with_tasks_in_flight_is_refused(device: str) -> None:
+    core = BOTS(50, seed=1)
+    core.take(3)
+    with pytest.raises(UnsupportedByBackendError, match="stream"):
+        TorchBOTS(50, device=device).load_state_dict(core.state_dict())
+
+
+# ----------------------------------------------------------------------------- errors
+BAD_CALLS: list[tuple[str, Callable[[Any], Any]]] = [
+    ("select too many", lambda s: s.select(11)),
+    ("select negative", lambda s: s.select(-1)),
+    ("select float", lambda s: s.select(2.5)),
+    ("exclude out of range", lambda s: s.select(2, exclude=[10])),
+    ("exclude mask shape", lambda s: s.select(2, exclude=np.zeros(3, dtype=bool))),
+    ("exclude too much", lambda s: s.select(3, exclude=np.arange(8))),
+    ("id out of range", lambda s: s.update([10], [1], 2)),
+    ("negative id", lambda s: s.update([-1], [1], 2)),
+    ("float ids", lambda s: s.update([1.5], [1], 2)),
+    ("successes over trials", lambda s: s.update([1], [3], 2)),
+    ("zero trials", lambda s: s.update([1], [0], 0)),
+    ("nan successes", lambda s: s.update([1], [np.nan], 2)),
+    ("length mismatch", lambda s: s.update([1, 2], [1], 2)),
+    ("bad prediction", lambda s: s.update([1], [1], 2, predicted=np.full(10, 2.0))),
+    ("prediction length", lambda s: s.update([1], [1], 2, predicted=np.zeros(3))),
+    ("rewards out of range", lambda s: s.update_rewards([1], [[0.5, 2.0]])),
+    ("posterior id", lambda s: s.posterior([12])),
+    ("set_params lam", lambda s: s.set_params(lam=2.0)),
+    ("set_params seed", lambda s: s.set_params(seed=2)),
+    ("load garbage", lambda s: s.load_state_dict({"format": "x"})),
+]
+
+
+@pytest.mark.parametrize("name,call", BAD_CALLS, ids=[c[0] for c in BAD_CALLS])
+def test_bad_input_raises_what_bots_raises(device: str, name: str, call: Callable[[Any], Any]) -> None:
+    core, mine = pair(10, device, seed=1)
+    with pytest.raises(BotsError) as expected:
+        call(core)
+    with pytest.raises(BotsError) as got:
+        call(mine)
+    assert type(got.value) is type(expected.value)
+    assert str(got.value) == str(expected.value)
+    assert np.array_equal(mine.alpha, core.alpha)  # nothing changed
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [dict(lam=-0.1), dict(target=2.0), dict(tau=-1.0), dict(n_rollouts=0), dict(seed=-1), dict(prior_alpha=0.0)],
+)
+def test_bad_parameters_raise_what_bots_raises(device: str, kwargs: dict[str, Any]) -> None:
+    with pytest.raises(BotsError) as expected:
+        BOTS(10, **kwargs)
+    with pytest.raises(BotsError) as got:
+        TorchBOTS(10, device=device, **kwargs)
+    assert type(got.value) is type(expected.value) and str(got.value) == str(expected.value)
+
+
+def test_bad_device_and_dtype_are_typed_errors() -> None:
+    with pytest.raises(BotsError, match="dtype"):
+        TorchBOTS(4, device="cpu", dtype="int8")
+    with pytest.raises(BotsError, match="device"):
+        TorchBOTS(4, device="no-such-device")
+    with pytest.raises(BotsError, match="device"):
+        TorchBOTS(4, device=3.5)
+
+
+def test_an_invalid_posterior_is_reported_as_the_core_reports_it(device: str) -> None:
+    state = BOTS(10).state_dict()
+    mine = TorchBOTS(10, device=device, dtype="float32")
+    mine.load_state_dict(state)
+    mine._alpha[4] = float("inf")  # what float32 storage would hold after an overflow
+    with pytest.raises(BotsError, match=r"alpha: must be finite and > 0, got inf at index 4"):
+        mine.select(2)
+
+
+def test_streaming_is_refused_by_name(device: str) -> None:
+    sel = TorchBOTS(10, device=device)
+    for call, feature in [
+        (lambda: sel.take(2), "take"),
+        (lambda: sel.release([1]), "release"),
+        (lambda: sel.in_flight, "in_flight"),
+    ]:
+        with pytest.raises(UnsupportedByBackendError, match=f"{feature}: not supported by the torch backend"):
+            call()
+
+
+def test_parameters_are_read_only(device: str) -> None:
+    sel = TorchBOTS(10, device=device)
+    with pytest.raises(AttributeError, match="set_params"):
+        sel.lam = 0.5  # type: ignore[misc]
+    sel.set_params(lam=0.5, tau=0.1)
+    assert sel.lam == 0.5 and sel.tau == 0.1
