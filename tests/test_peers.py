@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import copy
+from pathlib import Path
+from typing import Any
+
 import numpy as np
 import pytest
 
-from bots_rft.baselines import RolledBatch
+from bots_rft.baselines import RolledBatch, RollsOut, Selector
+from bots_rft.checkpoint import load_state, save_state
 from bots_rft.errors import InvalidArgumentError, InvalidTypeError
-from bots_rft.simulate import LearnerConfig, SimulatedLearner, make_world
+from bots_rft.methods import method
+from bots_rft.simulate import LearnerConfig, SimConfig, SimulatedLearner, make_world
+from bots_rft.simulate.experiment import MethodSpec, make_selector, run_method
 
 TINY = LearnerConfig(num_tasks=600, num_groups=3, eval_tasks=200)
 
@@ -51,10 +58,308 @@ def test_train_takes_each_tasks_signal_from_its_own_trials() -> None:
         a.train(ids, np.zeros(10), np.zeros(10))
 
 
-def test_rolled_batch_refuses_to_charge_less_than_it_trained_on() -> None:
+def test_rolled_batch_checks_its_shapes_and_charge() -> None:
     ids = np.arange(3, dtype=np.int64)
     RolledBatch(ids, np.ones(3), np.full(3, 4.0), rollouts=20)
     with pytest.raises(InvalidArgumentError, match="rollouts"):
-        RolledBatch(ids, np.ones(3), np.full(3, 4.0), rollouts=11)
+        RolledBatch(ids, np.ones(3), np.full(3, 4.0), rollouts=-1)
     with pytest.raises(InvalidArgumentError, match="shapes differ"):
         RolledBatch(ids, np.ones(2), np.full(3, 4.0), rollouts=12)
+
+
+# ---------------------------------------------------------------------------------------------
+# Every peer in the simulator: runs, charges every rollout, is deterministic, resumes exactly
+# ---------------------------------------------------------------------------------------------
+
+PEERS = ("dps", "greso", "speed", "adarft", "knapsack", "reinforce-ada")
+ROLLING = ("greso", "speed", "knapsack", "reinforce-ada")
+
+
+def _config(**kw: object) -> SimConfig:
+    return SimConfig(learner=TINY, steps=6, batch_size=16, seeds=(0,), rho_sweep=(), lam_sweep=(), **kw)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("name", PEERS)
+def test_each_peer_runs_and_is_charged_every_rollout_it_generates(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    generated: list[int] = []
+    original = SimulatedLearner.rollout
+
+    def counting(self: SimulatedLearner, task_ids: np.ndarray, counts: Any = None) -> np.ndarray:
+        ids = np.asarray(task_ids)
+        generated.append(ids.size * TINY.n_rollouts if counts is None else int(np.sum(counts)))
+        return original(self, task_ids, counts)
+
+    monkeypatch.setattr(SimulatedLearner, "rollout", counting)
+    world = make_world(TINY, 0)
+    rec = run_method(MethodSpec(name), world, 0, _config())
+    assert rec.rollouts.sum() == sum(generated) > 0
+    assert np.all(np.isfinite(rec.perf)) and np.all(np.isfinite(rec.etr))
+    assert rec.hist.sum() == 6 * 16  # every step trains on a full batch
+    if name in ROLLING:
+        assert method(name).rolls_out
+    else:
+        assert np.all(rec.rollouts == 16 * TINY.n_rollouts)
+
+
+@pytest.mark.parametrize("name", PEERS)
+def test_each_peer_is_deterministic_per_seed(name: str) -> None:
+    world = make_world(TINY, 1)
+    a, b = run_method(MethodSpec(name), world, 1, _config()), run_method(MethodSpec(name), world, 1, _config())
+    assert np.array_equal(a.perf, b.perf) and np.array_equal(a.rollouts, b.rollouts) and np.array_equal(a.hist, b.hist)
+
+
+def _steps(sel: Selector, learner: SimulatedLearner, steps: int) -> list[tuple[list[int], list[float], list[float]]]:
+    """Run ``steps`` steps as the simulator does; each step's trained ids, successes and trials."""
+    out = []
+    for _ in range(steps):
+        ids = sel.select(16)
+        if isinstance(sel, RollsOut):
+            batch = sel.take_batch()
+            assert batch is not None
+            ids, succ, trials = batch.task_ids, batch.successes, batch.trials
+        else:
+            succ, trials = learner.rollout(ids).astype(float), np.full(ids.size, float(TINY.n_rollouts))
+        sel.update(ids, succ, trials)
+        learner.train(ids, succ, trials)
+        out.append((ids.tolist(), succ.tolist(), trials.tolist()))
+    return out
+
+
+@pytest.mark.parametrize("name", PEERS)
+def test_each_peer_resumes_exactly_from_a_checkpoint(name: str, tmp_path: Path) -> None:
+    world = make_world(TINY, 0)
+    config = _config()
+    learner = SimulatedLearner(world, 0, stream=9)
+    sel = make_selector(MethodSpec(name), world, 0, learner, config)
+    _steps(sel, learner, 4)
+    save_state(tmp_path / "peer.bots", sel.state_dict())
+    twin_learner = copy.deepcopy(learner)
+    twin = make_selector(MethodSpec(name), world, 0, twin_learner, config)
+    _steps(twin, twin_learner, 1)  # somewhere else in its stream
+    twin_learner.__dict__.update(copy.deepcopy(learner.__dict__))
+    twin.load_state_dict(load_state(tmp_path / "peer.bots"))
+    assert _steps(twin, twin_learner, 4) == _steps(sel, learner, 4)
+
+
+@pytest.mark.parametrize(
+    "name,params,argument",
+    [
+        ("dps", {"candidate_ratio": 0.5}, "candidate_ratio"),
+        ("dps", {"transition_decay": 1.5}, "transition_decay"),
+        ("greso", {"p_easy": -0.1}, "p_easy"),
+        ("greso", {"sampling_ratio": 0.0}, "sampling_ratio"),
+        ("speed", {"n_init": 1}, "n_init"),
+        ("speed", {"n_init": 4, "n_continue": 6}, "n_continue"),
+        ("adarft", {"target_reward": 1.5}, "target_reward"),
+        ("adarft", {"initial_difficulty": 101.0}, "initial_difficulty"),
+        ("knapsack", {"n_low": 20}, "n_low"),
+        ("knapsack", {"n_high": 0}, "n_high"),
+        ("reinforce-ada", {"keep": 1}, "keep"),
+        ("reinforce-ada", {"rounds": 0}, "rounds"),
+    ],
+)
+def test_bad_parameters_raise_typed_errors_naming_them(name: str, params: dict[str, Any], argument: str) -> None:
+    weak = np.linspace(0.0, 0.5, 40)
+    with pytest.raises(InvalidArgumentError, match=argument):
+        method(name).build(40, weak=weak, strong=weak + 0.3, rollout=lambda ids, counts: np.zeros(len(ids)), **params)
+    wrong_type: dict[str, Any] = {argument: "3"}
+    with pytest.raises(InvalidTypeError, match=argument):
+        method(name).build(
+            40, weak=weak, strong=weak + 0.3, rollout=lambda ids, counts: np.zeros(len(ids)), **wrong_type
+        )
+
+
+@pytest.mark.parametrize("name", ROLLING)
+def test_rolling_peers_need_a_rollout_callback_and_refuse_a_bad_one(name: str) -> None:
+    with pytest.raises(InvalidArgumentError, match="rollout"):
+        method(name).build(40)
+    sel = method(name).build(40, rollout=lambda ids, counts: np.zeros(len(ids) + 1))
+    before = sel.state_dict()
+    with pytest.raises(InvalidArgumentError, match="rollout: returned shape"):
+        sel.select(8)
+    after = sel.state_dict()
+    assert after["rng"] == before["rng"] and after["total_rollouts"] == before["total_rollouts"] == 0
+    sel = method(name).build(40, rollout=lambda ids, counts: np.asarray(counts) + 1.0)
+    with pytest.raises(InvalidArgumentError, match="outside"):
+        sel.select(8)
+
+
+def test_peers_are_reexported_from_baselines() -> None:
+    import bots_rft.baselines as baselines
+    import bots_rft.peers as peers
+
+    for name in set(peers.__all__) - {"SelfRolling"}:
+        assert getattr(baselines, name) is getattr(peers, name)
+        assert name in baselines.__all__
+
+
+# ---------------------------------------------------------------------------------------------
+# Each peer's rule, against its paper / reference code
+# ---------------------------------------------------------------------------------------------
+
+
+class _ReferenceDPS:
+    """The published DPS sampler's arithmetic (recipe/dps/task_sampler.py), per prompt, in loops."""
+
+    def __init__(self, prior: float, decay: float) -> None:
+        self.prior, self.decay = np.ones((3, 3)) * prior, decay
+        self.alphas: dict[int, np.ndarray] = {}
+        self.pis: dict[int, np.ndarray] = {}
+        self.before: dict[int, np.ndarray] = {}
+
+    def meet(self, i: int) -> None:
+        self.alphas.setdefault(i, self.prior)
+        self.pis.setdefault(i, np.ones(3) / 3)
+        self.before.setdefault(i, np.ones(3) / 3)
+
+    def _update(self, alpha: np.ndarray, pi: np.ndarray, pi_next: np.ndarray, lr: float) -> np.ndarray:
+        expected = alpha / alpha.sum(axis=0, keepdims=True)
+        numerator = np.outer(pi_next, pi) * expected
+        return alpha * self.decay + self.prior * (1 - self.decay) + numerator / numerator.sum() * lr
+
+    def _predict(self, alpha: np.ndarray, pi: np.ndarray) -> np.ndarray:
+        nxt = (alpha / alpha.sum(axis=0, keepdims=True)) @ pi
+        return nxt / nxt.sum()
+
+    def train(self, ids: list[int], rates: list[float]) -> None:
+        for i, s in zip(ids, rates):
+            self.meet(i)
+            new = np.zeros(3)
+            new[0 if s == 0.0 else 2 if s == 1.0 else 1] = 1.0
+            alpha = self._update(self.alphas[i], self.before[i], new, 1.0)
+            self.alphas[i], self.before[i], self.pis[i] = alpha, new, self._predict(alpha, new)
+        for i in list(self.alphas):
+            if i not in ids:
+                pi = self.pis[i]
+                alpha = self._update(self.alphas[i], self.before[i], pi, 0.0)
+                self.alphas[i], self.before[i], self.pis[i] = alpha, pi, self._predict(alpha, pi)
+
+
+def test_dps_filter_is_the_published_samplers_arithmetic() -> None:
+    from bots_rft.peers import DynamicsPredictiveSampling
+
+    rng = np.random.default_rng(5)
+    ours = DynamicsPredictiveSampling(30, prior_alpha=1.0, transition_decay=0.7)
+    ref = _ReferenceDPS(1.0, 0.7)
+    for _ in range(12):
+        met = rng.choice(30, size=10, replace=False)
+        ours.met[met] = True
+        for i in met:
+            ref.meet(int(i))
+        ids = rng.choice(met, size=4, replace=False)
+        succ = rng.choice([0.0, 3.0, 8.0], size=4)
+        ours.update(ids, succ, 8)
+        ref.train(ids.tolist(), (succ / 8).tolist())
+    for i, pi in ref.pis.items():
+        assert np.allclose(ours.pi[i], pi) and np.allclose(ours.alpha[i], ref.alphas[i])
+        assert np.allclose(ours.pi_before[i], ref.before[i])
+    untouched = np.setdiff1d(np.arange(30), list(ref.pis))
+    assert np.allclose(ours.pi[untouched], 1 / 3)
+
+
+def test_dps_selects_the_candidates_most_likely_partially_solved() -> None:
+    from bots_rft.peers import DynamicsPredictiveSampling
+
+    sel = DynamicsPredictiveSampling(50, candidate_ratio=50.0)  # every task is a candidate
+    first = sel.select(10)
+    sel.update(first, np.where(np.arange(10) < 5, 4.0, 0.0), 8)  # half partial, half unsolved
+    partial, unsolved = first[:5], first[5:]
+    assert sel.partial_probability(partial).min() > 1 / 3 > sel.partial_probability(unsolved).max()
+    assert set(partial.tolist()) <= set(sel.select(10).tolist())
+
+
+def test_greso_skips_by_the_streak_of_zero_variance_groups_and_tunes_itself() -> None:
+    from bots_rft.peers import GRESO
+
+    sel = GRESO(20, lambda ids, counts: np.zeros(len(ids)), n_rollouts=8, p_easy=0.5, p_hard=0.25)
+    ids = np.arange(4)
+    for _ in range(3):
+        sel._learn(ids, np.array([8.0, 0.0, 3.0, 8.0]), np.full(4, 8.0))
+    skip = sel.skip_probability(ids)
+    assert skip == pytest.approx([1 - 0.5**3, 1 - 0.25**3, 0.0, 1 - 0.5**3])
+    sel._learn(ids[:1], np.array([4.0]), np.array([8.0]))  # a group with variance resets the streak
+    assert sel.skip_probability(ids[:1])[0] == 0.0
+    for _ in range(200):  # a long all-wrong history: the floor keeps 1% exploration
+        sel._learn(ids[1:2], np.zeros(1), np.full(1, 8.0))
+    assert sel.skip_probability(ids[1:2])[0] == pytest.approx(0.99)
+    # Past the first epoch: too many all-wrong groups so far -> explore hard prompts less; few
+    # all-correct ones (6 of 215 < 0.25 / 3) -> explore easy prompts more.
+    assert (sel.p_hard, sel.p_easy) == (0.25, 0.5)  # the first epoch adapts nothing
+    sel.walked = 40
+    sel._learn(ids[1:2], np.zeros(1), np.full(1, 8.0))
+    assert sel.p_hard == pytest.approx(0.24) and sel.p_easy == pytest.approx(0.51)
+
+
+def test_speed_screens_then_continues_and_charges_both() -> None:
+    from bots_rft.peers import SpeedRL
+
+    calls: list[tuple[list[int], list[int]]] = []
+
+    def rollout(ids: np.ndarray, counts: np.ndarray) -> np.ndarray:
+        calls.append((ids.tolist(), counts.tolist()))
+        # Even tasks pass screening (half correct); odd tasks never solve anything.
+        return np.where(ids % 2 == 0, counts // 2, 0).astype(float)
+
+    sel = SpeedRL(100, rollout, n_init=4, n_continue=12, gen_ratio=1.0)
+    ids = sel.select(4)
+    batch = sel.take_batch()
+    assert batch is not None and np.array_equal(batch.task_ids, ids)
+    assert np.all(ids % 2 == 0) and np.all(batch.trials == 16) and np.all(batch.successes == 8)
+    screened = sum(len(i) for i, c in calls if c and c[0] == 4)
+    continued = sum(len(i) for i, c in calls if c and c[0] == 12)
+    assert batch.rollouts == 4 * screened + 12 * continued == sel.total_rollouts
+    # Qualified and ready prompts beyond the batch wait for the next step, not rolled out again.
+    waiting = set(sel.qualified[0].tolist()) | set(sel.ready[0].tolist())
+    sel.update(ids, batch.successes, batch.trials)
+    calls.clear()
+    nxt = sel.select(4)
+    assert set(nxt.tolist()) <= waiting | {i for c in calls for i in c[0]}
+
+
+def test_reinforce_ada_stops_a_prompt_once_it_has_both_outcomes() -> None:
+    from bots_rft.peers import ReinforceAda
+
+    def rollout(ids: np.ndarray, counts: np.ndarray) -> np.ndarray:
+        # Task 0: half right; task 1: never; task 2: one success per 8 rollouts.
+        return np.select([ids == 0, ids == 1], [counts // 2, 0], default=counts // 8).astype(float)
+
+    sel = ReinforceAda(3, rollout, rounds=4, round_repeat=8, keep=4)
+    sel.select(3)
+    batch = sel.take_batch()
+    assert batch is not None
+    trials = dict(zip(batch.task_ids.tolist(), batch.trials.tolist()))
+    succ = dict(zip(batch.task_ids.tolist(), batch.successes.tolist()))
+    assert trials == {0: 8.0, 1: 32.0, 2: 16.0}  # 2 correct needs two rounds at 1 per 8
+    assert succ == {0: 4.0, 1: 0.0, 2: 2.0}
+    assert batch.rollouts == 56
+
+
+def test_knapsack_allocation_is_the_exact_optimum_within_its_bounds() -> None:
+    from itertools import product
+
+    from bots_rft.peers.knapsack import allocate, task_value
+
+    p = np.array([0.05, 0.5, 0.9, 0.3])
+    counts = allocate(p, budget=20, n_low=2, n_high=9)
+    assert counts.sum() == 20 and counts.min() >= 2 and counts.max() <= 9
+    best = max(
+        (c for c in product(range(2, 10), repeat=4) if sum(c) == 20),
+        key=lambda c: float(task_value(np.array(c), p).sum()),
+    )
+    assert task_value(counts, p).sum() == pytest.approx(task_value(np.array(best), p).sum())
+    # No value left anywhere: the budget goes to the never-solved prompts first.
+    spare = allocate(np.array([0.0, 1.0, 0.0]), budget=12, n_low=2, n_high=8)
+    assert spare.tolist() == [5, 2, 5]
+
+
+def test_adarft_moves_its_target_with_the_reward_and_takes_the_nearest_tasks() -> None:
+    from bots_rft.peers import AdaRFT
+
+    strong = np.linspace(1.0, 0.0, 11)  # difficulty 0, 10, ..., 100
+    sel = AdaRFT(strong * 0.5, strong, step_size=50.0, sensitivity=2.0, target_reward=0.5, initial_difficulty=0.0)
+    assert sorted(sel.select(2).tolist()) == [0, 1]
+    sel.update([0, 1], [8, 8], 8)  # all solved: the target rises by 50 tanh(2 * 0.5)
+    assert sel.target == pytest.approx(50 * np.tanh(1.0))
+    assert sorted(sel.select(1).tolist()) == [4]
+    sel.update([4], [0], 8)
+    assert sel.target == pytest.approx(max(0.0, 50 * np.tanh(1.0) - 50 * np.tanh(1.0)))

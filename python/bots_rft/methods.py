@@ -45,7 +45,7 @@ from .errors import InvalidArgumentError, InvalidTypeError
 from .evidence import DEFAULT_MIN_GAP
 
 if TYPE_CHECKING:
-    from .baselines import RolloutFn, Selector
+    from .baselines import CountedRolloutFn, RolloutFn, Selector
 
 __all__ = [
     "Parameter",
@@ -328,7 +328,7 @@ class Method:
         *,
         weak: npt.ArrayLike | None = None,
         strong: npt.ArrayLike | None = None,
-        rollout: RolloutFn | None = None,
+        rollout: RolloutFn | CountedRolloutFn | None = None,
         threads: int | None = None,
         signals: Mapping[str, Any] | None = None,
         **params: Any,

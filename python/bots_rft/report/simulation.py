@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from ..errors import InvalidArgumentError
 from ..metrics import (
     BSF_BUDGETS,
     TTB_FRACTIONS,
     best_so_far,
+    mean_ci,
     rate_heatmap_from_counts,
     rollout_axis,
     time_to_baseline,
@@ -28,6 +31,9 @@ from .tables import Row, markdown_table
 __all__ = [
     "GROUP_TITLES",
     "group_rows",
+    "SeedInterval",
+    "interval_rows",
+    "interval_table",
     "evidence_rows",
     "evidence_table",
     "summary_markdown",
@@ -78,6 +84,112 @@ def group_rows(result: ExperimentResult, group: str) -> list[Row]:
             )
         )
     return out
+
+
+@dataclass
+class SeedInterval:
+    """One method's TTB/BSF against Random computed seed by seed (each seed's curve against that
+    seed's Random, on the same world), summarised as mean and 95% interval over the seeds.
+
+    ``values[name]`` holds one entry per seed for ``name`` in ``ttb_<f>``, ``bsf_<b>`` (per
+    training step) and ``ttb_rollouts_<f>``, ``bsf_rollouts_<b>`` (per rollout spent), plus
+    ``final`` (held-out score after the last step) and ``rollouts_per_step`` (÷ batch × n). A TTB
+    of None (never reached) stays None; NaN (undefined) stays NaN."""
+
+    label: str
+    key: str
+    values: dict[str, list[float | None]]
+
+    def cell(self, name: str, digits: int = 2) -> str:
+        """``mean ± half-width`` over the seeds where it is defined; ``(k/S)`` when only k of the S
+        seeds reached it; ``-`` when none did; ``n/a`` when undefined."""
+        vals = self.values[name]
+        reached = [v for v in vals if v is not None and not math.isnan(v)]
+        if not reached:
+            return "-" if any(v is None for v in vals) else "n/a"
+        mean, half = mean_ci(np.asarray(reached))
+        text = (
+            f"{float(mean):.{digits}f} ± {float(half):.{digits}f}" if len(reached) > 1 else f"{reached[0]:.{digits}f}"
+        )
+        missed = sum(v is None for v in vals)
+        return f"{text} ({len(reached)}/{len(vals)})" if missed else text
+
+    def mean(self, name: str) -> float:
+        reached = [v for v in self.values[name] if v is not None and not math.isnan(v)]
+        return float(np.mean(reached)) if reached else math.nan
+
+
+def _appender(values: dict[str, list[float | None]]) -> Any:
+    """``put(prefix, levels, ratios)``: append each ratio to ``values[f"{prefix}_{level%}"]``."""
+
+    def put(prefix: str, levels: tuple[float, ...], ratios: list[float | None]) -> None:
+        for level, v in zip(levels, ratios):
+            values.setdefault(f"{prefix}_{int(level * 100)}", []).append(v)
+
+    return put
+
+
+def interval_rows(result: ExperimentResult, group: str = "methods") -> list[SeedInterval]:
+    """Per-seed TTB and BSF of each row of ``group`` against the group's first row (Random), per
+    step and per rollout spent, with the final score and rollouts per step (see :class:`SeedInterval`)."""
+    rows_spec = result.groups[group]
+    base_spec = rows_spec[0][1]
+    unit = result.config.batch_size * result.config.learner.n_rollouts
+    out = []
+    for label, spec in rows_spec:
+        values: dict[str, list[float | None]] = {}
+        put = _appender(values)
+
+        for seed in result.config.seeds:
+            rec, base = result.runs[(spec.key, seed)], result.runs[(base_spec.key, seed)]
+            steps = np.arange(rec.perf.size, dtype=np.float64)
+            base_steps = np.arange(base.perf.size, dtype=np.float64)
+            spent, base_spent = rollout_axis(rec.rollouts), rollout_axis(base.rollouts)
+            put("ttb", TTB_FRACTIONS, time_to_baseline(steps, rec.perf, base_steps, base.perf, TTB_FRACTIONS))
+            put("bsf", BSF_BUDGETS, best_so_far(steps, rec.perf, base_steps, base.perf, BSF_BUDGETS))
+            put("ttb_rollouts", TTB_FRACTIONS, time_to_baseline(spent, rec.perf, base_spent, base.perf, TTB_FRACTIONS))
+            put("bsf_rollouts", BSF_BUDGETS, best_so_far(spent, rec.perf, base_spent, base.perf, BSF_BUDGETS))
+            values.setdefault("final", []).append(float(rec.perf[-1]))
+            values.setdefault("gain", []).append(float(rec.perf[-1] - rec.perf[0]))
+            values.setdefault("rollouts_per_step", []).append(float(rec.rollouts.mean() / unit))
+            values.setdefault("etr", []).append(float(np.nanmean(rec.etr)))
+        out.append(SeedInterval(label, spec.key, values))
+    return out
+
+
+def interval_table(rows: list[SeedInterval], per: str = "step") -> str:
+    """The headline table with 95% intervals over seeds: TTB 50/75/100% and BSF 25/50/100% against
+    Random, ``per`` training step (with ETR and the final score) or ``per`` rollout spent (with
+    the rollouts spent per step, ÷ batch × n). **Bold**: the best mean of a column."""
+    if per not in ("step", "rollout"):
+        raise InvalidArgumentError(f"per: must be 'step' or 'rollout', got {per!r}", "per")
+    prefix = "" if per == "step" else "_rollouts"
+    cols: list[tuple[str, str, bool | None, int]] = [
+        *((f"TTB {int(f * 100)}% ↓", f"ttb{prefix}_{int(f * 100)}", True, 2) for f in TTB_FRACTIONS),
+        *((f"BSF {int(b * 100)}% ↑", f"bsf{prefix}_{int(b * 100)}", False, 3) for b in BSF_BUDGETS),
+    ]
+    if per == "step":
+        cols += [("ETR ↑", "etr", False, 3), ("Final score ↑", "final", False, 3)]
+    else:
+        cols += [("Rollouts/step", "rollouts_per_step", None, 2), ("Gain ↑", "gain", False, 3)]
+    lines = [
+        "| Method | " + " | ".join(c[0] for c in cols) + " |",
+        "|---|" + "---:|" * len(cols),
+    ]
+    best: dict[str, float] = {}
+    for _, name, lower, _ in cols:
+        means = [r.mean(name) for r in rows if not math.isnan(r.mean(name))]
+        if lower is not None and means:
+            best[name] = min(means) if lower else max(means)
+    for r in rows:
+        cells = []
+        for _, name, _, digits in cols:
+            text = r.cell(name, digits)
+            m = r.mean(name)
+            bold = name in best and not math.isnan(m) and round(m, digits) == round(best[name], digits)
+            cells.append(f"**{text}**" if bold and text not in ("-", "n/a") else text)
+        lines.append(f"| {r.label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def evidence_rows(result: ExperimentResult) -> list[dict[str, Any]]:
@@ -182,6 +294,22 @@ def summary_markdown(result: ExperimentResult, command: str | None = None) -> st
     for group in result.groups:
         parts += ["", f"## {GROUP_TITLES.get(group, group)}", "", _group_caption(result, group), ""]
         parts.append(markdown_table(group_rows(result, group)))
+    if "methods" in result.groups and len(c.seeds) > 1:
+        rows = interval_rows(result, "methods")
+        parts += [
+            "",
+            "## Methods with 95% intervals over seeds",
+            "",
+            "Each seed's curve against that seed's Random (the same world), then mean ± the 95% "
+            "Student-t half-width over seeds; `(k/S)`: only k of the S seeds reached the target. "
+            "Per training step:",
+            "",
+            interval_table(rows, "step"),
+            "",
+            "Per rollout spent (every rollout a method generates: screening, filtered groups, refills):",
+            "",
+            interval_table(rows, "rollout"),
+        ]
     ev = evidence_rows(result)
     if ev:
         parts += [

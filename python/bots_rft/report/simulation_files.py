@@ -1,5 +1,5 @@
-"""The files ``bots simulate`` writes: summary.md, tables.csv, curves.csv, heatmap_*.csv,
-evidence.csv, results.json and the PNG plots."""
+"""The files ``bots simulate`` writes: summary.md, tables.csv, headline_seeds.csv (the methods
+table seed by seed), curves.csv, heatmap_*.csv, evidence.csv, results.json and the PNG plots."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import numpy as np
 
 from ..metrics import mean_ci, rollout_axis
 from ..simulate.experiment import ExperimentResult
-from .simulation import evidence_rows, group_rows, heatmap_of, slug, summary_markdown
+from .simulation import evidence_rows, group_rows, heatmap_of, interval_rows, slug, summary_markdown
 from .simulation_plots import write_plots
 
 __all__ = ["write_outputs"]
@@ -50,6 +50,20 @@ def write_outputs(
             for row in rows:
                 wr.writerow({"group": g, **{k: ("-" if v is None else v) for k, v in row.items()}})
     written.append(path)
+
+    if "methods" in result.groups:
+        # The methods table seed by seed (TTB/BSF per step and per rollout), for intervals.
+        path = out_dir / "headline_seeds.csv"
+        with path.open("w", newline="", encoding="utf-8") as fh:
+            wr_seed = csv.writer(fh)
+            rows_ci = interval_rows(result, "methods")
+            names = list(rows_ci[0].values)
+            wr_seed.writerow(["method", "key", "seed", *names])
+            for r in rows_ci:
+                for i, seed in enumerate(result.config.seeds):
+                    cells = [r.values[name][i] for name in names]
+                    wr_seed.writerow([r.label, r.key, seed, *("-" if v is None else v for v in cells)])
+        written.append(path)
 
     labels = _labels_by_key(result)
     path = out_dir / "curves.csv"
