@@ -15,7 +15,7 @@ _OVERWRITE_HELP = "replace train.parquet/eval.parquet already in --out"
 def add_parser(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "data",
-        help="build task pools (reasoning-gym, HumanEval, ARC, a toy pool) or inspect one",
+        help="build task pools (reasoning-gym, a spread pool, HumanEval, ARC, a toy pool) or inspect one",
         description="Build task pools in the verl/GURU parquet layout (train.parquet + eval.parquet), "
         "offline, or inspect an existing pool.",
     )
@@ -48,6 +48,26 @@ def add_parser(subparsers: Any) -> None:
     )
     gym.add_argument("--overwrite", action="store_true", help=_OVERWRITE_HELP)
     gym.set_defaults(func=_gym)
+
+    spread = sub.add_parser(
+        "spread",
+        help="reasoning-gym tasks at a small model's frontier, from a spread spec (configs/pool_*_spread.yaml)",
+        description="Build train.parquet + eval.parquet from a spread spec: reasoning-gym generators and "
+        "levels where a model's pass rates are spread over (0, 1), its prompt, and how answers are read "
+        "(answer_mode: tag | last_number | last_line; format_weight). Offline and seeded: the same spec "
+        "builds the same pool. With --histogram, draw the pass-rate histogram of an existing pool instead.",
+    )
+    spread.add_argument("--config", required=True, help="spread spec (YAML or TOML)")
+    spread.add_argument("--out", required=True, help="output directory")
+    spread.add_argument("--overwrite", action="store_true", help=_OVERWRITE_HELP)
+    spread.add_argument(
+        "--histogram",
+        default=None,
+        metavar="COLUMNS",
+        help="comma-separated difficulty columns of OUT/train.parquet: write OUT/pass_rates.png and "
+        "OUT/pass_rates.md (per generator and level) instead of building",
+    )
+    spread.set_defaults(func=_spread)
 
     he = sub.add_parser("humaneval", help="the 164 HumanEval problems (code, sandboxed tests)")
     he.add_argument("--out", default="pools/humaneval", help="output directory (default: %(default)s)")
@@ -125,6 +145,34 @@ def _gym(args: argparse.Namespace) -> int:
     check_output_dir(args.out, "--out", overwrite=args.overwrite, names=_SPLITS)
     paths = build_gym_pool(args.out, datasets, levels, args.per_level, args.eval_fraction, args.seed, args.item_timeout)
     return _report(paths)
+
+
+def _spread(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from ..data import TaskPool
+    from ..data.spread import build_spread_pool, load_spread_spec, pass_rate_histogram, pass_rate_table
+    from ..errors import InvalidArgumentError
+
+    check_input(args.config, "--config")
+    spec = load_spread_spec(args.config)
+    if args.histogram is None:
+        check_output_dir(args.out, "--out", overwrite=args.overwrite, names=_SPLITS)
+        return _report(build_spread_pool(spec, args.out))
+    columns = [c.strip() for c in args.histogram.split(",") if c.strip()]
+    if not columns:
+        raise InvalidArgumentError(
+            f"--histogram: expected comma-separated column names, got {args.histogram!r}", "histogram"
+        )
+    train = Path(args.out) / "train.parquet"
+    check_input(str(train), "--out")
+    pool = TaskPool.load(train)
+    png = pass_rate_histogram(pool, columns, Path(args.out) / "pass_rates.png", f"{train} ({len(pool)} tasks)")
+    table = pass_rate_table(pool, columns)
+    (Path(args.out) / "pass_rates.md").write_text(table + "\n", encoding="utf-8")
+    print(table)
+    print(f"wrote {png}")
+    return 0
 
 
 def _humaneval(args: argparse.Namespace) -> int:

@@ -1,5 +1,9 @@
 """reasoning-gym verifier: the generator's own ``score_answer`` on the ``<answer>`` content.
 
+A row may ask for lenient extraction (``extra_info.answer_mode``: ``last_number`` or
+``last_line``, see :data:`bots_rft.rewards.extract.ANSWER_MODES`) for models that answer in prose,
+and pay a share ``extra_info.format_weight`` of the reward for the strict ``<answer>`` format.
+
 Pool rows built by ``bots data gym`` keep the generator entry (question, answer, metadata) as JSON
 in ``extra_info.rg_entry`` and the generator name in ``extra_info.rg_dataset`` (else taken from
 ``data_source`` = ``reasoning_gym/<name>``): the scorers need the metadata, not just the answer.
@@ -14,7 +18,7 @@ from functools import cache
 from typing import Any
 
 from .base import RewardResult
-from .extract import extract_tag
+from .extract import answer_mode_of, extract_answer, extract_tag, format_weight_of
 
 __all__ = ["verify_gym", "GYM_PREFIX", "prepare"]
 
@@ -53,7 +57,12 @@ def verify_gym(
     entry: dict[str, Any] = json.loads(raw) if isinstance(raw, str) else dict(raw or {})
     entry.setdefault("answer", ground_truth)
     entry.setdefault("metadata", {})
-    answer = extract_tag(solution_str, "answer")
+    mode, weight = answer_mode_of(info), format_weight_of(info)
+    answer = extract_answer(solution_str, mode)
     if answer is None:
-        return RewardResult(0.0, "no <answer> tag")
-    return RewardResult(float(_scorer(name)(answer, entry)))
+        return RewardResult(0.0, "no <answer> tag" if mode == "tag" else f"no answer ({mode})")
+    correct = float(_scorer(name)(answer, entry))
+    if weight == 0.0:
+        return RewardResult(correct)
+    tagged = extract_tag(solution_str, "answer") is not None
+    return RewardResult((1.0 - weight) * correct + weight * float(tagged))

@@ -1,0 +1,206 @@
+"""A reasoning-gym pool sized to a small model's frontier (``bots data spread --config FILE``).
+
+BOTS learns from tasks whose success rate lies strictly between 0 and 1: a pool on which a small
+model fails everything (or solves everything) gives every GRPO group zero variance and the
+selector nothing to choose between. A *spread spec* names the generators and curriculum levels
+where the model's reference pass rates (measured with ``bots refeval``) are spread over (0, 1),
+the prompt it is asked in, and how its answer is read: ``answer_mode`` (``last_number`` reads a
+prose answer such as "6 + 9 = 15." as 15; ``tag`` is the strict ``<answer>`` format) and
+``format_weight`` (the share of the reward paid for the strict format itself).
+
+The spec is a YAML or TOML mapping::
+
+    families:                   # generator -> curriculum levels
+      chain_sum: [0, 1]
+      basic_arithmetic: [0]
+    per_level: 24               # tasks per generator and level
+    eval_fraction: 0.25         # held out per generator and level (disjoint questions)
+    seed: 0
+    system_prompt: "Reply with only the final answer."
+    answer_mode: last_number
+    format_weight: 0.0
+
+Tasks are generated offline by reasoning-gym's seeded generators, so the same spec always builds
+the same pool. :func:`pass_rate_histogram` draws the histogram of a measured column.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import ConfigError, InvalidArgumentError
+from ..rewards.extract import ANSWER_MODE_KEY, FORMAT_WEIGHT_KEY, answer_mode_of, format_weight_of
+from .gym import gym_rows
+from .pool import TaskPool
+from .split import PoolPaths, split_rows, write_split
+
+__all__ = ["SpreadSpec", "load_spread_spec", "spread_rows", "build_spread_pool", "pass_rate_histogram"]
+
+
+@dataclass
+class SpreadSpec:
+    """What a spread pool is made of (see the module docstring)."""
+
+    families: dict[str, list[int]] = field(default_factory=dict)
+    per_level: int = 24
+    eval_fraction: float = 0.25
+    seed: int = 0
+    system_prompt: str | None = "Reply with only the final answer."
+    answer_mode: str = "last_number"
+    format_weight: float = 0.0
+    item_timeout: float | None = 5.0
+
+    def validate(self) -> SpreadSpec:
+        def bad(key: str, why: str) -> ConfigError:
+            return ConfigError(f"{key}: {why}, got {getattr(self, key)!r}")
+
+        if not isinstance(self.families, Mapping) or not self.families:
+            raise bad("families", "expected a mapping of generator name -> list of levels")
+        for name, levels in self.families.items():
+            if (
+                not isinstance(levels, Sequence)
+                or isinstance(levels, str)
+                or not levels
+                or any(not isinstance(v, int) or isinstance(v, bool) or v < 0 for v in levels)
+            ):
+                raise ConfigError(f"families.{name}: expected a non-empty list of levels >= 0, got {levels!r}")
+        if not isinstance(self.per_level, int) or isinstance(self.per_level, bool) or self.per_level < 1:
+            raise bad("per_level", "must be an integer >= 1")
+        if not isinstance(self.seed, int) or isinstance(self.seed, bool) or self.seed < 0:
+            raise bad("seed", "must be an integer >= 0")
+        if not isinstance(self.eval_fraction, (int, float)) or not 0.0 < float(self.eval_fraction) < 1.0:
+            raise bad("eval_fraction", "must lie in (0, 1): the experiment needs a held-out split")
+        try:  # the verifier's own checks, as the config's error class
+            answer_mode_of({ANSWER_MODE_KEY: self.answer_mode})
+            format_weight_of({FORMAT_WEIGHT_KEY: self.format_weight})
+        except InvalidArgumentError as exc:
+            raise ConfigError(str(exc)) from None
+        if self.system_prompt is not None and not isinstance(self.system_prompt, str):
+            raise bad("system_prompt", "expected a string or null")
+        return self
+
+
+def load_spread_spec(path: str | Path) -> SpreadSpec:
+    """A validated :class:`SpreadSpec` from a YAML (``.yaml``/``.yml``) or TOML file; unknown
+    keys and bad values are :class:`ConfigError` naming the key and value."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"config: file {str(p)!r} does not exist")
+    text = p.read_text(encoding="utf-8")
+    try:
+        if p.suffix.lower() == ".toml":
+            from ..train.config import _toml
+
+            data: Any = _toml().loads(text)
+        elif p.suffix.lower() in (".yaml", ".yml"):
+            import yaml  # type: ignore[import-untyped]
+
+            data = yaml.safe_load(text) or {}
+        else:
+            raise ConfigError(f"config: {str(p)!r} must end in .yaml, .yml or .toml")
+    except ConfigError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - parser errors have many types
+        raise ConfigError(f"config: cannot parse {str(p)!r}: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"config: {str(p)!r} must hold a mapping of keys, got {type(data).__name__}")
+    known = set(SpreadSpec.__dataclass_fields__)
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ConfigError(f"config {p.name}: unknown key(s) {unknown}; known keys: {sorted(known)}")
+    families = data.get("families")
+    if isinstance(families, Mapping):
+        data["families"] = {str(k): v for k, v in families.items()}
+    return SpreadSpec(**data).validate()
+
+
+def spread_rows(spec: SpreadSpec) -> list[dict[str, Any]]:
+    """The pool's rows (split not yet set), generator by generator in the spec's order, each
+    row's ``extra_info`` carrying the answer mode and format weight its verifier reads."""
+    spec.validate()
+    rows: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for name, levels in spec.families.items():
+        for row in gym_rows(
+            [name], list(levels), spec.per_level, spec.seed, spec.system_prompt, item_timeout=spec.item_timeout
+        ):
+            question = row["prompt"][-1]["content"]
+            if question in seen:  # a question two generators share would leak across the split
+                continue
+            seen.add(question)
+            row["extra_info"]["index"] = len(rows)
+            row["extra_info"][ANSWER_MODE_KEY] = spec.answer_mode
+            row["extra_info"][FORMAT_WEIGHT_KEY] = float(spec.format_weight)
+            rows.append(row)
+    return rows
+
+
+def build_spread_pool(spec: SpreadSpec, out_dir: str | Path) -> PoolPaths:
+    """Write ``out_dir/train.parquet`` and ``out_dir/eval.parquet``: ``eval_fraction`` of every
+    (generator, level) held out, no question in both."""
+    rows = spread_rows(spec)
+    train, evaluation = split_rows(
+        rows, spec.eval_fraction, spec.seed, group=lambda r: (r["data_source"], r["extra_info"]["rg_level"])
+    )
+    return write_split(train, evaluation, out_dir)
+
+
+def _group_label(source: str, info: Mapping[str, Any]) -> str:
+    return f"{source.removeprefix('reasoning_gym/')} L{info.get('rg_level', 0)}"
+
+
+def pass_rate_table(pool: TaskPool, columns: Sequence[str]) -> str:
+    """Markdown: per (generator, level) and overall, the mean of each column and the share of
+    tasks with a pass rate in (0, 1)."""
+    labels = np.asarray([_group_label(str(s), i) for s, i in zip(pool.data_sources(), pool.extra_infos())])
+    rates = {c: pool.pass_rate(c) for c in columns}
+    head = "| generator, level | tasks | " + " | ".join(f"{c} mean | {c} in (0,1)" for c in columns) + " |"
+    lines = [head, "|---|---:|" + "---:|---:|" * len(columns)]
+    for label in [*dict.fromkeys(labels.tolist()), None]:
+        mask = np.ones(len(pool), dtype=bool) if label is None else labels == label
+        cells = []
+        for c in columns:
+            r = rates[c][mask]
+            r = r[~np.isnan(r)]
+            cells.append(f"{r.mean():.3f} | {np.mean((r > 0) & (r < 1)):.2f}" if r.size else "- | -")
+        name = "**all**" if label is None else label
+        lines.append(f"| {name} | {int(mask.sum())} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def pass_rate_histogram(pool: TaskPool, columns: Sequence[str], path: str | Path, title: str = "") -> Path:
+    """A PNG histogram of each difficulty column's pass rates (NaN rows left out), one panel
+    per column, with the shares at exactly 0, in (0, 1) and at exactly 1 in the legend."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if not columns:
+        raise InvalidArgumentError("columns: expected at least one difficulty column, got none", "columns")
+    fig, axes = plt.subplots(1, len(columns), figsize=(4.6 * len(columns), 3.4), squeeze=False)
+    for ax, col in zip(axes[0], columns):
+        rates = pool.pass_rate(col)
+        known = rates[~np.isnan(rates)]
+        ax.hist(known, bins=np.linspace(0, 1, 11), color="tab:blue", edgecolor="white")
+        ax.set_title(
+            f"{col}\n=0: {np.mean(known == 0):.2f}, in (0,1): {np.mean((known > 0) & (known < 1)):.2f}, "
+            f"=1: {np.mean(known == 1):.2f} (n={known.size})",
+            fontsize=9,
+        )
+        ax.set_xlabel("pass rate")
+        ax.set_ylabel("tasks")
+        ax.grid(alpha=0.3)
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
