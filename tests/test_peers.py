@@ -363,3 +363,41 @@ def test_adarft_moves_its_target_with_the_reward_and_takes_the_nearest_tasks() -
     assert sorted(sel.select(1).tolist()) == [4]
     sel.update([4], [0], 8)
     assert sel.target == pytest.approx(max(0.0, 50 * np.tanh(1.0) - 50 * np.tanh(1.0)))
+
+
+# ---------------------------------------------------------------------------------------------
+# bots simulate with the peers: tables per step and per rollout, with intervals over seeds
+# ---------------------------------------------------------------------------------------------
+
+
+def test_cli_simulate_with_the_peers_writes_interval_tables_per_step_and_per_rollout(tmp_path: Path) -> None:
+    import csv
+
+    from bots_rft.cli import main as cli_main
+
+    out = tmp_path / "run"
+    names = "random,dapo,bots," + ",".join(PEERS)
+    args = ["simulate", "--tasks", "400", "--steps", "5", "--batch", "16", "--seeds", "3", "--groups", "3"]
+    args += ["--eval-tasks", "100", "--methods", names, "--rho-sweep", "none", "--lam-sweep", "none"]
+    assert cli_main([*args, "--no-sampling-ablation", "--out", str(out), "--no-progress"]) == 0
+    summary = (out / "summary.md").read_text(encoding="utf-8")
+    assert "## Methods with 95% intervals over seeds" in summary
+    assert "| Method | TTB 50% ↓ | TTB 75% ↓ | TTB 100% ↓ | BSF 25% ↑ | BSF 50% ↑ | BSF 100% ↑ | ETR ↑ |" in summary
+    assert "| Rollouts/step |" in summary
+    for label in ("DPS", "GRESO", "SPEED-RL", "AdaRFT", "Knapsack-RL", "Reinforce-Ada"):
+        assert summary.count(f"| {label} |") == 3  # the paper's table, per step, per rollout
+    with (out / "headline_seeds.csv").open(encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == 9 * 3 and {"ttb_rollouts_50", "bsf_100", "rollouts_per_step"} <= set(rows[0])
+    random_rows = [r for r in rows if r["method"] == "Random"]
+    assert all(float(r["ttb_50"]) == 1.0 or r["ttb_50"] == "nan" for r in random_rows)
+    assert (out / "score_methods.png").stat().st_size > 0
+
+
+def test_interval_cells_say_how_many_seeds_reached_the_target() -> None:
+    from bots_rft.report.simulation import SeedInterval
+
+    row = SeedInterval("X", "x", {"ttb_50": [0.5, 0.7, None], "bsf_25": [None, None], "bsf_50": [float("nan")]})
+    assert row.cell("ttb_50") == "0.60 ± 1.27 (2/3)"
+    assert row.cell("bsf_25") == "-" and row.cell("bsf_50") == "n/a"
+    assert row.mean("ttb_50") == pytest.approx(0.6)

@@ -2,9 +2,11 @@
 
 Runs every method (and, by default, the paper's ρ and λ sweeps and the posterior-sampling
 ablation) on a simulated RFT learner over several seeds, then writes under the run directory:
-summary.md (the paper's TTB/BSF/ETR tables and implicit-evidence quality), tables.csv,
+summary.md (the paper's TTB/BSF/ETR tables, the methods table with 95% intervals over seeds per
+training step and per rollout spent, implicit-evidence quality), tables.csv, headline_seeds.csv,
 curves.csv (every step of every run), heatmap_*.csv, evidence.csv, results.json, and PNG plots
-(curves with 95% intervals, Random vs BOTS heatmaps, evidence quality).
+(curves with 95% intervals, Random vs BOTS heatmaps, evidence quality). Every method is charged
+every rollout it generates (screening, filtered groups, refills, per-task budgets).
 
 See docs/what-bots-does.md for the simulator's model and the default run's results.
 """
@@ -17,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..methods import LAM, METHODS, MIN_GAP, OVERSAMPLE, RHO, TARGET, TAU, Parameter
+from ..methods import LAG_DISCOUNT, LAM, METHODS, MIN_GAP, OVERSAMPLE, RHO, TARGET, TAU, Parameter
 from ._args import check_output_dir, integer, parameter, real
 
 # The simulator's table order (bots_rft.simulate.experiment.TABLE_ORDER; not imported, so that
@@ -96,7 +98,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         "--methods",
         type=_names,
         default=tuple(DEFAULT_METHODS.split(",")),
-        help=f"comma-separated, from {DEFAULT_METHODS} ({_ALIASES}default all)",
+        help=f"comma-separated, from {', '.join(METHODS)} ({_ALIASES}default {DEFAULT_METHODS}); "
+        "the peers from the literature (dps, greso, speed, adarft, knapsack, reinforce-ada) are "
+        "described in docs/peers.md",
     )
     p.add_argument("--lam", type=parameter(LAM), default=LAM.default, help=f"BOTS λ (default {LAM.default:g})")
     p.add_argument("--rho", type=parameter(RHO), default=RHO.default, help=f"BOTS ρ (default {RHO.default:g})")
@@ -159,6 +163,25 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         action=argparse.BooleanOptionalAction,
         default=False,
         help="also a table of BOTS with adaptive ρ and/or λ on and off (default off)",
+    )
+    p.add_argument(
+        "--lag",
+        type=integer(0),
+        default=0,
+        help="late evidence: the BOTS methods get each step's rollouts this many steps later, as evidence "
+        "that many policy versions old (docs/planning.md; default 0)",
+    )
+    p.add_argument(
+        "--lag-discount",
+        type=parameter(LAG_DISCOUNT),
+        default=LAG_DISCOUNT.default,
+        help="δ: late evidence counts δ ** lag (default 1: no discount)",
+    )
+    p.add_argument(
+        "--lag-discount-sweep",
+        type=_values(LAG_DISCOUNT),
+        default=(),
+        help="also a table of BOTS under --lag with these δ values, e.g. 1,0.8,0.5 (default none)",
     )
     p.add_argument(
         "--dapo-oversample",
@@ -275,6 +298,12 @@ def command_line(args: argparse.Namespace) -> str:
     if args.target_sweep:
         parts += ["--target-sweep", ",".join(f"{v:g}" for v in args.target_sweep)]
     parts += ["--adaptive-ablation"] if args.adaptive_ablation else []
+    if args.lag:
+        parts += ["--lag", str(args.lag)]
+    if args.lag_discount != LAG_DISCOUNT.default:
+        parts += ["--lag-discount", f"{args.lag_discount:g}"]
+    if args.lag_discount_sweep:
+        parts += ["--lag-discount-sweep", ",".join(f"{v:g}" for v in args.lag_discount_sweep)]
     for key, value in args.learner:
         parts += ["--learner", f"{key}={value}"]
     return shlex.join(parts)
@@ -318,6 +347,9 @@ def build_config(args: argparse.Namespace) -> Any:
         tau_sweep=tuple(args.tau_sweep),
         target_sweep=tuple(args.target_sweep),
         adaptive_ablation=args.adaptive_ablation,
+        lag=args.lag,
+        lag_discount=args.lag_discount,
+        lag_discount_sweep=tuple(args.lag_discount_sweep),
     )
 
 

@@ -4,6 +4,8 @@
   held-out score against rollouts spent (in units of batch × n, so that one step of a method that
   rolls out batch × n is one unit), mean over seeds with 95% intervals, one line per row of the
   group's table;
+- ``score_methods.png``: the methods table's held-out score gain per training step and per
+  rollout spent, side by side (the x-axes of the headline tables);
 - ``heatmap_random_vs_bots.png``: share of selected tasks at each empirical rate 0/n..n/n per
   step, Random on top, BOTS below (appendix F's figure);
 - ``evidence_quality.png``: Pearson and ROC AUC of the interpolation estimator's p̃ against the
@@ -166,10 +168,47 @@ def plot_evidence(result: ExperimentResult, path: Path) -> Path | None:
     return path
 
 
+def plot_score(result: ExperimentResult, group: str, path: Path) -> Path:
+    """The held-out score gain of each row of ``group`` per training step and per rollout spent
+    (÷ batch × n), side by side, mean over seeds with 95% intervals: the two x-axes of the
+    headline tables."""
+    plt = _plt()
+    rows = result.groups[group]
+    c = result.config
+    unit = c.batch_size * c.learner.n_rollouts
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4.6))
+    for i, ((label, spec), color) in enumerate(zip(rows, _colors(len(rows)))):
+        recs = result.records(spec)
+        # Past ten lines the palette repeats: the second round is dotted.
+        style = {"ls": "--"} if spec.kind == "random" else ({"ls": ":"} if i >= 10 else {})
+        gains = [np.asarray(r.perf, dtype=np.float64) - r.perf[0] for r in recs]
+        _band(axes[0], np.arange(gains[0].size), gains, label, color, **style)
+        spent = np.mean([rollout_axis(r.rollouts) for r in recs], axis=0) / unit
+        _band(axes[1], spent, gains, label, color, **style)
+    axes[0].set_xlabel("training step")
+    axes[1].set_xlabel("rollouts spent (÷ batch × n)")
+    axes[1].set_xlim(0, c.steps)  # Random's budget; methods that spend more per step run past it
+    for ax, title in zip(axes, ("per training step", "per rollout spent")):
+        ax.set_title(f"held-out score gain {title}", fontsize=10)
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8, loc="upper left", ncol=2)
+    fig.suptitle(
+        f"{GROUP_TITLES.get(group, group)}: N={c.learner.num_tasks:,}, batch {c.batch_size}, "
+        f"n={c.learner.n_rollouts}, {len(c.seeds)} seeds (mean, 95% CI)",
+        fontsize=11,
+    )
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
 def write_plots(result: ExperimentResult, out_dir: Path) -> list[Path]:
     out: list[Path] = []
     for group in result.groups:
         out.append(plot_group(result, group, out_dir / f"curves_{group}.png"))
+    if "methods" in result.groups:
+        out.append(plot_score(result, "methods", out_dir / "score_methods.png"))
     for p in (
         plot_heatmaps(result, out_dir / "heatmap_random_vs_bots.png"),
         plot_evidence(result, out_dir / "evidence_quality.png"),
