@@ -249,6 +249,7 @@ def test_parameters_map_onto_bots(pool: str) -> None:
         "adaptive_rho": False,
         "tau": 0.0,
         "adaptive_lam": False,
+        "lag_discount": 1.0,
     }
     assert sel.bots.evidence.momentum == 0.9  # difficulty_based's cap_coef_update_discount
     rows = [json.loads(line) for line in Path(pool, "train.jsonl").read_text().splitlines()]
@@ -324,6 +325,7 @@ data_processor:
         "adaptive_rho": False,
         "tau": 0.0,
         "adaptive_lam": False,
+        "lag_discount": 1.0,
     }
     tasks = asyncio.run(scheduler.read())
     assert len({t.index["index"] for t in tasks}) == 4

@@ -209,6 +209,7 @@ def test_set_params_takes_effect_and_is_checkpointed(tmp_path: Path) -> None:
         "adaptive_rho": False,
         "tau": 0.0,
         "adaptive_lam": False,
+        "lag_discount": 1.0,
     }
     # A selector built with those parameters, on the same posterior, behaves identically.
     b = _make(lam=0.4, rho=0.0, target=0.3, n_rollouts=8, thompson=False)

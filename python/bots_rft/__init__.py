@@ -18,12 +18,16 @@ from .errors import (
     InvalidTypeError,
 )
 from .evidence import Estimator, ImplicitEvidence, Interpolation, StepEvidence
+from .guard import GroupGuard
 from .multipool import MultiPool
+from .planning import Plan
 from .selector import BOTS, Picks
 
 __all__ = [
     "BOTS",
     "Picks",
+    "Plan",
+    "GroupGuard",
     "MultiPool",
     "Interpolation",
     "ImplicitEvidence",

@@ -247,6 +247,18 @@ PEER_PARAMS = (
     N_HIGH,
 )
 
+LAG_DISCOUNT = Parameter(
+    "lag_discount",
+    "float",
+    1.0,
+    "δ: evidence `policy_lag` policy versions old counts δ ** lag (1: off)",
+    0.0,
+    1.0,
+    low_open=True,
+)
+#: BOTS-Plan's bounds on the rollouts one task gets (its budget is batch × n, what BOTS spends).
+N_MIN = Parameter("n_min", "int", 8, "BOTS-Plan: fewest rollouts a planned task gets", 1)
+N_MAX = Parameter("n_max", "int", 32, "BOTS-Plan: most rollouts a planned task gets", 1)
 #: Every parameter by name (``n_rollouts`` is BOTS' real-valued one; dynamic sampling's is an int).
 PARAMETERS: Mapping[str, Parameter] = MappingProxyType(
     {
@@ -260,6 +272,9 @@ PARAMETERS: Mapping[str, Parameter] = MappingProxyType(
             MOMENTUM,
             MIN_GAP,
             SEED,
+            LAG_DISCOUNT,
+            N_MIN,
+            N_MAX,
             OVERSAMPLE,
             MAX_ROUNDS,
             TAU,
@@ -273,7 +288,7 @@ PARAMETERS: Mapping[str, Parameter] = MappingProxyType(
 N_MIN = Parameter("n_min", "int", 8, "BOTS-Plan: fewest rollouts a planned task gets", 1)
 N_MAX = Parameter("n_max", "int", 32, "BOTS-Plan: most rollouts a planned task gets", 1)
 #: The selection rule's further settings, which every BOTS-based method takes (off by default).
-RULE_PARAMS = (TAU, ADAPTIVE_RHO, ADAPTIVE_LAM)
+RULE_PARAMS = (TAU, ADAPTIVE_RHO, ADAPTIVE_LAM, LAG_DISCOUNT)
 
 References = Literal["unused", "optional", "required"]
 
@@ -387,6 +402,7 @@ def _bots(n: int, p: dict[str, Any], evidence: Any, threads: Any) -> Selector:
         tau=p["tau"],
         adaptive_rho=p["adaptive_rho"],
         adaptive_lam=p["adaptive_lam"],
+        lag_discount=p["lag_discount"],
         evidence=evidence,
         seed=p["seed"],
         threads=threads,
@@ -434,6 +450,22 @@ def _build_similarity(
         )
     evidence = Similarity(embeddings)
     return _bots(n, p, evidence, threads)
+
+
+def _build_plan(m: Method, n: int, weak: Any, strong: Any, rollout: Any, threads: Any, p: dict[str, Any]) -> Selector:
+    from .planning import PlannedBOTS
+
+    if rollout is None:
+        raise InvalidArgumentError(
+            f"rollout: the {m.name} method rolls out inside select and needs a rollout callback "
+            "rollout(task_ids, counts)",
+            "rollout",
+        )
+    if p["n_max"] < p["n_min"]:
+        raise InvalidArgumentError(f"n_max: must be >= n_min={p['n_min']}, got {p['n_max']}", "n_max")
+    per_task = max(1, round(p["n_rollouts"]))  # the rollouts BOTS gives a task: the plan's budget per batch slot
+    bots = _bots(n, p, _interpolation(m, weak, strong, p), threads)
+    return PlannedBOTS(bots, rollout, n_rollouts=per_task, n_min=p["n_min"], n_max=p["n_max"])
 
 
 def _build_plan(m: Method, n: int, weak: Any, strong: Any, rollout: Any, threads: Any, p: dict[str, Any]) -> Selector:
@@ -540,6 +572,7 @@ _BUILDERS: dict[str, Callable[..., Selector]] = {
     "bots-multiref": _build_multiref,
     "bots-sim": _build_similarity,
     "bots-plan": _build_plan,
+    "bots-plan": _build_plan,
 }
 
 _BOTS_FILE = "selector.bots"  # BOTS' own file name since the first release
@@ -558,6 +591,17 @@ METHODS: Mapping[str, Method] = MappingProxyType(
                 (LAM, RHO, TARGET, THOMPSON, PSEUDO_ROLLOUTS, MOMENTUM, MIN_GAP, SEED, *RULE_PARAMS),
                 "optional",
                 _BOTS_FILE,
+            ),
+            Method(
+                "bots-plan",
+                "BOTS-Plan",
+                "BOTS choosing tasks and rollout counts together: the plan with the most expected informative "
+                "groups under a budget of batch × n rollouts (BOTS.plan)",
+                "bots_rft.planning:PlannedBOTS",
+                (LAM, RHO, TARGET, THOMPSON, PSEUDO_ROLLOUTS, MOMENTUM, MIN_GAP, SEED, *RULE_PARAMS, N_MIN, N_MAX),
+                "optional",
+                _BOTS_FILE,
+                rolls_out=True,
             ),
             Method(
                 "bots-plan",

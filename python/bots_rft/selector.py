@@ -46,6 +46,7 @@ from .evidence import (
     user_object,
 )
 from .methods import METHODS
+from .planning import Plan, allocate_rollouts, check_plan_args
 
 STATE_FORMAT = "bots-rft/selector"
 # 2: adds "stream" (the state of `take`); version-1 states load unchanged.
@@ -53,7 +54,17 @@ STATE_VERSION = 2
 _MAX_SEED = 2**64 - 1
 # What set_params may change between steps. The seed names the random stream and the priors
 # are the point the posterior decays toward; both stay fixed for a selector's life.
-SETTABLE_PARAMS = ("lam", "rho", "target", "n_rollouts", "thompson", "adaptive_rho", "tau", "adaptive_lam")
+SETTABLE_PARAMS = (
+    "lam",
+    "rho",
+    "target",
+    "n_rollouts",
+    "thompson",
+    "adaptive_rho",
+    "tau",
+    "adaptive_lam",
+    "lag_discount",
+)
 # Adaptive ρ (the authors' rule): halve ρ when the estimator's predictions for a batch miss the
 # observed rates by this much on average.
 ADAPTIVE_RHO_MAE = 0.25
@@ -141,6 +152,7 @@ class BOTS:
         adaptive_rho: bool = False,
         tau: float = 0.0,
         adaptive_lam: bool = False,
+        lag_discount: float = 1.0,
     ) -> None:
         n = as_int(num_tasks, "num_tasks", minimum=1)
         self._num_tasks = n
@@ -160,6 +172,7 @@ class BOTS:
         # Times adaptive ρ has halved ρ: state, not a parameter (ρ in use = rho / 2**halvings).
         self._rho_halvings = 0
         self._adaptive_lam = as_bool(adaptive_lam, "adaptive_lam")
+        self._lag_discount = _check_lag_discount(lag_discount)
         # Adaptive λ's smoothed drift statistic (None before the first update): state.
         self._drift: float | None = None
         self._alpha = np.empty(n, dtype=np.float64)
@@ -263,6 +276,7 @@ class BOTS:
             "adaptive_rho": self._adaptive_rho,
             "tau": self._tau,
             "adaptive_lam": self._adaptive_lam,
+            "lag_discount": self._lag_discount,
         }
 
     @property
@@ -294,6 +308,12 @@ class BOTS:
         λ_t = clip(λ · D̃, λ / 4, min(1, 4λ)): more forgetting while the learner drifts, less while
         it is steady. λ = 0 stays 0. Off by default."""
         return _lam_for(self._lam, self._drift) if self._adaptive_lam else self._lam
+
+    @property
+    def lag_discount(self) -> float:
+        """δ in (0, 1]: evidence ``policy_lag`` policy versions old counts ``δ ** lag`` times (1:
+        off, the default; see :meth:`update`)."""
+        return self._lag_discount
 
     @property
     def tau(self) -> float:
@@ -345,7 +365,8 @@ class BOTS:
         return _readonly_prior(self._prior_beta)
 
     def set_params(self, **changes: Any) -> None:
-        """Change any of ``lam``, ``rho``, ``target``, ``n_rollouts``, ``thompson`` between steps.
+        """Change any of :data:`SETTABLE_PARAMS` (``lam``, ``rho``, ``target``, ``n_rollouts``,
+        ``thompson``, ``adaptive_rho``, ``tau``, ``adaptive_lam``, ``lag_discount``) between steps.
 
         Every value is validated before any is applied (a bad one raises and changes nothing).
         An update already made keeps the parameters it was made with; the new ones apply from the
@@ -372,6 +393,7 @@ class BOTS:
             "adaptive_rho": as_bool,
             "tau": lambda value, _name: _check_tau(value),
             "adaptive_lam": as_bool,
+            "lag_discount": lambda value, _name: _check_lag_discount(value),
         }
         checked = {name: checks[name](value, name) for name, value in changes.items()}
         with self._lock:
@@ -570,6 +592,28 @@ class BOTS:
                 self._last_request = (k, excluded)
         return chosen
 
+    def plan(self, rollout_budget: int, n_min: int, n_max: int, exclude: Any = None) -> Plan:
+        """Tasks and a rollout count for each, chosen together: the plan that maximises the
+        expected number of informative groups (0 < successes < n) under the draws, spending at
+        most ``rollout_budget`` rollouts with ``n_min <= counts <= n_max``
+        (:mod:`bots_rft.planning` has the objective and why the optimum is exact).
+
+        The candidates are the selection rule's ranking (as :meth:`select` makes it, with
+        ``exclude`` applied) and θ is what it ranked by, so a plan consumes one selection of the
+        random stream, is deterministic per seed, and :meth:`explain` describes its picks. With
+        ``n_min == n_max == n`` and ``rollout_budget == B * n`` it returns ``select(B)``'s ids,
+        each with n rollouts. Returns a :class:`~bots_rft.planning.Plan` (``ids``, ``counts``)."""
+        budget, lo, hi = check_plan_args(rollout_budget, n_min, n_max)
+        mask, ids = _exclusion(exclude, self._num_tasks)
+        excluded = int(ids.size) if ids is not None else (int(np.count_nonzero(mask)) if mask is not None else 0)
+        k = min(budget // lo, self._num_tasks - excluded)
+        with self._lock:
+            ranked = self.select(k, exclude=exclude)
+            self._flush_locked()
+            theta = self._explain(ranked, self._num_selections - 1).theta
+            counts = allocate_rollouts(theta, budget, lo, hi)
+        return Plan(ranked[: counts.size].copy(), counts)
+
     def explain(self, task_ids: Any) -> Picks:
         """What the last selection drew for ``task_ids`` (usually its picks) and why: θ, its score,
         α, β and the estimator's p̃ (:class:`Picks`), computed for those tasks only
@@ -715,7 +759,9 @@ class BOTS:
             return np.array(sorted(self._stream.in_flight), dtype=np.int64)
 
     # ----------------------------------------------------------------------------- updates
-    def update(self, task_ids: Any, successes: Any, trials: Any, predicted: Any = None) -> None:
+    def update(
+        self, task_ids: Any, successes: Any, trials: Any, predicted: Any = None, *, policy_lag: Any = None
+    ) -> None:
         """Fold one step's rollout results into every task's posterior (the paper's eq. 1).
 
         ``task_ids`` may repeat (their counts are summed); ``successes`` and ``trials`` may be
@@ -723,6 +769,11 @@ class BOTS:
         ``predicted`` (length ``num_tasks``, NaN = none) replaces the configured estimator for
         this step: the estimator neither observes this batch nor predicts. Tasks in flight
         (:meth:`take`) that get evidence here are no longer in flight.
+
+        ``policy_lag`` (asynchronous trainers): how many policy versions old the rollouts are, a
+        non-negative int or one per entry. Each entry's successes and trials are scaled by
+        ``lag_discount ** lag``: stale evidence counts as fewer rollouts of the same observed
+        rate. With the default ``lag_discount=1`` it changes nothing; ``None`` means lag 0.
         """
         ids = as_ids(task_ids, "task_ids")
         succ = as_floats(successes, "successes")
@@ -731,7 +782,21 @@ class BOTS:
         else:
             tri = as_floats(trials, "trials")
         pred = None if predicted is None else as_floats(predicted, "predicted", self._num_tasks)
+        succ, tri = self._lag_weighted(succ, tri, policy_lag, ids.size)
         self._apply(ids, succ, tri, pred)
+
+    def _lag_weighted(
+        self, succ: FloatArray, tri: FloatArray, policy_lag: Any, size: int
+    ) -> tuple[FloatArray, FloatArray]:
+        """Successes and trials scaled by ``lag_discount ** lag`` (unchanged when it is 1)."""
+        lag = _check_policy_lag(policy_lag, size)
+        if lag is None or self._lag_discount == 1.0 or not np.any(lag):
+            return succ, tri
+        if succ.size != size or tri.size not in (1, size):
+            return succ, tri  # the core reports the length mismatch with its own message
+        # Clamped above 0: evidence of any age stays evidence (trials must be > 0), just negligible.
+        weight = np.maximum(self._lag_discount ** lag.astype(np.float64), np.finfo(np.float64).tiny)
+        return succ * weight, np.broadcast_to(tri, (size,)) * weight
 
     def update_rewards(
         self,
@@ -740,6 +805,7 @@ class BOTS:
         *,
         reward_range: tuple[float, float] | None = None,
         success_threshold: float | None = None,
+        policy_lag: Any = None,
     ) -> None:
         """``update`` from a reward matrix [B, n] (or a list of per-task reward sequences of
         varying length): successes are row sums of the rewards as evidence, trials row lengths.
@@ -753,9 +819,11 @@ class BOTS:
         never a silent clip: ``reward_range=(low, high)`` declares their range and rescales them
         to (r − low) / (high − low) (a reward outside the declared range is an error);
         ``success_threshold=x`` counts a rollout as a success when its reward is ≥ x (any finite
-        rewards). Without either, rewards must lie in [0, 1]."""
+        rewards). Without either, rewards must lie in [0, 1].
+        ``policy_lag``: as in :meth:`update`."""
         ids = as_ids(task_ids, "task_ids")
         succ, tri = _reward_counts(rewards, len(ids), _reward_map(reward_range, success_threshold))
+        succ, tri = self._lag_weighted(succ, tri, policy_lag, ids.size)
         self._apply(ids, succ, tri, None)
 
     def _apply(self, ids: IntArray, succ: FloatArray, tri: FloatArray, pred: FloatArray | None) -> None:
@@ -893,6 +961,7 @@ class BOTS:
                 adaptive_rho=p.get("adaptive_rho", False),
                 tau=p.get("tau", 0.0),
                 adaptive_lam=p.get("adaptive_lam", False),
+                lag_discount=p.get("lag_discount", 1.0),
             )
             alpha = as_floats(state["alpha"], "alpha", n)
             beta = as_floats(state["beta"], "beta", n)
@@ -955,6 +1024,35 @@ def _lam_for(lam: float, drift: float | None) -> float:
     if drift is None or lam == 0.0:
         return lam
     return float(min(max(lam * drift, lam / LAM_RANGE), min(1.0, LAM_RANGE * lam)))
+
+
+def _check_lag_discount(value: Any) -> float:
+    delta = as_real(value, "lag_discount")
+    if not (0.0 < delta <= 1.0):
+        raise InvalidArgumentError(f"lag_discount: must be in (0, 1], got {value!r}", "lag_discount")
+    return delta
+
+
+def _check_policy_lag(value: Any, size: int) -> IntArray | None:
+    """``policy_lag`` as one non-negative int per entry (None: no lag)."""
+    if value is None:
+        return None
+    if np.ndim(value) == 0:
+        scalar = value.item() if isinstance(value, np.ndarray | np.generic) else value
+        lag = as_int(scalar, "policy_lag", minimum=0)
+        return np.full(size, lag, dtype=np.int64)
+    arr = np.asarray(value)
+    if arr.ndim != 1 or arr.dtype.kind not in "iu":
+        raise InvalidTypeError(
+            f"policy_lag: must be an int or a 1-D array of ints, got {arr.dtype} of shape {arr.shape}", "policy_lag"
+        )
+    if arr.size != size:
+        raise InvalidArgumentError(
+            f"policy_lag: has {arr.size} entries, expected {size} (one per task id)", "policy_lag"
+        )
+    if arr.size and int(arr.min()) < 0:
+        raise InvalidArgumentError(f"policy_lag: must be >= 0, got {int(arr.min())}", "policy_lag")
+    return arr.astype(np.int64)
 
 
 def _check_tau(value: Any) -> float:

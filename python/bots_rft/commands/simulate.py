@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..methods import LAM, METHODS, MIN_GAP, OVERSAMPLE, RHO, TARGET, TAU, Parameter
+from ..methods import LAG_DISCOUNT, LAM, METHODS, MIN_GAP, OVERSAMPLE, RHO, TARGET, TAU, Parameter
 from ._args import check_output_dir, integer, parameter, real
 
 # The simulator's table order (bots_rft.simulate.experiment.TABLE_ORDER; not imported, so that
@@ -165,6 +165,25 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         help="also a table of BOTS with adaptive ρ and/or λ on and off (default off)",
     )
     p.add_argument(
+        "--lag",
+        type=integer(0),
+        default=0,
+        help="late evidence: the BOTS methods get each step's rollouts this many steps later, as evidence "
+        "that many policy versions old (docs/planning.md; default 0)",
+    )
+    p.add_argument(
+        "--lag-discount",
+        type=parameter(LAG_DISCOUNT),
+        default=LAG_DISCOUNT.default,
+        help="δ: late evidence counts δ ** lag (default 1: no discount)",
+    )
+    p.add_argument(
+        "--lag-discount-sweep",
+        type=_values(LAG_DISCOUNT),
+        default=(),
+        help="also a table of BOTS under --lag with these δ values, e.g. 1,0.8,0.5 (default none)",
+    )
+    p.add_argument(
         "--dapo-oversample",
         type=parameter(OVERSAMPLE),
         default=OVERSAMPLE.default,
@@ -279,6 +298,12 @@ def command_line(args: argparse.Namespace) -> str:
     if args.target_sweep:
         parts += ["--target-sweep", ",".join(f"{v:g}" for v in args.target_sweep)]
     parts += ["--adaptive-ablation"] if args.adaptive_ablation else []
+    if args.lag:
+        parts += ["--lag", str(args.lag)]
+    if args.lag_discount != LAG_DISCOUNT.default:
+        parts += ["--lag-discount", f"{args.lag_discount:g}"]
+    if args.lag_discount_sweep:
+        parts += ["--lag-discount-sweep", ",".join(f"{v:g}" for v in args.lag_discount_sweep)]
     for key, value in args.learner:
         parts += ["--learner", f"{key}={value}"]
     return shlex.join(parts)
@@ -322,6 +347,9 @@ def build_config(args: argparse.Namespace) -> Any:
         tau_sweep=tuple(args.tau_sweep),
         target_sweep=tuple(args.target_sweep),
         adaptive_ablation=args.adaptive_ablation,
+        lag=args.lag,
+        lag_discount=args.lag_discount,
+        lag_discount_sweep=tuple(args.lag_discount_sweep),
     )
 
 

@@ -18,10 +18,12 @@ import numpy as np
 import numpy.typing as npt
 
 from ..baselines import DynamicSampling, RollsOut, Selector
+from ..calibration import calibration_metrics, predicted_pass_rates
 from ..errors import BotsError, ConfigError
 from ..methods import (
     ADAPTIVE_LAM,
     ADAPTIVE_RHO,
+    LAG_DISCOUNT,
     LAM,
     MIN_GAP,
     MOMENTUM,
@@ -78,6 +80,7 @@ class MethodSpec:
     tau: float = TAU.default
     adaptive_rho: bool = ADAPTIVE_RHO.default
     adaptive_lam: bool = ADAPTIVE_LAM.default
+    lag_discount: float = LAG_DISCOUNT.default
 
     def __post_init__(self) -> None:
         try:
@@ -104,7 +107,7 @@ class MethodSpec:
 
 
 #: The selection-rule settings a spec carries beyond λ, ρ and the sampling switch.
-_RULE = (TARGET, TAU, ADAPTIVE_RHO, ADAPTIVE_LAM)
+_RULE = (TARGET, TAU, ADAPTIVE_RHO, ADAPTIVE_LAM, LAG_DISCOUNT)
 
 
 #: Method names accepted by ``--methods`` (canonical; their aliases are accepted too), with their
@@ -140,6 +143,13 @@ class SimConfig:
     tau_sweep: tuple[float, ...] = ()
     target_sweep: tuple[float, ...] = ()
     adaptive_ablation: bool = False
+    # Late evidence (asynchronous trainers): the selector gets each step's rollouts `lag` steps
+    # later, as evidence `lag` policy versions old (update(..., policy_lag=lag)); the learner trains
+    # on them at once. Only selectors whose update takes policy_lag (the BOTS methods) see the delay.
+    lag: int = 0
+    lag_discount: float = LAG_DISCOUNT.default
+    # A further table, off by default: BOTS under `lag` with lag_discount varied.
+    lag_discount_sweep: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         for name in ("steps", "batch_size"):
@@ -164,6 +174,10 @@ class SimConfig:
             for i, v in enumerate(getattr(self, name)):
                 _checked(param, v, f"{name}[{i}]")
         _checked(OVERSAMPLE, self.dapo_oversample, "dapo_oversample")
+        if isinstance(self.lag, bool) or not isinstance(self.lag, int) or self.lag < 0:
+            raise ConfigError(f"lag must be an int >= 0, got {self.lag!r}")
+        for i, v in enumerate(self.lag_discount_sweep):
+            _checked(LAG_DISCOUNT, v, f"lag_discount_sweep[{i}]")
         _checked(MIN_GAP, self.min_gap)
 
     def to_dict(self) -> dict[str, Any]:
@@ -230,6 +244,11 @@ def build_groups(config: SimConfig) -> dict[str, list[tuple[str, MethodSpec]]]:
                 ("adaptive ρ and λ", True, True),
             )
         ]
+    if config.lag_discount_sweep:
+        groups["lag"] = [random] + [
+            (f"δ={d:g}", MethodSpec("bots", lam=config.lam, rho=config.rho, **_rule(config, lag_discount=d)))
+            for d in config.lag_discount_sweep
+        ]
     return groups
 
 
@@ -253,6 +272,13 @@ class RunRecord:
     pearson_true: FloatArray  # [T] vs the policy's true success probabilities on the pool
     # [T] Trinity-RFT's strict valid ratio (rate strictly inside (1/16, 15/16), see metrics).
     strict_valid: FloatArray = field(default_factory=lambda: np.zeros(0))
+    # [T] Calibration of the picks (bots_rft.calibration): the posterior means at selection time
+    # against the rollouts' k/n (NaN for selectors without a posterior), and the share of
+    # zero-variance groups (k = 0 or k = n).
+    brier: FloatArray = field(default_factory=lambda: np.zeros(0))
+    ece: FloatArray = field(default_factory=lambda: np.zeros(0))
+    spearman: FloatArray = field(default_factory=lambda: np.zeros(0))
+    zero_variance: FloatArray = field(default_factory=lambda: np.zeros(0))
 
     def to_rows(self, label: str) -> list[dict[str, Any]]:
         rows = []
@@ -277,6 +303,10 @@ class RunRecord:
                             "pearson_next",
                             "auc_next",
                             "pearson_true",
+                            "brier",
+                            "ece",
+                            "spearman",
+                            "zero_variance",
                         )
                     },
                     "rollouts": 0 if last else int(self.rollouts[t]),
@@ -382,12 +412,20 @@ def run_method(
         auc_next=nan(),
         pearson_true=nan(),
         strict_valid=nan(),
+        brier=nan(),
+        ece=nan(),
+        spearman=nan(),
+        zero_variance=nan(),
     )
+    # Late evidence (config.lag): (step's ids, successes, trials) waiting to reach the selector.
+    lagged = config.lag > 0 and _takes_policy_lag(selector)
+    waiting: list[tuple[Any, Any, Any]] = []
     rec.perf[0] = learner.evaluate()
     prev_pred: FloatArray | None = None
     spent = 0
     for t in range(T):
         ids = selector.select(B)
+        predicted = predicted_pass_rates(selector, ids)  # before the rollouts: what it expected
         succ: npt.NDArray[Any]
         # Rollouts behind each trained task: n, or one count per task for the methods that choose
         # them (RollsOut); a scalar keeps the original code path (and results) of every other method.
@@ -421,7 +459,15 @@ def run_method(
                 rec.pearson_next[t - 1] = pearson(p[ok], rate)
                 eff = (succ[ok] > 0) & (succ[ok] < k)
                 rec.auc_next[t - 1] = roc_auc(effective_probability(p[ok], n), eff)
-        selector.update(ids, succ, trials)
+        cal = calibration_metrics(predicted, succ, trials)
+        rec.brier[t], rec.ece[t], rec.spearman[t], rec.zero_variance[t] = cal
+        if lagged:
+            waiting.append((ids, succ, trials))
+            if len(waiting) > config.lag:
+                old_ids, old_succ, old_trials = waiting.pop(0)
+                selector.update(old_ids, old_succ, old_trials, policy_lag=config.lag)  # type: ignore[call-arg]
+        else:
+            selector.update(ids, succ, trials)
         if tracker is not None and tracker is not selector:
             tracker.update(ids, succ, trials)
         rec.signal[t] = learner.train(ids, succ) if np.isscalar(trials) else learner.train(ids, succ, trials)
@@ -439,6 +485,16 @@ def run_method(
         if on_step is not None:
             on_step()
     return rec
+
+
+def _takes_policy_lag(selector: Any) -> bool:
+    """Whether ``selector.update`` takes ``policy_lag`` (the BOTS methods)."""
+    import inspect
+
+    try:
+        return "policy_lag" in inspect.signature(selector.update).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 def run_experiment(

@@ -35,6 +35,7 @@ import torch
 
 from .. import BOTS, Picks
 from ..baselines import EpochOrder
+from ..calibration import calibration_metrics
 from ..checkpoint import load_state
 from ..data import TaskPool
 from ..errors import CheckpointError, ConfigError
@@ -119,6 +120,21 @@ def _pick_record(picks: list[Picks]) -> dict[str, float]:
     theta = np.concatenate([p.theta for p in picks])
     out = pick_distributions(alpha / (alpha + beta), theta, np.concatenate([p.predicted for p in picks]))
     return {key.removeprefix("bots/"): value for key, value in out.items()}
+
+
+def _calibration_record(picks: list[Picks], task_ids: list[int], successes: Any, trials: float) -> dict[str, float]:
+    """How well BOTS predicted the step's groups (:mod:`bots_rft.calibration`): ``calibration_brier``,
+    ``calibration_ece``, ``calibration_spearman`` of the picks' posterior means at selection time
+    against their k/n, and ``zero_variance_share`` (every selector)."""
+    predicted = np.full(len(task_ids), np.nan)
+    if picks:
+        ids = np.concatenate([p.ids for p in picks])
+        alpha = np.concatenate([p.alpha for p in picks])
+        means = alpha / (alpha + np.concatenate([p.beta for p in picks]))
+        by_id = dict(zip(ids.tolist(), means.tolist()))
+        predicted = np.array([by_id.get(t, np.nan) for t in task_ids], dtype=np.float64)
+    step = calibration_metrics(predicted, successes, trials)
+    return {key.removeprefix("bots/"): value for key, value in step.metrics().items()}
 
 
 @dataclass
@@ -617,6 +633,7 @@ class GRPOTrainer:
             "successes": successes.tolist(),
             **results.errors.record(),
             **_pick_record(self._times.picks),
+            **_calibration_record(self._times.picks, batch.task_ids, successes, float(cfg.rollouts)),
             **{k: v for k, v in stats.items() if k != "train_tokens"},
         }
 
