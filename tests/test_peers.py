@@ -11,7 +11,7 @@ import pytest
 
 from bots_rft.baselines import RolledBatch, RollsOut, Selector
 from bots_rft.checkpoint import load_state, save_state
-from bots_rft.errors import InvalidArgumentError, InvalidTypeError
+from bots_rft.errors import ConfigError, InvalidArgumentError, InvalidTypeError
 from bots_rft.methods import method
 from bots_rft.simulate import LearnerConfig, SimConfig, SimulatedLearner, make_world
 from bots_rft.simulate.experiment import MethodSpec, make_selector, run_method
@@ -401,3 +401,22 @@ def test_interval_cells_say_how_many_seeds_reached_the_target() -> None:
     assert row.cell("ttb_50") == "0.60 ± 1.27 (2/3)"
     assert row.cell("bsf_25") == "-" and row.cell("bsf_50") == "n/a"
     assert row.mean("ttb_50") == pytest.approx(0.6)
+
+
+def test_rollout_weighting_lets_tasks_with_more_rollouts_weigh_more() -> None:
+    ids = np.array([0, 1])
+    world = make_world(TINY, 0)
+    g = world.group[ids]
+    flat = SimulatedLearner(make_world(TINY, 0), 0)
+    weighted_world = make_world(LearnerConfig(num_tasks=600, num_groups=3, eval_tasks=200, rollout_weighting=1.0), 0)
+    weighted = SimulatedLearner(weighted_world, 0)
+    # Task 0: 2 of 4 (signal 1), task 1: 0 of 28 (signal 0); mean trials 16.
+    flat.train(ids, np.array([2, 0]), np.array([4, 28]))
+    weighted.train(ids, np.array([2, 0]), np.array([4, 28]))
+    assert weighted.ability[g[0]] < flat.ability[g[0]]  # task 0 weighs 4/16 instead of 1
+    a, b = SimulatedLearner(world, 0), SimulatedLearner(weighted_world, 0)
+    a.train(ids, np.array([8, 3]), np.array([16, 16]))
+    b.train(ids, np.array([8, 3]), np.array([16, 16]))
+    assert np.array_equal(a.ability, b.ability)  # equal group sizes: the same step either way
+    with pytest.raises(ConfigError, match="rollout_weighting"):
+        LearnerConfig(rollout_weighting=2.0)

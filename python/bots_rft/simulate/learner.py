@@ -9,7 +9,9 @@ The model (docs/what-bots-does.md explains it at length):
   training on task k itself.
 - A GRPO step on a batch learns in proportion to each task's learning signal, taken from its
   rollouts as ``4 r (1 - r)`` with r the empirical rate: 0 when all rollouts agree (GRPO's
-  advantages vanish), 1 at r = 1/2. Group abilities grow by the signal of their own tasks plus a
+  advantages vanish), 1 at r = 1/2. Methods may roll out tasks a different number of times
+  (``rollout(ids, counts)``); each task's r is then its own k / trials, and every task weighs the
+  same in the batch unless ``rollout_weighting`` > 0 (then tasks with more rollouts weigh more). Group abilities grow by the signal of their own tasks plus a
   share transferred to every group, with diminishing returns; trained tasks also get a small
   task-specific boost m_k.
 - Weak and strong reference models are the same family at fixed abilities with their own
@@ -67,6 +69,11 @@ class LearnerConfig:
     saturation: float = 4.0  # gains shrink as exp(-a / saturation)
     memorisation: float = 0.5  # logit boost of a task per unit of its own signal
     repeat_decay: float = 0.8  # the generalisable share of a task's signal decays as this ** times seen
+    # How a batch whose tasks had different numbers of rollouts weighs them: each task's signal
+    # counts (trials / mean trials) ** rollout_weighting. 0: every task alike, whatever its group
+    # size (a per-group mean loss, GRPO's); 1: in proportion to its rollouts (a loss averaged over
+    # all rollouts, DAPO's token mean). Batches of n rollouts per task are the same either way.
+    rollout_weighting: float = 0.0
     # A sudden change of skill, off by default: after training step `shift_step` (1-based; 0 = never)
     # every group's ability moves by `shift` (positive: a jump, e.g. a merged checkpoint; negative:
     # forgetting). Evidence gathered before it then describes a learner that no longer exists.
@@ -96,6 +103,8 @@ class LearnerConfig:
             raise ConfigError(f"shift_step must be an int >= 0, got {self.shift_step!r}")
         if not (isinstance(self.shift, (int, float)) and np.isfinite(self.shift)):
             raise ConfigError(f"shift must be a finite number, got {self.shift!r}")
+        if not (isinstance(self.rollout_weighting, (int, float)) and 0.0 <= self.rollout_weighting <= 1.0):
+            raise ConfigError(f"rollout_weighting must lie in [0, 1], got {self.rollout_weighting!r}")
         if not 0.0 <= self.repeat_decay <= 1.0:
             raise ConfigError(f"repeat_decay must lie in [0, 1], got {self.repeat_decay!r}")
         if not 0.0 <= self.transfer <= 1.0:
@@ -232,8 +241,12 @@ class SimulatedLearner:
             return 0.0
         # The loss averages over the batch, so each task moves its group by signal / B; a prompt
         # trained on before teaches less that transfers (it is being memorised instead).
-        novelty = c.repeat_decay ** self.times_trained[ids]
-        own = np.bincount(w.group[ids], weights=signal * novelty, minlength=c.num_groups) / ids.size
+        weight = c.repeat_decay ** self.times_trained[ids]
+        if trials is not None and c.rollout_weighting > 0:
+            # Tasks with more rollouts weigh more in a loss averaged over rollouts (rollout_weighting).
+            n = np.broadcast_to(np.asarray(trials, dtype=np.float64), ids.shape)
+            weight = weight * (n / n.mean()) ** c.rollout_weighting
+        own = np.bincount(w.group[ids], weights=signal * weight, minlength=c.num_groups) / ids.size
         gain = (1.0 - c.transfer) * c.num_groups * own + c.transfer * own.sum()
         self.ability += c.learning_rate * gain * np.exp(-self.ability / c.saturation)
         np.add.at(self.memory, ids, c.memorisation * signal)
