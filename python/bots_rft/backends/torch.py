@@ -28,12 +28,13 @@ and parameters added to BOTS that this backend does not know, unless at their de
 from __future__ import annotations
 
 import functools
+import importlib.util
 import inspect
 import math
 import os
 import threading
 from types import MappingProxyType
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 import torch
@@ -132,6 +133,7 @@ class TorchBOTS:
         adaptive_rho: bool = False,
         tau: float = 0.0,
         adaptive_lam: bool = False,
+        kernels: str = "auto",
         **unknown: Any,
     ) -> None:
         _refuse_unknown_params(unknown)
@@ -166,6 +168,7 @@ class TorchBOTS:
         # The interpolation estimator's references on the device, for the estimator they belong
         # to (an Interpolation's references never change).
         self._references: tuple[Interpolation, torch.Tensor, torch.Tensor] | None = None
+        self._kernels = _resolve_kernels(kernels, self._device, self._dtype, n)
         self._lock = threading.RLock()
 
     def _on_device(self, p: float | FloatArray) -> torch.Tensor | None:
@@ -207,6 +210,12 @@ class TorchBOTS:
     def dtype(self) -> torch.dtype:
         """The storage type of α and β on the device."""
         return self._dtype
+
+    @property
+    def kernels(self) -> str:
+        """``"triton"`` (fused Triton kernels for the update and the Thompson draw) or ``"torch"``
+        (torch operations)."""
+        return self._kernels
 
     @property
     def num_tasks(self) -> int:
@@ -447,6 +456,8 @@ class TorchBOTS:
 
     def _rank(self, k: int, counter: int, excluded: torch.Tensor | None) -> IntArray:
         """The k best selectable tasks in the order (distance, id), chunk by chunk."""
+        if self._kernels == "triton" and self._thompson and self._tau == 0.0:
+            return self._rank_by_keys(k, counter, excluded)
         self._check_posterior()
         distances, ids = [], []
         for lo in range(0, self._num_tasks, CHUNK):
@@ -465,6 +476,30 @@ class TorchBOTS:
         d_all, id_all = d_all[by_id], id_all[by_id]
         order = _smallest(d_all, k)
         return id_all[order].cpu().numpy().astype(np.int64)
+
+    def _rank_by_keys(self, k: int, counter: int, excluded: torch.Tensor | None) -> IntArray:
+        """:meth:`_rank` by the fused Thompson kernel's int64 keys (distance bits, id): no ties,
+        so ``torch.topk`` alone orders them."""
+        from . import _triton_kernels
+
+        best = []
+        for lo in range(0, self._num_tasks, CHUNK):
+            hi = min(lo + CHUNK, self._num_tasks)
+            keys = _triton_kernels.draw_keys(
+                self._alpha[lo:hi],
+                self._beta[lo:hi],
+                lo,
+                self._seed,
+                counter,
+                self._target,
+                None if excluded is None else excluded[lo:hi].view(torch.uint8),
+            )
+            best.append(torch.topk(keys, min(k, hi - lo), largest=False, sorted=True).values)
+        merged = torch.cat(best)
+        values = torch.topk(merged, k, largest=False, sorted=True).values.cpu().numpy()
+        if values[0] < 0:  # an invalid posterior: its key sorts first, by id
+            self._raise_invalid(int(values[0]) - _triton_kernels.INVALID_BASE)
+        return (values & 0xFFFF_FFFF).astype(np.int64)
 
     def _distances(self, a: torch.Tensor, b: torch.Tensor, j: torch.Tensor, counter: int) -> torch.Tensor:
         """Each task's ranking key (smaller is better), as the core computes it."""
@@ -490,8 +525,12 @@ class TorchBOTS:
         ok = ok_a & torch.isfinite(b) & (b > 0)
         if bool(ok.all()):
             return
-        j = int(torch.nonzero(~ok)[0, 0])
-        name, value = ("alpha", float(a[j])) if not bool(ok_a[j]) else ("beta", float(b[j]))
+        self._raise_invalid(int(torch.nonzero(~ok)[0, 0]))
+
+    def _raise_invalid(self, j: int) -> None:
+        """The core's error for task j's invalid posterior (α named first)."""
+        a, b = float(self._alpha[j]), float(self._beta[j])
+        name, value = ("alpha", a) if not (math.isfinite(a) and a > 0) else ("beta", b)
         raise InvalidArgumentError(f"{name}: must be finite and > 0, got {_number(value)} at index {j}", name)
 
     def explain(self, task_ids: Any) -> Picks:
@@ -581,17 +620,18 @@ class TorchBOTS:
             self._drift = drift
             self._num_updates += 1
 
-    def _evidence_on_device(self, step: StepEvidence, estimator: Estimator | None) -> torch.Tensor | None:
-        """p̃ of every task on the device (NaN = none), computed as the core computes it, or
-        None when the step has no implicit evidence."""
+    def _evidence_on_device(self, step: StepEvidence, estimator: Estimator | None) -> _DeviceEvidence:
+        """The step's implicit evidence on the device: a prediction per task (NaN = none), the
+        interpolation's references and μ̃ (evaluated inside the update, as the core does), or
+        nothing."""
         kw = step.update_kwargs
         if "predicted" in kw:
-            return _to_device(np.asarray(kw["predicted"], dtype=np.float64), self._device, self._dtype)
+            predicted = _to_device(np.asarray(kw["predicted"], dtype=np.float64), self._device, self._dtype)
+            return _DeviceEvidence(predicted=predicted)
         if "capability" not in kw:
-            return None
+            return _DeviceEvidence()
         weak, strong = self._references_for(estimator, kw["weak"], kw["strong"])
-        mu = float(kw["capability"])
-        return (mu * strong + (1.0 - mu) * weak).clamp(0.0, 1.0)
+        return _DeviceEvidence(references=(weak, strong, float(kw["capability"])))
 
     def _references_for(self, estimator: Estimator | None, weak: Any, strong: Any) -> tuple[torch.Tensor, torch.Tensor]:
         """The interpolation references on the device in the storage type (float32 values either
@@ -605,7 +645,7 @@ class TorchBOTS:
             self._references = (estimator, w, s)
         return w, s
 
-    def _update(self, batch: _core.Batch, p: torch.Tensor | None, *, lam: float, rho: float) -> None:
+    def _update(self, batch: _core.Batch, evidence: _DeviceEvidence, *, lam: float, rho: float) -> None:
         """The core's update rule on the device: every task decays toward its prior and takes its
         implicit evidence; then the rolled-out tasks get their explicit evidence instead."""
         a, b = self._alpha, self._beta
@@ -618,15 +658,33 @@ class TorchBOTS:
             decay * a[at].to(torch.float64) + lam * self._prior_at(self._prior_alpha, self._prior_alpha_t, at) + s
         )
         rolled_b = decay * b[at].to(torch.float64) + lam * self._prior_at(self._prior_beta, self._prior_beta_t, at) + f
-        pull_a = self._pull(lam, self._prior_alpha, self._prior_alpha_t)
-        pull_b = self._pull(lam, self._prior_beta, self._prior_beta_t)
-        a.mul_(decay).add_(pull_a)
-        b.mul_(decay).add_(pull_b)
-        if p is not None:
-            weight = rho * self._n_rollouts
-            # No prediction (NaN) adds exactly 0, as in the core.
-            a.add_(torch.nan_to_num(weight * p, nan=0.0))
-            b.add_(torch.nan_to_num(weight * (1.0 - p), nan=0.0))
+        weight = rho * self._n_rollouts
+        if self._kernels == "triton":
+            from . import _triton_kernels
+
+            _triton_kernels.update(
+                a,
+                b,
+                decay=decay,
+                lam=lam,
+                prior_alpha=self._prior_alpha_t
+                if self._prior_alpha_t is not None
+                else float(cast(float, self._prior_alpha)),
+                prior_beta=self._prior_beta_t
+                if self._prior_beta_t is not None
+                else float(cast(float, self._prior_beta)),
+                predicted=evidence.predicted,
+                references=evidence.references,
+                weight=weight,
+            )
+        else:
+            a.mul_(decay).add_(self._pull(lam, self._prior_alpha, self._prior_alpha_t))
+            b.mul_(decay).add_(self._pull(lam, self._prior_beta, self._prior_beta_t))
+            p = evidence.per_task()
+            if p is not None:
+                # No prediction (NaN) adds exactly 0, as in the core.
+                a.add_(torch.nan_to_num(weight * p, nan=0.0))
+                b.add_(torch.nan_to_num(weight * (1.0 - p), nan=0.0))
         a[at] = rolled_a.to(self._dtype)
         b[at] = rolled_b.to(self._dtype)
 
@@ -667,7 +725,12 @@ class TorchBOTS:
                 f"params: must be one of {', '.join(map(repr, _PARAMS_ON_LOAD))}, got {params!r}", "params"
             )
         fresh = TorchBOTS._from_state(
-            state, evidence=user_object(self._estimator), device=self._device, dtype=self._dtype, threads=self._threads
+            state,
+            evidence=user_object(self._estimator),
+            device=self._device,
+            dtype=self._dtype,
+            threads=self._threads,
+            kernels=self._kernels,
         )
         if fresh._num_tasks != self._num_tasks:
             raise CheckpointError(f"state: has {fresh._num_tasks} tasks, this selector has {self._num_tasks}")
@@ -699,13 +762,22 @@ class TorchBOTS:
         evidence: ImplicitEvidence | None = None,
         threads: int | None = None,
         prefetch: bool = True,
+        kernels: str = "auto",
     ) -> TorchBOTS:
         """Read a checkpoint written by :meth:`save` or :meth:`BOTS.save` onto ``device``."""
-        return cls._from_state(read_checkpoint(path), evidence=evidence, device=device, dtype=dtype, threads=threads)
+        state = read_checkpoint(path)
+        return cls._from_state(state, evidence=evidence, device=device, dtype=dtype, threads=threads, kernels=kernels)
 
     @classmethod
     def _from_state(
-        cls, state: dict[str, Any], *, evidence: Any, device: Any, dtype: Any, threads: int | None = None
+        cls,
+        state: dict[str, Any],
+        *,
+        evidence: Any,
+        device: Any,
+        dtype: Any,
+        threads: int | None = None,
+        kernels: str = "auto",
     ) -> TorchBOTS:
         if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
             got = state.get("format") if isinstance(state, dict) else type(state).__name__
@@ -724,6 +796,7 @@ class TorchBOTS:
                 n,
                 device=device,
                 dtype=dtype,
+                kernels=kernels,
                 lam=p["lam"],
                 rho=p["rho"],
                 target=p["target"],
@@ -768,6 +841,7 @@ class TorchBOTS:
         state["device"] = str(self._device)
         state["dtype"] = str(self._dtype).removeprefix("torch.")
         state["threads"] = self._threads
+        state["kernels"] = self._kernels
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -777,8 +851,46 @@ class TorchBOTS:
             device=state.get("device"),
             dtype=state.get("dtype"),
             threads=state.get("threads"),
+            kernels=state.get("kernels", "auto"),
         )
         self.__dict__.update(fresh.__dict__)
+
+
+class _DeviceEvidence(NamedTuple):
+    """One update's implicit evidence on the device (at most one field set)."""
+
+    predicted: torch.Tensor | None = None
+    references: tuple[torch.Tensor, torch.Tensor, float] | None = None
+
+    def per_task(self) -> torch.Tensor | None:
+        """p̃ of every task (NaN = none), as the core computes it, or None."""
+        if self.references is None:
+            return self.predicted
+        weak, strong, mu = self.references
+        return (mu * strong + (1.0 - mu) * weak).clamp(0.0, 1.0)
+
+
+def _resolve_kernels(kernels: Any, device: torch.device, dtype: torch.dtype, num_tasks: int) -> str:
+    """``"auto"``: the fused Triton kernels for a float32 posterior on a CUDA device when Triton
+    is installed, else torch operations. ``"triton"`` insists (on CPU tensors only under Triton's
+    interpreter, ``TRITON_INTERPRET=1``); ``"torch"`` never uses them."""
+    if kernels not in ("auto", "triton", "torch"):
+        raise InvalidArgumentError(f"kernels: must be 'auto', 'triton' or 'torch', got {kernels!r}", "kernels")
+    if kernels == "torch":
+        return "torch"
+    usable = importlib.util.find_spec("triton") is not None
+    why = "" if usable else "Triton is not installed"
+    if dtype != torch.float32:
+        why = why or "they work on a float32 posterior (dtype=torch.float32)"
+    if num_tasks >= 2**32:
+        why = why or "their ranking keys hold task ids below 2^32"
+    if device.type != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
+        why = why or "they run on a CUDA device (or on CPU under TRITON_INTERPRET=1)"
+    if not why:
+        return "triton"
+    if kernels == "triton":
+        raise InvalidArgumentError(f"kernels: 'triton' cannot be used here: {why}", "kernels")
+    return "torch"
 
 
 def _smallest(d: torch.Tensor, k: int) -> torch.Tensor:

@@ -1,0 +1,260 @@
+"""Fused Triton kernels of the torch backend, for float32 posteriors on a GPU: the update of every
+task in one pass (α, β and the references read once, α and β written once), and the Thompson
+draw of every task in one pass that writes each task's ranking key for ``torch.topk``.
+
+They compute what :mod:`bots_rft.backends._torch_draws` and ``TorchBOTS._update`` compute with
+torch operations, from the same Philox words, so their draws are the same exact Beta variates up
+to the rounding of the device's ``log``, ``sin`` and ``cos`` (and of fused multiply-adds). With
+``TRITON_INTERPRET=1`` set before this module is imported they run on CPU tensors, which is how
+the CPU tests check them.
+
+The ranking key of task j is ``bits(|θ_j − p*|) << 32 | j`` (an int64: the float32 distance's bit
+pattern orders non-negative floats), so the k smallest keys are the k best tasks in the order
+(distance, id) with no tie left to break. An excluded task's key is the largest int64; a task
+whose α or β is not finite and > 0 gets ``j − 2^62``, below every valid key, so the caller finds
+the first invalid task among the k smallest keys.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton  # type: ignore[import-untyped]
+import triton.language as tl  # type: ignore[import-untyped]
+
+from ._torch_draws import BOOST_ATTEMPT, MAX_SHAPE, philox_key
+
+#: Tasks per program.
+BLOCK = 1024
+#: The key of an excluded task.
+EXCLUDED_KEY = 2**63 - 1
+#: Invalid task j's key is j + INVALID_BASE (negative).
+INVALID_BASE = -(2**62)
+_EVIDENCE = {"none": 0, "predicted": 1, "interpolation": 2}
+
+
+@triton.jit
+def _philox(c0, c1, c2, c3, k0, k1):
+    """Philox4x32-10 on uint32 lanes (the core's generator)."""
+    for r in tl.static_range(10):
+        hi0 = tl.umulhi(c0, 0xD2511F53)
+        lo0 = c0 * 0xD2511F53
+        hi1 = tl.umulhi(c2, 0xCD9E8D57)
+        lo1 = c2 * 0xCD9E8D57
+        rk0 = k0 + ((0x9E3779B9 * r) & 0xFFFFFFFF)
+        rk1 = k1 + ((0xBB67AE85 * r) & 0xFFFFFFFF)
+        c0, c1, c2, c3 = hi1 ^ c1 ^ rk0, lo1, hi0 ^ c3 ^ rk1, lo0
+    return c0, c1, c2, c3
+
+
+@triton.jit
+def _open01(w):
+    return ((w >> 8).to(tl.int32).to(tl.float32) + 0.5) * (1.0 / 16777216.0)
+
+
+@triton.jit
+def _gamma_attempt(shape, z, u):
+    d = shape - 1.0 / 3.0
+    c = 1.0 / tl.sqrt(9.0 * d)
+    v = 1.0 + c * z
+    v3 = v * v * v
+    z2 = z * z
+    squeeze = u < 1.0 - 0.0331 * z2 * z2
+    log_test = tl.log(u) < 0.5 * z2 + d * (1.0 - v3 + tl.log(tl.maximum(v3, 1.1754943508222875e-38)))
+    return d * v3, (v > 0.0) & (squeeze | log_test)
+
+
+@triton.jit(do_not_specialize=["first", "n", "c1", "c2", "k0", "k1", "target"])
+def _draw_keys_kernel(
+    alpha_ptr,
+    beta_ptr,
+    excluded_ptr,
+    keys_ptr,
+    first,
+    n,
+    c1,
+    c2,
+    k0,
+    k1,
+    target,
+    HAS_EXCLUDED: tl.constexpr,
+    BOOST_SLOT: tl.constexpr,
+    SHAPE_CAP: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr,
+):
+    offs = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    live = offs < n
+    a = tl.load(alpha_ptr + offs, mask=live, other=1.0).to(tl.float32)
+    b = tl.load(beta_ptr + offs, mask=live, other=1.0).to(tl.float32)
+    valid = (a > 0.0) & (a < float("inf")) & (b > 0.0) & (b < float("inf"))
+    sa = tl.where(valid, tl.minimum(a, SHAPE_CAP), 1.0)
+    sb = tl.where(valid, tl.minimum(b, SHAPE_CAP), 1.0)
+    small_a = sa < 1.0
+    small_b = sb < 1.0
+    ta = tl.where(small_a, sa + 1.0, sa)
+    tb = tl.where(small_b, sb + 1.0, sb)
+    j = first + offs.to(tl.int64)
+    w_c0 = (j & 0xFFFFFFFF).to(tl.uint32)
+    j_hi = (j >> 32).to(tl.uint32)
+    u_c1 = tl.zeros([BLOCK_SIZE], dtype=tl.uint32) + c1.to(tl.uint32)
+    u_c2 = tl.zeros([BLOCK_SIZE], dtype=tl.uint32) + c2.to(tl.uint32)
+    key0 = k0.to(tl.uint32)
+    key1 = k1.to(tl.uint32)
+    gx = tl.zeros([BLOCK_SIZE], dtype=tl.float32) + 1.0
+    gy = tl.zeros([BLOCK_SIZE], dtype=tl.float32) + 1.0
+    pending = live
+    attempt = tl.zeros([BLOCK_SIZE], dtype=tl.uint32)
+    # Every lane tries until accepted; a try redraws both gammas with the next attempt index.
+    while tl.max(pending.to(tl.int32), axis=0) > 0:
+        c3 = j_hi | (attempt << 16)
+        w0, w1, w2, w3 = _philox(w_c0, u_c1, u_c2, c3, key0, key1)
+        r = tl.sqrt(-2.0 * tl.log(_open01(w0)))
+        angle = _open01(w1) * 6.283185307179586
+        x, okx = _gamma_attempt(ta, r * tl.cos(angle), _open01(w2))
+        y, oky = _gamma_attempt(tb, r * tl.sin(angle), _open01(w3))
+        take = pending & okx & oky
+        gx = tl.where(take, x, gx)
+        gy = tl.where(take, y, gy)
+        pending = pending & ~(okx & oky)
+        attempt += 1
+    draw = gx / (gx + gy)
+    small = live & (small_a | small_b)
+    if tl.max(small.to(tl.int32), axis=0) > 0:
+        c3 = j_hi | (BOOST_SLOT << 16)
+        u0, u1, _, _ = _philox(w_c0, u_c1, u_c2, c3, key0, key1)
+        lx = tl.log(gx) + tl.where(small_a, tl.log(_open01(u0)) / sa, 0.0)
+        ly = tl.log(gy) + tl.where(small_b, tl.log(_open01(u1)) / sb, 0.0)
+        draw = tl.where(small, 1.0 / (1.0 + tl.exp(ly - lx)), draw)
+    distance = tl.abs(draw - target)
+    key = (distance.to(tl.int32, bitcast=True).to(tl.int64) << 32) | j
+    if HAS_EXCLUDED:
+        excluded = tl.load(excluded_ptr + offs, mask=live, other=0) != 0
+        key = tl.where(excluded, 0x7FFFFFFFFFFFFFFF, key)
+    key = tl.where(valid, key, j - 0x4000000000000000)
+    tl.store(keys_ptr + offs, key, mask=live)
+
+
+def draw_keys(
+    alpha: torch.Tensor,
+    beta: torch.Tensor,
+    first_index: int,
+    seed: int,
+    counter: int,
+    target: float,
+    excluded: torch.Tensor | None,
+) -> torch.Tensor:
+    """The ranking keys (see the module docstring) of tasks ``first_index ..`` of selection
+    ``(seed, counter)`` by their Thompson draws."""
+    n = alpha.numel()
+    keys = torch.empty(n, dtype=torch.int64, device=alpha.device)
+    k0, k1 = philox_key(seed, counter)
+    grid = (triton.cdiv(n, BLOCK),)
+    _draw_keys_kernel[grid](
+        alpha,
+        beta,
+        excluded if excluded is not None else alpha,
+        keys,
+        first_index,
+        n,
+        counter & 0xFFFFFFFF,
+        (counter >> 32) & 0xFFFFFFFF,
+        k0,
+        k1,
+        float(target),
+        HAS_EXCLUDED=excluded is not None,
+        BOOST_SLOT=BOOST_ATTEMPT,
+        SHAPE_CAP=MAX_SHAPE,
+        BLOCK_SIZE=BLOCK,
+    )
+    return keys
+
+
+@triton.jit(do_not_specialize=["n", "decay", "pull_a", "pull_b", "lam", "weight", "mu"])
+def _update_kernel(
+    alpha_ptr,
+    beta_ptr,
+    prior_a_ptr,
+    prior_b_ptr,
+    p_ptr,
+    weak_ptr,
+    strong_ptr,
+    n,
+    decay,
+    pull_a,
+    pull_b,
+    lam,
+    weight,
+    mu,
+    PER_TASK_A: tl.constexpr,
+    PER_TASK_B: tl.constexpr,
+    EVIDENCE: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr,
+):
+    offs = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    live = offs < n
+    a = tl.load(alpha_ptr + offs, mask=live, other=1.0)
+    b = tl.load(beta_ptr + offs, mask=live, other=1.0)
+    if PER_TASK_A:
+        a = decay * a + lam * tl.load(prior_a_ptr + offs, mask=live, other=1.0)
+    else:
+        a = decay * a + pull_a
+    if PER_TASK_B:
+        b = decay * b + lam * tl.load(prior_b_ptr + offs, mask=live, other=1.0)
+    else:
+        b = decay * b + pull_b
+    if EVIDENCE != 0:
+        if EVIDENCE == 1:
+            p = tl.load(p_ptr + offs, mask=live, other=float("nan"))
+        else:
+            s = tl.load(strong_ptr + offs, mask=live, other=float("nan"))
+            w = tl.load(weak_ptr + offs, mask=live, other=float("nan"))
+            p = mu * s + (1.0 - mu) * w
+            p = tl.minimum(tl.maximum(p, 0.0), 1.0)
+            p = tl.where(s == s, p, s)  # NaN references give NaN (min/max would drop it)
+            p = tl.where(w == w, p, w)
+        has = p == p
+        a = a + tl.where(has, weight * p, 0.0)
+        b = b + tl.where(has, weight * (1.0 - p), 0.0)
+    tl.store(alpha_ptr + offs, a, mask=live)
+    tl.store(beta_ptr + offs, b, mask=live)
+
+
+def update(
+    alpha: torch.Tensor,
+    beta: torch.Tensor,
+    *,
+    decay: float,
+    lam: float,
+    prior_alpha: float | torch.Tensor,
+    prior_beta: float | torch.Tensor,
+    predicted: torch.Tensor | None,
+    references: tuple[torch.Tensor, torch.Tensor, float] | None,
+    weight: float,
+) -> None:
+    """The update of every task in place (the rolled-out tasks are overwritten by the caller):
+    α ← decay·α + λ·α0 + w·p̃, β ← decay·β + λ·β0 + w·(1 − p̃), no evidence term where p̃ is
+    NaN; p̃ is ``predicted``, or clip(μ·strong + (1 − μ)·weak, 0, 1) from ``references``
+    (weak, strong, μ)."""
+    n = alpha.numel()
+    per_a, per_b = isinstance(prior_alpha, torch.Tensor), isinstance(prior_beta, torch.Tensor)
+    evidence = "predicted" if predicted is not None else ("interpolation" if references is not None else "none")
+    weak, strong, mu = references if references is not None else (alpha, alpha, 0.0)
+    _update_kernel[(triton.cdiv(n, BLOCK),)](
+        alpha,
+        beta,
+        prior_alpha if per_a else alpha,
+        prior_beta if per_b else alpha,
+        predicted if predicted is not None else alpha,
+        weak,
+        strong,
+        n,
+        decay,
+        0.0 if per_a else lam * float(prior_alpha),  # type: ignore[arg-type]
+        0.0 if per_b else lam * float(prior_beta),  # type: ignore[arg-type]
+        lam,
+        weight,
+        mu,
+        PER_TASK_A=per_a,
+        PER_TASK_B=per_b,
+        EVIDENCE=_EVIDENCE[evidence],
+        BLOCK_SIZE=BLOCK,
+    )

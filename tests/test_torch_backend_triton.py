@@ -1,0 +1,138 @@
+"""The torch backend's fused Triton kernels (``kernels="triton"``) against its torch operations
+and the Rust core. Without CUDA they run on CPU tensors under Triton's interpreter
+(``TRITON_INTERPRET=1``, set here before the kernels are first imported); with CUDA, compiled on
+the GPU."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+from scipy import stats
+
+torch = pytest.importorskip("torch")
+if importlib.util.find_spec("triton") is None:
+    pytest.skip("Triton is not installed", allow_module_level=True)
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+if DEVICE == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
+    # Triton decides between compiling and interpreting when it defines a function, its own
+    # library included: the variable must be set before triton is first imported.
+    if "triton" in sys.modules:
+        pytest.skip("triton was imported before TRITON_INTERPRET=1 could be set", allow_module_level=True)
+    os.environ["TRITON_INTERPRET"] = "1"
+
+from bots_rft import BOTS, Interpolation  # noqa: E402
+from bots_rft.backends import _triton_kernels as kernels  # noqa: E402
+from bots_rft.backends._torch_draws import thompson_draws  # noqa: E402
+from bots_rft.backends.torch import TorchBOTS  # noqa: E402
+from bots_rft.errors import BotsError  # noqa: E402
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread() -> Iterator[None]:
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def references(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    weak = rng.random(n) * 0.6
+    strong = np.clip(weak + 0.4 * rng.random(n), 0, 1)
+    weak[rng.random(n) < 0.05] = np.nan
+    return weak, strong
+
+
+def test_kernels_resolve() -> None:
+    assert TorchBOTS(4, device=DEVICE, kernels="triton").kernels == "triton"
+    assert TorchBOTS(4, device=DEVICE, kernels="torch").kernels == "torch"
+    assert TorchBOTS(4, device=DEVICE, dtype="float64").kernels == "torch"  # the kernels are float32
+    with pytest.raises(BotsError, match="kernels: 'triton' cannot be used here"):
+        TorchBOTS(4, device=DEVICE, dtype="float64", kernels="triton")
+    with pytest.raises(BotsError, match="kernels"):
+        TorchBOTS(4, device=DEVICE, kernels="cuda")
+
+
+@pytest.mark.parametrize("per_task_prior", [False, True])
+def test_fused_update_matches_the_core(per_task_prior: bool) -> None:
+    n = 3000
+    rng = np.random.default_rng(1)
+    weak, strong = references(n, 2)
+    prior_a: Any = rng.uniform(0.5, 2, n) if per_task_prior else 1.5
+    kw: dict[str, Any] = dict(lam=0.3, rho=0.4, n_rollouts=8.0, prior_alpha=prior_a, seed=3)
+    core = BOTS(n, evidence=Interpolation(weak, strong), **kw)
+    fused = TorchBOTS(n, evidence=Interpolation(weak, strong), device=DEVICE, kernels="triton", **kw)
+    for step in range(6):
+        ids = rng.choice(n, 40)
+        succ = rng.integers(0, 5, 40)
+        predicted = None
+        if step == 3:
+            predicted = rng.random(n)
+            predicted[::5] = np.nan
+        core.update(ids, succ, 4, predicted=predicted)
+        fused.update(ids, succ, 4, predicted=predicted)
+    np.testing.assert_allclose(fused.alpha, core.alpha, rtol=2e-6)
+    np.testing.assert_allclose(fused.beta, core.beta, rtol=2e-6)
+
+
+def test_fused_draws_are_the_torch_draws() -> None:
+    rng = np.random.default_rng(4)
+    n = 10_000
+    a = torch.tensor(0.3 + 40 * rng.random(n), dtype=torch.float32, device=DEVICE)
+    b = torch.tensor(0.3 + 40 * rng.random(n), dtype=torch.float32, device=DEVICE)
+    keys = kernels.draw_keys(a, b, 7, 11, 5, 0.4, None).cpu()
+    assert torch.equal(keys & 0xFFFFFFFF, torch.arange(7, 7 + n))
+    distance = (keys >> 32).to(torch.int32).view(torch.float32)
+    reference = (thompson_draws(a, b, torch.arange(7, 7 + n, device=DEVICE), 11, 5) - 0.4).abs().cpu()
+    close = (distance - reference).abs() <= 1e-5
+    assert close.float().mean().item() > 0.999
+
+
+@pytest.mark.parametrize("a,b", [(0.3, 0.5), (1.0, 1.0), (2.5, 40.0), (5000.0, 0.3)])
+def test_fused_draws_pass_ks(a: float, b: float) -> None:
+    n = 10_000
+    keys = kernels.draw_keys(
+        torch.full((n,), a, device=DEVICE), torch.full((n,), b, device=DEVICE), 0, 3, 9, 0.0, None
+    ).cpu()
+    x = np.sort((keys >> 32).to(torch.int32).view(torch.float32).numpy().astype(np.float64))  # |θ − 0| = θ
+    keep = x < 1 - 1e-6
+    f = stats.beta(a, b).cdf(x[keep])
+    i = np.flatnonzero(keep)
+    d = max(np.max((i + 1) / n - f, initial=0.0), np.max(f - i / n, initial=0.0))
+    assert stats.kstwo.sf(d, n) > 1e-3, (a, b)
+
+
+def test_fused_selection_is_the_torch_selection() -> None:
+    n = 4000
+    weak, strong = references(n, 3)
+    fused = TorchBOTS(n, evidence=Interpolation(weak, strong), seed=2, device=DEVICE, kernels="triton")
+    plain = TorchBOTS(n, evidence=Interpolation(weak, strong), seed=2, device=DEVICE, kernels="torch")
+    rng = np.random.default_rng(5)
+    mask = np.zeros(n, dtype=bool)
+    mask[::3] = True
+    same = 0
+    for step in range(8):
+        exclude = (None, mask, np.arange(0, n, 5))[step % 3]
+        a, b = fused.select(24, exclude=exclude), plain.select(24, exclude=exclude)
+        same += int(np.array_equal(a, b))
+        if exclude is not None:
+            assert not np.isin(a, np.flatnonzero(exclude) if exclude.dtype == bool else exclude).any()
+        succ = rng.integers(0, 5, 24)
+        fused.update(a, succ, 4)
+        plain.update(a, succ, 4)
+    assert same >= 7, same
+
+
+def test_fused_selection_reports_an_invalid_posterior_as_the_core_does() -> None:
+    sel = TorchBOTS(3000, device=DEVICE, kernels="triton")
+    sel._alpha[2500] = float("inf")
+    sel._beta[1200] = 0.0
+    with pytest.raises(BotsError, match=r"^beta: must be finite and > 0, got 0 at index 1200$"):
+        sel.select(4)
