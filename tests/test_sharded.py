@@ -122,3 +122,146 @@ def test_bad_arguments_are_refused() -> None:
     with pytest.raises(InvalidArgumentError, match="task_ids"):
         sharded.update([10], [1.0], 2)
     np.testing.assert_array_equal(np.sort(sharded.select(8, exclude=[0, 9])), np.arange(1, 9))
+
+
+# ------------------------------------------------------------------------------- parity with BOTS
+
+
+def assert_same_posterior(plain, sharded) -> None:
+    state = sharded.state_dict()
+    np.testing.assert_array_equal(state["alpha"], plain.alpha)
+    np.testing.assert_array_equal(state["beta"], plain.beta)
+
+
+def test_update_rewards_maps_rewards_as_bots_does() -> None:
+    plain, sharded = selectors(2, seed=17)
+    rng = np.random.default_rng(5)
+    for step in range(4):
+        picked = plain.select(B)
+        np.testing.assert_array_equal(sharded.select(B), picked)
+        if step == 0:  # graded rewards in [0, 1]
+            kwargs: dict = {}
+            rewards = rng.uniform(0, 1, (B, 4))
+        elif step == 1:  # rewards in [-1, 1], rescaled
+            kwargs = {"reward_range": (-1.0, 1.0)}
+            rewards = rng.uniform(-1, 1, (B, 4))
+        elif step == 2:  # thresholded
+            kwargs = {"success_threshold": 0.3}
+            rewards = rng.normal(0, 1, (B, 3))
+        else:  # rows of different lengths
+            kwargs = {}
+            rewards = [rng.integers(0, 2, 1 + i % 5).astype(float) for i in range(B)]
+        plain.update_rewards(picked, rewards, **kwargs)
+        sharded.update_rewards(picked, rewards, **kwargs)
+    assert sharded.capability == plain.capability
+    assert_same_posterior(plain, sharded)
+    with pytest.raises(InvalidArgumentError, match=r"rewards: must be in \[0, 1\]"):
+        sharded.update_rewards(picked[:2], [[0.5, 2.0], [1.0, 0.0]])
+    assert sharded.num_updates == plain.num_updates  # the refused update changed nothing
+
+
+def test_update_with_a_prediction_equals_bots() -> None:
+    plain, sharded = selectors(3, seed=19)
+    predicted = np.random.default_rng(6).uniform(0, 1, N)
+    predicted[::5] = np.nan
+    for _ in range(3):
+        picked = plain.select(B)
+        np.testing.assert_array_equal(sharded.select(B), picked)
+        plain.update(picked, np.full(B, 2.0), 4, predicted)
+        sharded.update(picked, np.full(B, 2.0), 4, predicted)
+    assert sharded.capability == plain.capability  # the estimator skipped these steps
+    assert_same_posterior(plain, sharded)
+
+
+def test_set_params_applies_to_every_shard_and_is_checkpointed(tmp_path) -> None:
+    plain, sharded = selectors(3, seed=23)
+    run_steps(plain, sharded, steps=2)
+    changes = [{"lam": 0.4, "target": 0.3}, {"thompson": False}, {"tau": 0.05, "thompson": True}, {"rho": 0.6}]
+    for change in changes:
+        plain.set_params(**change)
+        sharded.set_params(**change)
+        assert dict(sharded.params) == {k: plain.params[k] for k in sharded.params}
+        run_steps(plain, sharded, steps=2, seed=len(change))
+    assert_same_posterior(plain, sharded)
+    path = tmp_path / "params.ckpt"
+    sharded.save(str(path))
+    assert dict(BOTS.load(path, prefetch=False).params) == dict(plain.params)
+    resumed = ShardedBOTS.load(str(path), shards=2, actor_options={"num_cpus": 0})
+    assert dict(resumed.params) == dict(sharded.params)
+    np.testing.assert_array_equal(resumed.select(B), plain.select(B))
+
+
+def test_set_params_validates_as_bots_and_changes_nothing_on_error() -> None:
+    sharded = ShardedBOTS(10, shards=2, actor_options={"num_cpus": 0})
+    before = dict(sharded.params)
+    with pytest.raises(InvalidArgumentError, match="target") as ours:
+        sharded.set_params(lam=0.5, target=1.5)
+    with pytest.raises(InvalidArgumentError) as theirs:
+        BOTS(10, prefetch=False).set_params(lam=0.5, target=1.5)
+    assert str(ours.value) == str(theirs.value)
+    with pytest.raises(InvalidArgumentError, match="seed: is fixed"):
+        sharded.set_params(seed=3)
+    assert dict(sharded.params) == before
+
+
+@pytest.mark.parametrize("thompson", [True, False], ids=["thompson", "greedy"])
+def test_explain_and_posterior_equal_bots(thompson: bool) -> None:
+    plain, sharded = selectors(3, seed=29, thompson=thompson)
+    run_steps(plain, sharded, steps=3)
+    picked = plain.select(B)
+    np.testing.assert_array_equal(sharded.select(B), picked)
+    assert plain.capability is not None  # so p̃ is compared too
+    # The picks, plus tasks from every shard in any order, repeated.
+    asked = np.concatenate([picked, [N - 1, 0, 1500, 999, 1000, 0]])
+    ours, theirs = sharded.explain(asked), plain.explain(asked)
+    for field in theirs._fields:
+        np.testing.assert_array_equal(getattr(ours, field), getattr(theirs, field), err_msg=field)
+    for got, want in zip(sharded.posterior(asked), plain.posterior(asked)):
+        np.testing.assert_array_equal(got, want)
+    with pytest.raises(InvalidArgumentError, match=r"task_ids: 3000 at position 1 is out of range"):
+        sharded.posterior([0, N])
+
+
+def test_adaptive_rho_and_lam_equal_bots(tmp_path) -> None:
+    plain, sharded = selectors(2, seed=31, adaptive_rho=True, adaptive_lam=True, lam=0.2)
+    run_steps(plain, sharded, steps=6)
+    assert plain.rho_in_use < plain.rho  # predictions missed: the halving is exercised
+    assert plain.lam_in_use != plain.lam  # the drift statistic moved λ
+    assert (sharded.rho_in_use, sharded.lam_in_use) == (plain.rho_in_use, plain.lam_in_use)
+    assert_same_posterior(plain, sharded)
+    path = tmp_path / "adaptive.ckpt"
+    sharded.save(str(path))
+    resumed = ShardedBOTS.load(str(path), shards=3, actor_options={"num_cpus": 0})
+    assert (resumed.rho_in_use, resumed.lam_in_use) == (plain.rho_in_use, plain.lam_in_use)
+    run_steps(plain, resumed, steps=2, seed=3)
+    assert_same_posterior(plain, resumed)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "name"),
+    [
+        ({"prefetch": True}, "prefetch"),
+        ({"backend": "torch"}, "backend"),
+        ({"device": "cpu"}, "device"),
+        ({"evidence": object()}, "evidence"),
+    ],
+)
+def test_bots_arguments_it_cannot_honour_are_refused_by_name(kwargs: dict, name: str) -> None:
+    with pytest.raises(InvalidArgumentError, match=f"^{name}: ShardedBOTS") as info:
+        ShardedBOTS(10, shards=2, **kwargs)
+    assert info.value.argument == name
+
+
+def test_newer_bots_arguments_are_refused_unless_at_their_default() -> None:
+    with pytest.raises(TypeError, match="unexpected keyword argument 'no_such_argument'"):
+        ShardedBOTS(10, shards=2, no_such_argument=1)
+    if "lag_discount" not in BOTS(1, prefetch=False).params:
+        pytest.skip("this BOTS has no lag_discount")
+    with pytest.raises(InvalidArgumentError, match="^lag_discount: ShardedBOTS does not support") as info:
+        ShardedBOTS(10, shards=2, lag_discount=0.5)
+    assert info.value.argument == "lag_discount"
+    sharded = ShardedBOTS(10, shards=2, lag_discount=1.0, actor_options={"num_cpus": 0})
+    with pytest.raises(InvalidArgumentError, match="^lag_discount: ShardedBOTS does not support"):
+        sharded.set_params(lag_discount=0.5)
+    with pytest.raises(InvalidArgumentError, match="^lag_discount: ShardedBOTS does not support"):
+        ShardedBOTS.from_bots(BOTS(10, prefetch=False, lag_discount=0.5), actor_options={"num_cpus": 0})

@@ -20,16 +20,28 @@ over Ray actors, one contiguous shard each, with selections identical to one :cl
 from __future__ import annotations
 
 import pickle
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
 
 from .. import _core
-from .._validation import as_bool, as_floats, as_ids, as_int, in_closed_unit, positive, prior
+from .._validation import as_bool, as_floats, as_ids, as_int, ids_in_pool, in_closed_unit, positive, prior
 from .._validation import exclusion as _exclusion
 from ..checkpoint import read_checkpoint, write_checkpoint
 from ..errors import BotsError, InvalidArgumentError
-from ..evidence import Interpolation, smoothed_capability
+from ..evidence import Interpolation, StepEvidence, checked_prediction, smoothed_capability
+from ..selector import (
+    Picks,
+    _check_tau,
+    _lam_for,
+    _predictions_miss,
+    _reward_counts,
+    _reward_map,
+    _scalar_trials,
+    _smoothed_drift,
+    selector_state,
+)
 
 __all__ = ["SelectorActor", "remote_selector", "pickled_sizes", "ShardedBOTS", "ShardLostError"]
 
@@ -98,20 +110,25 @@ class ShardLostError(BotsError, RuntimeError):
 
 
 class _Shard:
-    """One contiguous shard [lo, hi) of a sharded pool: its posterior, priors and references,
-    and the core's passes over them. Batch ids and exclusions it receives are slice positions;
-    the selections it returns carry global ids (the core draws with global indices)."""
+    """One contiguous shard [lo, hi) of a sharded pool: its posterior, priors and references, and
+    the core's passes over them. It holds data only: every call carries the parameters it runs
+    with (the driver owns them, so a ``set_params`` reaches every shard with the next call).
+    Batch ids and exclusions it receives are slice positions; the selections it returns carry
+    global ids (the core draws with global indices)."""
 
-    def __init__(self, lo: int, state: dict[str, Any], params: dict[str, Any], threads: int | None) -> None:
+    def __init__(self, lo: int, state: dict[str, Any], threads: int | None) -> None:
         self.lo = lo
-        # Own, writable copies: arrays arriving through Ray's object store are read-only views.
-        self.alpha = np.array(state["alpha"], dtype=np.float64)
-        self.beta = np.array(state["beta"], dtype=np.float64)
         self.prior_alpha = state["prior_alpha"]
         self.prior_beta = state["prior_beta"]
+        # Own, writable copies: arrays arriving through Ray's object store are read-only views.
+        # A new pool sends no posterior: it starts at the prior, built here.
+        size = int(state["size"])
+        self.alpha = np.empty(size)
+        self.beta = np.empty(size)
+        self.alpha[:] = self.prior_alpha if state["alpha"] is None else state["alpha"]
+        self.beta[:] = self.prior_beta if state["beta"] is None else state["beta"]
         self.weak = state.get("weak")
         self.strong = state.get("strong")
-        self.params = params
         self.threads = threads
         # The last update, run fused with the next selection's pass (as BOTS without prefetch).
         self.pending: _core.UpdateSpec | None = None
@@ -119,45 +136,60 @@ class _Shard:
     def ping(self) -> int:
         return int(self.alpha.size)
 
-    def references_at(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        assert self.weak is not None and self.strong is not None
-        return self.weak[ids], self.strong[ids]
-
     def _flush(self) -> None:
         if self.pending is not None:
             _core.step(self.alpha, self.beta, self.pending, threads=self.threads)
             self.pending = None
 
-    def update(self, ids: np.ndarray, successes: np.ndarray, trials: np.ndarray, capability: float | None) -> None:
+    def at(self, ids: np.ndarray, references: bool, posterior: bool) -> tuple[Any, Any, Any, Any]:
+        """(weak, strong, α, β) of the tasks ``ids``: the references if asked for (and held), the
+        posterior with every update applied if asked for; None for the rest."""
+        weak = strong = alpha = beta = None
+        if references and self.weak is not None and self.strong is not None:
+            weak, strong = self.weak[ids], self.strong[ids]
+        if posterior:
+            self._flush()
+            alpha, beta = self.alpha[ids], self.beta[ids]
+        return weak, strong, alpha, beta
+
+    def update(
+        self,
+        ids: np.ndarray,
+        successes: np.ndarray,
+        trials: np.ndarray,
+        rule: dict[str, float],
+        evidence: dict[str, Any],
+    ) -> None:
+        """Queue an update (run with the next pass). ``rule``: the λ, ρ and n it uses;
+        ``evidence``: nothing, ``{"capability": μ̃}`` (with this shard's references) or
+        ``{"predicted": p̃ of this shard's tasks}``."""
         self._flush()
         batch = _core.aggregate(self.alpha.size, ids, successes, trials)
-        evidence: dict[str, Any] = {}
-        if capability is not None:
-            evidence = {"weak": self.weak, "strong": self.strong, "capability": capability}
-        p = self.params
+        if "capability" in evidence:
+            evidence = {"weak": self.weak, "strong": self.strong, "capability": evidence["capability"]}
         self.pending = _core.UpdateSpec(
             batch,
             prior_alpha=self.prior_alpha,
             prior_beta=self.prior_beta,
-            lam=p["lam"],
-            rho=p["rho"],
-            n_rollouts=p["n_rollouts"],
+            lam=rule["lam"],
+            rho=rule["rho"],
+            n_rollouts=rule["n_rollouts"],
             **evidence,
         )
 
     def select(
-        self, k: int, counter: int, mask: np.ndarray | None, ids: np.ndarray | None
+        self, k: int, counter: int, mask: np.ndarray | None, ids: np.ndarray | None, rule: dict[str, Any]
     ) -> tuple[np.ndarray, np.ndarray]:
-        p = self.params
+        """This shard's top ``k`` (global ids, distances) under ``rule`` (target, sampling, seed, τ)."""
         spec = _core.SelectSpec(
             k,
-            target=p["target"],
-            thompson=p["thompson"],
-            seed=p["seed"],
+            target=rule["target"],
+            thompson=rule["thompson"],
+            seed=rule["seed"],
             counter=counter,
             exclude_mask=mask,
             exclude_ids=ids,
-            tau=p["tau"] if p["tau"] > 0 else None,
+            tau=rule["tau"] if rule["tau"] > 0 else None,
             first_index=self.lo,
         )
         result = _core.step_ranked(self.alpha, self.beta, self.pending, spec, threads=self.threads)
@@ -176,19 +208,26 @@ class ShardedBOTS:
     the core on it. ``ray.init`` must have run; ``actor_options`` go to ``ray.remote`` (e.g.
     ``num_cpus``, a ``scheduling_strategy`` spreading the shards over nodes).
 
-    Same selections as one ``BOTS`` with the same seed and arguments, for any shard count: task
-    j's draw depends only on (seed, selection count, j, α_j, β_j), each shard draws with its
-    tasks' global indices, and :meth:`select` merges the shards' local top-B by (distance, id),
-    the order the core ranks by. Updates go to the shards that hold the batch's tasks (every
-    shard applies the discount and the implicit evidence to all its tasks); the interpolation
-    estimator's capability μ̃ is a statistic of the whole batch, computed here from the batch's
-    references (fetched from their shards) and sent to every shard.
+    Same selections and posteriors as one ``BOTS`` with the same seed and arguments, for any shard
+    count: task j's draw depends only on (seed, selection count, j, α_j, β_j), each shard draws
+    with its tasks' global indices, and :meth:`select` merges the shards' local top-B by
+    (distance, id), the order the core ranks by. Updates go to the shards that hold the batch's
+    tasks (every shard applies the discount and the implicit evidence to all its tasks). What
+    depends on the whole batch is computed here from the batch's values, fetched from their
+    shards in one request each: the interpolation estimator's capability μ̃, adaptive ρ's test of
+    the predictions, adaptive λ's drift statistic. The driver owns the parameters and sends them
+    with every call, so :meth:`set_params` applies to all shards from the next call on.
 
-    Supported arguments: those of ``BOTS`` except ``adaptive_rho``, ``adaptive_lam``, ``prefetch``
-    and estimators other than :class:`~bots_rft.Interpolation`. :meth:`save` writes the whole
-    state to one checkpoint in ``BOTS``'s format: ``BOTS.load`` reads it, and so does
-    :meth:`load` with any shard count. An actor that died raises :class:`ShardLostError`
-    naming its shard; :meth:`load` of the last checkpoint rebuilds the selector.
+    Arguments: those of ``BOTS``. Refused with :class:`~bots_rft.errors.InvalidArgumentError`
+    naming the argument: an estimator other than :class:`~bots_rft.Interpolation` (its state would
+    have to be split or gathered every step), ``prefetch=True`` (each shard runs an update's pass
+    fused with the next selection, as ``prefetch=False``; the picks are the same either way),
+    ``backend`` other than ``"rust"`` and any ``device``. :meth:`save` writes the whole state to
+    one checkpoint in ``BOTS``'s format: ``BOTS.load`` reads it, and so does :meth:`load` with any
+    shard count. An actor that died raises :class:`ShardLostError` naming its shard; :meth:`load`
+    of the last checkpoint rebuilds the selector. Not provided: ``take``/``release`` (the task
+    stream), ``alpha``/``beta`` of the whole pool (use :meth:`state_dict`, or :meth:`posterior`
+    for a few tasks).
     """
 
     def __init__(
@@ -206,32 +245,39 @@ class ShardedBOTS:
         evidence: Interpolation | None = None,
         seed: int = 0,
         threads: int | None = None,
+        prefetch: bool = False,
+        adaptive_rho: bool = False,
         tau: float = 0.0,
+        adaptive_lam: bool = False,
+        backend: str = "rust",
+        device: Any = None,
         actor_options: dict[str, Any] | None = None,
         _posterior: tuple[np.ndarray, np.ndarray] | None = None,
+        **other_bots_arguments: Any,
     ) -> None:
         n = as_int(num_tasks, "num_tasks", minimum=1)
         k = as_int(shards, "shards", minimum=1, maximum=n)
-        tau_value = float(tau) if isinstance(tau, (int, float)) and not isinstance(tau, bool) else float("nan")
-        if not (np.isfinite(tau_value) and tau_value >= 0):
-            raise InvalidArgumentError(f"tau: must be a finite number >= 0, got {tau!r}", "tau")
-        if evidence is not None and not isinstance(evidence, Interpolation):
-            raise InvalidArgumentError(
-                f"evidence: ShardedBOTS supports the Interpolation estimator only, got {type(evidence).__name__}",
-                "evidence",
-            )
+        _refuse_unsupported(evidence, prefetch, backend, device)
+        for name, value in other_bots_arguments.items():
+            _refuse_other_argument(name, value)
         if evidence is not None and len(evidence) != n:
             raise InvalidArgumentError(f"evidence: has references for {len(evidence)} tasks, expected {n}", "evidence")
         self._num_tasks = n
-        self._params = {
+        # BOTS's parameters, in its order (the checkpoint's "params").
+        self._params: dict[str, Any] = {
             "lam": in_closed_unit(lam, "lam"),
             "rho": in_closed_unit(rho, "rho"),
             "target": in_closed_unit(target, "target"),
             "n_rollouts": positive(n_rollouts, "n_rollouts"),
             "thompson": as_bool(thompson, "thompson"),
             "seed": as_int(seed, "seed", minimum=0, maximum=2**64 - 1),
-            "tau": tau_value,
+            "adaptive_rho": as_bool(adaptive_rho, "adaptive_rho"),
+            "tau": _check_tau(tau),
+            "adaptive_lam": as_bool(adaptive_lam, "adaptive_lam"),
         }
+        # Adaptive ρ's halvings and adaptive λ's smoothed drift: state, as in BOTS.
+        self._rho_halvings = 0
+        self._drift: float | None = None
         self._threads = None if threads is None else as_int(threads, "threads", minimum=1)
         pa, pb = prior(prior_alpha, "prior_alpha", n), prior(prior_beta, "prior_beta", n)
         # The estimator's scalar state lives here; its references live in the shards.
@@ -244,12 +290,8 @@ class ShardedBOTS:
         self._bounds = np.linspace(0, n, k + 1).round().astype(np.int64)
         self._actor_options = dict(actor_options or {})
         weak, strong = evidence.references32() if evidence is not None else (None, None)
-        if _posterior is not None:  # from_bots: a validated posterior to resume
-            alpha, beta = _posterior
-        else:
-            alpha, beta = np.empty(n), np.empty(n)
-            alpha[:] = pa
-            beta[:] = pb
+        # from_bots: a validated posterior to resume; else each shard starts at the prior.
+        alpha, beta = _posterior if _posterior is not None else (None, None)
         self._start_shards(alpha, beta, pa, pb, weak, strong)
 
     # ------------------------------------------------------------------------- shard plumbing
@@ -266,6 +308,7 @@ class ShardedBOTS:
                 return x if x is None or np.ndim(x) == 0 else np.ascontiguousarray(x[lo:hi])
 
             state = {
+                "size": hi - lo,
                 "alpha": part(alpha),
                 "beta": part(beta),
                 "prior_alpha": part(pa),
@@ -273,18 +316,19 @@ class ShardedBOTS:
                 "weak": part(weak),
                 "strong": part(strong),
             }
-            self._shards.append(remote.remote(lo, state, self._params, self._threads))
+            self._shards.append(remote.remote(lo, state, self._threads))
         self._gather([a.ping.remote() for a in self._shards])
 
     def _span(self, s: int) -> tuple[int, int]:
         return int(self._bounds[s]), int(self._bounds[s + 1])
 
-    def _gather(self, refs: list[Any]) -> list[Any]:
-        """Each shard's answer; a dead actor is a ShardLostError naming its shard."""
+    def _gather(self, refs: list[Any], shards: list[int] | None = None) -> list[Any]:
+        """Each shard's answer (``refs[i]`` from shard ``shards[i]``, by default shard i); a dead
+        actor is a ShardLostError naming its shard."""
         import ray
 
         out = []
-        for s, ref in enumerate(refs):
+        for s, ref in zip(range(len(refs)) if shards is None else shards, refs):
             try:
                 out.append(ray.get(ref))
             except ray.exceptions.RayActorError as exc:
@@ -301,6 +345,29 @@ class ShardedBOTS:
         cuts = np.searchsorted(sorted_ids, self._bounds)
         return [slice(int(cuts[s]), int(cuts[s + 1])) for s in range(self.num_shards)]
 
+    def _at(self, ids: np.ndarray, *, references: bool, posterior: bool) -> tuple[Any, Any, Any, Any]:
+        """(weak, strong, α, β) of the tasks ``ids`` (any order, repeats allowed), in that order:
+        one request to each shard holding some of them. Fields not asked for (references of a
+        pool without them) are None."""
+        order = np.argsort(ids, kind="stable")
+        ordered = ids[order]
+        pieces = self._split(ordered)
+        asked = [s for s, p in enumerate(pieces) if p.stop > p.start]
+        refs = [self._shards[s].at.remote(ordered[pieces[s]] - self._span(s)[0], references, posterior) for s in asked]
+        got = self._gather(refs, asked)
+        has_references = references and self._momentum is not None
+        wanted = (has_references, has_references, posterior, posterior)
+        out: list[Any] = []
+        for field, (want, dtype) in enumerate(zip(wanted, (np.float32, np.float32, np.float64, np.float64))):
+            if not want:
+                out.append(None)
+                continue
+            values = np.concatenate([g[field] for g in got]) if got else np.empty(0, dtype)
+            unsorted = np.empty_like(values)
+            unsorted[order] = values
+            out.append(unsorted)
+        return out[0], out[1], out[2], out[3]
+
     # ------------------------------------------------------------------------- properties
     @property
     def num_tasks(self) -> int:
@@ -316,6 +383,12 @@ class ShardedBOTS:
         return [self._span(s) for s in range(self.num_shards)]
 
     @property
+    def actors(self) -> list[Any]:
+        """The shards' Ray actor handles, shard 0 first (to monitor or place them; calling
+        their methods directly bypasses this selector's bookkeeping)."""
+        return list(self._shards)
+
+    @property
     def num_selections(self) -> int:
         return self._num_selections
 
@@ -327,11 +400,44 @@ class ShardedBOTS:
     def capability(self) -> float | None:
         return self._capability
 
+    @property
+    def params(self) -> MappingProxyType[str, Any]:
+        """λ, ρ, p*, n, the sampling rule, the seed and the adaptive switches, as
+        :attr:`BOTS.params` (read-only: change them with :meth:`set_params`)."""
+        return MappingProxyType(dict(self._params))
+
+    @property
+    def rho_in_use(self) -> float:
+        """The ρ updates use now (:attr:`BOTS.rho_in_use`)."""
+        return float(self._params["rho"] * 0.5**self._rho_halvings)
+
+    @property
+    def lam_in_use(self) -> float:
+        """The λ the next update uses (:attr:`BOTS.lam_in_use`)."""
+        lam = float(self._params["lam"])
+        return _lam_for(lam, self._drift) if self._params["adaptive_lam"] else lam
+
     def __len__(self) -> int:
         return self._num_tasks
 
     def __repr__(self) -> str:
         return f"ShardedBOTS(num_tasks={self._num_tasks}, shards={self.num_shards})"
+
+    def set_params(self, **changes: Any) -> None:
+        """As :meth:`BOTS.set_params`: change ``lam``, ``rho``, ``target``, ``n_rollouts``,
+        ``thompson``, ``adaptive_rho``, ``tau`` or ``adaptive_lam`` between steps. Validated
+        exactly as ``BOTS`` validates them (by a one-task ``BOTS`` holding the same parameters),
+        all before any is applied; an update already made keeps the parameters it was made with.
+        They reach every shard with the next call and :meth:`state_dict` records them."""
+        from ..selector import BOTS
+
+        probe = BOTS(1, prefetch=False, **self._params)
+        probe.set_params(**changes)
+        for name in changes.keys() - self._params.keys():  # settable in BOTS, not applied here
+            _refuse_other_argument(name, changes[name])
+        self._params = {name: probe.params[name] for name in self._params}
+        if "rho" in changes:  # a new starting value clears adaptive ρ's halvings, as in BOTS
+            self._rho_halvings = 0
 
     # ------------------------------------------------------------------------- selection
     def select(self, batch_size: int, exclude: Any = None) -> np.ndarray:
@@ -358,7 +464,9 @@ class ShardedBOTS:
                 f"batch_size: {k} exceeds the selectable pool of {selectable} tasks", "batch_size"
             )
         counter = self._num_selections
-        refs = [a.select.remote(min(k, free), counter, m, i) for a, (m, i, free) in zip(self._shards, parts)]
+        p = self._params
+        rule = {"target": p["target"], "thompson": p["thompson"], "seed": p["seed"], "tau": p["tau"]}
+        refs = [a.select.remote(min(k, free), counter, m, i, rule) for a, (m, i, free) in zip(self._shards, parts)]
         ranked = self._gather(refs)
         chosen = np.concatenate([r[0] for r in ranked])
         distances = np.concatenate([r[1] for r in ranked])
@@ -367,55 +475,118 @@ class ShardedBOTS:
         self._num_selections += 1
         return chosen[order]
 
+    def explain(self, task_ids: Any) -> Picks:
+        """As :meth:`BOTS.explain`: what the last selection drew for ``task_ids`` and why (θ, its
+        score, α, β, p̃), computed for those tasks only. One request to each shard holding some
+        of them fetches their posterior and references; the draws are recomputed here."""
+        chosen = ids_in_pool(task_ids, self._num_tasks)
+        weak, strong, alpha, beta = self._at(chosen, references=True, posterior=True)
+        p = self._params
+        counter = max(self._num_selections - 1, 0)
+        theta: np.ndarray
+        if p["thompson"]:
+            draws = np.array(
+                [_thompson_draw(a, b, j, p["seed"], counter) for a, b, j in zip(alpha, beta, chosen.tolist())],
+                dtype=np.float32,
+            )
+            theta = draws.astype(np.float64)
+            distance = np.abs(draws - np.float32(p["target"])).astype(np.float64)  # as the core ranks
+        else:
+            theta = alpha / (alpha + beta)
+            distance = np.abs(theta - p["target"])
+        predicted = None
+        if self._capability is not None and weak is not None:
+            evidence = StepEvidence({"weak": weak, "strong": strong, "capability": self._capability})
+            predicted = evidence.predictions_at(np.arange(chosen.size))
+        if predicted is None:
+            predicted = np.full(chosen.size, np.nan)
+        return Picks(chosen, theta, -distance, alpha, beta, predicted)
+
+    def posterior(self, task_ids: Any) -> tuple[np.ndarray, np.ndarray]:
+        """(α, β) of the given tasks, as :meth:`BOTS.posterior` (one request to each shard holding
+        some of them)."""
+        ids = ids_in_pool(task_ids, self._num_tasks)
+        _, _, alpha, beta = self._at(ids, references=False, posterior=True)
+        return alpha, beta
+
     # ------------------------------------------------------------------------- update
-    def update(self, task_ids: Any, successes: Any, trials: Any) -> None:
-        """As :meth:`BOTS.update` (without ``predicted``): each shard gets its tasks' entries;
-        every shard decays all its tasks and applies the implicit evidence (μ̃ computed here)."""
+    def update(self, task_ids: Any, successes: Any, trials: Any, predicted: Any = None) -> None:
+        """As :meth:`BOTS.update`: each shard gets its tasks' entries (and, with ``predicted``,
+        its slice of it); every shard decays all its tasks and applies the implicit evidence."""
         ids = as_ids(task_ids, "task_ids")
         succ = as_floats(successes, "successes")
         if np.ndim(trials) == 0:
-            tri = np.array([positive(trials, "trials")], dtype=np.float64)
+            tri = np.array([_scalar_trials(trials)], dtype=np.float64)
         else:
             tri = as_floats(trials, "trials")
+        pred = None if predicted is None else checked_prediction(predicted, self._num_tasks)
+        self._apply(ids, succ, tri, pred)
+
+    def update_rewards(
+        self,
+        task_ids: Any,
+        rewards: Any,
+        *,
+        reward_range: tuple[float, float] | None = None,
+        success_threshold: float | None = None,
+    ) -> None:
+        """As :meth:`BOTS.update_rewards` (the same mapping of rewards to evidence)."""
+        ids = as_ids(task_ids, "task_ids")
+        succ, tri = _reward_counts(rewards, len(ids), _reward_map(reward_range, success_threshold))
+        self._apply(ids, succ, tri, None)
+
+    def _apply(self, ids: np.ndarray, succ: np.ndarray, tri: np.ndarray, predicted: np.ndarray | None) -> None:
+        p = self._params
         batch = _core.aggregate(self._num_tasks, ids, succ, tri)  # validates, sums repeats, sorts
-        pieces = self._split(batch.ids)
+        interpolating = predicted is None and self._momentum is not None
+        weak, strong, alpha, beta = self._at(batch.ids, references=interpolating, posterior=p["adaptive_lam"])
         capability = self._capability
-        if self._momentum is not None:
-            capability = self._propose_capability(batch, pieces)
+        # The step's implicit evidence (adaptive ρ tests its predictions for the batch's tasks).
+        if predicted is not None:  # replaces the estimator for this step: it neither observes nor predicts
+            step, observed = StepEvidence({"predicted": predicted}), batch
+        elif interpolating:
+            # The batch re-indexed 0..m-1 over its own references (already summed and sorted, so
+            # the same sums in the same order): μ̃ exactly as Interpolation.observe computes it.
+            m = len(batch.ids)
+            observed = _core.aggregate(m, np.arange(m, dtype=np.int64), batch.successes, batch.trials)
+            assert self._min_gap is not None and self._momentum is not None
+            mu = _core.batch_capability(observed, weak, strong, self._min_gap)
+            capability = smoothed_capability(self._capability, mu, self._momentum)
+            step = StepEvidence(
+                {} if capability is None else {"weak": weak, "strong": strong, "capability": capability}
+            )
+        else:
+            step, observed = StepEvidence(), batch
+        halvings = self._rho_halvings + int(p["adaptive_rho"] and _predictions_miss(step, observed))
+        drift = self._drift
+        if p["adaptive_lam"]:  # the posterior the batch lands on (every earlier update applied)
+            drift = _smoothed_drift(drift, alpha, beta, batch)
+        rule = {
+            "lam": _lam_for(p["lam"], drift) if p["adaptive_lam"] else p["lam"],
+            "rho": p["rho"] * 0.5**halvings,
+            "n_rollouts": p["n_rollouts"],
+        }
+        pieces = self._split(batch.ids)
         refs = []
         for s, actor in enumerate(self._shards):
-            lo, _ = self._span(s)
+            lo, hi = self._span(s)
+            evidence: dict[str, Any] = {}
+            if predicted is not None:
+                evidence = {"predicted": np.ascontiguousarray(predicted[lo:hi])}
+            elif interpolating and capability is not None:
+                evidence = {"capability": capability}
             piece = pieces[s]
-            refs.append(
-                actor.update.remote(batch.ids[piece] - lo, batch.successes[piece], batch.trials[piece], capability)
-            )
+            local = batch.ids[piece] - lo
+            refs.append(actor.update.remote(local, batch.successes[piece], batch.trials[piece], rule, evidence))
         self._gather(refs)
         self._capability = capability
+        self._rho_halvings = halvings
+        self._drift = drift
         self._num_updates += 1
-
-    def _propose_capability(self, batch: _core.Batch, pieces: list[slice]) -> float | None:
-        """μ̃ after this batch, as :meth:`Interpolation.propose` computes it, from the batch's
-        references only (one small request per shard holding batch tasks)."""
-        asks = {
-            s: self._shards[s].references_at.remote(batch.ids[p] - self._span(s)[0])
-            for s, p in enumerate(pieces)
-            if p.stop > p.start
-        }
-        got = dict(zip(asks, self._gather(list(asks.values()))))
-        weak = np.concatenate([got[s][0] for s in sorted(got)]) if got else np.empty(0, np.float32)
-        strong = np.concatenate([got[s][1] for s in sorted(got)]) if got else np.empty(0, np.float32)
-        m = len(batch.ids)
-        # The batch re-indexed 0..m-1 (already summed and sorted, so the same sums in the same order).
-        local = _core.aggregate(m, np.arange(m, dtype=np.int64), batch.successes, batch.trials)
-        assert self._min_gap is not None and self._momentum is not None
-        mu = _core.batch_capability(local, weak, strong, self._min_gap)
-        return smoothed_capability(self._capability, mu, self._momentum)
 
     # ------------------------------------------------------------------------- state
     def state_dict(self) -> dict[str, Any]:
         """The whole state, gathered, in :meth:`BOTS.state_dict`'s format."""
-        from ..selector import selector_state
-
         states = self._gather([a.state.remote() for a in self._shards])
         evidence = None
         if self._momentum is not None:
@@ -426,7 +597,7 @@ class ShardedBOTS:
             interpolation.commit(self._capability)
             evidence = interpolation.state_dict()
         return selector_state(
-            params={**self._params, "adaptive_rho": False, "adaptive_lam": False},
+            params=self._params,
             prior_alpha=self._prior_alpha,
             prior_beta=self._prior_beta,
             alpha=np.concatenate([s["alpha"] for s in states]),
@@ -434,6 +605,8 @@ class ShardedBOTS:
             num_selections=self._num_selections,
             num_updates=self._num_updates,
             evidence=evidence,
+            rho_halvings=self._rho_halvings,
+            drift=self._drift,
         )
 
     def save(self, path: str) -> None:
@@ -470,11 +643,6 @@ class ShardedBOTS:
     ) -> ShardedBOTS:
         """The state of a plain ``BOTS`` spread over ``shards`` actors; it continues exactly as the
         plain one would."""
-        params = dict(selector.params)
-        if params["adaptive_rho"] or params["adaptive_lam"] or selector.rho_in_use != params["rho"]:
-            raise InvalidArgumentError(
-                "selector: ShardedBOTS does not support adaptive_rho or adaptive_lam", "selector"
-            )
         if selector.in_flight.size:
             raise InvalidArgumentError(
                 "selector: has tasks in flight (take); ShardedBOTS has no take stream", "selector"
@@ -484,16 +652,12 @@ class ShardedBOTS:
             raise InvalidArgumentError(
                 f"selector: ShardedBOTS supports the Interpolation estimator only, got {type(ev).__name__}", "selector"
             )
+        # Parameters this class does not apply (BOTS's newer ones) go through the same refusal
+        # as the constructor's: accepted at their default, refused by name otherwise.
         out = cls(
             selector.num_tasks,
             shards=shards,
-            lam=params["lam"],
-            rho=params["rho"],
-            target=params["target"],
-            n_rollouts=params["n_rollouts"],
-            thompson=params["thompson"],
-            seed=params["seed"],
-            tau=params["tau"],
+            **selector.params,
             prior_alpha=selector.prior_alpha,
             prior_beta=selector.prior_beta,
             evidence=ev,
@@ -503,4 +667,62 @@ class ShardedBOTS:
         )
         out._num_selections = selector.num_selections
         out._num_updates = selector.num_updates
+        # Adaptive ρ's and λ's state (BOTS exposes it only through its checkpoint; same package).
+        out._rho_halvings = selector._rho_halvings
+        out._drift = selector._drift
         return out
+
+
+def _refuse_unsupported(evidence: Any, prefetch: Any, backend: Any, device: Any) -> None:
+    """The BOTS arguments a ShardedBOTS cannot honour, refused by name (never ignored)."""
+    if evidence is not None and not isinstance(evidence, Interpolation):
+        raise InvalidArgumentError(
+            f"evidence: ShardedBOTS supports the Interpolation estimator only, got {type(evidence).__name__}",
+            "evidence",
+        )
+    if as_bool(prefetch, "prefetch"):
+        raise InvalidArgumentError(
+            "prefetch: ShardedBOTS runs each update's pass fused with the next selection on every shard "
+            "(BOTS's prefetch=False, same picks); got True",
+            "prefetch",
+        )
+    if backend != "rust":
+        raise InvalidArgumentError(
+            f"backend: ShardedBOTS's shards run the Rust core ('rust'), got {backend!r}", "backend"
+        )
+    if device is not None:
+        raise InvalidArgumentError(
+            f"device: ShardedBOTS's shards run the Rust core on CPU and take no device, got {device!r}", "device"
+        )
+
+
+def _refuse_other_argument(name: str, value: Any) -> None:
+    """A BOTS argument ShardedBOTS does not apply: accepted at BOTS's default (it changes nothing),
+    refused by name at any other value; a name BOTS does not take either is a TypeError."""
+    import inspect
+
+    from ..selector import BOTS
+
+    parameters = inspect.signature(BOTS.__init__).parameters
+    if name not in parameters or parameters[name].kind is not inspect.Parameter.KEYWORD_ONLY:
+        raise TypeError(f"ShardedBOTS() got an unexpected keyword argument {name!r}")
+    default = parameters[name].default
+    try:
+        at_default = isinstance(value, bool) == isinstance(default, bool) and bool(value == default)
+    except (TypeError, ValueError):  # an array, or a value without a plain truth value
+        at_default = False
+    if not at_default:
+        raise InvalidArgumentError(
+            f"{name}: ShardedBOTS does not support this BOTS argument (only its default {default!r}), got {value!r}",
+            name,
+        )
+
+
+def _thompson_draw(alpha: float, beta: float, task: int, seed: int, counter: int) -> np.float32:
+    """Task ``task``'s Thompson draw in selection ``counter``, from its α and β alone. The core
+    keys a draw by (seed, counter, global index) only, so a one-task pool whose first index is
+    ``task`` draws it; against target 0 the distance it ranks by is the draw itself."""
+    spec = _core.SelectSpec(1, target=0.0, thompson=True, seed=seed, counter=counter, first_index=task)
+    ranked = _core.step_ranked(np.array([alpha]), np.array([beta]), None, spec, threads=1)
+    assert ranked is not None
+    return np.float32(ranked[1][0])
