@@ -115,7 +115,7 @@ def test_bad_arguments_are_refused() -> None:
     with pytest.raises(InvalidArgumentError, match="shards"):
         ShardedBOTS(4, shards=5)
     with pytest.raises(InvalidArgumentError, match="evidence"):
-        ShardedBOTS(4, shards=2, evidence=object())
+        ShardedBOTS(4, shards=2, evidence=object())  # type: ignore[arg-type]
     sharded = ShardedBOTS(10, shards=2, actor_options={"num_cpus": 0})
     with pytest.raises(InvalidArgumentError, match="batch_size: 9 exceeds the selectable pool of 8"):
         sharded.select(9, exclude=[0, 9])
@@ -141,7 +141,7 @@ def test_update_rewards_maps_rewards_as_bots_does() -> None:
         np.testing.assert_array_equal(sharded.select(B), picked)
         if step == 0:  # graded rewards in [0, 1]
             kwargs: dict = {}
-            rewards = rng.uniform(0, 1, (B, 4))
+            rewards: object = rng.uniform(0, 1, (B, 4))
         elif step == 1:  # rewards in [-1, 1], rescaled
             kwargs = {"reward_range": (-1.0, 1.0)}
             rewards = rng.uniform(-1, 1, (B, 4))
@@ -176,7 +176,12 @@ def test_update_with_a_prediction_equals_bots() -> None:
 def test_set_params_applies_to_every_shard_and_is_checkpointed(tmp_path) -> None:
     plain, sharded = selectors(3, seed=23)
     run_steps(plain, sharded, steps=2)
-    changes = [{"lam": 0.4, "target": 0.3}, {"thompson": False}, {"tau": 0.05, "thompson": True}, {"rho": 0.6}]
+    changes: list[dict] = [
+        {"lam": 0.4, "target": 0.3},
+        {"thompson": False},
+        {"tau": 0.05, "thompson": True},
+        {"rho": 0.6},
+    ]
     for change in changes:
         plain.set_params(**change)
         sharded.set_params(**change)
