@@ -13,6 +13,8 @@ from bots_rft.cli import main  # noqa: E402
 from bots_rft.report.training import (  # noqa: E402
     RunCurves,
     average_runs,
+    best_within,
+    budget_markdown,
     comparison_rows,
     distinct_tasks,
     evidence_markdown,
@@ -211,3 +213,22 @@ def test_rows_per_rollout_charge_dynamic_sampling_for_its_rollouts() -> None:
         ],
     )
     assert logged.eval_rollouts.tolist() == [0.0, 123.0]
+
+
+def test_budget_table_holds_every_method_to_randoms_rollouts() -> None:
+    """Random spends 8 rollouts a step (evals after 0, 16, 32); dynamic sampling 24 a step reaches
+    Random's 32 rollouts before its second evaluation, so only its step-0 accuracy counts."""
+    randoms = [run("random", [0.0, 0.2, 0.4]), run("random", [0.0, 0.3, 0.2])]
+    dyn = [run("dynamic", [0.1, 0.9, 0.9], rollouts=24), run("dynamic", [0.1, 0.8, 0.9], rollouts=24)]
+    bots = [run("bots", [0.0, 0.5, 0.6]), run("bots", [0.0, 0.5, 0.4])]
+    assert best_within(dyn[0], 32) == pytest.approx(0.1)
+    assert best_within(bots[0], 32) == pytest.approx(0.6)
+    assert best_within(bots[0], -1) != best_within(bots[0], -1)  # nothing within: NaN
+    table = budget_markdown({"random": randoms, "dynamic": dyn, "bots": bots})
+    assert "Budget: 32 rollouts (random)." in table
+    # random's bests 0.4, 0.3 (mean 0.35); dynamic's 0.1, 0.1: difference -0.25, and the Welch
+    # interval has random's variance only: se = sqrt(0.005 / 2) = 0.05, df = 1, t = 12.706.
+    assert "| dynamic | 2 | 96 ± 0 | 0.100 ± 0.000 | -0.250 ± 0.635 |" in table
+    assert "| random | 2 | 32 ± 0 | 0.350 ± 0.635 | - |" in table
+    # bots's bests 0.6, 0.5 against 0.4, 0.3: +0.2, se = sqrt(0.0025 + 0.0025), Welch df = 2 (t = 4.303).
+    assert "| bots | 2 | 32 ± 0 | 0.550 ± 0.635 | +0.200 ± 0.304 |" in table

@@ -202,6 +202,7 @@ def main(args: argparse.Namespace) -> int:
     from ..methods import METHODS, method, method_names
     from ..report.training import (
         average_runs,
+        budget_markdown,
         comparison_markdown,
         load_run,
         plot_runs,
@@ -282,6 +283,7 @@ def main(args: argparse.Namespace) -> int:
         "columns (dynamic sampling pays there for the groups it rolls out and drops).\n\n"
         f"{comparison_markdown(runs)}\n\n"
         + (f"Over seeds (mean ± 95% half-width):\n\n{seeds_markdown(groups)}\n\n" if over else "")
+        + f"The same rollout budget for every method (mean ± 95% half-width over seeds):\n\n{budget_markdown(groups)}\n\n"
         + _evidence_section(cfg, groups)
         + f"Medians over steps:\n\n{timing_markdown(runs)}\n\n![curves]({plot.name})\n"
     )

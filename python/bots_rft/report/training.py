@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..metrics import (
+    _T975,
     BSF_BUDGETS,
     TTB_FRACTIONS,
     best_so_far,
@@ -33,6 +34,8 @@ __all__ = [
     "comparison_markdown",
     "timing_markdown",
     "seeds_markdown",
+    "budget_markdown",
+    "best_within",
     "distinct_tasks",
     "evidence_quality",
     "evidence_markdown",
@@ -224,6 +227,57 @@ def seeds_markdown(groups: dict[str, list[RunCurves]]) -> str:
             f"| {', '.join(f'{f:.3f}' for f in finals)} |"
         )
     return "\n".join(lines)
+
+
+def best_within(run: RunCurves, rollouts: float) -> float:
+    """The run's best held-out accuracy among the evaluations made after at most ``rollouts``
+    rollouts (NaN when it made none within them)."""
+    acc = run.eval_acc[run.eval_rollouts <= rollouts + 1e-9]
+    return float(acc.max()) if acc.size else float("nan")
+
+
+def _welch_pm(a: np.ndarray, b: np.ndarray, digits: int = 3) -> str:
+    """``mean(a) - mean(b) ± half-width`` of the 95% Welch interval (unequal variances; the
+    Welch-Satterthwaite degrees of freedom, rounded down)."""
+    a, b = a[~np.isnan(a)], b[~np.isnan(b)]
+    if a.size < 2 or b.size < 2:
+        return f"{float(a.mean() - b.mean()) if a.size and b.size else float('nan'):+.{digits}f}"
+    va, vb = a.var(ddof=1) / a.size, b.var(ddof=1) / b.size
+    se = float(np.sqrt(va + vb))
+    if se == 0.0:
+        return f"{float(a.mean() - b.mean()):+.{digits}f} ± {0.0:.{digits}f}"
+    df = (va + vb) ** 2 / (va**2 / (a.size - 1) + vb**2 / (b.size - 1))
+    d = max(1, int(np.floor(df)))
+    t = _T975[d - 1] if d <= len(_T975) else 1.96
+    return f"{float(a.mean() - b.mean()):+.{digits}f} ± {t * se:.{digits}f}"
+
+
+def budget_markdown(groups: dict[str, list[RunCurves]]) -> str:
+    """Every method held to the baseline's rollout budget (Random's, else the first method's:
+    the fewest rollouts any of its seeds spent): per method over seeds, the rollouts it spent in
+    all, its best held-out accuracy within the budget (mean ± 95% half-width) and its difference from
+    the baseline's (± the 95% Welch half-width). Dynamic sampling pays for every group it rolls out, so it reaches the
+    budget in fewer steps."""
+    base_label = "random" if "random" in groups else next(iter(groups))
+    base_runs = [r for r in groups[base_label] if len(r.evals)]
+    lines = [
+        "| Method | seeds | rollouts spent (all steps) | best held-out acc within the budget "
+        f"| difference from {base_label} |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    if not base_runs:
+        return "\n".join(lines)
+    budget = float(min(r.eval_rollouts[-1] for r in base_runs))
+    base_best = np.asarray([best_within(r, budget) for r in base_runs])
+    for label, runs in groups.items():
+        done = [r for r in runs if len(r.evals)]
+        best = np.asarray([best_within(r, budget) for r in done])
+        diff = "-" if label == base_label else _welch_pm(best, base_best)
+        lines.append(
+            f"| {label} | {len(runs)} | {_mean_pm([float(r.eval_rollouts[-1]) for r in done], digits=0)} "
+            f"| {_mean_pm(best.tolist())} | {diff} |"
+        )
+    return "\n".join(lines) + f"\n\nBudget: {budget:.0f} rollouts ({base_label})."
 
 
 def evidence_quality(run: RunCurves, weak: np.ndarray, strong: np.ndarray) -> dict[str, float] | None:
