@@ -21,8 +21,9 @@ from test_torch_backend import *  # noqa: E402, F403  (the CPU checks, collected
 from test_torch_backend import selection_counts  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def device() -> str:  # type: ignore[no-redef]  # overrides the CPU module's fixture
+# Overrides the CPU module's fixture for the tests imported from it.
+@pytest.fixture(scope="module")  # type: ignore[no-redef]
+def device() -> str:
     return "cuda"
 
 
