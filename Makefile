@@ -10,7 +10,7 @@ EXTRAS ?= dev,data,train,integrations
 CORE_SO := python/bots_rft/_core.abi3.so
 RUST_SRC := $(shell find rust -name '*.rs' -o -name Cargo.toml) Cargo.toml pyproject.toml
 
-.PHONY: setup build demo test test-rust test-python bench lint clean
+.PHONY: setup build demo test test-rust test-python bench bench-gpu lint clean
 
 $(VENV)/.created:
 	$(PYTHON) -m venv $(VENV)
@@ -86,6 +86,11 @@ bench: setup
 	$(PY) benches/run.py --readme
 	$(PY) benches/verdicts.py
 	cargo bench -p bots-core --bench kernels -- --warm-up-time 1 --measurement-time 3
+
+# The torch backend's step time on a CUDA GPU at 10^6, 10^7 and 10^8 tasks against the GPU's
+# memory-bandwidth floor (benches/results/gpu_step.{json,md}); needs a CUDA device.
+bench-gpu: setup
+	$(PY) benches/gpu_step.py
 
 lint: setup
 	cargo fmt --all --check
