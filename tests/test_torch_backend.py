@@ -437,3 +437,26 @@ def test_parameters_are_read_only(device: str) -> None:
         sel.lam = 0.5  # type: ignore[misc]
     sel.set_params(lam=0.5, tau=0.1)
     assert sel.lam == 0.5 and sel.tau == 0.1
+
+
+# ----------------------------------------------------------------------------- the GPU bench
+def test_the_gpu_bench_runs_on_cpu_without_writing_gpu_results(tmp_path: Path, monkeypatch: Any) -> None:
+    import importlib.util
+    import json
+
+    path = Path(__file__).resolve().parents[1] / "benches" / "gpu_step.py"
+    spec = importlib.util.spec_from_file_location("gpu_step", path)
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    monkeypatch.setattr("sys.argv", ["gpu_step.py", "--device", "cpu"])
+    with pytest.raises(SystemExit, match="never written as GPU results"):
+        bench.main()
+    out = tmp_path / "smoke"
+    args = ["--device", "cpu", "--sizes", "2000", "--steps", "2", "--warmup", "1", "--batch", "8", "--out", str(out)]
+    monkeypatch.setattr("sys.argv", ["gpu_step.py", *args])
+    bench.main()
+    report = json.loads(out.with_suffix(".json").read_text())
+    assert report["device_name"].startswith("CPU") and report["rows"][0]["num_tasks"] == 2000
+    assert report["rows"][0]["ratio_to_floor"] > 0
+    assert "| 2e+03 | torch |" in out.with_suffix(".md").read_text()
