@@ -257,16 +257,43 @@ def test_bots_arguments_it_cannot_honour_are_refused_by_name(kwargs: dict, name:
     assert info.value.argument == name
 
 
-def test_newer_bots_arguments_are_refused_unless_at_their_default() -> None:
+def test_policy_lag_and_lag_discount_equal_bots() -> None:
+    plain, sharded = selectors(2, seed=37, lag_discount=0.8)
+    rng = np.random.default_rng(8)
+    for step in range(4):
+        picked = plain.select(B)
+        np.testing.assert_array_equal(sharded.select(B), picked)
+        lag = rng.integers(0, 4, B)
+        if step == 2:
+            plain.set_params(lag_discount=0.5)
+            sharded.set_params(lag_discount=0.5)
+        if step % 2:
+            rewards = rng.uniform(0, 1, (B, 4))
+            plain.update_rewards(picked, rewards, policy_lag=lag)
+            sharded.update_rewards(picked, rewards, policy_lag=lag)
+        else:
+            successes = rng.binomial(8, 0.5, B).astype(float)
+            plain.update(picked, successes, 8, policy_lag=lag)
+            sharded.update(picked, successes, 8, policy_lag=lag)
+    assert sharded.params["lag_discount"] == 0.5
+    assert sharded.capability == plain.capability
+    assert_same_posterior(plain, sharded)
+    with pytest.raises(InvalidArgumentError, match="policy_lag: must be >= 0"):
+        sharded.update([0, 1], [1.0, 1.0], 2, policy_lag=[0, -1])
+
+
+def test_a_bots_argument_it_does_not_apply_is_refused_unless_at_its_default(monkeypatch) -> None:
     with pytest.raises(TypeError, match="unexpected keyword argument 'no_such_argument'"):
         ShardedBOTS(10, shards=2, no_such_argument=1)
-    if "lag_discount" not in BOTS(1, prefetch=False).params:
-        pytest.skip("this BOTS has no lag_discount")
-    with pytest.raises(InvalidArgumentError, match="^lag_discount: ShardedBOTS does not support") as info:
-        ShardedBOTS(10, shards=2, lag_discount=0.5)
-    assert info.value.argument == "lag_discount"
-    sharded = ShardedBOTS(10, shards=2, lag_discount=1.0, actor_options={"num_cpus": 0})
-    with pytest.raises(InvalidArgumentError, match="^lag_discount: ShardedBOTS does not support"):
-        sharded.set_params(lag_discount=0.5)
-    with pytest.raises(InvalidArgumentError, match="^lag_discount: ShardedBOTS does not support"):
-        ShardedBOTS.from_bots(BOTS(10, prefetch=False, lag_discount=0.5), actor_options={"num_cpus": 0})
+    # A BOTS that has gained an argument ShardedBOTS does not know.
+    original = BOTS.__init__
+
+    def with_new_knob(self, num_tasks, *, new_knob: float = 0.0, **kwargs) -> None:
+        original(self, num_tasks, **kwargs)
+
+    monkeypatch.setattr(BOTS, "__init__", with_new_knob)
+    with pytest.raises(InvalidArgumentError, match=r"^new_knob: ShardedBOTS does not support .* got 0.5") as info:
+        ShardedBOTS(10, shards=2, new_knob=0.5)
+    assert info.value.argument == "new_knob"
+    sharded = ShardedBOTS(10, shards=2, new_knob=0.0, actor_options={"num_cpus": 0})  # its default changes nothing
+    assert "new_knob" not in sharded.params

@@ -26,14 +26,15 @@ from typing import Any
 import numpy as np
 
 from .. import _core
-from .._validation import as_bool, as_floats, as_ids, as_int, ids_in_pool, in_closed_unit, positive, prior
+from .._validation import as_bool, as_floats, as_ids, as_int, ids_in_pool, prior
 from .._validation import exclusion as _exclusion
 from ..checkpoint import read_checkpoint, write_checkpoint
 from ..errors import BotsError, InvalidArgumentError
 from ..evidence import Interpolation, StepEvidence, checked_prediction, smoothed_capability
 from ..selector import (
+    BOTS,
+    SETTABLE_PARAMS,
     Picks,
-    _check_tau,
     _lam_for,
     _predictions_miss,
     _reward_counts,
@@ -43,7 +44,22 @@ from ..selector import (
     selector_state,
 )
 
-__all__ = ["SelectorActor", "remote_selector", "pickled_sizes", "ShardedBOTS", "ShardLostError"]
+__all__ = ["SelectorActor", "remote_selector", "pickled_sizes", "ShardedBOTS", "ShardLostError", "SHARDED_PARAMS"]
+
+#: The BOTS parameters a :class:`ShardedBOTS` applies; any other BOTS argument is refused by name
+#: unless it is at its default (a parameter BOTS gains later is never silently ignored).
+SHARDED_PARAMS = (
+    "lam",
+    "rho",
+    "target",
+    "n_rollouts",
+    "thompson",
+    "seed",
+    "adaptive_rho",
+    "tau",
+    "adaptive_lam",
+    "lag_discount",
+)
 
 
 class SelectorActor:
@@ -249,6 +265,7 @@ class ShardedBOTS:
         adaptive_rho: bool = False,
         tau: float = 0.0,
         adaptive_lam: bool = False,
+        lag_discount: float = 1.0,
         backend: str = "rust",
         device: Any = None,
         actor_options: dict[str, Any] | None = None,
@@ -263,18 +280,22 @@ class ShardedBOTS:
         if evidence is not None and len(evidence) != n:
             raise InvalidArgumentError(f"evidence: has references for {len(evidence)} tasks, expected {n}", "evidence")
         self._num_tasks = n
-        # BOTS's parameters, in its order (the checkpoint's "params").
-        self._params: dict[str, Any] = {
-            "lam": in_closed_unit(lam, "lam"),
-            "rho": in_closed_unit(rho, "rho"),
-            "target": in_closed_unit(target, "target"),
-            "n_rollouts": positive(n_rollouts, "n_rollouts"),
-            "thompson": as_bool(thompson, "thompson"),
-            "seed": as_int(seed, "seed", minimum=0, maximum=2**64 - 1),
-            "adaptive_rho": as_bool(adaptive_rho, "adaptive_rho"),
-            "tau": _check_tau(tau),
-            "adaptive_lam": as_bool(adaptive_lam, "adaptive_lam"),
-        }
+        # A one-task BOTS holds the parameters: BOTS's own code validates them (at construction
+        # and in set_params) and weighs feedback by its policy lag.
+        self._rules = BOTS(
+            1,
+            prefetch=False,
+            lam=lam,
+            rho=rho,
+            target=target,
+            n_rollouts=n_rollouts,
+            thompson=thompson,
+            seed=seed,
+            adaptive_rho=adaptive_rho,
+            tau=tau,
+            adaptive_lam=adaptive_lam,
+            lag_discount=lag_discount,
+        )
         # Adaptive ρ's halvings and adaptive λ's smoothed drift: state, as in BOTS.
         self._rho_halvings = 0
         self._drift: float | None = None
@@ -333,8 +354,9 @@ class ShardedBOTS:
                 out.append(ray.get(ref))
             except ray.exceptions.RayActorError as exc:
                 lo, hi = self._span(s)
+                why = next(iter(str(exc).strip().splitlines()), "")[:200]  # Ray's first line says why
                 raise ShardLostError(
-                    f"shard {s} (tasks [{lo}, {hi})) is lost: its actor died ({type(exc).__name__}); "
+                    f"shard {s} (tasks [{lo}, {hi})) is lost: its actor died ({type(exc).__name__}: {why}); "
                     "rebuild the selector from the last checkpoint with ShardedBOTS.load(path)",
                     s,
                 ) from None
@@ -401,10 +423,14 @@ class ShardedBOTS:
         return self._capability
 
     @property
+    def _params(self) -> dict[str, Any]:
+        return {name: self._rules.params[name] for name in SHARDED_PARAMS}
+
+    @property
     def params(self) -> MappingProxyType[str, Any]:
-        """λ, ρ, p*, n, the sampling rule, the seed and the adaptive switches, as
-        :attr:`BOTS.params` (read-only: change them with :meth:`set_params`)."""
-        return MappingProxyType(dict(self._params))
+        """λ, ρ, p*, n, the sampling rule, the seed, the adaptive switches and the lag discount,
+        as :attr:`BOTS.params` (read-only: change them with :meth:`set_params`)."""
+        return MappingProxyType(self._params)
 
     @property
     def rho_in_use(self) -> float:
@@ -425,17 +451,13 @@ class ShardedBOTS:
 
     def set_params(self, **changes: Any) -> None:
         """As :meth:`BOTS.set_params`: change ``lam``, ``rho``, ``target``, ``n_rollouts``,
-        ``thompson``, ``adaptive_rho``, ``tau`` or ``adaptive_lam`` between steps. Validated
-        exactly as ``BOTS`` validates them (by a one-task ``BOTS`` holding the same parameters),
-        all before any is applied; an update already made keeps the parameters it was made with.
-        They reach every shard with the next call and :meth:`state_dict` records them."""
-        from ..selector import BOTS
-
-        probe = BOTS(1, prefetch=False, **self._params)
-        probe.set_params(**changes)
-        for name in changes.keys() - self._params.keys():  # settable in BOTS, not applied here
-            _refuse_other_argument(name, changes[name])
-        self._params = {name: probe.params[name] for name in self._params}
+        ``thompson``, ``adaptive_rho``, ``tau``, ``adaptive_lam`` or ``lag_discount`` between
+        steps. Validated exactly as ``BOTS`` validates them (the parameters live in a one-task
+        ``BOTS``), all before any is applied; an update already made keeps the parameters it was
+        made with. They reach every shard with the next call and :meth:`state_dict` records them."""
+        for name in sorted((changes.keys() & set(SETTABLE_PARAMS)) - set(SHARDED_PARAMS)):
+            _refuse_other_argument(name, changes[name])  # settable in BOTS, not applied here
+        self._rules.set_params(**changes)
         if "rho" in changes:  # a new starting value clears adaptive ρ's halvings, as in BOTS
             self._rho_halvings = 0
 
@@ -510,9 +532,12 @@ class ShardedBOTS:
         return alpha, beta
 
     # ------------------------------------------------------------------------- update
-    def update(self, task_ids: Any, successes: Any, trials: Any, predicted: Any = None) -> None:
+    def update(
+        self, task_ids: Any, successes: Any, trials: Any, predicted: Any = None, *, policy_lag: Any = None
+    ) -> None:
         """As :meth:`BOTS.update`: each shard gets its tasks' entries (and, with ``predicted``,
-        its slice of it); every shard decays all its tasks and applies the implicit evidence."""
+        its slice of it); every shard decays all its tasks and applies the implicit evidence.
+        ``policy_lag`` weighs the entries by ``lag_discount ** lag``, as in ``BOTS``."""
         ids = as_ids(task_ids, "task_ids")
         succ = as_floats(successes, "successes")
         if np.ndim(trials) == 0:
@@ -520,6 +545,7 @@ class ShardedBOTS:
         else:
             tri = as_floats(trials, "trials")
         pred = None if predicted is None else checked_prediction(predicted, self._num_tasks)
+        succ, tri = self._rules._lag_weighted(succ, tri, policy_lag, ids.size)
         self._apply(ids, succ, tri, pred)
 
     def update_rewards(
@@ -529,10 +555,13 @@ class ShardedBOTS:
         *,
         reward_range: tuple[float, float] | None = None,
         success_threshold: float | None = None,
+        policy_lag: Any = None,
     ) -> None:
-        """As :meth:`BOTS.update_rewards` (the same mapping of rewards to evidence)."""
+        """As :meth:`BOTS.update_rewards` (the same mapping of rewards to evidence, the same
+        ``policy_lag`` weighting)."""
         ids = as_ids(task_ids, "task_ids")
         succ, tri = _reward_counts(rewards, len(ids), _reward_map(reward_range, success_threshold))
+        succ, tri = self._rules._lag_weighted(succ, tri, policy_lag, ids.size)
         self._apply(ids, succ, tri, None)
 
     def _apply(self, ids: np.ndarray, succ: np.ndarray, tri: np.ndarray, predicted: np.ndarray | None) -> None:
@@ -630,8 +659,6 @@ class ShardedBOTS:
         actor_options: dict[str, Any] | None = None,
     ) -> ShardedBOTS:
         """A sharded selector resuming a :meth:`BOTS.state_dict` (validated by ``BOTS`` itself)."""
-        from ..selector import BOTS
-
         n = as_int(state.get("num_tasks") if isinstance(state, dict) else None, "num_tasks", minimum=1)
         plain = BOTS(n, prefetch=False)
         plain.load_state_dict(state, params="checkpoint")
@@ -700,8 +727,6 @@ def _refuse_other_argument(name: str, value: Any) -> None:
     """A BOTS argument ShardedBOTS does not apply: accepted at BOTS's default (it changes nothing),
     refused by name at any other value; a name BOTS does not take either is a TypeError."""
     import inspect
-
-    from ..selector import BOTS
 
     parameters = inspect.signature(BOTS.__init__).parameters
     if name not in parameters or parameters[name].kind is not inspect.Parameter.KEYWORD_ONLY:
