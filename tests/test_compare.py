@@ -232,3 +232,19 @@ def test_budget_table_holds_every_method_to_randoms_rollouts() -> None:
     assert "| random | 2 | 32 ± 0 | 0.350 ± 0.635 | - |" in table
     # bots's bests 0.6, 0.5 against 0.4, 0.3: +0.2, se = sqrt(0.0025 + 0.0025), Welch df = 2 (t = 4.303).
     assert "| bots | 2 | 32 ± 0 | 0.550 ± 0.635 | +0.200 ± 0.304 |" in table
+
+
+def test_warmup_only_writes_the_warmed_up_model_and_nothing_else(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg = toy_config(tmp_path, "sft_steps = 2\nsft_batch_size = 2\n")
+    out = tmp_path / "strong"
+    argv = ["compare", "--config", str(cfg), "--out", str(out), "--no-progress", "--warmup-only"]
+    assert main(argv) == 0
+    assert (out / "warmup" / "config.json").exists() and (out / "warmup" / "bots_compare_warmup.json").exists()
+    assert sorted(p.name for p in out.iterdir()) == ["warmup"]  # no method was trained
+    assert main(argv) == 2  # an existing warm-up is refused without --reuse ...
+    assert "--reuse" in capsys.readouterr().err
+    assert main([*argv, "--reuse"]) == 0  # ... and reused with it
+    assert main([*argv[:-1], "--warmup-only", "sft_steps=0", "--out", str(tmp_path / "none")]) == 2
+    assert "--warmup-only: needs sft_steps >= 1, got 0" in capsys.readouterr().err

@@ -129,3 +129,24 @@ def test_cli_builds_then_draws(spec_path: Path, tmp_path: Path, capsys: pytest.C
 def test_spec_defaults_validate() -> None:
     with pytest.raises(ConfigError, match="families"):
         SpreadSpec().validate()
+
+
+@pytest.mark.parametrize("name", ["smollm2_compare_cpu.yaml", "smollm2_compare_gpu.yaml", "smollm2_warmup_cpu.yaml"])
+def test_shipped_experiment_configs_load(name: str) -> None:
+    """The experiment's configs are valid training configs (the GPU one names CUDA; it is only
+    checked for a device when it runs)."""
+    from bots_rft.train.config import load_config
+
+    cfg = load_config(Path(__file__).parent.parent / "configs" / name)
+    assert cfg.pool.startswith("runs/pools/smollm2_spread")
+    assert cfg.device == ("cuda" if "gpu" in name else "cpu")
+
+
+def test_shipped_gpu_spec_scales_the_cpu_one() -> None:
+    root = Path(__file__).parent.parent / "configs"
+    cpu, gpu = (
+        load_spread_spec(root / "pool_smollm2_spread.yaml"),
+        load_spread_spec(root / "pool_smollm2_spread_gpu.yaml"),
+    )
+    assert cpu.families == gpu.families and gpu.per_level > cpu.per_level
+    assert (cpu.system_prompt, cpu.answer_mode) == (gpu.system_prompt, gpu.answer_mode)

@@ -7,7 +7,8 @@ Runs go to OUT/<method>/ (OUT: ``--out``, else the config's ``out_dir``, else ru
 directory that already holds a run is refused unless ``--reuse``, which skips finished runs and
 resumes interrupted ones, but only when they were trained with the same settings as now (the
 differing keys are named otherwise). ``--report-only`` rebuilds OUT/summary.md and OUT/curves.png
-from the logs.
+from the logs. ``--warmup-only`` runs only the warm-up, into OUT/warmup (a model directory that
+``bots refeval`` can measure as a strong reference).
 
 ``--seeds 0,1,2`` runs every method once per seed (the RL seed: selection, sampling, mini-batch
 order; the warm-up is shared) into OUT/<method>/seed<k>/. The TTB/BSF table then uses each
@@ -37,6 +38,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
     p.add_argument("--seeds", default=None, help="comma-separated RL seeds, e.g. 0,1,2 (default: the config's seed)")
     p.add_argument("--reuse", action="store_true", help="skip finished runs, resume interrupted ones")
     p.add_argument("--report-only", action="store_true", help="only rebuild the report from OUT/<method>/")
+    p.add_argument(
+        "--warmup-only",
+        action="store_true",
+        help="only run the supervised warm-up (sft_steps > 0) into OUT/warmup and stop: a 'strong' "
+        "reference model for bots refeval",
+    )
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE")
     p.set_defaults(func=main)
@@ -228,6 +235,17 @@ def main(args: argparse.Namespace) -> int:
     seeds = _parse_seeds(args.seeds)
     run_seeds: list[int | None] = list(seeds) if seeds else [None]  # None: the config's seed, OUT/<method>/
     out = _output_dir(args, cfg, None if override is None else str(override))
+    if args.warmup_only:
+        if cfg.sft_steps < 1:
+            raise ConfigError(f"--warmup-only: needs sft_steps >= 1, got {cfg.sft_steps}")
+        if args.report_only:
+            raise ConfigError("--warmup-only and --report-only: give one")
+        dest = out / "warmup"
+        _check_existing(out, [], (dest, cfg), args.reuse)
+        out.mkdir(parents=True, exist_ok=True)
+        _shared_warmup(cfg, dest, args.reuse)
+        print(f"bots compare: warm-up in {dest}")
+        return 0
     if args.report_only:
         missing = [
             str(_run_dir(out, m, s))
