@@ -257,6 +257,20 @@ def test_bots_arguments_it_cannot_honour_are_refused_by_name(kwargs: dict, name:
     assert info.value.argument == name
 
 
+@pytest.mark.parametrize("kwargs", [{}, {"thompson": False}, {"tau": 0.05}], ids=["thompson", "greedy", "softmax"])
+def test_plan_equals_bots(kwargs: dict) -> None:
+    plain, sharded = selectors(3, seed=41, **kwargs)
+    run_steps(plain, sharded, steps=2)
+    exclude = np.arange(0, N, 7)
+    for budget, n_min, n_max in ((256, 2, 16), (96, 4, 4)):
+        want = plain.plan(budget, n_min, n_max, exclude=exclude)
+        got = sharded.plan(budget, n_min, n_max, exclude=exclude)
+        np.testing.assert_array_equal(got.ids, want.ids)
+        np.testing.assert_array_equal(got.counts, want.counts)
+    assert sharded.num_selections == plain.num_selections
+    np.testing.assert_array_equal(sharded.select(B), plain.select(B))
+
+
 def test_policy_lag_and_lag_discount_equal_bots() -> None:
     plain, sharded = selectors(2, seed=37, lag_discount=0.8)
     rng = np.random.default_rng(8)

@@ -31,6 +31,7 @@ from .._validation import exclusion as _exclusion
 from ..checkpoint import read_checkpoint, write_checkpoint
 from ..errors import BotsError, InvalidArgumentError
 from ..evidence import Interpolation, StepEvidence, checked_prediction, smoothed_capability
+from ..planning import Plan, allocate_rollouts, check_plan_args
 from ..selector import (
     BOTS,
     SETTABLE_PARAMS,
@@ -234,16 +235,17 @@ class ShardedBOTS:
     the predictions, adaptive λ's drift statistic. The driver owns the parameters and sends them
     with every call, so :meth:`set_params` applies to all shards from the next call on.
 
-    Arguments: those of ``BOTS``. Refused with :class:`~bots_rft.errors.InvalidArgumentError`
-    naming the argument: an estimator other than :class:`~bots_rft.Interpolation` (its state would
-    have to be split or gathered every step), ``prefetch=True`` (each shard runs an update's pass
-    fused with the next selection, as ``prefetch=False``; the picks are the same either way),
-    ``backend`` other than ``"rust"`` and any ``device``. :meth:`save` writes the whole state to
-    one checkpoint in ``BOTS``'s format: ``BOTS.load`` reads it, and so does :meth:`load` with any
-    shard count. An actor that died raises :class:`ShardLostError` naming its shard; :meth:`load`
-    of the last checkpoint rebuilds the selector. Not provided: ``take``/``release`` (the task
-    stream), ``alpha``/``beta`` of the whole pool (use :meth:`state_dict`, or :meth:`posterior`
-    for a few tasks).
+    Arguments: those of ``BOTS``; it applies the parameters in :data:`SHARDED_PARAMS`. Refused
+    with :class:`~bots_rft.errors.InvalidArgumentError` naming the argument: an estimator other
+    than :class:`~bots_rft.Interpolation` (its state would have to be split or gathered every
+    step), ``prefetch=True`` (each shard runs an update's pass fused with the next selection, as
+    ``prefetch=False``; the picks are the same either way), ``backend`` other than ``"rust"``, any
+    ``device``, and any other ``BOTS`` argument at a value other than its default.
+    :meth:`save` writes the whole state to one checkpoint in ``BOTS``'s format: ``BOTS.load``
+    reads it, and so does :meth:`load` with any shard count. An actor that died raises
+    :class:`ShardLostError` naming its shard; :meth:`load` of the last checkpoint rebuilds the
+    selector. Not provided: ``take``/``release`` (the task stream), ``alpha``/``beta`` of the
+    whole pool (use :meth:`state_dict`, or :meth:`posterior` for a few tasks).
     """
 
     def __init__(
@@ -496,6 +498,17 @@ class ShardedBOTS:
         order = np.lexsort((chosen, distances))[:k]
         self._num_selections += 1
         return chosen[order]
+
+    def plan(self, rollout_budget: int, n_min: int, n_max: int, exclude: Any = None) -> Plan:
+        """As :meth:`BOTS.plan`: tasks and a rollout count for each under ``rollout_budget``, from
+        the selection rule's ranking (one :meth:`select` of ``rollout_budget // n_min`` tasks) and
+        the draws it ranked by (:meth:`explain` of those tasks). Same plan as ``BOTS``."""
+        budget, lo, hi = check_plan_args(rollout_budget, n_min, n_max)
+        mask, ids = _exclusion(exclude, self._num_tasks)
+        excluded = int(ids.size) if ids is not None else (int(np.count_nonzero(mask)) if mask is not None else 0)
+        ranked = self.select(min(budget // lo, self._num_tasks - excluded), exclude=exclude)
+        counts = allocate_rollouts(self.explain(ranked).theta, budget, lo, hi)
+        return Plan(ranked[: counts.size].copy(), counts)
 
     def explain(self, task_ids: Any) -> Picks:
         """As :meth:`BOTS.explain`: what the last selection drew for ``task_ids`` and why (θ, its
