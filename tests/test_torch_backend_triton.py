@@ -54,6 +54,7 @@ def test_kernels_resolve() -> None:
     assert TorchBOTS(4, device=DEVICE, kernels="triton").kernels == "triton"
     assert TorchBOTS(4, device=DEVICE, kernels="torch").kernels == "torch"
     assert TorchBOTS(4, device=DEVICE, dtype="float64").kernels == "torch"  # the kernels are float32
+    assert TorchBOTS(4, device="cpu").kernels == "torch"  # "auto" never picks the interpreter
     with pytest.raises(BotsError, match="kernels: 'triton' cannot be used here"):
         TorchBOTS(4, device=DEVICE, dtype="float64", kernels="triton")
     with pytest.raises(BotsError, match="kernels"):

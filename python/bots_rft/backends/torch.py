@@ -873,10 +873,11 @@ class _DeviceEvidence(NamedTuple):
 def _resolve_kernels(kernels: Any, device: torch.device, dtype: torch.dtype, num_tasks: int) -> str:
     """``"auto"``: the fused Triton kernels for a float32 posterior on a CUDA device when Triton
     is installed, else torch operations. ``"triton"`` insists (on CPU tensors only under Triton's
-    interpreter, ``TRITON_INTERPRET=1``); ``"torch"`` never uses them."""
+    interpreter, ``TRITON_INTERPRET=1``, which ``"auto"`` never picks); ``"torch"`` never uses
+    them."""
     if kernels not in ("auto", "triton", "torch"):
         raise InvalidArgumentError(f"kernels: must be 'auto', 'triton' or 'torch', got {kernels!r}", "kernels")
-    if kernels == "torch":
+    if kernels == "torch" or (kernels == "auto" and device.type != "cuda"):
         return "torch"
     usable = importlib.util.find_spec("triton") is not None
     why = "" if usable else "Triton is not installed"
