@@ -204,3 +204,12 @@ def test_bots_plan_builds_from_the_method_table() -> None:
         method("bots-plan").build(100, rollout=rollout, n_min=8, n_max=4)
     with pytest.raises(InvalidArgumentError, match="rollout"):
         method("bots-plan").build(100)
+
+
+def test_bots_train_refuses_bots_plan_with_the_reason() -> None:
+    from bots_rft import ConfigError
+    from bots_rft.train.config import TrainConfig
+    from bots_rft.train.selection import make_selector
+
+    with pytest.raises(ConfigError, match=r"bots-plan.*fixed\s+rollouts=\d+ per task"):
+        make_selector(TrainConfig(pool="p.parquet", method="bots-plan"), 10, None, None)

@@ -153,3 +153,21 @@ def test_simulator_delays_evidence_and_the_lag_table() -> None:
     # The default key of BOTS is unchanged (lag_discount at its default is not named).
     assert MethodSpec("bots").key == "bots(lam=0.1,rho=0.1,thompson=True)"
     assert "lag_discount=0.5" in MethodSpec("bots", lag_discount=0.5).key
+
+
+def test_bots_simulate_takes_the_lag_options(tmp_path: Path) -> None:
+    from bots_rft.cli import main as cli_main
+
+    out = tmp_path / "run"
+    rc = cli_main(
+        [
+            "simulate",
+            *("--tasks", "300", "--steps", "4", "--batch", "12", "--seeds", "1", "--eval-tasks", "50"),
+            *("--methods", "bots", "--rho-sweep", "none", "--lam-sweep", "none", "--no-sampling-ablation"),
+            *("--lag", "2", "--lag-discount-sweep", "1,0.5", "--no-plots", "--no-progress", "--out", str(out)),
+        ]
+    )
+    assert rc == 0
+    summary = (out / "summary.md").read_text(encoding="utf-8")
+    assert "Late evidence" in summary and "δ=0.5" in summary
+    assert "--lag 2 --lag-discount-sweep 1,0.5" in summary
