@@ -26,7 +26,7 @@ import numpy.typing as npt
 from torch.utils.data import Sampler
 
 from ..errors import DataError, InvalidArgumentError
-from .step_metrics import Pick, capability_metrics, outcome_metrics, pick_metrics
+from .step_metrics import Pick, calibration_step_metrics, capability_metrics, outcome_metrics, pick_metrics
 from .tasks import successes_from_rewards
 
 __all__ = ["BOTSBatchSampler", "EvidenceBuffer"]
@@ -303,6 +303,9 @@ class EvidenceBuffer:
                 means = [p.posterior_means for p in picks if p.posterior_means is not None]
                 if means:
                     metrics.update(pick_metrics(np.concatenate(means)))
+            if ids.size:  # the picks' predictions (made when picked) against this update's outcomes
+                predicted = {task: mean for p in picks for task, mean in p.predictions().items()}
+                metrics.update(calibration_step_metrics(ids, succ, 1.0, predicted))
         metrics.update(capability_metrics(self.selector))
         self.last_metrics = metrics
         return metrics

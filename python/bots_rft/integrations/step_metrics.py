@@ -18,7 +18,11 @@ in its logger as:
   (see :class:`bots_rft.metrics.EffectiveRatios`);
 - ``bots/mean_reward_of_picks``: successes over trials of those rollouts;
 - ``bots/groups``, ``bots/rollouts``: how many tasks and rollouts the update saw;
-- ``bots/capability``: the interpolation estimator's μ̃, once it exists.
+- ``bots/capability``: the interpolation estimator's μ̃, once it exists;
+- ``bots/calibration_brier``, ``bots/calibration_ece``, ``bots/calibration_spearman``: how well the
+  posterior means of the picks, at the moment they were picked, predicted the k/n their rollouts
+  then showed (:mod:`bots_rft.calibration`; where the integration keeps the predictions), and
+  ``bots/zero_variance_share``: the share of groups with k = 0 or k = n.
 
 Integrations add their own counters beside these (verl: ``bots/evicted_groups``; tasks in flight:
 ``bots/inflight_tasks``; ...), documented with each integration.
@@ -33,6 +37,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ..calibration import calibration_metrics
 from ..metrics import effective_ratios
 from ..selector import BOTS
 
@@ -44,6 +49,7 @@ __all__ = [
     "pick_distributions",
     "outcome_metrics",
     "capability_metrics",
+    "calibration_step_metrics",
 ]
 
 IntArray = npt.NDArray[np.int64]
@@ -102,6 +108,12 @@ class Pick:
         select_ms = (time.perf_counter() - start) * 1e3
         return cls(ids, select_ms, posterior_means(selector, ids))
 
+    def predictions(self) -> dict[int, float]:
+        """Task id -> its posterior mean when picked (empty for selectors without a posterior)."""
+        if self.posterior_means is None:
+            return {}
+        return dict(zip(self.task_ids.tolist(), self.posterior_means.tolist()))
+
     def metrics(self) -> dict[str, float]:
         return {
             "bots/select_ms": self.select_ms,
@@ -144,6 +156,26 @@ def outcome_metrics(task_ids: Any, successes: Any, trials: Any = 1.0) -> dict[st
         "bots/groups": float(tasks.size),
         "bots/rollouts": float(tri.sum()),
     }
+
+
+def calibration_step_metrics(
+    task_ids: Any, successes: Any, trials: Any = 1.0, predicted: dict[int, float] | None = None
+) -> dict[str, float]:
+    """``bots/calibration_*`` of one update's evidence against ``predicted`` (task id -> the
+    pass rate predicted when it was picked; tasks without one are left out) and
+    ``bots/zero_variance_share``; entries of one task are summed first, as in
+    :func:`outcome_metrics`."""
+    ids = np.asarray(task_ids, dtype=np.int64).reshape(-1)
+    succ = np.asarray(successes, dtype=np.float64).reshape(-1)
+    if succ.size == 0:
+        return {}
+    tri = np.broadcast_to(np.asarray(trials, dtype=np.float64), succ.shape)
+    tasks, inverse = np.unique(ids, return_inverse=True)
+    sums = np.bincount(inverse, weights=succ, minlength=tasks.size)
+    totals = np.bincount(inverse, weights=tri, minlength=tasks.size)
+    known = predicted or {}
+    pred = np.array([known.get(int(t), np.nan) for t in tasks], dtype=np.float64)
+    return calibration_metrics(pred, np.minimum(sums, totals), totals).metrics()
 
 
 def capability_metrics(selector: Any) -> dict[str, float]:

@@ -55,7 +55,7 @@ from ..checkpoint import from_bytes, load_state, to_bytes
 from ..errors import BotsError, CheckpointError, ConfigError, DataError, InvalidArgumentError
 from ..evidence import DEFAULT_MIN_GAP, Interpolation
 from ..selector import BOTS
-from .step_metrics import capability_metrics, outcome_metrics, pick_metrics
+from .step_metrics import calibration_step_metrics, capability_metrics, outcome_metrics, pick_metrics
 from .tasks import column_values
 
 __all__ = ["BOTSSelector", "AUTHOR_DEFAULTS", "STATE_FORMAT"]
@@ -305,6 +305,8 @@ class BOTSSelector(BaseSelector):
         # the old run's files; a resumed run keeps the id it saved.
         self._run_id = secrets.token_hex(4)
         self._metrics: dict[str, float] = {}
+        # Each pending task's posterior mean when picked (for bots/calibration_*); metrics only.
+        self._predicted: dict[int, float] = {}
         self._clipped = 0
         self._lock = threading.RLock()
         if self._settings.state_dir is None and self._num_tasks > _INLINE_WARN_TASKS:
@@ -372,6 +374,7 @@ class BOTSSelector(BaseSelector):
             self._metrics.update({"bots/select_ms": 1e3 * elapsed, "bots/inflight_tasks": float(len(self._pending))})
             alphas, betas = self._bots.posterior(picks)
             self._metrics.update(pick_metrics(alphas / (alphas + betas)))
+            self._predicted.update(zip(picks.tolist(), (alphas / (alphas + betas)).tolist()))
             if not return_extra_info:
                 return picks.tolist()
             assert p_hat is not None
@@ -486,6 +489,9 @@ class BOTSSelector(BaseSelector):
                     )
                 self._clipped += int(outside.sum())
             self._metrics.update(outcome_metrics(ids, rates * s.n_rollouts, s.n_rollouts))
+            self._metrics.update(calibration_step_metrics(ids, rates * s.n_rollouts, s.n_rollouts, self._predicted))
+            for task in ids.tolist():
+                self._predicted.pop(int(task), None)
             self._metrics.update(
                 {
                     "bots/update_ms": 1e3 * elapsed,

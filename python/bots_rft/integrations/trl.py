@@ -63,7 +63,7 @@ import numpy.typing as npt
 from torch.utils.data import Sampler
 
 from ..errors import CheckpointError, ConfigError, InvalidArgumentError
-from .step_metrics import Pick, capability_metrics, outcome_metrics
+from .step_metrics import Pick, calibration_step_metrics, capability_metrics, outcome_metrics
 from .tasks import column_values, rows_of_tasks, split_column, successes_from_rewards
 
 __all__ = [
@@ -320,6 +320,7 @@ class BOTSTrainerHook:
             self.selector.update(ids[ok], succ[ok], 1.0)
             metrics["bots/update_ms"] = (time.perf_counter() - start) * 1e3
             metrics.update(outcome_metrics(ids[ok], succ[ok]))
+            metrics.update(calibration_step_metrics(ids[ok], succ[ok], 1.0, pick.predictions() if pick else None))
             self.num_feeds += 1
         metrics.update(capability_metrics(self.selector))
         self.last_metrics = metrics

@@ -71,7 +71,7 @@ from torch.utils.data import Sampler
 from ..errors import ConfigError, DataError, InvalidArgumentError
 from ..evidence import DEFAULT_MIN_GAP, Interpolation
 from ..selector import BOTS
-from .step_metrics import capability_metrics, outcome_metrics, pick_metrics
+from .step_metrics import calibration_step_metrics, capability_metrics, outcome_metrics, pick_metrics
 from .tasks import column_values, rows_of_tasks, successes_from_rewards
 
 SUPPORTED_VERL = "verl 0.9.x (tested with 0.9.1) with its V1 trainer (trainer.use_v1=true)"
@@ -221,6 +221,8 @@ class BOTSPromptSampler(Sampler[int]):
         self._empty_groups = 0
         self._select_s = 0.0
         self._picked_means: list[float] = []
+        # Each task in flight's posterior mean when picked (for bots/calibration_*); metrics only.
+        self._predicted: dict[int, float] = {}
 
     # ---------------------------------------------------------------------------- selection
     def __len__(self) -> int:
@@ -248,6 +250,7 @@ class BOTSPromptSampler(Sampler[int]):
         self._select_s += time.perf_counter() - start
         alpha, beta = self.selector.posterior(chosen)
         self._picked_means.extend((alpha / (alpha + beta)).tolist())
+        self._predicted.update(zip((int(t) for t in chosen), (alpha / (alpha + beta)).tolist()))
         return [int(t) for t in chosen]
 
     # ---------------------------------------------------------------------------- bookkeeping
@@ -309,6 +312,9 @@ class BOTSPromptSampler(Sampler[int]):
             metrics["bots/update_ms"] = 1e3 * (time.perf_counter() - start)
             kept = np.asarray(self._ev_kept, dtype=bool)
             metrics.update(outcome_metrics(ids, succ, trials))
+            metrics.update(calibration_step_metrics(ids, succ, trials, self._predicted))
+            for task in ids.tolist():
+                self._predicted.pop(task, None)
             # Entries here are groups (a task lifted out of the in-flight exclusion can finish
             # twice in one step): count groups, not distinct tasks.
             metrics["bots/groups"] = float(ids.size)

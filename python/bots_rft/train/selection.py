@@ -66,6 +66,14 @@ def make_selector(
     """The selector ``cfg.method`` names, over ``num_tasks`` rows; ``weak``/``strong`` are the
     reference pass rates (NaN unknown) or None when the pool has none."""
     m = method(cfg.method)
+    if m.name == "bots-plan":
+        # The plan gives each task its own number of rollouts; this trainer generates, scores and
+        # trains on groups of one size (rollouts). BOTS.plan drives loops that take per-task counts.
+        raise ConfigError(
+            "method: 'bots-plan' chooses a rollout count per task, and bots train rolls out a fixed "
+            f"rollouts={cfg.rollouts} per task; use 'bots' here, or BOTS.plan in a loop that takes "
+            "per-task counts (docs/planning.md)"
+        )
     try:
         if m.rolls_out or not cfg.dynamic_sampling:
             return m.build(num_tasks, weak=weak, strong=strong, rollout=rollout, **_params(cfg, m))
