@@ -420,3 +420,15 @@ def test_rollout_weighting_lets_tasks_with_more_rollouts_weigh_more() -> None:
     assert np.array_equal(a.ability, b.ability)  # equal group sizes: the same step either way
     with pytest.raises(ConfigError, match="rollout_weighting"):
         LearnerConfig(rollout_weighting=2.0)
+
+
+@pytest.mark.parametrize("name", ROLLING)
+def test_bots_train_refuses_the_peers_that_choose_their_own_rollouts(name: str) -> None:
+    from bots_rft.train.config import TrainConfig
+
+    # Its trainer would otherwise run them as DAPO's fill loop over an epoch order.
+    assert not method(name).trainer
+    with pytest.raises(ConfigError, match=rf"method: '{name}' spends a number of rollouts .* bots simulate"):
+        TrainConfig(pool="p.parquet", method=name).validate()
+    for plain in ("dps", "adarft", "dynamic"):
+        assert method(plain).trainer

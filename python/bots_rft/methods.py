@@ -308,6 +308,9 @@ class Method:
     rolls_out: bool = False
     aliases: tuple[str, ...] = ()
     signals: tuple[str, ...] = ()
+    # Whether `bots train` can run it: its trainer rolls out a fixed number per task and runs
+    # DAPO's fill loop itself, so a method that decides its own rollouts inside select cannot.
+    trainer: bool = True
 
     def param(self, name: str) -> Parameter:
         for p in self.params:
@@ -705,6 +708,7 @@ METHODS: Mapping[str, Method] = MappingProxyType(
                 "unused",
                 _BASELINE_FILE,
                 rolls_out=True,
+                trainer=False,
             ),
             Method(
                 "speed",
@@ -715,6 +719,7 @@ METHODS: Mapping[str, Method] = MappingProxyType(
                 "unused",
                 _BASELINE_FILE,
                 rolls_out=True,
+                trainer=False,
                 aliases=("speed-rl",),
             ),
             Method(
@@ -735,6 +740,7 @@ METHODS: Mapping[str, Method] = MappingProxyType(
                 "unused",
                 _BASELINE_FILE,
                 rolls_out=True,
+                trainer=False,
                 aliases=("knapsack-rl",),
             ),
             Method(
@@ -746,6 +752,7 @@ METHODS: Mapping[str, Method] = MappingProxyType(
                 "unused",
                 _BASELINE_FILE,
                 rolls_out=True,
+                trainer=False,
                 aliases=("reinforce_ada", "reinforceada"),
             ),
         )

@@ -135,6 +135,12 @@ class TrainConfig:
             raise ConfigError("pool: a training pool path is required (pool=PATH)")
         try:
             self.method = method(self.method).name  # an alias ("dapo") becomes the canonical name
+            if not method(self.method).trainer:
+                raise ConfigError(
+                    f"method: {self.method!r} spends a number of rollouts of its own choosing inside its "
+                    f"selection, and bots train rolls out a fixed rollouts={self.rollouts} per task; it runs "
+                    "in bots simulate (docs/peers.md)"
+                )
             for param in (LAM, RHO, TARGET, THOMPSON, TAU, ADAPTIVE_RHO, ADAPTIVE_LAM, MOMENTUM, MIN_GAP, OVERSAMPLE):
                 param.check(getattr(self, param.name))
         except BotsError as exc:  # the method table's message, as the config's error class
