@@ -399,6 +399,9 @@ def test_async_prompts_exclude_tasks_in_flight_until_scored() -> None:
     metrics = stream.selection.take_metrics()
     assert metrics["bots/in_flight_repick_frac"] == (1.0, 8.0)
     assert metrics["bots/select_ms"][1] == 8.0 and metrics["bots/etr"] == (float(first % 3 == 2), 1.0)
+    # Calibration as window sums: the group's rollouts all agree or not; four rollouts predicted at 1/2.
+    assert metrics["bots/zero_variance_share"] == (float(first % 3 != 2), 1.0)
+    assert metrics["bots/calibration_brier"] == (1.0, 4.0)
     # Bad feedback changes nothing.
     state = sel.state_dict()
     with pytest.raises(InvalidArgumentError, match="task_ids"):

@@ -94,6 +94,8 @@ class _Selection:
         # any is left.
         self._free = int(np.count_nonzero(~self._excluded))
         self._pending: list[tuple[IntArray, FloatArray]] = []
+        # Each task in flight's posterior mean when picked (for bots/calibration_brier); metrics only.
+        self._predicted: dict[int, float] = {}
         self._reset_metrics()
 
     def _reset_metrics(self) -> None:
@@ -103,6 +105,10 @@ class _Selection:
             "etr": [0.0, 0.0],
             "reward": [0.0, 0.0],
             "in_flight_repicks": [0.0, 0.0],
+            # Calibration (bots_rft.calibration) as sums that add up over windows: the Brier score's
+            # squared errors over rollouts, and groups whose rollouts all agree.
+            "brier": [0.0, 0.0],
+            "zero_variance": [0.0, 0.0],
         }
         self._pick_means: list[float] = []
 
@@ -128,6 +134,7 @@ class _Selection:
             self._m["in_flight_repicks"][1] += 1
             if pick.posterior_means is not None:
                 self._pick_means.extend(pick.posterior_means.tolist())
+                self._predicted[task] = float(pick.posterior_means[0])
             return task, int(self.rows_of_task[task])
 
     def feed(self, task_ids: Any, rewards: Any) -> None:
@@ -149,6 +156,13 @@ class _Selection:
                 self._m["etr"][1] += float(tasks.size)
                 self._m["reward"][0] += float(succ[ok].sum())
                 self._m["reward"][1] += float(np.count_nonzero(ok))
+                self._m["zero_variance"][0] += float(np.count_nonzero((sums == 0) | (sums == trials)))
+                self._m["zero_variance"][1] += float(tasks.size)
+                for task, k, n in zip(tasks.tolist(), sums.tolist(), trials.tolist()):
+                    p = self._predicted.pop(task, None)
+                    if p is not None:
+                        self._m["brier"][0] += k * (1.0 - p) ** 2 + (n - k) * p**2
+                        self._m["brier"][1] += n
             self._pending.append((ids, succ))
             if len(self._pending) >= self.groups_per_update:
                 self._apply_locked()
@@ -204,6 +218,7 @@ class _Selection:
         out: dict[str, float | tuple[float, float]] = {}
         names = {"select_ms": "bots/select_ms", "update_ms": "bots/update_ms", "etr": "bots/etr"}
         names.update(reward="bots/mean_reward_of_picks", in_flight_repicks="bots/in_flight_repick_frac")
+        names.update(brier="bots/calibration_brier", zero_variance="bots/zero_variance_share")
         for key, name in names.items():
             if m[key][1] > 0:
                 out[name] = (m[key][0], m[key][1])
