@@ -432,3 +432,16 @@ def test_bots_train_refuses_the_peers_that_choose_their_own_rollouts(name: str) 
         TrainConfig(pool="p.parquet", method=name).validate()
     for plain in ("dps", "adarft", "dynamic"):
         assert method(plain).trainer
+
+
+def test_speed_generates_every_step_even_with_a_full_queue() -> None:
+    """A large generation batch can queue more than a batch of ready prompts; every step still
+    spends rollouts, so the per-rollout axis keeps increasing."""
+    learner = SimulatedLearner(make_world(TINY, 0), 0, stream=2)
+    sel = method("speed").build(600, rollout=learner.rollout, gen_ratio=8.0)
+    assert isinstance(sel, RollsOut)
+    for _ in range(6):
+        sel.select(16)
+        batch = sel.take_batch()
+        assert batch is not None and batch.rollouts > 0 and batch.task_ids.size == 16
+        sel.update(batch.task_ids, batch.successes, batch.trials)

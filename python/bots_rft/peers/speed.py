@@ -8,7 +8,9 @@ in the next generation call, gets ``n_continue`` more; it is then ready for trai
 ``gen_ratio x batch_size`` prompts (the data loader's order) together with the continuation of the
 prompts qualified by earlier calls. Calls repeat until ``batch_size`` prompts are ready. Qualified
 prompts and ready prompts beyond the batch stay queued for the next step, as in the reference
-data controller (nothing rolled out is thrown away except failed screenings).
+data controller (nothing rolled out is thrown away except failed screenings). Every step makes
+at least one generation call, also when the queue already holds a batch (the reference then
+trains without generating); the work is the same, only its timing moves.
 
 Published defaults (``recipe/dapo/src/config/fast_dapo_trainer.yaml``): n_init = 4,
 n_continue = 12 (so a trained prompt has 16 rollouts, the pool's usual n), a generation batch
@@ -84,7 +86,10 @@ class SpeedRL(SelfRolling):
         failed_ids: list[IdArray] = []
         failed_succ: list[FloatArray] = []
         calls = 0
-        while int(ok[r_ids].sum()) < b and calls < self.max_gen_batches:
+        # At least one generation call per step, even when the queue already holds a batch: the
+        # reference trains at once then, but a step that generated nothing would cost nothing, and
+        # the call's screening is work the next steps need anyway.
+        while (calls == 0 or int(ok[r_ids].sum()) < b) and calls < self.max_gen_batches:
             calls += 1
             # Continue the prompts qualified so far (those the exclusion allows) ...
             go = ok[q_ids]
