@@ -67,10 +67,11 @@ def test_allocation_is_optimal_over_every_subset(theta: list[float], budget: int
     n=st.integers(1, 32),
     target=st.sampled_from([0.5, 0.2, 0.9]),
     thompson=st.booleans(),
+    tau=st.sampled_from([0.0, 0.05]),
 )
-def test_fixed_count_plan_is_select(seed: int, batch: int, n: int, target: float, thompson: bool) -> None:
-    a = _stepped(seed % 1000, target=target, thompson=thompson)
-    b = _stepped(seed % 1000, target=target, thompson=thompson)
+def test_fixed_count_plan_is_select(seed: int, batch: int, n: int, target: float, thompson: bool, tau: float) -> None:
+    a = _stepped(seed % 1000, target=target, thompson=thompson, tau=tau)
+    b = _stepped(seed % 1000, target=target, thompson=thompson, tau=tau)
     expected = a.select(batch)
     plan = b.plan(batch * n, n, n)
     np.testing.assert_array_equal(plan.ids, expected)

@@ -158,6 +158,7 @@ EXPECTED_FILES = [
     "curves_sampling.png",
     "heatmap_random_vs_bots.png",
     "evidence_quality.png",
+    "calibration.png",
 ]
 
 
