@@ -248,14 +248,16 @@ def selection_counts(make: Callable[[], Any], rounds: int, k: int) -> np.ndarray
 
 @pytest.mark.parametrize("tau", [0.0, 0.1])
 def test_thompson_selection_distribution_matches_the_cores(device: str, tau: float) -> None:
-    """Per-task pick frequencies of the two backends over 1500 selections: a chi-square test of
-    homogeneity. Shapes below 1 are included (there the two use different exact samplers)."""
+    """Per-task pick frequencies of the two backends over 1500 selections each: a chi-square test
+    of homogeneity, and their total variation. The two run on different seeds, so the samples are
+    independent (with one seed they share their Philox uniforms and would agree almost draw for
+    draw). Shapes below 1 are included (there the two use different exact samplers). Fixed
+    seeds: the test is deterministic."""
     n, rounds, k = 24, 1500, 4
     rng = np.random.default_rng(21)
-    alpha = rng.choice([0.3, 0.8, 2.0, 6.0, 20.0], n)
-    beta = rng.choice([0.4, 1.0, 3.0, 9.0, 25.0], n)
     state = BOTS(n, tau=tau, seed=17).state_dict()
-    state["alpha"], state["beta"] = alpha, beta
+    state["alpha"] = rng.choice([0.3, 0.8, 2.0, 6.0, 20.0], n)
+    state["beta"] = rng.choice([0.4, 1.0, 3.0, 9.0, 25.0], n)
 
     def core() -> BOTS:
         sel = BOTS(n, tau=tau, seed=17)
@@ -263,17 +265,17 @@ def test_thompson_selection_distribution_matches_the_cores(device: str, tau: flo
         return sel
 
     def mine() -> TorchBOTS:
-        sel = TorchBOTS(n, tau=tau, seed=17, device=device)
-        sel.load_state_dict(state)
+        sel = TorchBOTS(n, tau=tau, seed=1017, device=device)
+        sel.load_state_dict(state, params="current")  # the state's posterior, this seed
         return sel
 
     table = np.stack([selection_counts(core, rounds, k), selection_counts(mine, rounds, k)])
     table = table[:, table.sum(axis=0) > 0]
     p = stats.chi2_contingency(table).pvalue
     assert p > 1e-3, (p, table)
-    # And total variation between the two pick distributions is small.
+    # Two independent samples of 6000 picks over 24 tasks differ by about 0.03 in total variation.
     tv = 0.5 * np.abs(table[0] / table[0].sum() - table[1] / table[1].sum()).sum()
-    assert tv < 0.05, tv
+    assert tv < 0.08, tv
 
 
 def test_selections_are_deterministic_per_seed(device: str) -> None:

@@ -52,16 +52,17 @@ def test_gpu_and_cpu_selection_distributions_agree(kernels: str) -> None:
     state["alpha"] = rng.choice([0.3, 0.8, 2.0, 6.0, 20.0], n)
     state["beta"] = rng.choice([0.4, 1.0, 3.0, 9.0, 25.0], n)
 
-    def on(device: str, kernels: str):  # type: ignore[no-untyped-def]
+    # Different seeds on the two devices: independent samples (one seed shares the uniforms).
+    def on(device: str, kernels: str, seed: int):  # type: ignore[no-untyped-def]
         def make() -> TorchBOTS:
-            sel = TorchBOTS(n, seed=17, device=device, kernels=kernels)
-            sel.load_state_dict(state)
+            sel = TorchBOTS(n, seed=seed, device=device, kernels=kernels)
+            sel.load_state_dict(state, params="current")
             return sel
 
         return make
 
     table = np.stack(
-        [selection_counts(on("cpu", "torch"), rounds, k), selection_counts(on("cuda", kernels), rounds, k)]
+        [selection_counts(on("cpu", "torch", 17), rounds, k), selection_counts(on("cuda", kernels, 1017), rounds, k)]
     )
     table = table[:, table.sum(axis=0) > 0]
     assert stats.chi2_contingency(table).pvalue > 1e-3, table
