@@ -181,6 +181,19 @@ def test_greedy_selection_is_the_cores(device: str, dtype: str, tau: float) -> N
                 assert not np.isin(b, np.flatnonzero(exclude) if exclude.dtype == bool else exclude).any()
 
 
+def test_exclude_takes_torch_tensors(device: str) -> None:
+    core, mine = pair(300, device, thompson=False, seed=2)
+    mask = np.zeros(300, dtype=bool)
+    mask[:40] = True
+    expected = core.select(10, exclude=mask)
+    np.testing.assert_array_equal(mine.select(10, exclude=torch.tensor(mask, device=device)), expected)
+    np.testing.assert_array_equal(mine.select(10, exclude=torch.arange(40)), core.select(10, exclude=np.arange(40)))
+    with pytest.raises(BotsError, match=r"exclude: a mask must have shape \(300,\)"):
+        mine.select(2, exclude=torch.zeros(5, dtype=torch.bool, device=device))
+    with pytest.raises(BotsError, match="batch_size"):
+        mine.select(261, exclude=torch.tensor(mask, device=device))
+
+
 def test_ties_go_to_the_lower_id(device: str) -> None:
     sel = TorchBOTS(50, thompson=False, device=device)
     np.testing.assert_array_equal(sel.select(5), [0, 1, 2, 3, 4])

@@ -430,10 +430,18 @@ class TorchBOTS:
     def select(self, batch_size: int, exclude: Any = None) -> IntArray:
         """See :meth:`BOTS.select`: the ``batch_size`` tasks nearest the target (by Thompson draw
         or posterior mean; by the Gumbel-top-k key with ``tau`` > 0), best first, ties to the lower
-        id. ``exclude``: task ids or a boolean mask."""
+        id. ``exclude``: task ids or a boolean mask, as for BOTS; a boolean torch tensor of shape
+        ``(num_tasks,)`` on this selector's device is used where it is, with no copy from the
+        host (any other tensor is read as ids or a mask through the host)."""
         k = as_int(batch_size, "batch_size", minimum=0)
-        mask, ids = _exclusion(exclude, self._num_tasks)
-        excluded = int(np.count_nonzero(mask)) if mask is not None else (0 if ids is None else int(ids.size))
+        on_device = self._device_mask(exclude)
+        if on_device is not None:
+            excluded = int(on_device.sum())
+        else:
+            if isinstance(exclude, torch.Tensor):
+                exclude = exclude.cpu().numpy()
+            mask, ids = _exclusion(exclude, self._num_tasks)
+            excluded = int(np.count_nonzero(mask)) if mask is not None else (0 if ids is None else int(ids.size))
         selectable = self._num_tasks - excluded
         if k > selectable:
             raise InvalidArgumentError(
@@ -441,9 +449,27 @@ class TorchBOTS:
             )
         with self._lock:
             counter = self._num_selections
-            chosen = self._rank(k, counter, self._excluded_on_device(mask, ids)) if k > 0 else _no_ids()
+            if k == 0:
+                chosen = _no_ids()
+            else:
+                chosen = self._rank(
+                    k, counter, on_device if on_device is not None else self._excluded_on_device(mask, ids)
+                )
             self._num_selections += 1
         return chosen
+
+    def _device_mask(self, exclude: Any) -> torch.Tensor | None:
+        """``exclude`` itself when it is a boolean mask already on this device, else None."""
+        if not (isinstance(exclude, torch.Tensor) and exclude.dtype == torch.bool):
+            return None
+        where, mine = exclude.device, self._device
+        if where.type != mine.type or (mine.index is not None and where.index != mine.index):
+            return None
+        if tuple(exclude.shape) != (self._num_tasks,):
+            raise InvalidTypeError(
+                f"exclude: a mask must have shape ({self._num_tasks},), got {tuple(exclude.shape)}", "exclude"
+            )
+        return exclude.contiguous()
 
     def _excluded_on_device(self, mask: np.ndarray | None, ids: IntArray | None) -> torch.Tensor | None:
         if mask is not None:
