@@ -788,15 +788,7 @@ class BOTS:
     def _lag_weighted(
         self, succ: FloatArray, tri: FloatArray, policy_lag: Any, size: int
     ) -> tuple[FloatArray, FloatArray]:
-        """Successes and trials scaled by ``lag_discount ** lag`` (unchanged when it is 1)."""
-        lag = _check_policy_lag(policy_lag, size)
-        if lag is None or self._lag_discount == 1.0 or not np.any(lag):
-            return succ, tri
-        if succ.size != size or tri.size not in (1, size):
-            return succ, tri  # the core reports the length mismatch with its own message
-        # Clamped above 0: evidence of any age stays evidence (trials must be > 0), just negligible.
-        weight = np.maximum(self._lag_discount ** lag.astype(np.float64), np.finfo(np.float64).tiny)
-        return succ * weight, np.broadcast_to(tri, (size,)) * weight
+        return lag_weighted(succ, tri, policy_lag, size, self._lag_discount)
 
     def update_rewards(
         self,
@@ -1005,6 +997,21 @@ class BOTS:
 #: Adaptive λ's smoothing of the drift statistic, and how far λ may move from its setting.
 DRIFT_MOMENTUM = 0.9
 LAM_RANGE = 4.0
+
+
+def lag_weighted(
+    succ: FloatArray, tri: FloatArray, policy_lag: Any, size: int, lag_discount: float
+) -> tuple[FloatArray, FloatArray]:
+    """Successes and trials scaled by ``lag_discount ** lag`` (unchanged when it is 1): the
+    weighting of evidence from stale policies, shared by BOTS and the sharded selector."""
+    lag = _check_policy_lag(policy_lag, size)
+    if lag is None or lag_discount == 1.0 or not np.any(lag):
+        return succ, tri
+    if succ.size != size or tri.size not in (1, size):
+        return succ, tri  # the core reports the length mismatch with its own message
+    # Clamped above 0: evidence of any age stays evidence (trials must be > 0), just negligible.
+    weight = np.maximum(lag_discount ** lag.astype(np.float64), np.finfo(np.float64).tiny)
+    return succ * weight, np.broadcast_to(tri, (size,)) * weight
 
 
 def _smoothed_drift(previous: float | None, alpha: FloatArray, beta: FloatArray, batch: _core.Batch) -> float | None:

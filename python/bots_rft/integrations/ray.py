@@ -42,6 +42,7 @@ from ..selector import (
     _reward_map,
     _scalar_trials,
     _smoothed_drift,
+    lag_weighted,
     selector_state,
 )
 
@@ -558,7 +559,7 @@ class ShardedBOTS:
         else:
             tri = as_floats(trials, "trials")
         pred = None if predicted is None else checked_prediction(predicted, self._num_tasks)
-        succ, tri = self._rules._lag_weighted(succ, tri, policy_lag, ids.size)
+        succ, tri = lag_weighted(succ, tri, policy_lag, ids.size, self._rules.lag_discount)
         self._apply(ids, succ, tri, pred)
 
     def update_rewards(
@@ -574,7 +575,7 @@ class ShardedBOTS:
         ``policy_lag`` weighting)."""
         ids = as_ids(task_ids, "task_ids")
         succ, tri = _reward_counts(rewards, len(ids), _reward_map(reward_range, success_threshold))
-        succ, tri = self._rules._lag_weighted(succ, tri, policy_lag, ids.size)
+        succ, tri = lag_weighted(succ, tri, policy_lag, ids.size, self._rules.lag_discount)
         self._apply(ids, succ, tri, None)
 
     def _apply(self, ids: np.ndarray, succ: np.ndarray, tri: np.ndarray, predicted: np.ndarray | None) -> None:
