@@ -151,6 +151,28 @@ def test_update_rewards_adaptive_rho_and_lam_match_the_core(device: str, dtype: 
     np.testing.assert_allclose(mine.mean(), core.mean(), rtol=1e-5)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_lag_discount_matches_the_core(device: str, dtype: str) -> None:
+    core, mine = pair(200, device, dtype, lag_discount=0.7, seed=3)
+    rng = np.random.default_rng(6)
+    for step in range(6):
+        ids = rng.choice(200, 12, replace=False)
+        lag: Any = rng.integers(0, 4, 12) if step % 2 else 2
+        if step == 4:
+            core.set_params(lag_discount=0.5)
+            mine.set_params(lag_discount=0.5)
+        successes = rng.integers(0, 5, 12)
+        core.update(ids, successes, 4, policy_lag=lag)
+        mine.update(ids, successes, 4, policy_lag=lag)
+        rewards = rng.random((12, 3))
+        core.update_rewards(ids, rewards, policy_lag=lag)
+        mine.update_rewards(ids, rewards, policy_lag=lag)
+    rtol, atol = tolerance(dtype, 12, 0.0)
+    np.testing.assert_allclose(mine.alpha, core.alpha, rtol=rtol, atol=atol)
+    np.testing.assert_allclose(mine.beta, core.beta, rtol=rtol, atol=atol)
+    assert mine.lag_discount == core.lag_discount == 0.5 and mine.params == core.params
+
+
 # ----------------------------------------------------------------------------- selection
 def run_both(core: Any, mine: Any, steps: int, rng: np.random.Generator, **select: Any) -> list[tuple[Any, Any]]:
     out = []
@@ -397,6 +419,9 @@ BAD_CALLS: list[tuple[str, Callable[[Any], Any]]] = [
     ("posterior id", lambda s: s.posterior([12])),
     ("set_params lam", lambda s: s.set_params(lam=2.0)),
     ("set_params seed", lambda s: s.set_params(seed=2)),
+    ("negative policy lag", lambda s: s.update([1], [1], 2, policy_lag=-1)),
+    ("policy lag length", lambda s: s.update([1, 2], [1, 1], 2, policy_lag=[1, 2, 3])),
+    ("lag discount", lambda s: s.set_params(lag_discount=0.0)),
     ("load garbage", lambda s: s.load_state_dict({"format": "x"})),
 ]
 

@@ -77,6 +77,7 @@ from ..selector import (
     STATE_VERSION,
     ParamsOnLoad,
     Picks,
+    _check_lag_discount,
     _check_tau,
     _lam_for,
     _param_differences,
@@ -88,6 +89,7 @@ from ..selector import (
     _reward_map,
     _scalar_trials,
     _smoothed_drift,
+    lag_weighted,
     selector_state,
 )
 from . import UnsupportedByBackendError
@@ -103,7 +105,17 @@ CHUNK = 1 << 22
 _GUMBEL_SHIFT = 40.0
 #: The parameters this backend implements (a checkpoint's other parameters must be at BOTS's
 #: default to load).
-_SUPPORTED_SETTABLE = ("lam", "rho", "target", "n_rollouts", "thompson", "adaptive_rho", "tau", "adaptive_lam")
+_SUPPORTED_SETTABLE = (
+    "lam",
+    "rho",
+    "target",
+    "n_rollouts",
+    "thompson",
+    "adaptive_rho",
+    "tau",
+    "adaptive_lam",
+    "lag_discount",
+)
 _KNOWN_PARAMS = frozenset(_SUPPORTED_SETTABLE) | {"seed"}
 
 
@@ -133,6 +145,7 @@ class TorchBOTS:
         adaptive_rho: bool = False,
         tau: float = 0.0,
         adaptive_lam: bool = False,
+        lag_discount: float = 1.0,
         kernels: str = "auto",
         **unknown: Any,
     ) -> None:
@@ -158,6 +171,7 @@ class TorchBOTS:
         self._adaptive_rho = as_bool(adaptive_rho, "adaptive_rho")
         self._rho_halvings = 0
         self._adaptive_lam = as_bool(adaptive_lam, "adaptive_lam")
+        self._lag_discount = _check_lag_discount(lag_discount)
         self._drift: float | None = None
         self._prior_alpha_t = self._on_device(self._prior_alpha)
         self._prior_beta_t = self._on_device(self._prior_beta)
@@ -281,6 +295,7 @@ class TorchBOTS:
             "adaptive_rho": self._adaptive_rho,
             "tau": self._tau,
             "adaptive_lam": self._adaptive_lam,
+            "lag_discount": self._lag_discount,
         }
 
     @property
@@ -318,6 +333,11 @@ class TorchBOTS:
     @property
     def adaptive_lam(self) -> bool:
         return self._adaptive_lam
+
+    @property
+    def lag_discount(self) -> float:
+        """See :attr:`BOTS.lag_discount`."""
+        return self._lag_discount
 
     @property
     def rho_in_use(self) -> float:
@@ -366,6 +386,7 @@ class TorchBOTS:
             "adaptive_rho": as_bool,
             "tau": lambda value, _name: _check_tau(value),
             "adaptive_lam": as_bool,
+            "lag_discount": lambda value, _name: _check_lag_discount(value),
         }
         checked = {name: checks[name](value, name) for name, value in changes.items()}
         with self._lock:
@@ -597,8 +618,11 @@ class TorchBOTS:
         raise UnsupportedByBackendError("in_flight", _BACKEND)
 
     # ----------------------------------------------------------------------------- updates
-    def update(self, task_ids: Any, successes: Any, trials: Any, predicted: Any = None) -> None:
-        """See :meth:`BOTS.update` (same inputs, checks and errors)."""
+    def update(
+        self, task_ids: Any, successes: Any, trials: Any, predicted: Any = None, *, policy_lag: Any = None
+    ) -> None:
+        """See :meth:`BOTS.update` (same inputs, checks and errors; ``policy_lag`` weighs stale
+        evidence by ``lag_discount ** lag``)."""
         ids = as_ids(task_ids, "task_ids")
         succ = as_floats(successes, "successes")
         if np.ndim(trials) == 0:
@@ -606,6 +630,7 @@ class TorchBOTS:
         else:
             tri = as_floats(trials, "trials")
         pred = None if predicted is None else as_floats(predicted, "predicted", self._num_tasks)
+        succ, tri = lag_weighted(succ, tri, policy_lag, ids.size, self._lag_discount)
         self._apply(ids, succ, tri, pred)
 
     def update_rewards(
@@ -615,10 +640,12 @@ class TorchBOTS:
         *,
         reward_range: tuple[float, float] | None = None,
         success_threshold: float | None = None,
+        policy_lag: Any = None,
     ) -> None:
         """See :meth:`BOTS.update_rewards`."""
         ids = as_ids(task_ids, "task_ids")
         succ, tri = _reward_counts(rewards, len(ids), _reward_map(reward_range, success_threshold))
+        succ, tri = lag_weighted(succ, tri, policy_lag, ids.size, self._lag_discount)
         self._apply(ids, succ, tri, None)
 
     def _apply(self, ids: IntArray, succ: FloatArray, tri: FloatArray, pred: FloatArray | None) -> None:
@@ -836,6 +863,7 @@ class TorchBOTS:
                 adaptive_rho=p.get("adaptive_rho", False),
                 tau=p.get("tau", 0.0),
                 adaptive_lam=p.get("adaptive_lam", False),
+                lag_discount=p.get("lag_discount", 1.0),
                 **extra,
             )
             alpha = as_floats(state["alpha"], "alpha", n)
