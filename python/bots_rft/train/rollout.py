@@ -1,5 +1,10 @@
-"""Rollouts: n sampled completions per task (batched ``generate`` with KV cache, left padding,
-stopping at EOS), kept as token tensors for the loss, decoded for the verifiers."""
+"""Rollouts: n sampled completions per task, kept as token tensors for the loss, decoded for the
+verifiers. Two engines sample them from the same distribution: ``"hf"``, Hugging Face
+``generate`` over ``tasks * n`` left-padded rows per generation batch, and ``"fast"``
+(:func:`bots_rft.llm.generation.sample_completions`: each prompt encoded once and its KV cache
+shared by its n rows, finished rows leaving the batch). Either way the rollouts are laid out
+the same (prompts left padded, completions right padded), so the loss recomputes exact
+log-probs from the torch policy."""
 
 from __future__ import annotations
 
@@ -10,7 +15,10 @@ from typing import Any
 import torch
 
 from ..data.pool import Message
+from ..errors import ConfigError
+from ..llm.generation import sample_completions
 from ..llm.models import encode_chats
+from .config import ROLLOUT_ENGINES
 from .model import autocast, eval_mode, unwrap
 
 __all__ = ["Rollouts", "generate_rollouts", "completion_mask", "concat_rollouts"]
@@ -106,14 +114,18 @@ def generate_rollouts(
     greedy: bool = False,
     bf16: bool = True,
     synced_gpus: bool = False,
+    engine: str = "hf",
 ) -> Rollouts:
     """``n`` completions for each chat; torch's global RNG drives the sampling (seed it for
-    reproducible rollouts). ``greedy`` decodes deterministically (evaluation)."""
+    reproducible rollouts). ``greedy`` decodes deterministically (evaluation). ``engine`` is one
+    of :data:`ROLLOUT_ENGINES`; ``batch_size`` bounds the sequences decoded together (the fast
+    engine rolls out ``batch_size // n`` tasks at a time, at least one)."""
+    if engine not in ROLLOUT_ENGINES:
+        raise ConfigError(f"rollout_engine: expected one of {list(ROLLOUT_ENGINES)}, got {engine!r}")
     net = unwrap(model)
     device = next(net.parameters()).device
     pad = int(tokenizer.pad_token_id)
     eos = _eos_ids(model)
-    flat = [i for i in range(len(chats)) for _ in range(n)]
     prompts: list[torch.Tensor] = []
     prompt_masks: list[torch.Tensor] = []
     completions: list[torch.Tensor] = []
@@ -121,22 +133,45 @@ def generate_rollouts(
         {"do_sample": False} if greedy else {"do_sample": True, "temperature": temperature, "top_p": top_p, "top_k": 0}
     )
     with eval_mode(net), torch.inference_mode(), autocast(device, bf16):
-        for start in range(0, len(flat), batch_size):
-            idx = flat[start : start + batch_size]
-            enc = encode_chats(tokenizer, [chats[i] for i in idx], device, max_prompt_tokens)
-            seqs = net.generate(
-                **enc,
-                max_new_tokens=max_new_tokens,
-                eos_token_id=eos or None,
-                pad_token_id=pad,
-                use_cache=True,
-                synced_gpus=synced_gpus,
-                **sample_kw,
-            )
-            plen = enc["input_ids"].shape[1]
-            prompts.append(enc["input_ids"])
-            prompt_masks.append(enc["attention_mask"])
-            completions.append(seqs[:, plen:])
+        if engine == "fast":
+            per_call = max(1, batch_size // n)
+            for start in range(0, len(chats), per_call):
+                enc = encode_chats(tokenizer, chats[start : start + per_call], device, max_prompt_tokens)
+                ids, mask = enc["input_ids"], enc["attention_mask"]
+                unpadded = [row[m.bool()].tolist() for row, m in zip(ids, mask)]
+                completions.append(
+                    sample_completions(
+                        net,
+                        unpadded,
+                        n,
+                        max_new_tokens=max_new_tokens,
+                        eos_ids=eos,
+                        pad_id=pad,
+                        greedy=greedy,
+                        temperature=temperature,
+                        top_p=top_p,
+                    )
+                )
+                prompts.append(ids.repeat_interleave(n, dim=0))
+                prompt_masks.append(mask.repeat_interleave(n, dim=0))
+        else:
+            flat = [i for i in range(len(chats)) for _ in range(n)]
+            for start in range(0, len(flat), batch_size):
+                idx = flat[start : start + batch_size]
+                enc = encode_chats(tokenizer, [chats[i] for i in idx], device, max_prompt_tokens)
+                seqs = net.generate(
+                    **enc,
+                    max_new_tokens=max_new_tokens,
+                    eos_token_id=eos or None,
+                    pad_token_id=pad,
+                    use_cache=True,
+                    synced_gpus=synced_gpus,
+                    **sample_kw,
+                )
+                plen = enc["input_ids"].shape[1]
+                prompts.append(enc["input_ids"])
+                prompt_masks.append(enc["attention_mask"])
+                completions.append(seqs[:, plen:])
     prompt_ids = _pad_cat(prompts, left=True, value=pad)
     prompt_mask = _pad_cat(prompt_masks, left=True, value=0)
     completion = _pad_cat(completions, left=False, value=pad)

@@ -56,6 +56,7 @@ from .config import SELECTION_PARAMS, TrainConfig
 from .distributed import Dist
 from .evaluate import evaluate
 from .logger import MetricsLogger
+from .lora import adapt_policy
 from .model import load_policy, unwrap
 from .optimise import grpo_update
 from .pool_identity import compare_pools, grown_state, load_pool_ids, save_pool_ids
@@ -70,7 +71,17 @@ __all__ = ["GRPOTrainer", "TrainResult", "train", "resolve_eval_pool"]
 log = logging.getLogger("bots_rft.train")
 
 # Config keys that must match for a checkpoint to be resumed (the pool is checked by identity).
-_RESUME_KEYS = ("method", "batch_size", "rollouts", "seed", "mini_batch_size", "ppo_epochs")
+_RESUME_KEYS = (
+    "method",
+    "batch_size",
+    "rollouts",
+    "seed",
+    "mini_batch_size",
+    "ppo_epochs",
+    "lora_r",
+    "lora_target_modules",
+    "train_top_layers",
+)
 # What a run writes into out_dir; a directory holding any is refused unless resuming or overwriting.
 _RUN_OUTPUTS = ("metrics.jsonl", "checkpoints", "tensorboard")
 
@@ -204,6 +215,8 @@ class GRPOTrainer:
         torch.manual_seed(cfg.seed)
         self.resume_from = latest_checkpoint(self.ckpt_root) if cfg.resume else None
         model, self.tok = load_policy(cfg.model, str(device), cfg.dtype, cfg.seed)
+        # LoRA adapters / frozen lower layers, when configured
+        model = adapt_policy(model, cfg, sharded=self.dist.enabled and cfg.distributed == "fsdp")
         self.sft_losses: list[float] = []
         if cfg.sft_steps and self.resume_from is None and self.dist.is_main:
             # Rank 0 only: DDP/FSDP broadcast its weights to the other ranks when wrapping.
@@ -503,6 +516,7 @@ class GRPOTrainer:
                 batch_size=cfg.generation_batch_size,
                 max_prompt_tokens=cfg.max_prompt_tokens,
                 bf16=cfg.bf16,
+                engine=cfg.rollout_engine,
             )
         self._times.gen_s += time.perf_counter() - t
         self._times.gen_tokens += int(ro.completion_mask.sum())
@@ -653,6 +667,7 @@ class GRPOTrainer:
             batch_size=self.cfg.generation_batch_size,
             max_prompt_tokens=self.cfg.max_prompt_tokens,
             bf16=self.cfg.bf16,
+            engine=self.cfg.rollout_engine,
         )
         if res is not None:
             res["eval_s"] = time.perf_counter() - t
