@@ -216,6 +216,30 @@ def test_exclude_takes_torch_tensors(device: str) -> None:
         mine.select(261, exclude=torch.tensor(mask, device=device))
 
 
+@pytest.mark.parametrize("thompson", [False, True])
+def test_plan_is_the_cores(device: str, thompson: bool) -> None:
+    n = 500
+    weak, strong = references(n, 8)
+    core = BOTS(n, thompson=thompson, evidence=Interpolation(weak, strong), seed=4)
+    mine = TorchBOTS(n, thompson=thompson, evidence=Interpolation(weak, strong), seed=4, device=device)
+    rng = np.random.default_rng(2)
+    for _ in range(3):
+        ids = core.select(20)
+        mine.select(20)
+        successes = rng.integers(0, 5, 20)
+        core.update(ids, successes, 4)
+        mine.update(ids, successes, 4)
+    expected, got = core.plan(96, 2, 16, exclude=[0, 1]), mine.plan(96, 2, 16, exclude=[0, 1])
+    np.testing.assert_array_equal(got.ids, expected.ids)
+    np.testing.assert_array_equal(got.counts, expected.counts)
+    assert mine.num_selections == core.num_selections
+    twin = TorchBOTS(n, thompson=thompson, evidence=Interpolation(weak, strong), seed=4, device=device)
+    twin.load_state_dict(mine.state_dict())
+    fixed = mine.plan(40, 4, 4)  # n_min == n_max: select(10)'s picks, 4 rollouts each
+    assert fixed.counts.tolist() == [4] * 10
+    np.testing.assert_array_equal(fixed.ids, twin.select(10))
+
+
 def test_ties_go_to_the_lower_id(device: str) -> None:
     sel = TorchBOTS(50, thompson=False, device=device)
     np.testing.assert_array_equal(sel.select(5), [0, 1, 2, 3, 4])

@@ -68,6 +68,7 @@ from ..evidence import (
     user_object,
 )
 from ..methods import METHODS
+from ..planning import Plan, allocate_rollouts, check_plan_args
 from ..selector import (
     _MAX_SEED,
     _PARAMS_ON_LOAD,
@@ -455,29 +456,39 @@ class TorchBOTS:
         ``(num_tasks,)`` on this selector's device is used where it is, with no copy from the
         host (any other tensor is read as ids or a mask through the host)."""
         k = as_int(batch_size, "batch_size", minimum=0)
-        on_device = self._device_mask(exclude)
-        if on_device is not None:
-            excluded = int(on_device.sum())
-        else:
-            if isinstance(exclude, torch.Tensor):
-                exclude = exclude.cpu().numpy()
-            mask, ids = _exclusion(exclude, self._num_tasks)
-            excluded = int(np.count_nonzero(mask)) if mask is not None else (0 if ids is None else int(ids.size))
-        selectable = self._num_tasks - excluded
+        excluded, selectable = self._exclusion(exclude)
         if k > selectable:
             raise InvalidArgumentError(
                 f"batch_size: {k} exceeds the selectable pool of {selectable} tasks", "batch_size"
             )
         with self._lock:
-            counter = self._num_selections
-            if k == 0:
-                chosen = _no_ids()
-            else:
-                chosen = self._rank(
-                    k, counter, on_device if on_device is not None else self._excluded_on_device(mask, ids)
-                )
+            chosen = self._rank(k, self._num_selections, excluded) if k > 0 else _no_ids()
             self._num_selections += 1
         return chosen
+
+    def plan(self, rollout_budget: int, n_min: int, n_max: int, exclude: Any = None) -> Plan:
+        """See :meth:`BOTS.plan`: tasks and a rollout count for each, from one selection's
+        ranking and the θ it ranked by (recomputed as :meth:`explain` does)."""
+        budget, lo, hi = check_plan_args(rollout_budget, n_min, n_max)
+        _, selectable = self._exclusion(exclude)
+        k = min(budget // lo, selectable)
+        with self._lock:
+            ranked = self.select(k, exclude=exclude)
+            theta = self._explain(ranked, self._num_selections - 1).theta
+            counts = allocate_rollouts(theta, budget, lo, hi)
+        return Plan(ranked[: counts.size].copy(), counts)
+
+    def _exclusion(self, exclude: Any) -> tuple[torch.Tensor | None, int]:
+        """``exclude`` as a boolean mask on the device (None: nothing excluded) and how many
+        tasks it leaves selectable, checked as BOTS checks it."""
+        on_device = self._device_mask(exclude)
+        if on_device is not None:
+            return on_device, self._num_tasks - int(on_device.sum())
+        if isinstance(exclude, torch.Tensor):
+            exclude = exclude.cpu().numpy()
+        mask, ids = _exclusion(exclude, self._num_tasks)
+        excluded = int(np.count_nonzero(mask)) if mask is not None else (0 if ids is None else int(ids.size))
+        return self._excluded_on_device(mask, ids), self._num_tasks - excluded
 
     def _device_mask(self, exclude: Any) -> torch.Tensor | None:
         """``exclude`` itself when it is a boolean mask already on this device, else None."""
@@ -586,7 +597,10 @@ class TorchBOTS:
         pass's in the last bit where the device's vectorised and scalar functions differ)."""
         chosen = ids_in_pool(task_ids, self._num_tasks)
         with self._lock:
-            counter = max(self._num_selections - 1, 0)
+            return self._explain(chosen, max(self._num_selections - 1, 0))
+
+    def _explain(self, chosen: IntArray, counter: int) -> Picks:
+        with self._lock:
             at = _to_device(chosen, self._device)
             a, b = self._alpha[at], self._beta[at]
             alpha, beta = _host(a), _host(b)
