@@ -18,7 +18,9 @@ either of them runs. A method is
   variable number of rollouts per task (screening, sequential sampling, per-task budgets) calls it
   as ``rollout(task_ids, counts)`` and hands each step's groups, trials and rollouts spent over
   through :class:`bots_rft.baselines.RollsOut` (base class: :class:`bots_rft.peers.base.SelfRolling`),
-  so that every rollout it generates is charged;
+  so that every rollout it generates is charged; and whether ``bots train`` can run it
+  (``trainer``: its trainer rolls out a fixed number per task, so the methods that choose their
+  own rollouts run in ``bots simulate`` and through :class:`~bots_rft.baselines.RollsOut`);
 - the further per-task **signals** it reads, passed to :meth:`Method.build` as ``signals=``
   (``"references"``: an [N, k] matrix of reference pass rates; ``"embeddings"``: an [N, d] matrix);
 - the **class** that implements it and the **file** its state is checkpointed in. Every selector's
