@@ -164,6 +164,7 @@ def draw_keys(
         BOOST_SLOT=BOOST_ATTEMPT,
         SHAPE_CAP=MAX_SHAPE,
         BLOCK_SIZE=BLOCK,
+        enable_fp_fusion=False,  # no fused multiply-adds, as in the core and torch's own operations
     )
     return keys
 
@@ -257,4 +258,5 @@ def update(
         PER_TASK_B=per_b,
         EVIDENCE=_EVIDENCE[evidence],
         BLOCK_SIZE=BLOCK,
+        enable_fp_fusion=False,  # no fused multiply-adds, as in the core and torch's own operations
     )
