@@ -139,3 +139,37 @@ def test_fused_selection_reports_an_invalid_posterior_as_the_core_does() -> None
     sel._beta[1200] = 0.0
     with pytest.raises(BotsError, match=r"^beta: must be finite and > 0, got 0 at index 1200$"):
         sel.select(4)
+
+
+AHEAD_OF_TIME = """
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from bots_rft.backends import _triton_kernels as K
+
+target = GPUTarget("cuda", 90, 32)  # an H100
+options = {"enable_fp_fusion": False}
+draw = {"alpha_ptr": "*fp32", "beta_ptr": "*fp32", "excluded_ptr": "*u8", "keys_ptr": "*i64", "first": "i64",
+        "n": "i32", "c1": "i64", "c2": "i64", "k0": "i64", "k1": "i64", "target": "fp32", "HAS_EXCLUDED": "constexpr",
+        "BOOST_SLOT": "constexpr", "SHAPE_CAP": "constexpr", "BLOCK_SIZE": "constexpr"}
+for has in (False, True):
+    constants = {"HAS_EXCLUDED": has, "BOOST_SLOT": 0xFFFE, "SHAPE_CAP": 1e30, "BLOCK_SIZE": K.BLOCK}
+    assert "cubin" in triton.compile(ASTSource(K._draw_keys_kernel, draw, constants), target=target, options=options).asm
+update = {name: "*fp32" for name in ("alpha_ptr", "beta_ptr", "prior_a_ptr", "prior_b_ptr", "p_ptr", "weak_ptr", "strong_ptr")}
+update.update({"n": "i32", "decay": "fp32", "pull_a": "fp32", "pull_b": "fp32", "lam": "fp32", "weight": "fp32", "mu": "fp32"})
+update.update({name: "constexpr" for name in ("PER_TASK_A", "PER_TASK_B", "EVIDENCE", "BLOCK_SIZE")})
+for evidence in (0, 1, 2):
+    constants = {"PER_TASK_A": True, "PER_TASK_B": False, "EVIDENCE": evidence, "BLOCK_SIZE": K.BLOCK}
+    assert "cubin" in triton.compile(ASTSource(K._update_kernel, update, constants), target=target, options=options).asm
+print("compiled")
+"""
+
+
+def test_the_kernels_compile_for_a_gpu() -> None:
+    """The interpreter is lenient with types; Triton's compiler is not. Both kernels compile to
+    an H100 (sm_90) binary with Triton's own toolchain, which needs no GPU."""
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    done = subprocess.run([sys.executable, "-c", AHEAD_OF_TIME], env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and "compiled" in done.stdout, done.stderr[-3000:]
