@@ -102,6 +102,8 @@ _BACKEND = "torch"
 #: Tasks ranked per launch sequence: bounds the temporaries of a selection (about 100 bytes per
 #: task) whatever the pool size. The picks do not depend on it.
 CHUNK = 1 << 22
+#: Tasks ranked per launch by the fused Thompson kernel, which keeps only an 8-byte key per task.
+KEY_CHUNK = 1 << 26
 #: The core's Gumbel shift: a softmax key's distance form is |θ − p*| / τ + (GUMBEL_SHIFT − G).
 _GUMBEL_SHIFT = 40.0
 #: The parameters this backend implements (a checkpoint's other parameters must be at BOTS's
@@ -541,8 +543,8 @@ class TorchBOTS:
         from . import _triton_kernels
 
         best = []
-        for lo in range(0, self._num_tasks, CHUNK):
-            hi = min(lo + CHUNK, self._num_tasks)
+        for lo in range(0, self._num_tasks, KEY_CHUNK):
+            hi = min(lo + KEY_CHUNK, self._num_tasks)
             keys = _triton_kernels.draw_keys(
                 self._alpha[lo:hi],
                 self._beta[lo:hi],
