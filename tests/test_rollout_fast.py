@@ -158,3 +158,28 @@ def test_bad_arguments_are_refused(policy: Any) -> None:
         sample_completions(model, [[1, 2]], 0, max_new_tokens=4, eos_ids=[], pad_id=0)
     with pytest.raises(ValueError, match="prompt lengths"):
         sample_completions(model, [[1, 2], []], 2, max_new_tokens=4, eos_ids=[], pad_id=0)
+
+
+def test_reserved_cache_grows_and_matches_the_dynamic_cache(policy: Any) -> None:
+    """The in-place KV cache, reserved too small so that it must grow, gives the logits of
+    transformers' DynamicCache through a prefill, a batch repeat, a row selection and decode steps."""
+    from transformers import DynamicCache
+
+    from bots_rft.llm.generation import _reserved_cache
+
+    model, _ = policy
+    ids = torch.randint(0, 200, (2, 7), generator=torch.Generator().manual_seed(0))
+    logits = []
+    for cache in (DynamicCache(config=model.config), _reserved_cache(model, capacity=3)):
+        with torch.inference_mode():
+            out = [model(input_ids=ids, past_key_values=cache, use_cache=True).logits[:, -1]]
+            cache.batch_repeat_interleave(2)
+            cache.batch_select_indices(torch.tensor([0, 3, 1]))
+            step = torch.tensor([[5], [6], [7]])
+            for _ in range(3):
+                out.append(model(input_ids=step, past_key_values=cache, use_cache=True).logits[:, -1])
+                step = out[-1].argmax(-1, keepdim=True)
+        assert cache.get_seq_length() == 10
+        logits.append(out)
+    for a, b in zip(*logits):
+        assert torch.allclose(a, b, atol=1e-5)

@@ -66,6 +66,91 @@ def sample_next(logits: torch.Tensor, *, greedy: bool, temperature: float, top_p
     return torch.multinomial(probs, num_samples=1).squeeze(1)
 
 
+def _reserved_layer_class() -> Any:
+    from transformers.cache_utils import DynamicLayer
+
+    class ReservedLayer(DynamicLayer):  # type: ignore[misc]
+        """One layer's KV cache written in place into buffers reserved for the whole generation:
+        a decode step appends its token without re-allocating and copying the layer's cache, as
+        ``DynamicLayer``'s ``torch.cat`` does (on CPU that copy, a fresh multi-megabyte buffer
+        per layer and step, took most of a decode step). ``keys``/``values`` are views of the
+        filled part."""
+
+        def __init__(self, capacity: int) -> None:
+            super().__init__()
+            self.capacity = capacity
+            self.length = 0
+
+        def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
+            self.dtype, self.device = key_states.dtype, key_states.device
+            self._k = key_states.new_empty((*key_states.shape[:2], self.capacity, key_states.shape[-1]))
+            self._v = value_states.new_empty((*value_states.shape[:2], self.capacity, value_states.shape[-1]))
+            self.length = 0
+            self.is_initialized = True
+            self._expose()
+
+        def _expose(self) -> tuple[torch.Tensor, torch.Tensor]:
+            keys, values = self._k[:, :, : self.length], self._v[:, :, : self.length]
+            self.keys, self.values = keys, values
+            return keys, values
+
+        def _rebuild(self, keys: torch.Tensor, values: torch.Tensor, capacity: int) -> None:
+            """New buffers of ``capacity`` positions holding ``keys``/``values``."""
+            self.capacity = capacity
+            self._k = keys.new_empty((*keys.shape[:2], capacity, keys.shape[-1]))
+            self._v = values.new_empty((*values.shape[:2], capacity, values.shape[-1]))
+            self._k[:, :, : self.length] = keys
+            self._v[:, :, : self.length] = values
+            self._expose()
+
+        def update(
+            self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any
+        ) -> tuple[torch.Tensor, torch.Tensor]:
+            if not self.is_initialized:
+                self.lazy_initialization(key_states, value_states)
+            end = self.length + key_states.shape[-2]
+            if end > self.capacity:
+                self._rebuild(*self._expose(), max(end, 2 * self.capacity))
+            self._k[:, :, self.length : end] = key_states
+            self._v[:, :, self.length : end] = value_states
+            self.length = end
+            return self._expose()
+
+        def get_seq_length(self) -> int:
+            return self.length if self.is_initialized else 0
+
+        def crop(self, tokens_to_remove: int) -> None:
+            if tokens_to_remove > 0:
+                raise ValueError(f"crop: expected a number of tokens <= 0 to remove, got {tokens_to_remove}")
+            if self.is_initialized:
+                self.length = max(0, self.length + tokens_to_remove)
+                self._expose()
+
+        def batch_repeat_interleave(self, repeats: int) -> None:
+            if self.is_initialized:
+                keys, values = self._expose()
+                self._rebuild(keys.repeat_interleave(repeats, 0), values.repeat_interleave(repeats, 0), self.capacity)
+
+        def batch_select_indices(self, indices: torch.Tensor) -> None:
+            if self.is_initialized:
+                keys, values = self._expose()
+                self._rebuild(keys[indices], values[indices], self.capacity)
+
+    return ReservedLayer
+
+
+def _reserved_cache(model: Any, capacity: int) -> Any:
+    """A ``DynamicCache`` for ``model`` whose full-attention layers reserve ``capacity``
+    positions up front (sliding-window layers, if any, keep their own kind)."""
+    from transformers import DynamicCache
+    from transformers.cache_utils import DynamicLayer
+
+    cache = DynamicCache(config=model.config)
+    reserved = _reserved_layer_class()
+    cache.layers = [reserved(capacity) if type(layer) is DynamicLayer else layer for layer in cache.layers]
+    return cache
+
+
 def _forward(model: Any, ids: torch.Tensor, attn: torch.Tensor, pos: torch.Tensor, cache: Any) -> torch.Tensor:
     """Last-position logits ``[rows, vocab]`` (float32) of one cached forward pass."""
     out = model(
@@ -99,8 +184,6 @@ def sample_completions(
     With ``return_logprobs`` the result is ``(tokens, logprobs)``: ``logprobs[r, t]`` is the
     log-probability of token ``tokens[r, t]`` under ``softmax(logits / temperature)`` as the
     decode loop computed it (0 on padding), what the loss's forward pass recomputes."""
-    from transformers import DynamicCache
-
     if n < 1 or max_new_tokens < 1 or not prompts or any(len(p) == 0 for p in prompts):
         raise ValueError(
             f"sample_completions: needs n >= 1, max_new_tokens >= 1 and non-empty prompts, got n={n}, "
@@ -109,7 +192,7 @@ def sample_completions(
     device = next(model.parameters()).device
     tasks = len(prompts)
     eos = torch.tensor(list(eos_ids), dtype=torch.long, device=device)
-    cache = DynamicCache(config=model.config)
+    cache = _reserved_cache(model, max(len(p) for p in prompts) + max_new_tokens)
 
     # 1. The shared prefix, once (at least one token of each prompt is left for step 2, which
     #    must produce each prompt's last-position logits).
