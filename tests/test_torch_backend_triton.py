@@ -133,6 +133,18 @@ def test_fused_selection_is_the_torch_selection() -> None:
     assert same >= 7, same
 
 
+def test_key_chunks_do_not_change_the_selection(monkeypatch: Any) -> None:
+    import bots_rft.backends.torch as backend
+
+    def picks() -> list[list[int]]:
+        sel = TorchBOTS(3000, seed=8, device=DEVICE, kernels="triton")
+        return [sel.select(k, exclude=np.arange(0, 3000, 7)).tolist() for k in (1, 50, 2000)]
+
+    whole = picks()
+    monkeypatch.setattr(backend, "KEY_CHUNK", 1000)
+    assert picks() == whole
+
+
 def test_fused_selection_reports_an_invalid_posterior_as_the_core_does() -> None:
     sel = TorchBOTS(3000, device=DEVICE, kernels="triton")
     sel._alpha[2500] = float("inf")
