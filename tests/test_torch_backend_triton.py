@@ -133,6 +133,41 @@ def test_fused_selection_is_the_torch_selection() -> None:
     assert same >= 7, same
 
 
+@pytest.mark.parametrize("key_chunk", [None, 700])
+def test_the_fused_pass_equals_the_update_then_the_selection(key_chunk: int | None, monkeypatch: Any) -> None:
+    """An update waits for the next selection and runs in its pass; reading the posterior in
+    between applies it alone. Both give the same posterior and the same picks, bit for bit (small
+    key chunks put rolled-out tasks in every chunk)."""
+    import bots_rft.backends.torch as backend
+
+    if key_chunk is not None:
+        monkeypatch.setattr(backend, "KEY_CHUNK", key_chunk)
+    n = 3000
+    weak, strong = references(n, 6)
+    rng = np.random.default_rng(7)
+    prior = rng.uniform(0.5, 2.0, n)
+
+    def make() -> TorchBOTS:
+        return TorchBOTS(
+            n, evidence=Interpolation(weak, strong), prior_beta=prior, seed=9, device=DEVICE, kernels="triton"
+        )
+
+    fused, stepwise = make(), make()
+    exclude = np.arange(0, n, 13)
+    for step in range(5):
+        ids = rng.integers(0, n, 60)  # repeats included
+        successes = rng.integers(0, 5, 60)
+        predicted = rng.random(n) if step == 2 else None
+        for sel in (fused, stepwise):
+            sel.update(ids, successes, 4, predicted=predicted)
+        assert fused._pending is not None
+        stepwise.flush()  # the update alone
+        assert stepwise._pending is None
+        np.testing.assert_array_equal(fused.select(40, exclude=exclude), stepwise.select(40, exclude=exclude))
+        np.testing.assert_array_equal(fused.alpha, stepwise.alpha)
+        np.testing.assert_array_equal(fused.beta, stepwise.beta)
+
+
 def test_key_chunks_do_not_change_the_selection(monkeypatch: Any) -> None:
     import bots_rft.backends.torch as backend
 
@@ -160,19 +195,31 @@ from triton.compiler import ASTSource
 from bots_rft.backends import _triton_kernels as K
 
 target = GPUTarget("cuda", 90, 32)  # an H100
-options = {"enable_fp_fusion": False}
-draw = {"alpha_ptr": "*fp32", "beta_ptr": "*fp32", "excluded_ptr": "*u8", "keys_ptr": "*i64", "first": "i64",
-        "n": "i32", "c1": "i64", "c2": "i64", "k0": "i64", "k1": "i64", "target": "fp32", "HAS_EXCLUDED": "constexpr",
-        "BOOST_SLOT": "constexpr", "SHAPE_CAP": "constexpr", "BLOCK_SIZE": "constexpr"}
-for has in (False, True):
-    constants = {"HAS_EXCLUDED": has, "BOOST_SLOT": 0xFFFE, "SHAPE_CAP": 1e30, "BLOCK_SIZE": K.BLOCK}
-    assert "cubin" in triton.compile(ASTSource(K._draw_keys_kernel, draw, constants), target=target, options=options).asm
-update = {name: "*fp32" for name in ("alpha_ptr", "beta_ptr", "prior_a_ptr", "prior_b_ptr", "p_ptr", "weak_ptr", "strong_ptr")}
-update.update({"n": "i32", "decay": "fp32", "pull_a": "fp32", "pull_b": "fp32", "lam": "fp32", "weight": "fp32", "mu": "fp32"})
-update.update({name: "constexpr" for name in ("PER_TASK_A", "PER_TASK_B", "EVIDENCE", "BLOCK_SIZE")})
-for evidence in (0, 1, 2):
-    constants = {"PER_TASK_A": True, "PER_TASK_B": False, "EVIDENCE": evidence, "BLOCK_SIZE": K.BLOCK}
-    assert "cubin" in triton.compile(ASTSource(K._update_kernel, update, constants), target=target, options=options).asm
+types = {"excluded_ptr": "*u8", "ids_ptr": "*i64", "keys_ptr": "*i64", "first": "i64", "n": "i32", "c1": "i64",
+         "c2": "i64", "k0": "i64", "k1": "i64"}
+
+
+def compile(kernel, constants):
+    signature = {}
+    for name in kernel.arg_names:
+        if name in constants:
+            signature[name] = "constexpr"
+        else:
+            signature[name] = types.get(name, "*fp32" if name.endswith("_ptr") else "fp32")
+    out = triton.compile(ASTSource(kernel, signature, constants), target=target, options={"enable_fp_fusion": False})
+    assert "cubin" in out.asm
+
+
+# The variants the selector launches: the fused pass (each kind of evidence, with and without
+# exclusions), the draw alone, and the redraw of the rolled-out tasks by id.
+variants = [(True, 2, False, True), (True, 1, False, False), (True, 0, False, False), (False, 0, True, True),
+            (False, 0, False, False)]
+for update, evidence, ids, excluded in variants:
+    compile(K._step_kernel, {"UPDATE": update, "PER_TASK_A": True, "PER_TASK_B": False, "EVIDENCE": evidence,
+                             "HAS_IDS": ids, "HAS_EXCLUDED": excluded, "BOOST_SLOT": 0xFFFE, "SHAPE_CAP": 1e30,
+                             "BLOCK_SIZE": K.BLOCK})
+for evidence in (0, 2):
+    compile(K._update_kernel, {"PER_TASK_A": False, "PER_TASK_B": True, "EVIDENCE": evidence, "BLOCK_SIZE": K.BLOCK})
 print("compiled")
 """
 

@@ -1,6 +1,7 @@
-"""Fused Triton kernels of the torch backend, for float32 posteriors on a GPU: the update of every
-task in one pass (α, β and the references read once, α and β written once), and the Thompson
-draw of every task in one pass that writes each task's ranking key for ``torch.topk``.
+"""Fused Triton kernels of the torch backend, for float32 posteriors on a GPU: one pass over the
+pool that updates every task (α, β and the references read once, α and β written once) and draws
+its Thompson sample from the updated values, writing each task's ranking key for ``torch.topk``;
+and the update alone, for when no selection follows.
 
 They compute what :mod:`bots_rft.backends._torch_draws` and ``TorchBOTS._update`` compute with
 torch operations, from the same Philox words, so their draws are the same exact Beta variates up
@@ -16,6 +17,8 @@ the first invalid task among the k smallest keys.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch
 import triton  # type: ignore[import-untyped]
@@ -63,12 +66,168 @@ def _gamma_attempt(shape, z, u):
     return d * v3, (v > 0.0) & (squeeze | log_test)
 
 
-@triton.jit(do_not_specialize=["first", "n", "c1", "c2", "k0", "k1", "target"])
-def _draw_keys_kernel(
+@dataclass(frozen=True)
+class KernelUpdate:
+    """One update's arguments for the kernels (float32 tensors on the device): α ← decay·α +
+    λ·α0 + w·p̃, β ← decay·β + λ·β0 + w·(1 − p̃), no evidence term where p̃ is NaN; p̃ is
+    ``predicted``, or clip(μ·strong + (1 − μ)·weak, 0, 1) from ``references`` (weak, strong, μ).
+    The rolled-out tasks are the caller's to overwrite."""
+
+    decay: float
+    lam: float
+    weight: float
+    prior_alpha: float | torch.Tensor
+    prior_beta: float | torch.Tensor
+    predicted: torch.Tensor | None = None
+    references: tuple[torch.Tensor, torch.Tensor, float] | None = None
+
+    def chunk(self, lo: int, hi: int) -> KernelUpdate:
+        """The same update for tasks ``lo .. hi`` (views of the per-task tensors)."""
+
+        def part(x: float | torch.Tensor) -> float | torch.Tensor:
+            return x[lo:hi] if isinstance(x, torch.Tensor) else x
+
+        refs = (
+            None
+            if self.references is None
+            else (self.references[0][lo:hi], self.references[1][lo:hi], self.references[2])
+        )
+        predicted = None if self.predicted is None else self.predicted[lo:hi]
+        return KernelUpdate(
+            self.decay, self.lam, self.weight, part(self.prior_alpha), part(self.prior_beta), predicted, refs
+        )
+
+    def launch_args(self, like: torch.Tensor) -> tuple[list[object], dict[str, object]]:
+        """The kernels' update arguments (pointers, scalars) and constexprs; ``like`` stands in
+        for the pointers a kernel does not read."""
+        per_a, per_b = isinstance(self.prior_alpha, torch.Tensor), isinstance(self.prior_beta, torch.Tensor)
+        evidence = 1 if self.predicted is not None else (2 if self.references is not None else 0)
+        weak, strong, mu = self.references if self.references is not None else (like, like, 0.0)
+        args: list[object] = [
+            self.prior_alpha if per_a else like,
+            self.prior_beta if per_b else like,
+            self.predicted if self.predicted is not None else like,
+            weak,
+            strong,
+            self.decay,
+            0.0 if per_a else self.lam * float(self.prior_alpha),  # type: ignore[arg-type]
+            0.0 if per_b else self.lam * float(self.prior_beta),  # type: ignore[arg-type]
+            self.lam,
+            self.weight,
+            mu,
+        ]
+        return args, {"PER_TASK_A": per_a, "PER_TASK_B": per_b, "EVIDENCE": evidence}
+
+
+_UPDATE_SCALARS = ["decay", "pull_a", "pull_b", "lam", "weight", "mu"]
+
+
+@triton.jit
+def _updated(
+    a,
+    b,
+    offs,
+    live,
+    prior_a_ptr,
+    prior_b_ptr,
+    p_ptr,
+    weak_ptr,
+    strong_ptr,
+    decay,
+    pull_a,
+    pull_b,
+    lam,
+    weight,
+    mu,
+    PER_TASK_A: tl.constexpr,
+    PER_TASK_B: tl.constexpr,
+    EVIDENCE: tl.constexpr,
+):
+    """(α, β) of lanes ``offs`` after the update (the core's order of operations)."""
+    if PER_TASK_A:
+        a = decay * a + lam * tl.load(prior_a_ptr + offs, mask=live, other=1.0)
+    else:
+        a = decay * a + pull_a
+    if PER_TASK_B:
+        b = decay * b + lam * tl.load(prior_b_ptr + offs, mask=live, other=1.0)
+    else:
+        b = decay * b + pull_b
+    if EVIDENCE != 0:
+        if EVIDENCE == 1:
+            p = tl.load(p_ptr + offs, mask=live, other=float("nan"))
+        else:
+            s = tl.load(strong_ptr + offs, mask=live, other=float("nan"))
+            w = tl.load(weak_ptr + offs, mask=live, other=float("nan"))
+            p = mu * s + (1.0 - mu) * w
+            p = tl.minimum(tl.maximum(p, 0.0), 1.0)
+            p = tl.where(s == s, p, s)  # NaN references give NaN (min/max would drop it)
+            p = tl.where(w == w, p, w)
+        has = p == p
+        a = a + tl.where(has, weight * p, 0.0)
+        b = b + tl.where(has, weight * (1.0 - p), 0.0)
+    return a, b
+
+
+@triton.jit(do_not_specialize=["n", *_UPDATE_SCALARS])
+def _update_kernel(
+    alpha_ptr,
+    beta_ptr,
+    prior_a_ptr,
+    prior_b_ptr,
+    p_ptr,
+    weak_ptr,
+    strong_ptr,
+    decay,
+    pull_a,
+    pull_b,
+    lam,
+    weight,
+    mu,
+    n,
+    PER_TASK_A: tl.constexpr,
+    PER_TASK_B: tl.constexpr,
+    EVIDENCE: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr,
+):
+    offs = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    live = offs < n
+    a = tl.load(alpha_ptr + offs, mask=live, other=1.0)
+    b = tl.load(beta_ptr + offs, mask=live, other=1.0)
+    a, b = _updated(
+        a, b, offs, live, prior_a_ptr, prior_b_ptr, p_ptr, weak_ptr, strong_ptr,
+        decay, pull_a, pull_b, lam, weight, mu, PER_TASK_A, PER_TASK_B, EVIDENCE,
+    )  # fmt: skip
+    tl.store(alpha_ptr + offs, a, mask=live)
+    tl.store(beta_ptr + offs, b, mask=live)
+
+
+def update(alpha: torch.Tensor, beta: torch.Tensor, step: KernelUpdate) -> None:
+    """Applies ``step`` to every task in place (the rolled-out tasks are the caller's)."""
+    n = alpha.numel()
+    args, flags = step.launch_args(alpha)
+    _update_kernel[(triton.cdiv(n, BLOCK),)](
+        alpha, beta, *args, n, **flags, BLOCK_SIZE=BLOCK, enable_fp_fusion=False
+    )  # no fused multiply-adds, as in the core and torch's own operations
+
+
+@triton.jit(do_not_specialize=["first", "n", "c1", "c2", "k0", "k1", "target", *_UPDATE_SCALARS])
+def _step_kernel(
     alpha_ptr,
     beta_ptr,
     excluded_ptr,
+    ids_ptr,
     keys_ptr,
+    prior_a_ptr,
+    prior_b_ptr,
+    p_ptr,
+    weak_ptr,
+    strong_ptr,
+    decay,
+    pull_a,
+    pull_b,
+    lam,
+    weight,
+    mu,
     first,
     n,
     c1,
@@ -76,6 +235,11 @@ def _draw_keys_kernel(
     k0,
     k1,
     target,
+    UPDATE: tl.constexpr,
+    PER_TASK_A: tl.constexpr,
+    PER_TASK_B: tl.constexpr,
+    EVIDENCE: tl.constexpr,
+    HAS_IDS: tl.constexpr,
     HAS_EXCLUDED: tl.constexpr,
     BOOST_SLOT: tl.constexpr,
     SHAPE_CAP: tl.constexpr,
@@ -83,8 +247,17 @@ def _draw_keys_kernel(
 ):
     offs = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
     live = offs < n
-    a = tl.load(alpha_ptr + offs, mask=live, other=1.0).to(tl.float32)
-    b = tl.load(beta_ptr + offs, mask=live, other=1.0).to(tl.float32)
+    a = tl.load(alpha_ptr + offs, mask=live, other=1.0)
+    b = tl.load(beta_ptr + offs, mask=live, other=1.0)
+    if UPDATE:
+        a, b = _updated(
+            a, b, offs, live, prior_a_ptr, prior_b_ptr, p_ptr, weak_ptr, strong_ptr,
+            decay, pull_a, pull_b, lam, weight, mu, PER_TASK_A, PER_TASK_B, EVIDENCE,
+        )  # fmt: skip
+        tl.store(alpha_ptr + offs, a, mask=live)
+        tl.store(beta_ptr + offs, b, mask=live)
+    a = a.to(tl.float32)
+    b = b.to(tl.float32)
     valid = (a > 0.0) & (a < float("inf")) & (b > 0.0) & (b < float("inf"))
     sa = tl.where(valid, tl.minimum(a, SHAPE_CAP), 1.0)
     sb = tl.where(valid, tl.minimum(b, SHAPE_CAP), 1.0)
@@ -92,7 +265,10 @@ def _draw_keys_kernel(
     small_b = sb < 1.0
     ta = tl.where(small_a, sa + 1.0, sa)
     tb = tl.where(small_b, sb + 1.0, sb)
-    j = first + offs.to(tl.int64)
+    if HAS_IDS:
+        j = tl.load(ids_ptr + offs, mask=live, other=0)
+    else:
+        j = first + offs.to(tl.int64)
     w_c0 = (j & 0xFFFFFFFF).to(tl.uint32)
     j_hi = (j >> 32).to(tl.uint32)
     u_c1 = tl.zeros([BLOCK_SIZE], dtype=tl.uint32) + c1.to(tl.uint32)
@@ -141,18 +317,25 @@ def draw_keys(
     counter: int,
     target: float,
     excluded: torch.Tensor | None,
+    *,
+    ids: torch.Tensor | None = None,
+    update: KernelUpdate | None = None,
 ) -> torch.Tensor:
-    """The ranking keys (see the module docstring) of tasks ``first_index ..`` of selection
-    ``(seed, counter)`` by their Thompson draws."""
+    """The ranking keys (see the module docstring) of selection ``(seed, counter)`` by Thompson
+    draws, for tasks ``first_index ..`` (or the tasks ``ids``, whose α, β and exclusion flags the
+    other tensors then hold in that order). With ``update``, each task is first updated in place
+    and drawn from its updated values, in the same pass."""
     n = alpha.numel()
     keys = torch.empty(n, dtype=torch.int64, device=alpha.device)
     k0, k1 = philox_key(seed, counter)
-    grid = (triton.cdiv(n, BLOCK),)
-    _draw_keys_kernel[grid](
+    args, flags = (update or KernelUpdate(1.0, 0.0, 0.0, 1.0, 1.0)).launch_args(alpha)
+    _step_kernel[(triton.cdiv(n, BLOCK),)](
         alpha,
         beta,
         excluded if excluded is not None else alpha,
+        ids if ids is not None else alpha,
         keys,
+        *args,
         first_index,
         n,
         counter & 0xFFFFFFFF,
@@ -160,6 +343,9 @@ def draw_keys(
         k0,
         k1,
         float(target),
+        UPDATE=update is not None,
+        **flags,
+        HAS_IDS=ids is not None,
         HAS_EXCLUDED=excluded is not None,
         BOOST_SLOT=BOOST_ATTEMPT,
         SHAPE_CAP=MAX_SHAPE,
@@ -167,96 +353,3 @@ def draw_keys(
         enable_fp_fusion=False,  # no fused multiply-adds, as in the core and torch's own operations
     )
     return keys
-
-
-@triton.jit(do_not_specialize=["n", "decay", "pull_a", "pull_b", "lam", "weight", "mu"])
-def _update_kernel(
-    alpha_ptr,
-    beta_ptr,
-    prior_a_ptr,
-    prior_b_ptr,
-    p_ptr,
-    weak_ptr,
-    strong_ptr,
-    n,
-    decay,
-    pull_a,
-    pull_b,
-    lam,
-    weight,
-    mu,
-    PER_TASK_A: tl.constexpr,
-    PER_TASK_B: tl.constexpr,
-    EVIDENCE: tl.constexpr,
-    BLOCK_SIZE: tl.constexpr,
-):
-    offs = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
-    live = offs < n
-    a = tl.load(alpha_ptr + offs, mask=live, other=1.0)
-    b = tl.load(beta_ptr + offs, mask=live, other=1.0)
-    if PER_TASK_A:
-        a = decay * a + lam * tl.load(prior_a_ptr + offs, mask=live, other=1.0)
-    else:
-        a = decay * a + pull_a
-    if PER_TASK_B:
-        b = decay * b + lam * tl.load(prior_b_ptr + offs, mask=live, other=1.0)
-    else:
-        b = decay * b + pull_b
-    if EVIDENCE != 0:
-        if EVIDENCE == 1:
-            p = tl.load(p_ptr + offs, mask=live, other=float("nan"))
-        else:
-            s = tl.load(strong_ptr + offs, mask=live, other=float("nan"))
-            w = tl.load(weak_ptr + offs, mask=live, other=float("nan"))
-            p = mu * s + (1.0 - mu) * w
-            p = tl.minimum(tl.maximum(p, 0.0), 1.0)
-            p = tl.where(s == s, p, s)  # NaN references give NaN (min/max would drop it)
-            p = tl.where(w == w, p, w)
-        has = p == p
-        a = a + tl.where(has, weight * p, 0.0)
-        b = b + tl.where(has, weight * (1.0 - p), 0.0)
-    tl.store(alpha_ptr + offs, a, mask=live)
-    tl.store(beta_ptr + offs, b, mask=live)
-
-
-def update(
-    alpha: torch.Tensor,
-    beta: torch.Tensor,
-    *,
-    decay: float,
-    lam: float,
-    prior_alpha: float | torch.Tensor,
-    prior_beta: float | torch.Tensor,
-    predicted: torch.Tensor | None,
-    references: tuple[torch.Tensor, torch.Tensor, float] | None,
-    weight: float,
-) -> None:
-    """The update of every task in place (the rolled-out tasks are overwritten by the caller):
-    α ← decay·α + λ·α0 + w·p̃, β ← decay·β + λ·β0 + w·(1 − p̃), no evidence term where p̃ is
-    NaN; p̃ is ``predicted``, or clip(μ·strong + (1 − μ)·weak, 0, 1) from ``references``
-    (weak, strong, μ)."""
-    n = alpha.numel()
-    per_a, per_b = isinstance(prior_alpha, torch.Tensor), isinstance(prior_beta, torch.Tensor)
-    evidence = "predicted" if predicted is not None else ("interpolation" if references is not None else "none")
-    weak, strong, mu = references if references is not None else (alpha, alpha, 0.0)
-    _update_kernel[(triton.cdiv(n, BLOCK),)](
-        alpha,
-        beta,
-        prior_alpha if per_a else alpha,
-        prior_beta if per_b else alpha,
-        predicted if predicted is not None else alpha,
-        weak,
-        strong,
-        n,
-        decay,
-        0.0 if per_a else lam * float(prior_alpha),  # type: ignore[arg-type]
-        0.0 if per_b else lam * float(prior_beta),  # type: ignore[arg-type]
-        lam,
-        weight,
-        mu,
-        PER_TASK_A=per_a,
-        PER_TASK_B=per_b,
-        EVIDENCE=_EVIDENCE[evidence],
-        BLOCK_SIZE=BLOCK,
-        enable_fp_fusion=False,  # no fused multiply-adds, as in the core and torch's own operations
-    )

@@ -33,6 +33,7 @@ import inspect
 import math
 import os
 import threading
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, NamedTuple, cast
 
@@ -185,6 +186,9 @@ class TorchBOTS:
         # The interpolation estimator's references on the device, for the estimator they belong
         # to (an Interpolation's references never change).
         self._references: tuple[Interpolation, torch.Tensor, torch.Tensor] | None = None
+        # With the Triton kernels an update waits here for the next pass over the pool: the next
+        # Thompson selection's (update and draw fused), or any read of the posterior.
+        self._pending: _PendingUpdate | None = None
         self._kernels = _resolve_kernels(kernels, self._device, self._dtype, n)
         self._lock = threading.RLock()
 
@@ -245,24 +249,28 @@ class TorchBOTS:
     def alpha(self) -> FloatArray:
         """α of every task: a read-only float64 snapshot copied from the device."""
         with self._lock:
+            self._settle()
             return _readonly(_host(self._alpha))
 
     @property
     def beta(self) -> FloatArray:
         """β of every task (see :attr:`alpha`)."""
         with self._lock:
+            self._settle()
             return _readonly(_host(self._beta))
 
     @property
     def alpha_tensor(self) -> torch.Tensor:
         """α on the device (a clone: the selector's own tensor is never shared)."""
         with self._lock:
+            self._settle()
             return self._alpha.clone()
 
     @property
     def beta_tensor(self) -> torch.Tensor:
         """β on the device (a clone)."""
         with self._lock:
+            self._settle()
             return self._beta.clone()
 
     @property
@@ -418,10 +426,21 @@ class TorchBOTS:
         )
 
     def flush(self) -> None:
-        """Wait for the device work queued so far (never needed for correctness)."""
+        """Apply a pending update and wait for the device work queued so far (never needed for
+        correctness: every read does the first)."""
         with self._lock:
+            self._settle()
             if self._device.type == "cuda":
                 torch.cuda.synchronize(self._device)
+
+    def _settle(self) -> None:
+        """Apply the pending update, if any, on its own (no selection to fuse it with)."""
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            from . import _triton_kernels
+
+            _triton_kernels.update(self._alpha, self._beta, pending.step)
+            pending.overwrite_rolled(self._alpha, self._beta)
 
     def close(self) -> None:
         self.flush()
@@ -435,6 +454,7 @@ class TorchBOTS:
     def mean(self) -> FloatArray:
         """Posterior means α / (α + β) in float64 (a new array)."""
         with self._lock:
+            self._settle()
             a, b = _host(self._alpha), _host(self._beta)
         return a / (a + b)
 
@@ -442,6 +462,7 @@ class TorchBOTS:
         """(α, β) of the given tasks, float64 (new arrays)."""
         ids = ids_in_pool(task_ids, self._num_tasks)
         with self._lock:
+            self._settle()
             at = _to_device(ids, self._device)
             return _host(self._alpha[at]), _host(self._beta[at])
 
@@ -518,6 +539,7 @@ class TorchBOTS:
         """The k best selectable tasks in the order (distance, id), chunk by chunk."""
         if self._kernels == "triton" and self._thompson and self._tau == 0.0:
             return self._rank_by_keys(k, counter, excluded)
+        self._settle()
         self._check_posterior()
         distances, ids = [], []
         for lo in range(0, self._num_tasks, CHUNK):
@@ -538,22 +560,29 @@ class TorchBOTS:
         return id_all[order].cpu().numpy().astype(np.int64)
 
     def _rank_by_keys(self, k: int, counter: int, excluded: torch.Tensor | None) -> IntArray:
-        """:meth:`_rank` by the fused Thompson kernel's int64 keys (distance bits, id): no ties,
-        so ``torch.topk`` alone orders them."""
+        """:meth:`_rank` by the fused kernel's int64 keys (distance bits, id): no ties, so
+        ``torch.topk`` alone orders them. A pending update is applied in the same pass: each task
+        is updated and drawn from its new values; the rolled-out tasks then get their explicit
+        evidence and are drawn again (a draw is a function of the task's posterior and of
+        (seed, selection count, task) only, so their keys are what one pass would give)."""
         from . import _triton_kernels
 
+        pending, self._pending = self._pending, None
+        mask = None if excluded is None else excluded.view(torch.uint8)
         best = []
         for lo in range(0, self._num_tasks, KEY_CHUNK):
             hi = min(lo + KEY_CHUNK, self._num_tasks)
-            keys = _triton_kernels.draw_keys(
-                self._alpha[lo:hi],
-                self._beta[lo:hi],
-                lo,
-                self._seed,
-                counter,
-                self._target,
-                None if excluded is None else excluded[lo:hi].view(torch.uint8),
-            )
+            a, b = self._alpha[lo:hi], self._beta[lo:hi]
+            args = (self._seed, counter, self._target)
+            step = None if pending is None else pending.step.chunk(lo, hi)
+            keys = _triton_kernels.draw_keys(a, b, lo, *args, None if mask is None else mask[lo:hi], update=step)
+            if pending is not None:
+                ids = pending.overwrite_rolled(self._alpha, self._beta, lo, hi)
+                if ids.numel() > 0:
+                    where = ids - lo
+                    keys[where] = _triton_kernels.draw_keys(
+                        a[where], b[where], 0, *args, None if mask is None else mask[ids], ids=ids
+                    )
             best.append(torch.topk(keys, min(k, hi - lo), largest=False, sorted=True).values)
         merged = torch.cat(best)
         values = torch.topk(merged, k, largest=False, sorted=True).values.cpu().numpy()
@@ -603,6 +632,7 @@ class TorchBOTS:
 
     def _explain(self, chosen: IntArray, counter: int) -> Picks:
         with self._lock:
+            self._settle()
             at = _to_device(chosen, self._device)
             a, b = self._alpha[at], self._beta[at]
             alpha, beta = _host(a), _host(b)
@@ -676,6 +706,7 @@ class TorchBOTS:
             else:
                 step = StepEvidence()
             halvings = self._rho_halvings + int(self._adaptive_rho and _predictions_miss(step, batch))
+            self._settle()  # this update starts from the previous one's posterior
             drift = self._drift
             if self._adaptive_lam:
                 at = _to_device(batch.ids, self._device)
@@ -729,31 +760,21 @@ class TorchBOTS:
         rolled_b = decay * b[at].to(torch.float64) + lam * self._prior_at(self._prior_beta, self._prior_beta_t, at) + f
         weight = rho * self._n_rollouts
         if self._kernels == "triton":
-            from . import _triton_kernels
+            from ._triton_kernels import KernelUpdate
 
-            _triton_kernels.update(
-                a,
-                b,
-                decay=decay,
-                lam=lam,
-                prior_alpha=self._prior_alpha_t
-                if self._prior_alpha_t is not None
-                else float(cast(float, self._prior_alpha)),
-                prior_beta=self._prior_beta_t
-                if self._prior_beta_t is not None
-                else float(cast(float, self._prior_beta)),
-                predicted=evidence.predicted,
-                references=evidence.references,
-                weight=weight,
-            )
-        else:
-            a.mul_(decay).add_(self._pull(lam, self._prior_alpha, self._prior_alpha_t))
-            b.mul_(decay).add_(self._pull(lam, self._prior_beta, self._prior_beta_t))
-            p = evidence.per_task()
-            if p is not None:
-                # No prediction (NaN) adds exactly 0, as in the core.
-                a.add_(torch.nan_to_num(weight * p, nan=0.0))
-                b.add_(torch.nan_to_num(weight * (1.0 - p), nan=0.0))
+            prior_a = self._prior_alpha_t if self._prior_alpha_t is not None else float(cast(float, self._prior_alpha))
+            prior_b = self._prior_beta_t if self._prior_beta_t is not None else float(cast(float, self._prior_beta))
+            step = KernelUpdate(decay, lam, weight, prior_a, prior_b, evidence.predicted, evidence.references)
+            # Left for the next pass over the pool (the next selection's, fused with its draw).
+            self._pending = _PendingUpdate(step, at, rolled_a.to(self._dtype), rolled_b.to(self._dtype))
+            return
+        a.mul_(decay).add_(self._pull(lam, self._prior_alpha, self._prior_alpha_t))
+        b.mul_(decay).add_(self._pull(lam, self._prior_beta, self._prior_beta_t))
+        p = evidence.per_task()
+        if p is not None:
+            # No prediction (NaN) adds exactly 0, as in the core.
+            a.add_(torch.nan_to_num(weight * p, nan=0.0))
+            b.add_(torch.nan_to_num(weight * (1.0 - p), nan=0.0))
         a[at] = rolled_a.to(self._dtype)
         b[at] = rolled_b.to(self._dtype)
 
@@ -773,6 +794,7 @@ class TorchBOTS:
         """The checkpoint state, in :meth:`BOTS.state_dict`'s layout (float64 arrays): it loads
         into BOTS, and a BOTS state loads here."""
         with self._lock:
+            self._settle()
             return selector_state(
                 params=self._params_dict(),
                 prior_alpha=self._prior_alpha,
@@ -924,6 +946,32 @@ class TorchBOTS:
             kernels=state.get("kernels", "auto"),
         )
         self.__dict__.update(fresh.__dict__)
+
+
+@dataclass(frozen=True)
+class _PendingUpdate:
+    """An update waiting for the next pass over the pool: the kernels' arguments, and the new α, β
+    of the rolled-out tasks (``ids``, ascending), computed from their values before it."""
+
+    step: Any  # _triton_kernels.KernelUpdate (imported only with Triton)
+    ids: torch.Tensor
+    rolled_alpha: torch.Tensor
+    rolled_beta: torch.Tensor
+
+    def overwrite_rolled(
+        self, alpha: torch.Tensor, beta: torch.Tensor, lo: int = 0, hi: int | None = None
+    ) -> torch.Tensor:
+        """Write the rolled-out tasks' values among tasks ``lo .. hi`` (all by default); returns
+        their ids."""
+        if lo == 0 and hi is None:
+            inside = slice(None)
+            ids = self.ids
+        else:
+            keep = (self.ids >= lo) & (self.ids < (alpha.numel() if hi is None else hi))
+            inside, ids = keep, self.ids[keep]  # type: ignore[assignment]
+        alpha[ids] = self.rolled_alpha[inside]
+        beta[ids] = self.rolled_beta[inside]
+        return ids
 
 
 class _DeviceEvidence(NamedTuple):
