@@ -1,7 +1,9 @@
 """Step time of the torch backend on a GPU (``make bench-gpu``), against the GPU's memory floor.
 
 One step is what a trainer calls per batch: ``update`` with the last batch's results (the
-interpolation estimator's implicit evidence for every other task), then ``select(B)``. For each
+interpolation estimator's implicit evidence for every other task), then ``select(B)``. With the
+Triton kernels the update's pass over the pool runs inside ``select`` (fused with the draw), so
+the step time is what counts; the update and select columns only say where it is spent. For each
 pool size the median step time is compared with the time the step's unavoidable memory traffic
 takes at the device's measured copy bandwidth: α and β read and written once (float32) and the
 two float32 references read once, 24 bytes per task. The ratio says how far the step is from that
