@@ -22,7 +22,7 @@ from bots_rft import BOTS, Interpolation, _core  # noqa: E402
 from bots_rft.backends import UnsupportedByBackendError  # noqa: E402
 from bots_rft.backends._torch_draws import philox4x32, thompson_draws  # noqa: E402
 from bots_rft.backends.torch import TorchBOTS  # noqa: E402
-from bots_rft.errors import BotsError, CheckpointError  # noqa: E402
+from bots_rft.errors import BotsError, CheckpointError, InvalidArgumentError  # noqa: E402
 
 DTYPES = ["float32", "float64"]
 
@@ -71,6 +71,33 @@ def test_the_hook_builds_the_torch_backend(device: str) -> None:
     assert sel.device.type == device and sel.dtype == torch.float32
     assert sel.params["lam"] == 0.2 and sel.seed == 3
     assert sel.alpha.dtype == np.float64 and not sel.alpha.flags.writeable
+
+
+def test_bots_load_reads_a_checkpoint_into_either_backend(device: str, tmp_path: Path) -> None:
+    core = BOTS(50, seed=4)
+    core.update([1, 7, 9], [3, 0, 2], 4)
+    path = tmp_path / "sel.bots"
+    core.save(path)
+    on_torch = BOTS.load(path, backend="torch", device=device)
+    assert isinstance(on_torch, TorchBOTS) and on_torch.device.type == device
+    np.testing.assert_array_equal(on_torch.select(5), BOTS.load(path).select(5))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"backend": "jax"}, "backend: expected 'rust' or 'torch', got 'jax'"),
+        ({"device": "cpu"}, "device: only the torch backend takes a device"),
+    ],
+)
+def test_an_unknown_backend_or_a_device_without_torch_is_refused(
+    kwargs: dict[str, Any], message: str, tmp_path: Path
+) -> None:
+    path = tmp_path / "sel.bots"
+    BOTS(5).save(path)
+    for build in (lambda: BOTS(5, **kwargs), lambda: BOTS.load(path, **kwargs)):
+        with pytest.raises(InvalidArgumentError, match=message):
+            build()
 
 
 def test_philox_matches_the_random123_known_answers() -> None:

@@ -120,16 +120,10 @@ class BOTS:
         # ``backend="torch"`` builds the torch implementation instead (same API, same checkpoint
         # layout; see :mod:`bots_rft.backends.torch`). It is a separate class, so Python does not
         # run this class's ``__init__`` on it.
-        if backend == "torch":
+        if _torch_backend(backend, device):
             from .backends.torch import TorchBOTS
 
             return TorchBOTS(*args, device=device, **kwargs)  # type: ignore[return-value]
-        if backend != "rust":
-            raise InvalidArgumentError(f"backend: expected 'rust' or 'torch', got {backend!r}", "backend")
-        if device is not None:
-            raise InvalidArgumentError(
-                f"device: only the torch backend takes a device (backend='torch'), got {device!r}", "device"
-            )
         return super().__new__(cls)
 
     def __init__(
@@ -921,9 +915,17 @@ class BOTS:
         threads: int | None = None,
         evidence: ImplicitEvidence | None = None,
         prefetch: bool = True,
+        backend: str = "rust",
+        device: Any = None,
     ) -> BOTS:
         """Read a checkpoint written by :meth:`save`. A custom (non-interpolation) estimator is
-        not stored in the file: pass it as ``evidence`` and its ``load_state_dict`` gets its state."""
+        not stored in the file: pass it as ``evidence`` and its ``load_state_dict`` gets its state.
+        ``backend="torch"`` (with ``device=``) loads it into the torch backend: the two backends
+        share one checkpoint layout."""
+        if _torch_backend(backend, device):
+            from .backends.torch import TorchBOTS
+
+            return TorchBOTS.load(path, device=device, evidence=evidence)  # type: ignore[return-value]
         return cls._from_state(read_checkpoint(path), threads=threads, evidence=evidence, prefetch=prefetch)
 
     @classmethod
@@ -997,6 +999,20 @@ class BOTS:
 #: Adaptive λ's smoothing of the drift statistic, and how far λ may move from its setting.
 DRIFT_MOMENTUM = 0.9
 LAM_RANGE = 4.0
+
+
+def _torch_backend(backend: Any, device: Any) -> bool:
+    """Whether ``backend`` names the torch backend; refuses an unknown backend, and a device
+    given to the Rust one (it has none to put the posterior on)."""
+    if backend == "torch":
+        return True
+    if backend != "rust":
+        raise InvalidArgumentError(f"backend: expected 'rust' or 'torch', got {backend!r}", "backend")
+    if device is not None:
+        raise InvalidArgumentError(
+            f"device: only the torch backend takes a device (backend='torch'), got {device!r}", "device"
+        )
+    return False
 
 
 def lag_weighted(
