@@ -183,3 +183,18 @@ def test_reserved_cache_grows_and_matches_the_dynamic_cache(policy: Any) -> None
         logits.append(out)
     for a, b in zip(*logits):
         assert torch.allclose(a, b, atol=1e-5)
+
+
+def test_sample_next_draws_from_next_token_probs() -> None:
+    """Each row's draws follow its probabilities, and never fall outside the top-p nucleus."""
+    from bots_rft.llm.generation import sample_next
+
+    logits = torch.randn(3, 40, generator=torch.Generator().manual_seed(5)) * 2
+    probs = next_token_probs(logits, temperature=0.8, top_p=0.7)
+    torch.manual_seed(0)
+    draws = torch.stack([sample_next(logits, greedy=False, temperature=0.8, top_p=0.7) for _ in range(3000)])
+    for row in range(3):
+        freq = torch.bincount(draws[:, row], minlength=40).float() / 3000
+        assert bool((freq[probs[row] == 0] == 0).all())  # outside the nucleus: never drawn
+        assert float((freq - probs[row]).abs().max()) < 0.04
+    assert torch.equal(sample_next(logits, greedy=True, temperature=0.8, top_p=0.7), logits.argmax(-1))
