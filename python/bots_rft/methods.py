@@ -286,9 +286,6 @@ PARAMETERS: Mapping[str, Parameter] = MappingProxyType(
         )
     }
 )
-#: BOTS-Plan's bounds on the rollouts one task gets (its budget is batch × n, what BOTS spends).
-N_MIN = Parameter("n_min", "int", 8, "BOTS-Plan: fewest rollouts a planned task gets", 1)
-N_MAX = Parameter("n_max", "int", 32, "BOTS-Plan: most rollouts a planned task gets", 1)
 #: The selection rule's further settings, which every BOTS-based method takes (off by default).
 RULE_PARAMS = (TAU, ADAPTIVE_RHO, ADAPTIVE_LAM, LAG_DISCOUNT)
 
@@ -473,22 +470,6 @@ def _build_plan(m: Method, n: int, weak: Any, strong: Any, rollout: Any, threads
     return PlannedBOTS(bots, rollout, n_rollouts=per_task, n_min=p["n_min"], n_max=p["n_max"])
 
 
-def _build_plan(m: Method, n: int, weak: Any, strong: Any, rollout: Any, threads: Any, p: dict[str, Any]) -> Selector:
-    from .planning import PlannedBOTS
-
-    if rollout is None:
-        raise InvalidArgumentError(
-            f"rollout: the {m.name} method rolls out inside select and needs a rollout callback "
-            "rollout(task_ids, counts)",
-            "rollout",
-        )
-    if p["n_max"] < p["n_min"]:
-        raise InvalidArgumentError(f"n_max: must be >= n_min={p['n_min']}, got {p['n_max']}", "n_max")
-    per_task = max(1, round(p["n_rollouts"]))  # the rollouts BOTS gives a task: the plan's budget per batch slot
-    bots = _bots(n, p, _interpolation(m, weak, strong, p), threads)
-    return PlannedBOTS(bots, rollout, n_rollouts=per_task, n_min=p["n_min"], n_max=p["n_max"])
-
-
 def _build_random(m: Method, n: int, weak: Any, strong: Any, rollout: Any, threads: Any, p: dict[str, Any]) -> Selector:
     from .baselines import RandomSelector
 
@@ -577,7 +558,6 @@ _BUILDERS: dict[str, Callable[..., Selector]] = {
     "bots-multiref": _build_multiref,
     "bots-sim": _build_similarity,
     "bots-plan": _build_plan,
-    "bots-plan": _build_plan,
 }
 
 _BOTS_FILE = "selector.bots"  # BOTS' own file name since the first release
@@ -596,17 +576,6 @@ METHODS: Mapping[str, Method] = MappingProxyType(
                 (LAM, RHO, TARGET, THOMPSON, PSEUDO_ROLLOUTS, MOMENTUM, MIN_GAP, SEED, *RULE_PARAMS),
                 "optional",
                 _BOTS_FILE,
-            ),
-            Method(
-                "bots-plan",
-                "BOTS-Plan",
-                "BOTS choosing tasks and rollout counts together: the plan with the most expected informative "
-                "groups under a budget of batch × n rollouts (BOTS.plan)",
-                "bots_rft.planning:PlannedBOTS",
-                (LAM, RHO, TARGET, THOMPSON, PSEUDO_ROLLOUTS, MOMENTUM, MIN_GAP, SEED, *RULE_PARAMS, N_MIN, N_MAX),
-                "optional",
-                _BOTS_FILE,
-                rolls_out=True,
             ),
             Method(
                 "bots-plan",

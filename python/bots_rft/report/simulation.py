@@ -52,7 +52,6 @@ GROUP_TITLES = {
     "target": "Impact of the target p*",
     "adaptive": "Adaptive ρ and λ",
     "lag": "Late evidence: the lag discount δ",
-    "lag": "Late evidence: the lag discount δ",
 }
 
 

@@ -171,6 +171,40 @@ def plot_evidence(result: ExperimentResult, path: Path) -> Path | None:
     return path
 
 
+def plot_calibration(result: ExperimentResult, path: Path) -> Path | None:
+    """Calibration of the picks per step, one line per method of the "methods" table (methods
+    without a posterior appear in the zero-variance panel only)."""
+    rows = result.groups.get("methods", [])
+    if not rows or not hasattr(result.records(rows[0][1])[0], "brier"):
+        return None
+    plt = _plt()
+    panels = (
+        ("brier", "Brier score of predicted pass rate ↓"),
+        ("ece", "expected calibration error ↓"),
+        ("spearman", "Spearman: predicted vs observed k/n ↑"),
+        ("zero_variance", "zero-variance groups (k = 0 or n) ↓"),
+    )
+    fig, axes = plt.subplots(1, len(panels), figsize=(17, 3.6))
+    for (label, spec), color in zip(rows, _colors(len(rows))):
+        recs = result.records(spec)
+        style = {"ls": "--"} if spec.kind == "random" else {}
+        for ax, (attr, _) in zip(axes, panels):
+            data = [np.asarray(getattr(r, attr), dtype=np.float64) for r in recs]
+            if all(np.all(np.isnan(d)) for d in data):
+                continue
+            _band(ax, np.arange(1, data[0].size + 1), data, label, color, **style)
+    for ax, (_, title) in zip(axes, panels):
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel("step")
+        ax.grid(alpha=0.3)
+    axes[-1].legend(fontsize=8)
+    fig.suptitle("Calibration of the selector's predictions for its picks (mean over seeds, 95% CI)", fontsize=11)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
 def plot_score(result: ExperimentResult, group: str, path: Path) -> Path:
     """The held-out score gain of each row of ``group`` per training step and per rollout spent
     (÷ batch × n), side by side, mean over seeds with 95% intervals: the two x-axes of the
@@ -200,40 +234,6 @@ def plot_score(result: ExperimentResult, group: str, path: Path) -> Path:
         f"n={c.learner.n_rollouts}, {len(c.seeds)} seeds (mean, 95% CI)",
         fontsize=11,
     )
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-    return path
-
-
-def plot_calibration(result: ExperimentResult, path: Path) -> Path | None:
-    """Calibration of the picks per step, one line per method of the "methods" table (methods
-    without a posterior appear in the zero-variance panel only)."""
-    rows = result.groups.get("methods", [])
-    if not rows or not hasattr(result.records(rows[0][1])[0], "brier"):
-        return None
-    plt = _plt()
-    panels = (
-        ("brier", "Brier score of predicted pass rate ↓"),
-        ("ece", "expected calibration error ↓"),
-        ("spearman", "Spearman: predicted vs observed k/n ↑"),
-        ("zero_variance", "zero-variance groups (k = 0 or n) ↓"),
-    )
-    fig, axes = plt.subplots(1, len(panels), figsize=(17, 3.6))
-    for (label, spec), color in zip(rows, _colors(len(rows))):
-        recs = result.records(spec)
-        style = {"ls": "--"} if spec.kind == "random" else {}
-        for ax, (attr, _) in zip(axes, panels):
-            data = [np.asarray(getattr(r, attr), dtype=np.float64) for r in recs]
-            if all(np.all(np.isnan(d)) for d in data):
-                continue
-            _band(ax, np.arange(1, data[0].size + 1), data, label, color, **style)
-    for ax, (_, title) in zip(axes, panels):
-        ax.set_title(title, fontsize=10)
-        ax.set_xlabel("step")
-        ax.grid(alpha=0.3)
-    axes[-1].legend(fontsize=8)
-    fig.suptitle("Calibration of the selector's predictions for its picks (mean over seeds, 95% CI)", fontsize=11)
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)
