@@ -207,10 +207,13 @@ def test_bots_plan_builds_from_the_method_table() -> None:
         method("bots-plan").build(100)
 
 
-def test_bots_train_refuses_bots_plan_with_the_reason() -> None:
-    from bots_rft import ConfigError
+def test_bots_train_builds_bots_plan_as_the_bots_its_plans_draw_from() -> None:
+    """bots train rolls out each planned task its own count (tests/test_train_plan.py), so the
+    method's selector there is the BOTS posterior it plans from, with the method's parameters."""
     from bots_rft.train.config import TrainConfig
     from bots_rft.train.selection import make_selector
 
-    with pytest.raises(ConfigError, match=r"bots-plan.*fixed\s+rollouts=\d+ per task"):
-        make_selector(TrainConfig(pool="p.parquet", method="bots-plan"), 10, None, None)
+    sel = make_selector(TrainConfig(pool="p.parquet", method="bots-plan", lam=0.3, seed=4), 10, None, None)
+    assert isinstance(sel, BOTS) and sel.lam == 0.3
+    plan = sel.plan(32, 8, 32)
+    assert plan.rollouts <= 32 and np.all((plan.counts >= 8) & (plan.counts <= 32))

@@ -17,6 +17,8 @@ from ..methods import (
     LAM,
     MIN_GAP,
     MOMENTUM,
+    N_MAX,
+    N_MIN,
     OVERSAMPLE,
     RHO,
     TARGET,
@@ -86,6 +88,10 @@ class TrainConfig:
     # Dynamic sampling: generation batches per step at most. Fewer than the method's 16: on a
     # trainer each round is a generation pass of the model, not a simulated one.
     max_rounds: int = 4
+    # method=bots-plan: each step plans tasks and a rollout count per task (BOTS.plan) with a
+    # budget of batch_size * rollouts rollouts, n_min <= count <= n_max
+    n_min: int = N_MIN.default
+    n_max: int = N_MAX.default
     # --- GRPO
     steps: int = 20
     batch_size: int = 8  # tasks per step (paper: 256)
@@ -154,7 +160,20 @@ class TrainConfig:
                     f"selection, and bots train rolls out a fixed rollouts={self.rollouts} per task; it runs "
                     "in bots simulate (docs/peers.md)"
                 )
-            for param in (LAM, RHO, TARGET, THOMPSON, TAU, ADAPTIVE_RHO, ADAPTIVE_LAM, MOMENTUM, MIN_GAP, OVERSAMPLE):
+            for param in (
+                LAM,
+                RHO,
+                TARGET,
+                THOMPSON,
+                TAU,
+                ADAPTIVE_RHO,
+                ADAPTIVE_LAM,
+                MOMENTUM,
+                MIN_GAP,
+                OVERSAMPLE,
+                N_MIN,
+                N_MAX,
+            ):
                 param.check(getattr(self, param.name))
         except BotsError as exc:  # the method table's message, as the config's error class
             raise ConfigError(str(exc)) from None
@@ -175,6 +194,8 @@ class TrainConfig:
                 raise bad(key, "must be an integer >= 1")
         if self.rollouts < 2:  # a group of one has no spread: its GRPO advantage is always zero
             raise ConfigError(f"rollouts: GRPO needs at least 2 rollouts per task, got {self.rollouts}")
+        if self.method == "bots-plan":
+            self._validate_plan()
         for key in ("warmup_steps", "sft_steps", "eval_every", "save_every", "seed"):
             v = getattr(self, key)
             if not isinstance(v, int) or isinstance(v, bool) or v < 0:
@@ -238,6 +259,24 @@ class TrainConfig:
             if not isinstance(target, str) or ":" not in target:
                 raise ConfigError(f"verifiers.{prefix}: expected 'module:function', got {target!r}")
         return self
+
+    def _validate_plan(self) -> None:
+        """method=bots-plan: the plan's bounds fit GRPO and its budget of batch_size * rollouts."""
+        if self.n_min < 2:  # a group of one has zero advantage: its rollout would be spent for nothing
+            raise ConfigError(f"n_min: GRPO needs at least 2 rollouts per planned task, got {self.n_min}")
+        if self.n_max < self.n_min:
+            raise ConfigError(f"n_max: must be >= n_min={self.n_min}, got {self.n_max}")
+        budget = self.batch_size * self.rollouts
+        if budget < self.n_min:
+            raise ConfigError(
+                f"n_min: the plan's budget batch_size * rollouts = {budget} cannot give one task n_min "
+                f"rollouts, got {self.n_min}"
+            )
+        if self.dynamic_sampling:
+            raise ConfigError(
+                "dynamic_sampling: method 'bots-plan' already spends its budget where groups are expected "
+                "to be informative, and has no generation batches to filter; got True"
+            )
 
     @property
     def mini_batch(self) -> int:

@@ -18,7 +18,7 @@ from .config import TrainConfig
 from .distributed import Dist
 from .grpo import group_advantages, grpo_loss
 from .model import autocast, sequence_logprobs
-from .rollout import Rollouts
+from .rollout import PlannedRollouts, Rollouts
 
 __all__ = ["grpo_update"]
 
@@ -51,7 +51,7 @@ def _logprobs_nograd(model: Any, ro: Rollouts, cfg: TrainConfig, device: torch.d
 def grpo_update(
     model: Any,
     optimizer: torch.optim.Optimizer,
-    ro: Rollouts,
+    ro: Rollouts | PlannedRollouts,
     cfg: TrainConfig,
     dist: Dist,
     device: torch.device,
@@ -59,18 +59,33 @@ def grpo_update(
 ) -> dict[str, float]:
     """Train ``model`` on this rank's scored rollouts ``ro`` (collective under data parallelism);
     returns the mean loss terms over the optimizer updates, token-weighted clip fraction and
-    ratio, mean grad norm, the number of updates and the tokens trained on."""
-    n = cfg.rollouts
-    assert ro.rewards is not None, "optimise needs scored rollouts"
-    rewards = ro.rewards
-    ro = ro.to(device)
-    adv = group_advantages(rewards.to(device), cfg.adv_eps).reshape(-1)
-    m = cfg.mini_batch // dist.world
-    minis = [list(range(s, min(s + m, ro.num_tasks))) for s in range(0, ro.num_tasks, m)]
+    ratio, mean grad norm, the number of updates and the tokens trained on.
+
+    ``ro`` may be a plan's :class:`PlannedRollouts` (tasks with their own counts): each part is a
+    batch of equal counts, so each task's advantages are normalised within its own group as
+    always. The planned tasks, in the plan's order, are split into as many mini-batches as
+    ``batch_size / mini_batch_size`` (the updates the same config makes with fixed counts), and
+    each update accumulates the gradient over every part's micro-batches with the normaliser of
+    the whole mini-batch: under ``token-mean`` every completion token of the mini-batch weighs
+    the same, under ``seq-mean-token-mean`` every sequence does, whichever group it belongs to
+    (a task with twice the rollouts weighs twice, as two tasks would)."""
+    if isinstance(ro, PlannedRollouts):
+        parts = list(ro.parts)
+        tasks = list(ro.order)
+        updates_per_epoch = max(cfg.batch_size // cfg.mini_batch, 1)
+        per_mini = max(-(-len(tasks) // updates_per_epoch), 1)
+    else:
+        parts = [ro]
+        tasks = [(0, i) for i in range(ro.num_tasks)]
+        per_mini = cfg.mini_batch // dist.world
+    assert all(p.rewards is not None for p in parts), "optimise needs scored rollouts"
+    advs = [group_advantages(p.rewards.to(device), cfg.adv_eps).reshape(-1) for p in parts]  # type: ignore[union-attr]
+    parts = [p.to(device) for p in parts]
+    minis = [tasks[s : s + per_mini] for s in range(0, len(tasks), per_mini)]
     # One mini-batch, one epoch: the policy is still the generation policy, so its own
     # (detached) log-probs are the old ones and the extra forward pass is saved.
-    old = _logprobs_nograd(model, ro, cfg, device) if (cfg.ppo_epochs > 1 or len(minis) > 1) else None
-    ref = _logprobs_nograd(ref_model, ro, cfg, device) if ref_model is not None else None
+    olds = [_logprobs_nograd(model, p, cfg, device) if (cfg.ppo_epochs > 1 or len(minis) > 1) else None for p in parts]
+    refs = [_logprobs_nograd(ref_model, p, cfg, device) if ref_model is not None else None for p in parts]
     sums: dict[str, float] = {"loss": 0.0, "pg_loss": 0.0, "kl": 0.0, "clip_frac": 0.0, "ratio": 0.0}
     grad_norms: list[float] = []
     count = 0
@@ -78,17 +93,27 @@ def grpo_update(
     model.train()
     for _ in range(cfg.ppo_epochs):
         for mini in minis:
-            seqs = torch.tensor([i * n + j for i in mini for j in range(n)], device=device)
-            local_tokens = float(ro.completion_mask[seqs].sum())
+            # Each part's sequences of the mini-batch's tasks (a part without any is left out).
+            part_seqs = [
+                (q, torch.tensor([i * p.n + j for k, i in mini if k == q for j in range(p.n)], device=device))
+                for q, p in enumerate(parts)
+            ]
+            part_seqs = [(q, seqs) for q, seqs in part_seqs if len(seqs)]
+            local_tokens = sum(float(parts[q].completion_mask[seqs].sum()) for q, seqs in part_seqs)
             if cfg.loss_agg == "token-mean":
                 # DDP averages gradients over ranks: normalise by the global token count.
                 denom = max(dist.sum(local_tokens), 1.0) / dist.world
             else:
-                denom = float(len(seqs))
-            micro = [seqs[s : s + cfg.micro_batch_size] for s in range(0, len(seqs), cfg.micro_batch_size)]
-            for k, mi in enumerate(micro):
+                denom = float(sum(len(seqs) for _, seqs in part_seqs))
+            micro = [
+                (q, seqs[s : s + cfg.micro_batch_size])
+                for q, seqs in part_seqs
+                for s in range(0, len(seqs), cfg.micro_batch_size)
+            ]
+            for k, (q, mi) in enumerate(micro):
+                ro_q, old, ref = parts[q], olds[q], refs[q]
                 ids, attn, cm, plen = _trim(
-                    ro.input_ids[mi], ro.attention_mask[mi], ro.completion_mask[mi], ro.prompt_len
+                    ro_q.input_ids[mi], ro_q.attention_mask[mi], ro_q.completion_mask[mi], ro_q.prompt_len
                 )
                 with dist.no_sync(model, skip=k < len(micro) - 1):
                     with autocast(device, cfg.bf16):
@@ -97,7 +122,7 @@ def grpo_update(
                     loss, st = grpo_loss(
                         logp,
                         old_mi,
-                        adv[mi],
+                        advs[q][mi],
                         cm,
                         clip_eps=cfg.clip_eps,
                         ref_logp=ref[mi, : cm.shape[1]] if ref is not None else None,

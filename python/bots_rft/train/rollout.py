@@ -21,7 +21,14 @@ from ..llm.models import encode_chats
 from .config import ROLLOUT_ENGINES
 from .model import autocast, eval_mode, unwrap
 
-__all__ = ["Rollouts", "generate_rollouts", "completion_mask", "concat_rollouts"]
+__all__ = [
+    "Rollouts",
+    "PlannedRollouts",
+    "generate_rollouts",
+    "generate_planned_rollouts",
+    "completion_mask",
+    "concat_rollouts",
+]
 
 
 @dataclass
@@ -67,6 +74,72 @@ class Rollouts:
             self.texts,
             self.rewards,
         )
+
+
+@dataclass
+class PlannedRollouts:
+    """Rollouts of tasks that each have their own count (a plan: :meth:`bots_rft.BOTS.plan`).
+
+    Tasks with equal counts share one :class:`Rollouts` (``parts``, one per distinct count, fixed n
+    each), so generation, scoring and GRPO's groups work as for any batch; ``order[i]`` is
+    ``(part, position)``: where the batch's i-th task lies."""
+
+    parts: list[Rollouts]
+    order: list[tuple[int, int]]
+
+    @property
+    def num_tasks(self) -> int:
+        return len(self.order)
+
+    @property
+    def task_ids(self) -> list[int]:
+        return [int(self.parts[p].task_ids[i]) for p, i in self.order]
+
+    @property
+    def counts(self) -> list[int]:
+        """Each task's rollouts, in the batch's order."""
+        return [self.parts[p].n for p, _ in self.order]
+
+    def task_rewards(self) -> list[list[float]]:
+        """Each task's rewards (``counts[i]`` of them), in the batch's order; needs scored parts."""
+        rows = [p.rewards.tolist() if p.rewards is not None else None for p in self.parts]
+        if any(r is None for r in rows):
+            raise ValueError("rewards: the planned rollouts are not scored yet")
+        return [rows[p][i] for p, i in self.order]  # type: ignore[index]
+
+    def task_lengths(self) -> list[list[int]]:
+        """Each task's completion lengths in tokens, in the batch's order."""
+        lengths = [p.completion_mask.sum(1).tolist() for p in self.parts]
+        return [lengths[p][i * self.parts[p].n : (i + 1) * self.parts[p].n] for p, i in self.order]
+
+
+def generate_planned_rollouts(
+    model: Any,
+    tokenizer: Any,
+    chats: Sequence[Sequence[Message]],
+    task_ids: Sequence[int],
+    counts: Sequence[int],
+    **kwargs: Any,
+) -> PlannedRollouts:
+    """``counts[i]`` completions of ``chats[i]``: one :func:`generate_rollouts` call (same
+    ``kwargs``, either engine) per distinct count, smallest count first, tasks in the given order
+    within it. Deterministic given torch's global RNG, as :func:`generate_rollouts` is."""
+    if len(chats) != len(task_ids) or len(counts) != len(task_ids):
+        raise ValueError(
+            f"counts: expected one count and one chat per task ({len(task_ids)}), got {len(counts)} and {len(chats)}"
+        )
+    parts: list[Rollouts] = []
+    order: list[tuple[int, int]] = [(0, 0)] * len(task_ids)
+    for count in sorted(set(int(c) for c in counts)):
+        members = [i for i, c in enumerate(counts) if int(c) == count]
+        for position, i in enumerate(members):
+            order[i] = (len(parts), position)
+        parts.append(
+            generate_rollouts(
+                model, tokenizer, [chats[i] for i in members], [task_ids[i] for i in members], count, **kwargs
+            )
+        )
+    return PlannedRollouts(parts, order)
 
 
 def completion_mask(completion: torch.Tensor, eos_ids: Sequence[int]) -> torch.Tensor:

@@ -5,6 +5,9 @@ The method and its parameters come from :data:`bots_rft.methods.METHODS`. Every 
 is saved in bots-rft's checkpoint format (JSON plus raw arrays, checksummed; never a pickle), in the
 file the method table names.
 
+For ``method=bots-plan`` the selector is the BOTS posterior the trainer's plans draw from
+(:meth:`bots_rft.BOTS.plan`; the trainer rolls the plan out itself).
+
 The trainer builds the method's selector alone (``dynamic_sampling`` off) and, with dynamic
 sampling, runs DAPO's fill loop itself (:meth:`bots_rft.train.trainer.GRPOTrainer.fill_batch`);
 ``method=dynamic``'s generation batches then come from :class:`bots_rft.baselines.EpochOrder`.
@@ -66,15 +69,13 @@ def make_selector(
     """The selector ``cfg.method`` names, over ``num_tasks`` rows; ``weak``/``strong`` are the
     reference pass rates (NaN unknown) or None when the pool has none."""
     m = method(cfg.method)
-    if m.name == "bots-plan":
-        # The plan gives each task its own number of rollouts; this trainer generates, scores and
-        # trains on groups of one size (rollouts). BOTS.plan drives loops that take per-task counts.
-        raise ConfigError(
-            "method: 'bots-plan' chooses a rollout count per task, and bots train rolls out a fixed "
-            f"rollouts={cfg.rollouts} per task; use 'bots' here, or BOTS.plan in a loop that takes "
-            "per-task counts (docs/planning.md)"
-        )
     try:
+        if m.name == "bots-plan":
+            # The trainer plans each step itself (BOTS.plan on this posterior: tasks and counts,
+            # then its own generation of them), so the method's selector is the BOTS the plan
+            # draws from, with the method's parameters and without the simulator's callback.
+            bots = method("bots")
+            return bots.build(num_tasks, weak=weak, strong=strong, **_params(cfg, bots))
         if m.rolls_out or not cfg.dynamic_sampling:
             return m.build(num_tasks, weak=weak, strong=strong, rollout=rollout, **_params(cfg, m))
         if rollout is None:

@@ -15,6 +15,11 @@ Each step runs six stages, each a method of :class:`GRPOTrainer`, top to bottom 
 With DAPO's dynamic sampling (``method=dynamic``, or ``dynamic_sampling`` on top of a method),
 stages 1-3 repeat in :meth:`GRPOTrainer.fill_batch` until B tasks with informative groups are
 found; stage 4 then sees every group rolled out, the dropped ones included.
+
+With ``method=bots-plan``, stage 1 is :meth:`GRPOTrainer.plan_batch`'s plan (:meth:`bots_rft.BOTS.plan`:
+tasks and a rollout count for each under a budget of ``batch_size * rollouts``); each group of
+equal counts is rolled out and scored as its own batch, the selector learns every task's
+successes out of its own count, and the step's record charges the rollouts actually spent.
 """
 
 from __future__ import annotations
@@ -60,7 +65,7 @@ from .lora import adapt_policy
 from .model import load_policy, unwrap
 from .optimise import grpo_update
 from .pool_identity import compare_pools, grown_state, load_pool_ids, save_pool_ids
-from .rollout import Rollouts, concat_rollouts, generate_rollouts
+from .rollout import PlannedRollouts, Rollouts, concat_rollouts, generate_planned_rollouts, generate_rollouts
 from .scoring import VerifierErrors, register_config_verifiers, score_texts
 from .selection import load_selector, make_selector, save_selector, selector_file
 from .sft import sft_warmup
@@ -82,6 +87,8 @@ _RESUME_KEYS = (
     "lora_target_modules",
     "train_top_layers",
 )
+# ... and for bots-plan, the plan's bounds.
+_PLAN_KEYS = ("n_min", "n_max")
 # What a run writes into out_dir; a directory holding any is refused unless resuming or overwriting.
 _RUN_OUTPUTS = ("metrics.jsonl", "checkpoints", "tensorboard")
 
@@ -133,7 +140,20 @@ def _pick_record(picks: list[Picks]) -> dict[str, float]:
     return {key.removeprefix("bots/"): value for key, value in out.items()}
 
 
-def _calibration_record(picks: list[Picks], task_ids: list[int], successes: Any, trials: float) -> dict[str, float]:
+def _plan_record(counts: npt.NDArray[np.float64] | None) -> dict[str, Any]:
+    """A plan's rollouts per task (bots-plan only): ``rollout_counts`` (one per task id, in the
+    record's order), their mean ``rollouts_per_task`` and ``rollout_count_hist`` ({count: tasks})."""
+    if counts is None:
+        return {}
+    values, tasks = np.unique(counts.astype(np.int64), return_counts=True)
+    return {
+        "rollout_counts": counts.astype(np.int64).tolist(),
+        "rollouts_per_task": float(counts.mean()),
+        "rollout_count_hist": {str(v): int(c) for v, c in zip(values.tolist(), tasks.tolist())},
+    }
+
+
+def _calibration_record(picks: list[Picks], task_ids: list[int], successes: Any, trials: Any) -> dict[str, float]:
     """How well BOTS predicted the step's groups (:mod:`bots_rft.calibration`): ``calibration_brier``,
     ``calibration_ece``, ``calibration_spearman`` of the picks' posterior means at selection time
     against their k/n, and ``zero_variance_share`` (every selector)."""
@@ -154,16 +174,19 @@ class _Batch:
     share, and every group rolled out to find them (the batch itself without dynamic sampling)."""
 
     task_ids: list[int]
-    rollouts: Rollouts | None  # None when this rank's share is empty
+    rollouts: Rollouts | PlannedRollouts | None  # None when this rank's share is empty
     rolled_ids: npt.NDArray[np.int64]
     rolled_successes: npt.NDArray[np.float64]
+    # Each rolled-out group's rollouts (a plan's counts); None: ``rollouts`` each.
+    rolled_trials: npt.NDArray[np.float64] | None = None
 
 
 @dataclass
 class _StepResults:
     """The batch's outcome over all ranks, on every rank."""
 
-    rewards: npt.NDArray[np.float64]  # [B, n]
+    successes: npt.NDArray[np.float64]  # [B]: each task's rewards summed
+    reward_mean: float  # over every rollout of the batch
     lengths: list[int]  # completion tokens per rollout
     errors: VerifierErrors
     gen_s: float  # the slowest rank's
@@ -192,6 +215,11 @@ class GRPOTrainer:
             raise ConfigError(
                 f"batch_size/mini_batch_size: {cfg.batch_size}/{cfg.mini_batch} must be divisible by the "
                 f"{w} data-parallel processes"
+            )
+        if cfg.method == "bots-plan" and self.dist.enabled:
+            raise ConfigError(
+                f"method: 'bots-plan' trains on one process (its planned tasks have their own rollout counts, "
+                f"which this trainer does not split over data-parallel ranks), got {w} processes"
             )
         self.out_dir = Path(cfg.out_dir)
         self.ckpt_root = self.out_dir / "checkpoints"
@@ -242,7 +270,9 @@ class GRPOTrainer:
         # Every rank takes the same path through a step, so this comes from the config, not
         # from the selector only rank 0 holds.
         self.method = method(cfg.method)
-        self.dynamic_sampling = self.method.rolls_out or cfg.dynamic_sampling
+        # bots-plan rolls out per-task counts: the trainer plans and generates them itself.
+        self.plans = self.method.name == "bots-plan"
+        self.dynamic_sampling = (self.method.rolls_out and not self.plans) or cfg.dynamic_sampling
         self.selector: Any = None  # rank 0's; the other ranks follow its broadcasts
         if self.dist.is_main:
             self.selector = self._make_selector()
@@ -267,7 +297,7 @@ class GRPOTrainer:
         """The selector of ``method``; with dynamic sampling, the one that proposes each
         generation batch (for the method that rolls out itself, ``dynamic``: DAPO's epoch order,
         which the fill loop filters as the method's own selector would)."""
-        if self.method.rolls_out:
+        if self.method.rolls_out and not self.plans:
             return EpochOrder(len(self.pool), seed=self.cfg.seed)
         return make_selector(self.cfg.replace(dynamic_sampling=False), len(self.pool), self.weak, self.strong)
 
@@ -341,7 +371,7 @@ class GRPOTrainer:
         state = load_training_state(path, self.dist)
         adapt = self._check_pool(path, state["trainer"].get("pool")) if self.dist.is_main else None
         saved = state["trainer"].get("config", {})
-        for key in _RESUME_KEYS:
+        for key in _RESUME_KEYS + (_PLAN_KEYS if self.plans else ()):
             if key in saved and saved[key] != getattr(self.cfg, key):
                 raise ConfigError(
                     f"{key}: the checkpoint in {str(path)!r} was trained with {saved[key]!r}, now {getattr(self.cfg, key)!r}"
@@ -422,10 +452,13 @@ class GRPOTrainer:
         self.step += 1
         t0 = time.perf_counter()
         self._times = _StepTimes()
-        batch = self.fill_batch() if self.dynamic_sampling else self.one_batch()
+        if self.plans:
+            batch = self.plan_batch()
+        else:
+            batch = self.fill_batch() if self.dynamic_sampling else self.one_batch()
         results = self.gather_results(batch)
         self._stop_on_verifier_errors(results.errors)  # before the selector or the model learn from them
-        update_s = self.feed_selector(batch.rolled_ids, batch.rolled_successes)
+        update_s = self.feed_selector(batch.rolled_ids, batch.rolled_successes, batch.rolled_trials)
         t_train = time.perf_counter()
         stats = self.optimise(batch.rollouts)
         train_s = time.perf_counter() - t_train
@@ -436,6 +469,31 @@ class GRPOTrainer:
         ids = self.select_batch(self.cfg.batch_size)
         ro = self.score(self.roll_out(ids))
         return _Batch(ids, ro, np.asarray(ids, dtype=np.int64), self.gather_successes(ro))
+
+    def plan_batch(self) -> _Batch:
+        """BOTS-Plan: plan tasks and a rollout count for each (:meth:`select_plan`), roll each
+        task out its count of times (:meth:`roll_out_plan`), score them: the batch, every group
+        of which is trained on and fed to the selector with its own count as trials."""
+        ids, counts = self.select_plan()
+        ro = self.roll_out_plan(ids, counts)
+        for part in ro.parts:
+            self.score(part)
+        successes = np.asarray([sum(r) for r in ro.task_rewards()], dtype=np.float64)
+        return _Batch(ids, ro, np.asarray(ids, dtype=np.int64), successes, np.asarray(counts, dtype=np.float64))
+
+    def select_plan(self) -> tuple[list[int], list[int]]:
+        """Stage 1 for bots-plan (rank 0's BOTS): the plan with the most expected informative
+        groups under a budget of ``batch_size * rollouts`` rollouts, ``n_min <= counts <= n_max``
+        (:meth:`bots_rft.BOTS.plan`; one selection of the random stream): ids and counts."""
+        cfg = self.cfg
+        plan: tuple[list[int], list[int]] | None = None
+        if self.dist.is_main:
+            t = time.perf_counter()
+            chosen = self.selector.plan(cfg.batch_size * cfg.rollouts, cfg.n_min, cfg.n_max)
+            plan = ([int(i) for i in chosen.ids], [int(c) for c in chosen.counts])
+            self._times.select_s += time.perf_counter() - t
+            self._times.picks.append(self.selector.explain(plan[0]))
+        return self.dist.broadcast(plan)  # type: ignore[no-any-return]
 
     def fill_batch(self) -> _Batch:
         """DAPO's dynamic sampling (Yu et al., 2025): select ``oversample * B`` tasks not yet
@@ -501,26 +559,39 @@ class GRPOTrainer:
         mine = self.dist.shard(ids)
         if not mine:
             return None
-        cfg = self.cfg
         t = time.perf_counter()
         with self.dist.full_params(self.model):
             ro = generate_rollouts(
-                self.model,
-                self.tok,
-                [self.chats[i] for i in mine],
-                mine,
-                cfg.rollouts,
-                max_new_tokens=cfg.max_new_tokens,
-                temperature=cfg.temperature,
-                top_p=cfg.top_p,
-                batch_size=cfg.generation_batch_size,
-                max_prompt_tokens=cfg.max_prompt_tokens,
-                bf16=cfg.bf16,
-                engine=cfg.rollout_engine,
+                self.model, self.tok, [self.chats[i] for i in mine], mine, self.cfg.rollouts, **self._sampling()
             )
         self._times.gen_s += time.perf_counter() - t
         self._times.gen_tokens += int(ro.completion_mask.sum())
         return ro
+
+    def roll_out_plan(self, ids: list[int], counts: list[int]) -> PlannedRollouts:
+        """Stage 2 for bots-plan: task ``ids[i]`` sampled ``counts[i]`` times, one generation
+        batch per distinct count (either rollout engine)."""
+        t = time.perf_counter()
+        with self.dist.full_params(self.model):
+            ro = generate_planned_rollouts(
+                self.model, self.tok, [self.chats[i] for i in ids], ids, counts, **self._sampling()
+            )
+        self._times.gen_s += time.perf_counter() - t
+        self._times.gen_tokens += sum(int(p.completion_mask.sum()) for p in ro.parts)
+        return ro
+
+    def _sampling(self) -> dict[str, Any]:
+        """How rollouts are sampled (:func:`.rollout.generate_rollouts`' keywords)."""
+        cfg = self.cfg
+        return {
+            "max_new_tokens": cfg.max_new_tokens,
+            "temperature": cfg.temperature,
+            "top_p": cfg.top_p,
+            "batch_size": cfg.generation_batch_size,
+            "max_prompt_tokens": cfg.max_prompt_tokens,
+            "bf16": cfg.bf16,
+            "engine": cfg.rollout_engine,
+        }
 
     def score(self, ro: Rollouts | None) -> Rollouts | None:
         """Stage 3: ``ro.rewards`` from the pool's verifiers; verifier errors are tallied for
@@ -553,6 +624,18 @@ class GRPOTrainer:
     def gather_results(self, batch: _Batch) -> _StepResults:
         """Every rank's rewards, response lengths, timings and verifier errors, on every rank."""
         ro = batch.rollouts
+        if isinstance(ro, PlannedRollouts):  # one process (see __init__): each task its own count
+            task_rewards = ro.task_rewards()
+            flat = np.asarray([r for rs in task_rewards for r in rs], dtype=np.float64)
+            return _StepResults(
+                successes=np.asarray([sum(rs) for rs in task_rewards], dtype=np.float64),
+                reward_mean=float(flat.mean()),
+                lengths=[x for ls in ro.task_lengths() for x in ls],
+                errors=self._step_errors,
+                gen_s=self._times.gen_s,
+                reward_s=self._times.reward_s,
+                gen_tokens=self._times.gen_tokens,
+            )
         parts = self.dist.gather(
             (
                 [] if ro is None else ro.rewards.tolist(),  # type: ignore[union-attr]
@@ -565,7 +648,8 @@ class GRPOTrainer:
             len(batch.task_ids), self.cfg.rollouts
         )
         return _StepResults(
-            rewards=rewards,
+            successes=rewards.sum(axis=1),
+            reward_mean=float(rewards.mean()),
             lengths=[x for p in parts for x in p[1]],
             errors=VerifierErrors.merged(p[3] for p in parts),
             gen_s=max(p[2].gen_s for p in parts),
@@ -573,16 +657,22 @@ class GRPOTrainer:
             gen_tokens=int(sum(p[2].gen_tokens for p in parts)),
         )
 
-    def feed_selector(self, task_ids: npt.NDArray[np.int64], successes: npt.NDArray[np.float64]) -> float:
-        """Stage 4 (rank 0): the selector learns every rolled-out group's successes out of n, in
-        one update (one step of its clock); returns the seconds it took."""
+    def feed_selector(
+        self,
+        task_ids: npt.NDArray[np.int64],
+        successes: npt.NDArray[np.float64],
+        trials: npt.NDArray[np.float64] | None = None,
+    ) -> float:
+        """Stage 4 (rank 0): the selector learns every rolled-out group's successes out of its
+        trials (``trials``, a plan's counts; None: n each), in one update (one step of its
+        clock); returns the seconds it took."""
         if not self.dist.is_main:
             return 0.0
         t = time.perf_counter()
-        self.selector.update(task_ids, successes, float(self.cfg.rollouts))
+        self.selector.update(task_ids, successes, float(self.cfg.rollouts) if trials is None else trials)
         return time.perf_counter() - t
 
-    def optimise(self, ro: Rollouts | None) -> dict[str, float]:
+    def optimise(self, ro: Rollouts | PlannedRollouts | None) -> dict[str, float]:
         """Stage 5: GRPO updates on this rank's share of the batch (:func:`.optimise.grpo_update`),
         then the learning-rate schedule's step."""
         # From here on the step changes the weights: a signal lets it finish (see _on_signal).
@@ -608,19 +698,24 @@ class GRPOTrainer:
         """Stage 6: the step's metrics record (collective: sums the ranks' trained tokens)."""
         cfg = self.cfg
         train_tokens = self.dist.sum(stats.get("train_tokens", 0.0))
-        extra = (len(batch.rolled_ids) - len(batch.task_ids)) * cfg.rollouts  # dynamic sampling's waste
-        rollouts = cfg.batch_size * cfg.rollouts + extra
+        counts = batch.rolled_trials  # a plan's (its tasks are the batch); None: rollouts each
+        trials: Any = float(cfg.rollouts) if counts is None else counts
+        if counts is None:
+            extra = (len(batch.rolled_ids) - len(batch.task_ids)) * cfg.rollouts  # dynamic sampling's waste
+            rollouts = cfg.batch_size * cfg.rollouts + extra
+        else:  # charged what the plan spent
+            extra, rollouts = 0, int(counts.sum())
         self.cum_rollouts += rollouts
         self.cum_gen_tokens += results.gen_tokens
-        successes = results.rewards.sum(axis=1)
-        ratios = effective_ratios(successes, float(cfg.rollouts))
+        successes = results.successes
+        ratios = effective_ratios(successes, trials)
         gen_s, lengths = results.gen_s, results.lengths
         cap = self.selector.capability if isinstance(self.selector, BOTS) else None
         return {
             "kind": "train",
             "step": self.step,
             "method": cfg.method,
-            "reward_mean": float(results.rewards.mean()),
+            "reward_mean": results.reward_mean,
             "etr": ratios.etr,
             "below_one": ratios.below_one,
             "above_zero": ratios.above_zero,
@@ -647,7 +742,8 @@ class GRPOTrainer:
             "successes": successes.tolist(),
             **results.errors.record(),
             **_pick_record(self._times.picks),
-            **_calibration_record(self._times.picks, batch.task_ids, successes, float(cfg.rollouts)),
+            **_calibration_record(self._times.picks, batch.task_ids, successes, trials),
+            **_plan_record(counts),
             **{k: v for k, v in stats.items() if k != "train_tokens"},
         }
 
