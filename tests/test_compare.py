@@ -248,3 +248,17 @@ def test_warmup_only_writes_the_warmed_up_model_and_nothing_else(
     assert main([*argv, "--reuse"]) == 0  # ... and reused with it
     assert main([*argv[:-1], "--warmup-only", "sft_steps=0", "--out", str(tmp_path / "none")]) == 2
     assert "--warmup-only: needs sft_steps >= 1, got 0" in capsys.readouterr().err
+
+
+def test_reuse_accepts_runs_recorded_before_a_key_existed() -> None:
+    """A run recorded before a config key was added computed what the key's default computes:
+    reusing it is allowed while the key keeps its default, and refused (naming the key) when not."""
+    from bots_rft.commands.compare import _differences
+    from bots_rft.train.config import TrainConfig
+
+    now = TrainConfig(pool="p.parquet").to_dict()
+    recorded = {k: v for k, v in now.items() if k not in ("rollout_engine", "lora_r")}
+    assert _differences(recorded, now, sorted(now)) == []
+    changed = {**now, "lora_r": 8}
+    assert _differences(recorded, changed, sorted(now)) == ["lora_r=None then, 8 now"]
+    assert _differences({**recorded, "lr": 0.5}, now, ["lr"]) == [f"lr=0.5 then, {now['lr']!r} now"]

@@ -131,7 +131,18 @@ WARMUP_RECORD = "bots_compare_warmup.json"
 
 
 def _differences(recorded: dict[str, Any], current: dict[str, Any], keys: Any) -> list[str]:
-    return [f"{k}={recorded.get(k)!r} then, {current.get(k)!r} now" for k in keys if recorded.get(k) != current.get(k)]
+    """``key=then, now`` for every key whose value differs. A key the recorded config lacks was
+    added to the trainer after that run started; it differs only when it is now set to something
+    other than its default (a new key's default keeps what runs computed before it existed)."""
+    from ..train.config import TrainConfig
+
+    defaults = TrainConfig().to_dict()
+    out = []
+    for k in keys:
+        then = recorded[k] if k in recorded else defaults.get(k)
+        if then != current.get(k):
+            out.append(f"{k}={recorded.get(k)!r} then, {current.get(k)!r} now")
+    return out
 
 
 def _recorded_config(run_dir: Path) -> dict[str, Any] | None:
