@@ -203,3 +203,34 @@ def test_update_over_planned_groups_equals_the_fixed_size_update(tiny: tuple[Any
     assert s_plan == s_fixed and s_fixed["optimizer_updates"] == 2
     assert all(torch.equal(a, b) for a, b in zip(w_fixed, w_plan))
     assert not all(torch.equal(a, b) for a, b in zip(w_fixed, model.parameters()))  # it did train
+
+
+def test_evidence_quality_of_a_plan_run_uses_each_task_count() -> None:
+    """``bots compare``'s evidence table reads a bots-plan record's rates as successes over each
+    task's ``rollout_counts``, not over the config's ``rollouts``."""
+    from bots_rft.metrics import effective_probability, roc_auc
+    from bots_rft.report.training import RunCurves, evidence_quality
+
+    weak = np.array([0.0, 0.0, 0.0, 0.0, np.nan, 0.2])
+    strong = np.array([1.0, 0.5, 0.25, 1.0, 0.5, 0.2])
+    recs: list[dict[str, object]] = [{"kind": "config", "config": {"rollouts": 4, "batch_size": 4}}]
+    recs.append(
+        {"kind": "train", "step": 1, "task_ids": [3], "successes": [0], "rollout_counts": [4], "capability": 0.5}
+    )
+    # Under μ̃ = 0.5: p̃ = 0.5, 0.25, 0.125, 0.2 for tasks 0, 1, 2, 5; their rates 4/8, 1/2, 0/2, 1/6.
+    recs.append(
+        {
+            "kind": "train",
+            "step": 2,
+            "task_ids": [0, 1, 2, 5],
+            "successes": [4, 1, 0, 1],
+            "rollout_counts": [8, 2, 2, 6],
+            "capability": 0.7,
+        }
+    )
+    q = evidence_quality(RunCurves("bots-plan", recs), weak, strong)
+    p = np.array([0.5, 0.25, 0.125, 0.2])
+    assert q is not None and q["steps"] == 1
+    assert q["pearson"] == pytest.approx(np.corrcoef(p, [0.5, 0.5, 0.0, 1 / 6])[0, 1])
+    effective = np.array([True, True, False, True])
+    assert q["auc"] == pytest.approx(roc_auc(effective_probability(p, np.array([8, 2, 2, 6])), effective))  # type: ignore[arg-type]

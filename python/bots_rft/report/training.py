@@ -294,12 +294,16 @@ def evidence_quality(run: RunCurves, weak: np.ndarray, strong: np.ndarray) -> di
         if prev_mu is not None and ids is not None and succ is not None:
             idx = np.asarray(ids, dtype=np.int64)
             p = np.clip(prev_mu * strong[idx] + (1.0 - prev_mu) * weak[idx], 0.0, 1.0)
-            rate = np.asarray(succ, dtype=np.float64) / n
+            # A bots-plan record gives each task its own count; the others n each.
+            counts = rec.get("rollout_counts")
+            trials: Any = n if counts is None else np.asarray(counts, dtype=np.float64)
+            rate = np.asarray(succ, dtype=np.float64) / trials
             ok = ~np.isnan(p)
             if ok.sum() >= 3:
                 if np.ptp(p[ok]) > 0 and np.ptp(rate[ok]) > 0:
                     pears.append(pearson(p[ok], rate[ok]))
-                auc = roc_auc(effective_probability(p[ok], n), (rate[ok] > 0) & (rate[ok] < 1))
+                n_ok = trials if counts is None else trials[ok]
+                auc = roc_auc(effective_probability(p[ok], n_ok), (rate[ok] > 0) & (rate[ok] < 1))
                 if auc == auc:
                     aucs.append(auc)
         mu = rec.get("capability")
