@@ -2,7 +2,7 @@
 
 - :mod:`.config`: :class:`TrainConfig`, YAML/TOML loading and ``key=value`` overrides;
 - :mod:`.grpo`: advantages, log-probs, the clipped surrogate loss;
-- :mod:`.rollout`: batched sampling of n completions per task;
+- :mod:`.rollout`: batched sampling of n completions per task (or of a plan's own count per task);
 - :mod:`.trainer`: the loop as explicit stages (:class:`GRPOTrainer`, :func:`train`), DAPO's
   dynamic-sampling fill loop included; :mod:`.optimise`: the GRPO update of one step;
 - :mod:`.selection`: the run's selector from the method table, and its checkpoints
