@@ -64,7 +64,8 @@ def grpo_update(
     ``ro`` may be a plan's :class:`PlannedRollouts` (tasks with their own counts): each part is a
     batch of equal counts, so each task's advantages are normalised within its own group as
     always. The planned tasks, in the plan's order, are split into as many mini-batches as
-    ``batch_size / mini_batch_size`` (the updates the same config makes with fixed counts), and
+    ``batch_size / mini_batch_size`` (the updates the same config makes with fixed counts; fewer
+    when the plan has fewer tasks), and
     each update accumulates the gradient over every part's micro-batches with the normaliser of
     the whole mini-batch: under ``token-mean`` every completion token of the mini-batch weighs
     the same, under ``seq-mean-token-mean`` every sequence does, whichever group it belongs to
