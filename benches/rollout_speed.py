@@ -10,8 +10,13 @@ The engines alternate within each repetition (the first one swaps between repeti
 load from other processes on a shared machine falls on both alike. Tokens/s counts generated
 completion tokens (up to and including EOS) per second of the call, prompt encoding included.
 
-Writes ``benches/results/rollout_speed.json`` and ``.md``. Run: ``make bench-rollouts`` or
-``.venv/bin/python benches/rollout_speed.py --tasks 8,16 --reps 3``.
+``--int8`` wraps the policy in LoRA adapters (r 8, every linear layer, as
+``configs/smollm2_lora_cpu.yaml``) for every variant and adds ``fast+int8``: the fast engine
+sampling with the int8 twin (``rollout_precision: int8``, :mod:`bots_rft.train.sampling_copy`),
+built once before the timings as the trainer builds it once per run.
+
+Writes ``benches/results/rollout_speed.json`` and ``.md`` (``rollout_speed_lora_int8.*`` with
+``--int8``). Run: ``make bench-rollouts`` or ``.venv/bin/python benches/rollout_speed.py --reps 3``.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from typing import Any
 
 RESULTS = Path(__file__).parent / "results"
 ENGINES = ("hf", "fast")
+INT8 = "fast+int8"
 
 
 def cpu_model() -> str:
@@ -61,7 +67,7 @@ def prompts(count: int) -> list[Any]:
 
 
 def measure(
-    model: Any, tok: Any, chats: list[Any], n: int, engine: str, max_new_tokens: int, seed: int
+    model: Any, tok: Any, chats: list[Any], n: int, engine: str, max_new_tokens: int, seed: int, twin: Any = None
 ) -> dict[str, Any]:
     import torch
 
@@ -77,7 +83,8 @@ def measure(
         n,
         max_new_tokens=max_new_tokens,
         batch_size=len(chats) * n,
-        engine=engine,
+        engine="fast" if engine == INT8 else engine,
+        sampler=twin if engine == INT8 else None,
     )
     seconds = time.perf_counter() - t
     tokens = int(ro.completion_mask.sum())
@@ -90,23 +97,20 @@ def measure(
     }
 
 
-def summarise(runs: list[dict[str, Any]], sizes: list[int]) -> list[dict[str, Any]]:
+def summarise(runs: list[dict[str, Any]], sizes: list[int], variants: tuple[str, ...]) -> list[dict[str, Any]]:
     out = []
     for tasks in sizes:
         row: dict[str, Any] = {"tasks": tasks}
-        for engine in ENGINES:
-            rates = [r["tokens_per_s"] for r in runs if r["tasks"] == tasks and r["engine"] == engine]
-            row[engine] = statistics.median(rates)
-        # Per repetition, fast / hf of the pair measured back to back, then the median.
-        pairs = [
-            f["tokens_per_s"] / h["tokens_per_s"]
-            for h, f in zip(
-                [r for r in runs if r["tasks"] == tasks and r["engine"] == "hf"],
-                [r for r in runs if r["tasks"] == tasks and r["engine"] == "fast"],
-            )
-        ]
-        row["speedup"] = statistics.median(pairs)
-        row["speedups"] = pairs
+        base = [r for r in runs if r["tasks"] == tasks and r["engine"] == "hf"]
+        for engine in variants:
+            mine = [r for r in runs if r["tasks"] == tasks and r["engine"] == engine]
+            row[engine] = statistics.median(r["tokens_per_s"] for r in mine)
+            if engine != "hf":
+                # Per repetition, this variant / hf measured back to back, then the median.
+                pairs = [f["tokens_per_s"] / h["tokens_per_s"] for h, f in zip(base, mine)]
+                key = "speedup" if engine == "fast" else "speedup_int8"
+                row[key] = statistics.median(pairs)
+                row[key + "s"] = pairs
         out.append(row)
     return out
 
@@ -121,15 +125,26 @@ def markdown(doc: dict[str, Any]) -> str:
         "",
         f"Model `{doc['model']}`, {doc['rollouts']} rollouts per task, {doc['max_new_tokens']} new tokens at most, "
         f"temperature 1; medians of {doc['reps']} interleaved repetitions. Tokens/s = generated completion "
-        "tokens per second of `generate_rollouts`.",
+        "tokens per second of `generate_rollouts`."
+        + (" Policy wrapped in LoRA (r 8, all linear layers) for every variant." if doc["int8"] else ""),
         "",
-        "| tasks × rollouts | hf tokens/s | fast tokens/s | fast / hf |",
-        "|---|---:|---:|---:|",
     ]
-    for row in doc["summary"]:
-        lines.append(
-            f"| {row['tasks']} × {doc['rollouts']} | {row['hf']:.1f} | {row['fast']:.1f} | {row['speedup']:.2f}× |"
-        )
+    if doc["int8"]:
+        lines += [
+            "| tasks × rollouts | hf tokens/s | fast tokens/s | fast+int8 tokens/s | fast / hf | fast+int8 / hf |",
+            "|---|---:|---:|---:|---:|---:|",
+        ]
+        for row in doc["summary"]:
+            lines.append(
+                f"| {row['tasks']} × {doc['rollouts']} | {row['hf']:.1f} | {row['fast']:.1f} | {row[INT8]:.1f} | "
+                f"{row['speedup']:.2f}× | {row['speedup_int8']:.2f}× |"
+            )
+    else:
+        lines += ["| tasks × rollouts | hf tokens/s | fast tokens/s | fast / hf |", "|---|---:|---:|---:|"]
+        for row in doc["summary"]:
+            lines.append(
+                f"| {row['tasks']} × {doc['rollouts']} | {row['hf']:.1f} | {row['fast']:.1f} | {row['speedup']:.2f}× |"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -141,7 +156,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-new-tokens", type=int, default=64)
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--threads", type=int, default=1, help="torch threads (1: steadier on a shared machine)")
-    ap.add_argument("--out", default=str(RESULTS / "rollout_speed"), help="path stem for .json and .md")
+    ap.add_argument("--int8", action="store_true", help="LoRA policy; add the fast engine with the int8 twin")
+    ap.add_argument("--out", default=None, help="path stem for .json and .md (default: benches/results/...)")
     args = ap.parse_args(argv)
 
     import torch
@@ -153,20 +169,30 @@ def main(argv: list[str] | None = None) -> int:
     sizes = [int(s) for s in args.tasks.split(",")]
     chats = prompts(max(sizes))
     model, tok = load_policy(args.model, "cpu", "auto", 0)
+    variants: tuple[str, ...] = ENGINES
+    twin = None
+    if args.int8:
+        from bots_rft.train.config import TrainConfig
+        from bots_rft.train.lora import adapt_policy
+        from bots_rft.train.sampling_copy import int8_twin
+
+        model = adapt_policy(model, TrainConfig(pool="-", lora_r=8, lora_alpha=16))
+        twin = int8_twin(model)
+        variants = (*ENGINES, INT8)
     load_before = round(os.getloadavg()[0], 2)
-    # Warm-up: one small call per engine (first-call allocations, lazy imports).
-    for engine in ENGINES:
-        measure(model, tok, chats[:2], 2, engine, 4, seed=0)
+    # Warm-up: one small call per variant (first-call allocations, lazy imports).
+    for engine in variants:
+        measure(model, tok, chats[:2], 2, engine, 4, seed=0, twin=twin)
     runs: list[dict[str, Any]] = []
     for rep in range(args.reps):
-        order = ENGINES if rep % 2 == 0 else ENGINES[::-1]
+        order = variants if rep % 2 == 0 else variants[::-1]
         for tasks in sizes:
             for engine in order:
-                r = measure(model, tok, chats[:tasks], args.rollouts, engine, args.max_new_tokens, seed=rep)
+                r = measure(model, tok, chats[:tasks], args.rollouts, engine, args.max_new_tokens, seed=rep, twin=twin)
                 r["rep"] = rep
                 runs.append(r)
                 print(
-                    f"rep {rep} tasks {tasks:3d} {engine:4s}: {r['tokens']:5d} tokens in {r['seconds']:7.1f} s "
+                    f"rep {rep} tasks {tasks:3d} {engine:9s}: {r['tokens']:5d} tokens in {r['seconds']:7.1f} s "
                     f"= {r['tokens_per_s']:6.1f} tokens/s",
                     flush=True,
                 )
@@ -183,12 +209,13 @@ def main(argv: list[str] | None = None) -> int:
         "rollouts": args.rollouts,
         "max_new_tokens": args.max_new_tokens,
         "reps": args.reps,
+        "int8": args.int8,
         "load_before": load_before,
         "load_after": round(os.getloadavg()[0], 2),
         "runs": runs,
-        "summary": summarise(runs, sizes),
+        "summary": summarise(runs, sizes, variants),
     }
-    stem = Path(args.out)
+    stem = Path(args.out) if args.out else RESULTS / ("rollout_speed_lora_int8" if args.int8 else "rollout_speed")
     stem.parent.mkdir(parents=True, exist_ok=True)
     stem.with_suffix(".json").write_text(json.dumps(doc, indent=2) + "\n")
     stem.with_suffix(".md").write_text(markdown(doc))

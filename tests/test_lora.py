@@ -96,6 +96,7 @@ def test_lora_checkpoint_holds_only_the_adapter(toy_pool: Path, tmp_path: Path) 
         pytest.param(LORA, id="lora+fast"),
         pytest.param(dict(lora_r=4, train_top_layers=1), id="lora-top-layer"),
         pytest.param(dict(train_top_layers=1, rollout_engine="fast"), id="top-layer"),
+        pytest.param(dict(LORA, rollout_precision="int8"), id="lora+fast+int8"),
     ],
 )
 def test_resume_is_exact(mode: dict[str, Any], toy_pool: Path, tmp_path: Path) -> None:
@@ -142,6 +143,8 @@ def test_resume_with_another_lora_rank_is_refused(toy_pool: Path, tmp_path: Path
         (dict(lora_r=4, lora_target_modules="q_proj;v_proj"), r"lora_target_modules: .*q_proj;v_proj"),
         (dict(train_top_layers=0), r"train_top_layers: .*0"),
         (dict(rollout_engine="vllm"), r"rollout_engine: .*vllm"),
+        (dict(rollout_precision="fp16"), r"rollout_precision: .*fp16"),
+        (dict(rollout_precision="int8"), r"rollout_precision: .*lora_r or train_top_layers.*int8"),
     ],
 )
 def test_bad_settings_name_their_key(overrides: dict[str, Any], match: str, toy_pool: Path, tmp_path: Path) -> None:
@@ -162,3 +165,25 @@ def test_settings_the_model_lacks_name_their_key(
 ) -> None:
     with pytest.raises(ConfigError, match=match):
         GRPOTrainer(cfg(toy_pool, tmp_path, **overrides))
+
+
+def test_int8_twin_shares_the_trainable_weights_and_quantizes_the_frozen(toy_pool: Path, tmp_path: Path) -> None:
+    """rollout_precision=int8 samples with a twin whose frozen linear layers are int8 and whose
+    adapter tensors are the policy's own (so it follows every update); the policy, which the loss
+    uses, keeps its float32 layers; the twin's next-token distribution stays close to the policy's."""
+    from torch.ao.nn.quantized.dynamic import Linear as Int8Linear
+
+    trainer, _ = _run(cfg(toy_pool, tmp_path, **LORA, rollout_precision="int8"))
+    twin = trainer._int8_twin()
+    assert twin is trainer._int8_twin()  # built once
+    policy = dict(trainer.model.named_parameters())
+    mine = dict(twin.named_parameters())
+    trainable = [n for n, p in policy.items() if p.requires_grad]
+    assert trainable and all(mine[n] is policy[n] for n in trainable)
+    assert any(isinstance(m, Int8Linear) for m in twin.modules())
+    assert not any(isinstance(m, Int8Linear) for m in trainer.model.modules())
+    ids = torch.randint(0, 200, (2, 9), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        p = torch.softmax(trainer.model(input_ids=ids).logits, -1)
+        q = torch.softmax(twin(input_ids=ids).logits, -1)
+    assert float((p - q).abs().sum(-1).max()) / 2 < 0.05  # total variation per position

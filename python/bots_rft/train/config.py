@@ -28,10 +28,12 @@ from ..methods import (
     method_names,
 )
 
-__all__ = ["TrainConfig", "METHODS", "ROLLOUT_ENGINES", "load_config", "parse_overrides"]
+__all__ = ["TrainConfig", "METHODS", "ROLLOUT_ENGINES", "ROLLOUT_PRECISIONS", "load_config", "parse_overrides"]
 
 #: Rollout engines (``rollout_engine``): Hugging Face ``generate``, or the shared-prefix decode loop.
 ROLLOUT_ENGINES = ("hf", "fast")
+#: ``rollout_precision``: sample with the policy itself, or with an int8 twin (frozen weights int8).
+ROLLOUT_PRECISIONS = ("fp32", "int8")
 
 #: What a resumed run does when the selection parameters differ from the checkpoint's.
 RESUME_PARAMS = ("error", "config", "checkpoint")
@@ -106,6 +108,9 @@ class TrainConfig:
     # hf: transformers' generate; fast: each prompt encoded once for its n rollouts, the prompts'
     # common prefix once, finished rows leave the batch (same sampling distribution)
     rollout_engine: str = "hf"
+    # fp32: sample with the policy; int8 (CPU, with lora_r or train_top_layers): with a twin whose
+    # frozen linear layers are int8 (faster; the loss's log-probs still come from the policy)
+    rollout_precision: str = "fp32"
     lr: float = 1e-6
     warmup_steps: int = 10
     weight_decay: float = 0.1
@@ -223,6 +228,10 @@ class TrainConfig:
             raise bad("loss_agg", "expected 'token-mean' or 'seq-mean-token-mean'")
         if self.rollout_engine not in ROLLOUT_ENGINES:
             raise bad("rollout_engine", f"expected one of {list(ROLLOUT_ENGINES)}")
+        if self.rollout_precision not in ROLLOUT_PRECISIONS:
+            raise bad("rollout_precision", f"expected one of {list(ROLLOUT_PRECISIONS)}")
+        if self.rollout_precision == "int8" and not self.lora_r and self.train_top_layers is None:
+            raise bad("rollout_precision", "'int8' quantizes the frozen weights: set lora_r or train_top_layers")
         if not isinstance(self.lora_r, int) or isinstance(self.lora_r, bool) or self.lora_r < 0:
             raise bad("lora_r", "must be an integer >= 0 (0: no LoRA)")
         if not isinstance(self.lora_alpha, int) or isinstance(self.lora_alpha, bool) or self.lora_alpha < 1:

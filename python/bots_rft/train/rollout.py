@@ -188,15 +188,18 @@ def generate_rollouts(
     bf16: bool = True,
     synced_gpus: bool = False,
     engine: str = "hf",
+    sampler: Any = None,
 ) -> Rollouts:
     """``n`` completions for each chat; torch's global RNG drives the sampling (seed it for
     reproducible rollouts). ``greedy`` decodes deterministically (evaluation). ``engine`` is one
     of :data:`ROLLOUT_ENGINES`; ``batch_size`` bounds the sequences decoded together (the fast
-    engine rolls out ``batch_size // n`` tasks at a time, at least one)."""
+    engine rolls out ``batch_size // n`` tasks at a time, at least one). ``sampler``: the module
+    that samples when not ``model`` itself (an int8 twin, :mod:`.sampling_copy`)."""
     if engine not in ROLLOUT_ENGINES:
         raise ConfigError(f"rollout_engine: expected one of {list(ROLLOUT_ENGINES)}, got {engine!r}")
     net = unwrap(model)
     device = next(net.parameters()).device
+    draw = net if sampler is None else sampler
     pad = int(tokenizer.pad_token_id)
     eos = _eos_ids(model)
     prompts: list[torch.Tensor] = []
@@ -214,7 +217,7 @@ def generate_rollouts(
                 unpadded = [row[m.bool()].tolist() for row, m in zip(ids, mask)]
                 completions.append(
                     sample_completions(
-                        net,
+                        draw,
                         unpadded,
                         n,
                         max_new_tokens=max_new_tokens,
@@ -232,7 +235,7 @@ def generate_rollouts(
             for start in range(0, len(flat), batch_size):
                 idx = flat[start : start + batch_size]
                 enc = encode_chats(tokenizer, [chats[i] for i in idx], device, max_prompt_tokens)
-                seqs = net.generate(
+                seqs = draw.generate(
                     **enc,
                     max_new_tokens=max_new_tokens,
                     eos_token_id=eos or None,

@@ -66,6 +66,7 @@ from .model import load_policy, unwrap
 from .optimise import grpo_update
 from .pool_identity import compare_pools, grown_state, load_pool_ids, save_pool_ids
 from .rollout import PlannedRollouts, Rollouts, concat_rollouts, generate_planned_rollouts, generate_rollouts
+from .sampling_copy import int8_twin
 from .scoring import VerifierErrors, register_config_verifiers, score_texts
 from .selection import load_selector, make_selector, save_selector, selector_file
 from .sft import sft_warmup
@@ -276,6 +277,7 @@ class GRPOTrainer:
         self.selector: Any = None  # rank 0's; the other ranks follow its broadcasts
         if self.dist.is_main:
             self.selector = self._make_selector()
+        self._twin: Any = None  # rollout_precision=int8's sampling twin, built at the first rollout
         self.step = 0
         self.cum_rollouts = 0
         self.cum_gen_tokens = 0
@@ -591,7 +593,18 @@ class GRPOTrainer:
             "max_prompt_tokens": cfg.max_prompt_tokens,
             "bf16": cfg.bf16,
             "engine": cfg.rollout_engine,
+            "sampler": self._int8_twin(),
         }
+
+    def _int8_twin(self) -> Any:
+        """With ``rollout_precision=int8``: the policy's twin with int8 frozen weights, built at
+        the first rollout (after any warm-up or resume) and kept: it shares the trainable
+        weights, so it follows every update (:mod:`.sampling_copy`)."""
+        if self.cfg.rollout_precision != "int8":
+            return None
+        if self._twin is None:
+            self._twin = int8_twin(self.model)
+        return self._twin
 
     def score(self, ro: Rollouts | None) -> Rollouts | None:
         """Stage 3: ``ro.rewards`` from the pool's verifiers; verifier errors are tallied for
