@@ -150,3 +150,30 @@ def test_shipped_gpu_spec_scales_the_cpu_one() -> None:
     )
     assert cpu.families == gpu.families and gpu.per_level > cpu.per_level
     assert (cpu.system_prompt, cpu.answer_mode) == (gpu.system_prompt, gpu.answer_mode)
+
+
+@pytest.mark.parametrize(
+    ("extra", "text"),
+    [
+        (["--config", "nope.yaml", "--out", "p"], "--config"),
+        (["--config", "bad.yaml", "--out", "p"], "answer_mode: expected one of"),
+        (["--config", "spread.yaml", "--out", "empty", "--histogram", "x"], "train.parquet"),
+        (["--config", "spread.yaml", "--out", "empty", "--histogram", " , "], "--histogram: expected comma-separated"),
+    ],
+)
+def test_cli_bad_input_exits_2_naming_it_and_writes_nothing(
+    spec_path: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    extra: list[str],
+    text: str,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "bad.yaml").write_text("families: {chain_sum: [0]}\nanswer_mode: number\n", encoding="utf-8")
+    (tmp_path / "empty").mkdir()
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    assert main(["data", "spread", *extra]) == 2
+    err = capsys.readouterr().err
+    assert text in err and "Traceback" not in err
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before
