@@ -268,7 +268,11 @@ def save_checkpoint(
     if dist_.is_main:
         if adapter:
             # peft writes adapter_model.safetensors + adapter_config.json (no pickles).
-            getattr(model, "module", model).save_pretrained(str(tmp / ADAPTER_DIR), safe_serialization=True)
+            # The embeddings never train through the adapter: saying so also spares peft a look
+            # for the base model's config (and its warning when there is none, as for a GGUF).
+            getattr(model, "module", model).save_pretrained(
+                str(tmp / ADAPTER_DIR), safe_serialization=True, save_embedding_layers=False
+            )
         else:
             save_tree(tmp, "model", weights)
         save_tree(tmp, "optimizer", optim)
