@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from ..config_files import read_mapping
 from ..errors import ConfigError, InvalidArgumentError
 from ..rewards.extract import ANSWER_MODE_KEY, FORMAT_WEIGHT_KEY, answer_mode_of, format_weight_of
 from .gym import gym_rows
@@ -89,26 +90,7 @@ def load_spread_spec(path: str | Path) -> SpreadSpec:
     """A validated :class:`SpreadSpec` from a YAML (``.yaml``/``.yml``) or TOML file; unknown
     keys and bad values are :class:`ConfigError` naming the key and value."""
     p = Path(path)
-    if not p.is_file():
-        raise ConfigError(f"config: file {str(p)!r} does not exist")
-    text = p.read_text(encoding="utf-8")
-    try:
-        if p.suffix.lower() == ".toml":
-            from ..train.config import _toml
-
-            data: Any = _toml().loads(text)
-        elif p.suffix.lower() in (".yaml", ".yml"):
-            import yaml  # type: ignore[import-untyped]
-
-            data = yaml.safe_load(text) or {}
-        else:
-            raise ConfigError(f"config: {str(p)!r} must end in .yaml, .yml or .toml")
-    except ConfigError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - parser errors have many types
-        raise ConfigError(f"config: cannot parse {str(p)!r}: {exc}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"config: {str(p)!r} must hold a mapping of keys, got {type(data).__name__}")
+    data = read_mapping(p)
     known = set(SpreadSpec.__dataclass_fields__)
     unknown = sorted(set(data) - known)
     if unknown:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, get_type_hints
 
+from ..config_files import read_mapping
 from ..errors import BotsError, ConfigError
 from ..methods import (
     ADAPTIVE_LAM,
@@ -374,41 +375,13 @@ def parse_overrides(pairs: list[str]) -> dict[str, Any]:
     return out
 
 
-def _toml() -> Any:
-    try:
-        import tomllib  # type: ignore[import-not-found,unused-ignore]  # Python >= 3.11
-    except ImportError:
-        try:
-            import tomli as tomllib  # type: ignore[import-not-found,no-redef,unused-ignore]
-        except ImportError:
-            raise ConfigError("config: TOML files need Python >= 3.11 or the tomli package; use YAML") from None
-    return tomllib
-
-
 def load_config(path: str | Path | None = None, overrides: list[str] | dict[str, Any] | None = None) -> TrainConfig:
     """A validated config from a YAML (``.yaml``/``.yml``) or TOML (``.toml``) file, then
     ``overrides``. Nested tables ``[train]``/``train:`` are accepted as the top level."""
     data: dict[str, Any] = {}
     if path is not None:
         p = Path(path)
-        if not p.is_file():
-            raise ConfigError(f"config: file {str(p)!r} does not exist")
-        text = p.read_text(encoding="utf-8")
-        try:
-            if p.suffix.lower() == ".toml":
-                loaded: Any = _toml().loads(text)
-            elif p.suffix.lower() in (".yaml", ".yml"):
-                import yaml  # type: ignore[import-untyped]
-
-                loaded = yaml.safe_load(text) or {}
-            else:
-                raise ConfigError(f"config: {str(p)!r} must end in .yaml, .yml or .toml")
-        except ConfigError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - parser errors have many types
-            raise ConfigError(f"config: cannot parse {str(p)!r}: {exc}") from None
-        if not isinstance(loaded, dict):
-            raise ConfigError(f"config: {str(p)!r} must hold a mapping of keys, got {type(loaded).__name__}")
+        loaded = read_mapping(p)
         if set(loaded) == {"train"} and isinstance(loaded["train"], dict):
             loaded = loaded["train"]
         _check_keys(loaded, f"config {p.name}")
