@@ -184,7 +184,7 @@ def _check_update(
     return feedback(task_ids, successes, trials, num_tasks)
 
 
-def _check_state(state: object, kind: str, num_tasks: int) -> dict[str, Any]:
+def check_state(state: object, kind: str, num_tasks: int) -> dict[str, Any]:
     """A state dict of this kind of selector over ``num_tasks`` tasks. A state that does not fit
     is a :class:`CheckpointError`, as for BOTS."""
     if not isinstance(state, dict):
@@ -236,7 +236,7 @@ class RandomSelector:
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        st = _check_state(state, self.kind, self.num_tasks)
+        st = check_state(state, self.kind, self.num_tasks)
         rng = np.random.default_rng()
         try:
             rng.bit_generator.state = st["rng"]
@@ -299,7 +299,7 @@ class OfflineSelector:
         return {"kind": self.kind, "num_tasks": self.num_tasks, "cursor": self._cursor}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        st = _check_state(state, self.kind, self.num_tasks)
+        st = check_state(state, self.kind, self.num_tasks)
         cursor = st.get("cursor")
         if isinstance(cursor, bool) or not isinstance(cursor, int) or not 0 <= cursor < self.num_tasks:
             raise CheckpointError(
@@ -377,7 +377,7 @@ class EpochOrder:
         """Restore :meth:`state_dict`'s output, or the state of a :class:`DynamicSampling` without
         a proposer (the same walk under that selector's kind)."""
         legacy = isinstance(state, dict) and state.get("kind") == DynamicSampling.kind
-        st = _check_state(state, DynamicSampling.kind if legacy else self.kind, self.num_tasks)
+        st = check_state(state, DynamicSampling.kind if legacy else self.kind, self.num_tasks)
         if legacy and st.get("proposer") is not None:
             raise CheckpointError("state: is a dynamic-sampling state with a proposer, whose picks are no epoch order")
         try:
@@ -564,7 +564,7 @@ class DynamicSampling:
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        st = _check_state(state, self.kind, self.num_tasks)
+        st = check_state(state, self.kind, self.num_tasks)
         order = EpochOrder(self.num_tasks, seed=self.seed)
         order.load_state_dict({**st, "kind": EpochOrder.kind})  # the walk, checked before anything changes
         try:

@@ -24,7 +24,7 @@ import numpy.typing as npt
 
 from .._validation import as_int, feedback, selectable
 from .._validation import batch_size as _check_batch
-from ..baselines import RolledBatch
+from ..baselines import RolledBatch, check_state
 from ..errors import CheckpointError, InvalidArgumentError, InvalidTypeError
 from ..methods import SEED
 
@@ -43,17 +43,6 @@ def restore_rng(state: Any) -> np.random.Generator:
     except (KeyError, TypeError, ValueError) as exc:
         raise CheckpointError(f"state: has an invalid rng entry ({exc})") from exc
     return rng
-
-
-def check_state(state: object, kind: str, num_tasks: int) -> dict[str, Any]:
-    """A state dict of this kind of selector over ``num_tasks`` tasks, or a CheckpointError."""
-    if not isinstance(state, dict):
-        raise CheckpointError(f"state: must be a dict, got {type(state).__name__}")
-    if state.get("kind") != kind:
-        raise CheckpointError(f"state: is for a {state.get('kind')!r} selector, not {kind!r}")
-    if state.get("num_tasks") != num_tasks:
-        raise CheckpointError(f"state: has num_tasks={state.get('num_tasks')!r}, this selector {num_tasks}")
-    return state
 
 
 def saved_array(state: dict[str, Any], key: str, shape: tuple[int, ...], dtype: Any) -> npt.NDArray[Any]:
