@@ -14,7 +14,7 @@ import os
 import threading
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -89,64 +89,40 @@ class Picks(NamedTuple):
     predicted: FloatArray
 
 
-class BOTS:
-    """Bayesian Online Task Selection over a pool of ``num_tasks`` tasks.
+_SelectorT = TypeVar("_SelectorT", bound="_SelectorParams")
 
-    Parameters map to the paper (section 3): ``lam`` is λ, the discount toward the prior;
-    ``rho`` is ρ, the weight of implicit evidence; ``target`` is p* in [0, 1]; ``n_rollouts``
-    is n, the pseudo sample size of implicit evidence; ``thompson`` picks posterior sampling
-    (else the posterior mean); ``tau`` > 0 samples the batch without replacement from
-    softmax(−|θ − p*| / τ) instead of taking the B tasks nearest p* (τ = 0, the paper's rule;
-    τ → 0 reduces to it); ``adaptive_rho`` halves ρ when predictions miss (see
-    :attr:`rho_in_use`); ``prior_alpha``/``prior_beta`` are α0/β0 (scalar or per task);
-    ``evidence`` is an :class:`Interpolation`, any :class:`~bots_rft.evidence.Estimator`, or any
-    :class:`ImplicitEvidence` plug-in (an object with ``predict``); the selector talks to all of
-    them through the :class:`~bots_rft.evidence.Estimator` interface.
-    ``threads=None`` uses every core; an int uses a pool of that size. Results never depend on it.
-    ``backend="rust"`` (the default) runs on the Rust core; ``backend="torch"`` with
-    ``device="cuda"`` (or ``"cpu"``) keeps the posterior in torch tensors on that device and
-    returns a :class:`bots_rft.backends.torch.TorchBOTS` with the same API and checkpoints.
-    ``prefetch=True`` (the default) runs each update's pass over the pool in the background,
-    fused with the selection the next :meth:`select` is expected to ask for, so that ``select``
-    finds it ready; ``prefetch=False`` runs that pass inside ``select``. Results are identical
-    either way (same ids, same posterior, bit for bit); only where the time is spent differs.
 
-    Parameters are read-only attributes (``sel.lam``, ``sel.rho``, ...): assigning one raises
-    AttributeError. :meth:`set_params` changes λ, ρ, p*, n or the sampling rule between steps,
-    validated and recorded in the next checkpoint.
-    """
+class _SelectorParams:
+    """What every BOTS backend shares (:class:`BOTS`, and the torch backend's ``TorchBOTS``, which
+    is deliberately not a BOTS: BOTS's constructor dispatches on ``backend``): the validated
+    parameters, their read-only properties, :meth:`set_params` and the presets. A backend's
+    ``__init__`` calls :meth:`_init_params`, then builds only its own state (the posterior, passes,
+    device). Hooks: ``_params_changed`` (after :meth:`set_params`) and ``_refuse_unsupported``
+    (for a backend that lacks a parameter)."""
 
-    def __new__(cls, *args: Any, backend: str = "rust", device: Any = None, **kwargs: Any) -> BOTS:
-        # ``backend="torch"`` builds the torch implementation instead (same API, same checkpoint
-        # layout; see :mod:`bots_rft.backends.torch`). It is a separate class, so Python does not
-        # run this class's ``__init__`` on it.
-        if _torch_backend(backend, device):
-            from .backends.torch import TorchBOTS
+    if TYPE_CHECKING:
+        # Every backend is built as ``cls(num_tasks, **parameters)`` (what the presets call).
+        def __init__(self, num_tasks: int, **parameters: Any) -> None: ...
 
-            return TorchBOTS(*args, device=device, **kwargs)  # type: ignore[return-value]
-        return super().__new__(cls)
-
-    def __init__(
+    def _init_params(
         self,
         num_tasks: int,
         *,
-        backend: str = "rust",
-        device: Any = None,
-        lam: float = 0.1,
-        rho: float = 0.1,
-        target: float = 0.5,
-        n_rollouts: float = 16,
-        thompson: bool = True,
-        prior_alpha: float | Any = 1.0,
-        prior_beta: float | Any = 1.0,
-        evidence: Estimator | ImplicitEvidence | None = None,
-        seed: int = 0,
-        threads: int | None = None,
-        prefetch: bool = True,
-        adaptive_rho: bool = False,
-        tau: float = 0.0,
-        adaptive_lam: bool = False,
-        lag_discount: float = 1.0,
+        lam: float,
+        rho: float,
+        target: float,
+        n_rollouts: float,
+        thompson: bool,
+        prior_alpha: float | Any,
+        prior_beta: float | Any,
+        evidence: Estimator | ImplicitEvidence | None,
+        seed: int,
+        threads: int | None,
+        prefetch: bool,
+        adaptive_rho: bool,
+        tau: float,
+        adaptive_lam: bool,
+        lag_discount: float,
     ) -> None:
         n = as_int(num_tasks, "num_tasks", minimum=1)
         self._num_tasks = n
@@ -169,40 +145,22 @@ class BOTS:
         self._lag_discount = _check_lag_discount(lag_discount)
         # Adaptive λ's smoothed drift statistic (None before the first update): state.
         self._drift: float | None = None
-        self._alpha = np.empty(n, dtype=np.float64)
-        self._beta = np.empty(n, dtype=np.float64)
-        self._alpha[:] = self._prior_alpha
-        self._beta[:] = self._prior_beta
         self._num_selections = 0
         self._num_updates = 0
-        # An update is validated (and the estimator advanced) when `update` is called; its O(N)
-        # pass then runs in the background (prefetch) fused with the next selection, or, without
-        # prefetch, waits here for the next `select`, which runs both in one fused pass. Anything
-        # that reads the posterior settles both first.
-        self._pending: _core.UpdateSpec | None = None
-        self._pass: _core.Pass | None = None
-        self._pass_role: _Speculation | _Draw | None = None
-        # The next selection computed ahead of time, for `select` to take if it asks for it.
-        self._speculation: _Speculation | None = None
-        # What the last `select` asked for (batch size, how many tasks it excluded): the shape of
-        # the next speculation. None until the first `select`.
-        self._last_request: tuple[int, int] | None = None
-        # Loosened k-th distances of past selections by batch size: let a selection prune from its
-        # first task. Only speed depends on them, so they are not checkpointed.
-        self._bound_hints: dict[int, float] = {}
-        self._stream = _Stream()
         self._lock = threading.RLock()
 
     # ----------------------------------------------------------------------------- presets
     @classmethod
-    def mopps(cls, num_tasks: int, **kwargs: Any) -> BOTS:
+    def mopps(cls: type[_SelectorT], num_tasks: int, **kwargs: Any) -> _SelectorT:
         """BOTS-MoPPS (paper appendix E.6): explicit evidence only, no discount, Thompson."""
         fixed = METHODS["mopps"].fixed
         _reject_fixed(kwargs, "mopps", tuple(fixed))
         return cls(num_tasks, **fixed, **kwargs)
 
     @classmethod
-    def dots(cls, num_tasks: int, evidence: Estimator | ImplicitEvidence, **kwargs: Any) -> BOTS:
+    def dots(
+        cls: type[_SelectorT], num_tasks: int, evidence: Estimator | ImplicitEvidence, **kwargs: Any
+    ) -> _SelectorT:
         """BOTS-DOTS (paper appendix E.6): latest evidence only (λ=ρ=1), greedy on the mean."""
         fixed = METHODS["dots"].fixed
         _reject_fixed(kwargs, "dots", (*fixed, "evidence"))
@@ -217,22 +175,6 @@ class BOTS:
 
     def __len__(self) -> int:
         return self._num_tasks
-
-    @property
-    def alpha(self) -> FloatArray:
-        """α of every task: a read-only snapshot (a copy), with every update made so far applied.
-        The posterior itself is never shared, because background passes write it; for a few
-        tasks use :meth:`posterior`."""
-        with self._lock:
-            self._flush_locked()
-            return _readonly(self._alpha.copy())
-
-    @property
-    def beta(self) -> FloatArray:
-        """β of every task (see :attr:`alpha`)."""
-        with self._lock:
-            self._flush_locked()
-            return _readonly(self._beta.copy())
 
     @property
     def evidence(self) -> Estimator | ImplicitEvidence | None:
@@ -358,6 +300,10 @@ class BOTS:
     def prior_beta(self) -> float | FloatArray:
         return _readonly_prior(self._prior_beta)
 
+    @property
+    def threads(self) -> int | None:
+        return self._threads
+
     def set_params(self, **changes: Any) -> None:
         """Change any of :data:`SETTABLE_PARAMS` (``lam``, ``rho``, ``target``, ``n_rollouts``,
         ``thompson``, ``adaptive_rho``, ``tau``, ``adaptive_lam``, ``lag_discount``) between steps.
@@ -389,15 +335,20 @@ class BOTS:
             "adaptive_lam": as_bool,
             "lag_discount": lambda value, _name: _check_lag_discount(value),
         }
+        self._refuse_unsupported(changes)
         checked = {name: checks[name](value, name) for name, value in changes.items()}
         with self._lock:
-            self._settle()
             for name, value in checked.items():
                 setattr(self, f"_{name}", value)
             if "rho" in checked:
                 self._rho_halvings = 0
-            self._speculation = None
-            self._speculate()
+            self._params_changed()
+
+    def _refuse_unsupported(self, changes: dict[str, Any]) -> None:
+        """A backend that does not implement some of SETTABLE_PARAMS refuses them here."""
+
+    def _params_changed(self) -> None:
+        """Called under the lock after set_params applied its changes (a backend's hook)."""
 
     def __setattr__(self, name: str, value: Any) -> None:
         # Assigning a parameter (sel.lam = 5) used to create a plain attribute the selector never
@@ -413,9 +364,128 @@ class BOTS:
             raise AttributeError(f"{name}: BOTS attributes are read-only")
         object.__delattr__(self, name)
 
+
+class BOTS(_SelectorParams):
+    """Bayesian Online Task Selection over a pool of ``num_tasks`` tasks.
+
+    Parameters map to the paper (section 3): ``lam`` is λ, the discount toward the prior;
+    ``rho`` is ρ, the weight of implicit evidence; ``target`` is p* in [0, 1]; ``n_rollouts``
+    is n, the pseudo sample size of implicit evidence; ``thompson`` picks posterior sampling
+    (else the posterior mean); ``tau`` > 0 samples the batch without replacement from
+    softmax(−|θ − p*| / τ) instead of taking the B tasks nearest p* (τ = 0, the paper's rule;
+    τ → 0 reduces to it); ``adaptive_rho`` halves ρ when predictions miss (see
+    :attr:`rho_in_use`); ``prior_alpha``/``prior_beta`` are α0/β0 (scalar or per task);
+    ``evidence`` is an :class:`Interpolation`, any :class:`~bots_rft.evidence.Estimator`, or any
+    :class:`ImplicitEvidence` plug-in (an object with ``predict``); the selector talks to all of
+    them through the :class:`~bots_rft.evidence.Estimator` interface.
+    ``threads=None`` uses every core; an int uses a pool of that size. Results never depend on it.
+    ``backend="rust"`` (the default) runs on the Rust core; ``backend="torch"`` with
+    ``device="cuda"`` (or ``"cpu"``) keeps the posterior in torch tensors on that device and
+    returns a :class:`bots_rft.backends.torch.TorchBOTS` with the same API and checkpoints.
+    ``prefetch=True`` (the default) runs each update's pass over the pool in the background,
+    fused with the selection the next :meth:`select` is expected to ask for, so that ``select``
+    finds it ready; ``prefetch=False`` runs that pass inside ``select``. Results are identical
+    either way (same ids, same posterior, bit for bit); only where the time is spent differs.
+
+    Parameters are read-only attributes (``sel.lam``, ``sel.rho``, ...): assigning one raises
+    AttributeError. :meth:`set_params` changes λ, ρ, p*, n or the sampling rule between steps,
+    validated and recorded in the next checkpoint.
+    """
+
+    def __new__(cls, *args: Any, backend: str = "rust", device: Any = None, **kwargs: Any) -> BOTS:
+        # ``backend="torch"`` builds the torch implementation instead (same API, same checkpoint
+        # layout; see :mod:`bots_rft.backends.torch`). It is a separate class, so Python does not
+        # run this class's ``__init__`` on it.
+        if _torch_backend(backend, device):
+            from .backends.torch import TorchBOTS
+
+            return TorchBOTS(*args, device=device, **kwargs)  # type: ignore[return-value]
+        return super().__new__(cls)
+
+    def __init__(
+        self,
+        num_tasks: int,
+        *,
+        backend: str = "rust",
+        device: Any = None,
+        lam: float = 0.1,
+        rho: float = 0.1,
+        target: float = 0.5,
+        n_rollouts: float = 16,
+        thompson: bool = True,
+        prior_alpha: float | Any = 1.0,
+        prior_beta: float | Any = 1.0,
+        evidence: Estimator | ImplicitEvidence | None = None,
+        seed: int = 0,
+        threads: int | None = None,
+        prefetch: bool = True,
+        adaptive_rho: bool = False,
+        tau: float = 0.0,
+        adaptive_lam: bool = False,
+        lag_discount: float = 1.0,
+    ) -> None:
+        self._init_params(
+            num_tasks,
+            lam=lam,
+            rho=rho,
+            target=target,
+            n_rollouts=n_rollouts,
+            thompson=thompson,
+            prior_alpha=prior_alpha,
+            prior_beta=prior_beta,
+            evidence=evidence,
+            seed=seed,
+            threads=threads,
+            prefetch=prefetch,
+            adaptive_rho=adaptive_rho,
+            tau=tau,
+            adaptive_lam=adaptive_lam,
+            lag_discount=lag_discount,
+        )
+        n = self._num_tasks
+        self._alpha = np.empty(n, dtype=np.float64)
+        self._beta = np.empty(n, dtype=np.float64)
+        self._alpha[:] = self._prior_alpha
+        self._beta[:] = self._prior_beta
+        # An update is validated (and the estimator advanced) when `update` is called; its O(N)
+        # pass then runs in the background (prefetch) fused with the next selection, or, without
+        # prefetch, waits here for the next `select`, which runs both in one fused pass. Anything
+        # that reads the posterior settles both first.
+        self._pending: _core.UpdateSpec | None = None
+        self._pass: _core.Pass | None = None
+        self._pass_role: _Speculation | _Draw | None = None
+        # The next selection computed ahead of time, for `select` to take if it asks for it.
+        self._speculation: _Speculation | None = None
+        # What the last `select` asked for (batch size, how many tasks it excluded): the shape of
+        # the next speculation. None until the first `select`.
+        self._last_request: tuple[int, int] | None = None
+        # Loosened k-th distances of past selections by batch size: let a selection prune from its
+        # first task. Only speed depends on them, so they are not checkpointed.
+        self._bound_hints: dict[int, float] = {}
+        self._stream = _Stream()
+
+    # ----------------------------------------------------------------------------- views
     @property
-    def threads(self) -> int | None:
-        return self._threads
+    def alpha(self) -> FloatArray:
+        """α of every task: a read-only snapshot (a copy), with every update made so far applied.
+        The posterior itself is never shared, because background passes write it; for a few
+        tasks use :meth:`posterior`."""
+        with self._lock:
+            self._flush_locked()
+            return _readonly(self._alpha.copy())
+
+    @property
+    def beta(self) -> FloatArray:
+        """β of every task (see :attr:`alpha`)."""
+        with self._lock:
+            self._flush_locked()
+            return _readonly(self._beta.copy())
+
+    def _params_changed(self) -> None:
+        # A speculation ranked with the old parameters; start one with the new.
+        self._settle()
+        self._speculation = None
+        self._speculate()
 
     def __repr__(self) -> str:
         p = self.params
@@ -1143,7 +1213,7 @@ def _readonly_prior(p: float | FloatArray) -> float | FloatArray:
     return _readonly(p) if isinstance(p, np.ndarray) else p
 
 
-def _param_differences(ours: BOTS, theirs: BOTS) -> list[str]:
+def _param_differences(ours: _SelectorParams, theirs: _SelectorParams) -> list[str]:
     """'name: this selector's value vs the state's' for every parameter that differs."""
     out = []
     mine, other = ours._params_dict(), theirs._params_dict()

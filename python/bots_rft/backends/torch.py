@@ -32,9 +32,7 @@ import importlib.util
 import inspect
 import math
 import os
-import threading
 from dataclasses import dataclass
-from types import MappingProxyType
 from typing import Any, NamedTuple, cast
 
 import numpy as np
@@ -45,15 +43,11 @@ from .._validation import (
     FloatArray,
     IntArray,
     _number,
-    as_bool,
     as_floats,
     as_ids,
     as_int,
     as_real,
     ids_in_pool,
-    in_closed_unit,
-    positive,
-    prior,
 )
 from .._validation import exclusion as _exclusion
 from ..checkpoint import read_checkpoint, write_checkpoint
@@ -63,33 +57,26 @@ from ..evidence import (
     ImplicitEvidence,
     Interpolation,
     StepEvidence,
-    as_estimator,
     checked_prediction,
     estimator_from_state,
     user_object,
 )
-from ..methods import METHODS
 from ..planning import Plan, allocate_rollouts, check_plan_args
 from ..selector import (
-    _MAX_SEED,
     _PARAMS_ON_LOAD,
     BOTS,
-    SETTABLE_PARAMS,
     STATE_FORMAT,
     STATE_VERSION,
     ParamsOnLoad,
     Picks,
-    _check_lag_discount,
-    _check_tau,
     _lam_for,
     _param_differences,
     _predictions_miss,
     _readonly,
-    _readonly_prior,
-    _reject_fixed,
     _reward_counts,
     _reward_map,
     _scalar_trials,
+    _SelectorParams,
     _smoothed_drift,
     lag_weighted,
     selector_state,
@@ -123,7 +110,7 @@ _SUPPORTED_SETTABLE = (
 _KNOWN_PARAMS = frozenset(_SUPPORTED_SETTABLE) | {"seed"}
 
 
-class TorchBOTS:
+class TorchBOTS(_SelectorParams):
     """:class:`~bots_rft.BOTS` with the posterior in torch tensors on ``device`` (see the module
     docstring for what differs). ``device``: a torch device or its name (None: ``"cuda"`` when
     available, else ``"cpu"``); ``dtype``: ``torch.float32`` (default) or ``torch.float64``, the
@@ -154,35 +141,32 @@ class TorchBOTS:
         **unknown: Any,
     ) -> None:
         _refuse_unknown_params(unknown)
+        # num_tasks is checked before the device, as it always was; then the shared parameters.
         n = as_int(num_tasks, "num_tasks", minimum=1)
         self._device = _as_device(device)
         self._dtype = _as_dtype(dtype)
-        self._num_tasks = n
-        self._lam = in_closed_unit(lam, "lam")
-        self._rho = in_closed_unit(rho, "rho")
-        self._target = in_closed_unit(target, "target")
-        self._tau = _check_tau(tau)
-        self._n_rollouts = positive(n_rollouts, "n_rollouts")
-        self._thompson = as_bool(thompson, "thompson")
-        self._prior_alpha = prior(prior_alpha, "prior_alpha", n)
-        self._prior_beta = prior(prior_beta, "prior_beta", n)
-        self._estimator = as_estimator(evidence, n)
-        self._seed = as_int(seed, "seed", minimum=0, maximum=_MAX_SEED)
-        if threads is not None:
-            as_int(threads, "threads", minimum=1, maximum=1024)
-        self._threads = threads
-        self._prefetch = as_bool(prefetch, "prefetch")
-        self._adaptive_rho = as_bool(adaptive_rho, "adaptive_rho")
-        self._rho_halvings = 0
-        self._adaptive_lam = as_bool(adaptive_lam, "adaptive_lam")
-        self._lag_discount = _check_lag_discount(lag_discount)
-        self._drift: float | None = None
+        self._init_params(
+            n,
+            lam=lam,
+            rho=rho,
+            target=target,
+            n_rollouts=n_rollouts,
+            thompson=thompson,
+            prior_alpha=prior_alpha,
+            prior_beta=prior_beta,
+            evidence=evidence,
+            seed=seed,
+            threads=threads,
+            prefetch=prefetch,
+            adaptive_rho=adaptive_rho,
+            tau=tau,
+            adaptive_lam=adaptive_lam,
+            lag_discount=lag_discount,
+        )
         self._prior_alpha_t = self._on_device(self._prior_alpha)
         self._prior_beta_t = self._on_device(self._prior_beta)
         self._alpha = self._full(self._prior_alpha, self._prior_alpha_t)
         self._beta = self._full(self._prior_beta, self._prior_beta_t)
-        self._num_selections = 0
-        self._num_updates = 0
         # The interpolation estimator's references on the device, for the estimator they belong
         # to (an Interpolation's references never change).
         self._references: tuple[Interpolation, torch.Tensor, torch.Tensor] | None = None
@@ -190,7 +174,6 @@ class TorchBOTS:
         # Thompson selection's (update and draw fused), or any read of the posterior.
         self._pending: _PendingUpdate | None = None
         self._kernels = _resolve_kernels(kernels, self._device, self._dtype, n)
-        self._lock = threading.RLock()
 
     def _on_device(self, p: float | FloatArray) -> torch.Tensor | None:
         return None if not isinstance(p, np.ndarray) else _to_device(p, self._device, self._dtype)
@@ -199,23 +182,6 @@ class TorchBOTS:
         if on_device is not None:
             return on_device.clone()
         return torch.full((self._num_tasks,), float(cast(float, p)), device=self._device, dtype=self._dtype)
-
-    # ----------------------------------------------------------------------------- presets
-    @classmethod
-    def mopps(cls, num_tasks: int, **kwargs: Any) -> TorchBOTS:
-        """BOTS-MoPPS on this backend (see :meth:`BOTS.mopps`)."""
-        fixed = METHODS["mopps"].fixed
-        _reject_fixed(kwargs, "mopps", tuple(fixed))
-        return cls(num_tasks, **fixed, **kwargs)
-
-    @classmethod
-    def dots(cls, num_tasks: int, evidence: Estimator | ImplicitEvidence, **kwargs: Any) -> TorchBOTS:
-        """BOTS-DOTS on this backend (see :meth:`BOTS.dots`)."""
-        fixed = METHODS["dots"].fixed
-        _reject_fixed(kwargs, "dots", (*fixed, "evidence"))
-        if evidence is None:
-            raise InvalidArgumentError("evidence: dots needs implicit evidence, got None", "evidence")
-        return cls(num_tasks, **fixed, evidence=evidence, **kwargs)
 
     # ----------------------------------------------------------------------------- views
     @property
@@ -237,13 +203,6 @@ class TorchBOTS:
         """``"triton"`` (fused Triton kernels for the update and the Thompson draw) or ``"torch"``
         (torch operations)."""
         return self._kernels
-
-    @property
-    def num_tasks(self) -> int:
-        return self._num_tasks
-
-    def __len__(self) -> int:
-        return self._num_tasks
 
     @property
     def alpha(self) -> FloatArray:
@@ -273,149 +232,15 @@ class TorchBOTS:
             self._settle()
             return self._beta.clone()
 
-    @property
-    def evidence(self) -> Estimator | ImplicitEvidence | None:
-        return cast("Estimator | ImplicitEvidence | None", user_object(self._estimator))
-
-    @property
-    def capability(self) -> float | None:
-        return self._estimator.capability if self._estimator is not None else None
-
-    @property
-    def num_selections(self) -> int:
-        return self._num_selections
-
-    @property
-    def num_updates(self) -> int:
-        return self._num_updates
-
-    @property
-    def params(self) -> MappingProxyType[str, Any]:
-        return MappingProxyType(self._params_dict())
-
     def _params_dict(self) -> dict[str, Any]:
         # BOTS's parameters that this backend does not implement are at their default (others are
         # refused), and are written as such: the checkpoint layout is BOTS's.
-        return _bots_param_defaults() | {
-            "lam": self._lam,
-            "rho": self._rho,
-            "target": self._target,
-            "n_rollouts": self._n_rollouts,
-            "thompson": self._thompson,
-            "seed": self._seed,
-            "adaptive_rho": self._adaptive_rho,
-            "tau": self._tau,
-            "adaptive_lam": self._adaptive_lam,
-            "lag_discount": self._lag_discount,
-        }
+        return _bots_param_defaults() | super()._params_dict()
 
-    @property
-    def lam(self) -> float:
-        return self._lam
-
-    @property
-    def rho(self) -> float:
-        return self._rho
-
-    @property
-    def target(self) -> float:
-        return self._target
-
-    @property
-    def n_rollouts(self) -> float:
-        return self._n_rollouts
-
-    @property
-    def thompson(self) -> bool:
-        return self._thompson
-
-    @property
-    def tau(self) -> float:
-        return self._tau
-
-    @property
-    def seed(self) -> int:
-        return self._seed
-
-    @property
-    def adaptive_rho(self) -> bool:
-        return self._adaptive_rho
-
-    @property
-    def adaptive_lam(self) -> bool:
-        return self._adaptive_lam
-
-    @property
-    def lag_discount(self) -> float:
-        """See :attr:`BOTS.lag_discount`."""
-        return self._lag_discount
-
-    @property
-    def rho_in_use(self) -> float:
-        """See :attr:`BOTS.rho_in_use`."""
-        return self._rho * 0.5**self._rho_halvings
-
-    @property
-    def lam_in_use(self) -> float:
-        """See :attr:`BOTS.lam_in_use`."""
-        return _lam_for(self._lam, self._drift) if self._adaptive_lam else self._lam
-
-    @property
-    def prior_alpha(self) -> float | FloatArray:
-        return _readonly_prior(self._prior_alpha)
-
-    @property
-    def prior_beta(self) -> float | FloatArray:
-        return _readonly_prior(self._prior_beta)
-
-    @property
-    def threads(self) -> int | None:
-        return self._threads
-
-    def set_params(self, **changes: Any) -> None:
-        """See :meth:`BOTS.set_params` (same parameters, checks and errors)."""
-        unknown = sorted(set(changes) - set(SETTABLE_PARAMS))
-        if unknown:
-            name = unknown[0]
-            why = (
-                "is fixed for a selector's life"
-                if name in ("seed", "prior_alpha", "prior_beta")
-                else "is not a parameter"
-            )
-            raise InvalidArgumentError(
-                f"{name}: {why}; set_params changes {', '.join(SETTABLE_PARAMS)}, got {name}={changes[name]!r}", name
-            )
+    def _refuse_unsupported(self, changes: dict[str, Any]) -> None:
         for name in changes:
             if name not in _SUPPORTED_SETTABLE:
                 raise UnsupportedByBackendError(name, _BACKEND)
-        checks = {
-            "lam": in_closed_unit,
-            "rho": in_closed_unit,
-            "target": in_closed_unit,
-            "n_rollouts": positive,
-            "thompson": as_bool,
-            "adaptive_rho": as_bool,
-            "tau": lambda value, _name: _check_tau(value),
-            "adaptive_lam": as_bool,
-            "lag_discount": lambda value, _name: _check_lag_discount(value),
-        }
-        checked = {name: checks[name](value, name) for name, value in changes.items()}
-        with self._lock:
-            for name, value in checked.items():
-                setattr(self, f"_{name}", value)
-            if "rho" in checked:
-                self._rho_halvings = 0
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name[0] != "_" and isinstance(getattr(type(self), name, None), property):
-            hint = f"use set_params({name}=...)" if name in SETTABLE_PARAMS else "it is fixed for a selector's life"
-            raise AttributeError(f"{name}: BOTS attributes are read-only; {hint}")
-        object.__setattr__(self, name, value)
-
-    def __delattr__(self, name: str) -> None:
-        if isinstance(getattr(type(self), name, None), property):
-            raise AttributeError(f"{name}: BOTS attributes are read-only")
-        object.__delattr__(self, name)
 
     def __repr__(self) -> str:
         ev = type(self.evidence).__name__ if self._estimator is not None else None
