@@ -350,6 +350,34 @@ class _SelectorParams:
     def _params_changed(self) -> None:
         """Called under the lock after set_params applied its changes (a backend's hook)."""
 
+    def _adopt_state(self, fresh: _SelectorParams, params: ParamsOnLoad, kept: tuple[str, ...]) -> None:
+        """load_state_dict's last step, under the lock: refuse differing parameters
+        (``params="error"``), keep this selector's ``kept`` attributes (``params="current"``), then
+        become ``fresh`` (a selector built from the state) but for the lock and ``prefetch``."""
+        differences = _param_differences(self, fresh)
+        if differences and params == "error":
+            raise CheckpointError(
+                f"state: its parameters differ from this selector's ({'; '.join(differences)}); pass "
+                "params='checkpoint' to take the state's, params='current' to keep this selector's"
+            )
+        if params == "current":
+            for name in kept:
+                setattr(fresh, f"_{name}", getattr(self, f"_{name}"))
+        lock, prefetch = self._lock, self._prefetch
+        self.__dict__.update(fresh.__dict__)
+        self._lock, self._prefetch = lock, prefetch
+
+    def _restore_counts(self, state: dict[str, Any]) -> None:
+        """The selection and update counts of a checkpoint (``_from_state``)."""
+        self._num_selections = as_int(state["num_selections"], "num_selections", minimum=0)
+        self._num_updates = as_int(state["num_updates"], "num_updates", minimum=0)
+
+    def _restore_adaptive(self, state: dict[str, Any]) -> None:
+        """Adaptive ρ's halvings and adaptive λ's drift in a checkpoint (absent: an older state)."""
+        self._rho_halvings = as_int(state.get("rho_halvings", 0), "rho_halvings", minimum=0)
+        drift = state.get("drift")
+        self._drift = None if drift is None else as_real(drift, "drift")
+
     def __setattr__(self, name: str, value: Any) -> None:
         # Assigning a parameter (sel.lam = 5) used to create a plain attribute the selector never
         # read; every property of the class is read-only, parameters change through set_params.
@@ -950,27 +978,13 @@ class BOTS(_SelectorParams):
         changed config would quietly run with the old values, or a mistyped config would quietly
         replace the values a run was tuned with.
         """
-        if params not in _PARAMS_ON_LOAD:
-            raise InvalidArgumentError(
-                f"params: must be one of {', '.join(map(repr, _PARAMS_ON_LOAD))}, got {params!r}", "params"
-            )
+        _check_params_on_load(params)
         fresh = BOTS._from_state(state, threads=self._threads, evidence=user_object(self._estimator))
         if fresh._num_tasks != self._num_tasks:
             raise CheckpointError(f"state: has {fresh._num_tasks} tasks, this selector has {self._num_tasks}")
         with self._lock:
             self._flush_locked()
-            differences = _param_differences(self, fresh)
-            if differences and params == "error":
-                raise CheckpointError(
-                    f"state: its parameters differ from this selector's ({'; '.join(differences)}); pass "
-                    "params='checkpoint' to take the state's, params='current' to keep this selector's"
-                )
-            if params == "current":
-                for name in (*SETTABLE_PARAMS, "seed", "prior_alpha", "prior_beta"):
-                    setattr(fresh, f"_{name}", getattr(self, f"_{name}"))
-            lock, prefetch = self._lock, self._prefetch
-            self.__dict__.update(fresh.__dict__)
-            self._lock, self._prefetch = lock, prefetch
+            self._adopt_state(fresh, params, (*SETTABLE_PARAMS, "seed", "prior_alpha", "prior_beta"))
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write a checkpoint atomically (temporary file, fsync, rename). ``path`` is a file;
@@ -1000,46 +1014,16 @@ class BOTS(_SelectorParams):
 
     @classmethod
     def _from_state(cls, state: dict[str, Any], *, threads: int | None, evidence: Any, prefetch: bool = True) -> BOTS:
-        if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
-            raise CheckpointError(f"state: not a bots-rft selector state (format {_get(state, 'format')!r})")
-        version = state.get("version")
-        if not isinstance(version, int) or version > STATE_VERSION:
-            raise CheckpointError(f"state: version {version!r} is newer than this bots-rft reads ({STATE_VERSION})")
+        _check_state_header(state)
         try:
             n = int(state["num_tasks"])
-            p = state["params"]
-            ev = user_object(estimator_from_state(state.get("evidence"), evidence, n))
-            sel = cls(
-                n,
-                lam=p["lam"],
-                rho=p["rho"],
-                target=p["target"],
-                n_rollouts=p["n_rollouts"],
-                thompson=p["thompson"],
-                prior_alpha=state["prior_alpha"],
-                prior_beta=state["prior_beta"],
-                evidence=ev,
-                seed=p["seed"],
-                threads=threads,
-                prefetch=prefetch,
-                adaptive_rho=p.get("adaptive_rho", False),
-                tau=p.get("tau", 0.0),
-                adaptive_lam=p.get("adaptive_lam", False),
-                lag_discount=p.get("lag_discount", 1.0),
-            )
-            alpha = as_floats(state["alpha"], "alpha", n)
-            beta = as_floats(state["beta"], "beta", n)
-            for name, arr in (("alpha", alpha), ("beta", beta)):
-                if not np.all(np.isfinite(arr) & (arr > 0)):
-                    raise CheckpointError(f"{name}: the state holds non-positive or non-finite values")
+            sel = cls(n, threads=threads, prefetch=prefetch, **_state_params(state, state["params"], evidence, n))
+            alpha, beta = _state_posterior(state, n)
             sel._alpha = np.array(alpha, dtype=np.float64, copy=True)
             sel._beta = np.array(beta, dtype=np.float64, copy=True)
-            sel._num_selections = as_int(state["num_selections"], "num_selections", minimum=0)
-            sel._num_updates = as_int(state["num_updates"], "num_updates", minimum=0)
+            sel._restore_counts(state)
             sel._stream = _Stream.from_state_dict(state.get("stream"), n)
-            sel._rho_halvings = as_int(state.get("rho_halvings", 0), "rho_halvings", minimum=0)
-            drift = state.get("drift")
-            sel._drift = None if drift is None else as_real(drift, "drift")
+            sel._restore_adaptive(state)
         except CheckpointError:
             raise
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
@@ -1233,6 +1217,53 @@ def _prior_text(p: float | FloatArray) -> str:
 
 def _copy(p: float | FloatArray) -> float | FloatArray:
     return p.copy() if isinstance(p, np.ndarray) else p
+
+
+def _check_params_on_load(params: Any) -> None:
+    if params not in _PARAMS_ON_LOAD:
+        raise InvalidArgumentError(
+            f"params: must be one of {', '.join(map(repr, _PARAMS_ON_LOAD))}, got {params!r}", "params"
+        )
+
+
+def _check_state_header(state: Any) -> None:
+    """A selector state of a version this code reads, or CheckpointError."""
+    if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
+        raise CheckpointError(f"state: not a bots-rft selector state (format {_get(state, 'format')!r})")
+    version = state.get("version")
+    if not isinstance(version, int) or version > STATE_VERSION:
+        raise CheckpointError(f"state: version {version!r} is newer than this bots-rft reads ({STATE_VERSION})")
+
+
+def _state_params(state: dict[str, Any], p: dict[str, Any], evidence: Any, n: int) -> dict[str, Any]:
+    """The constructor arguments a checkpoint records (``p``: its params), the estimator rebuilt
+    from it; parameters newer than the state take their defaults."""
+    ev = user_object(estimator_from_state(state.get("evidence"), evidence, n))
+    return {
+        "lam": p["lam"],
+        "rho": p["rho"],
+        "target": p["target"],
+        "n_rollouts": p["n_rollouts"],
+        "thompson": p["thompson"],
+        "prior_alpha": state["prior_alpha"],
+        "prior_beta": state["prior_beta"],
+        "evidence": ev,
+        "seed": p["seed"],
+        "adaptive_rho": p.get("adaptive_rho", False),
+        "tau": p.get("tau", 0.0),
+        "adaptive_lam": p.get("adaptive_lam", False),
+        "lag_discount": p.get("lag_discount", 1.0),
+    }
+
+
+def _state_posterior(state: dict[str, Any], n: int) -> tuple[FloatArray, FloatArray]:
+    """α and β of a checkpoint, checked finite and positive."""
+    alpha = as_floats(state["alpha"], "alpha", n)
+    beta = as_floats(state["beta"], "beta", n)
+    for name, arr in (("alpha", alpha), ("beta", beta)):
+        if not np.all(np.isfinite(arr) & (arr > 0)):
+            raise CheckpointError(f"{name}: the state holds non-positive or non-finite values")
+    return alpha, beta
 
 
 def _get(state: Any, key: str) -> Any:

@@ -46,7 +46,6 @@ from .._validation import (
     as_floats,
     as_ids,
     as_int,
-    as_real,
     ids_in_pool,
 )
 from .._validation import exclusion as _exclusion
@@ -58,19 +57,16 @@ from ..evidence import (
     Interpolation,
     StepEvidence,
     checked_prediction,
-    estimator_from_state,
     user_object,
 )
 from ..planning import Plan, allocate_rollouts, check_plan_args
 from ..selector import (
-    _PARAMS_ON_LOAD,
     BOTS,
-    STATE_FORMAT,
-    STATE_VERSION,
     ParamsOnLoad,
     Picks,
+    _check_params_on_load,
+    _check_state_header,
     _lam_for,
-    _param_differences,
     _predictions_miss,
     _readonly,
     _reward_counts,
@@ -78,6 +74,8 @@ from ..selector import (
     _scalar_trials,
     _SelectorParams,
     _smoothed_drift,
+    _state_params,
+    _state_posterior,
     lag_weighted,
     selector_state,
 )
@@ -636,10 +634,7 @@ class TorchBOTS(_SelectorParams):
 
     def load_state_dict(self, state: dict[str, Any], *, params: ParamsOnLoad = "error") -> None:
         """See :meth:`BOTS.load_state_dict` (same ``params`` rule and errors)."""
-        if params not in _PARAMS_ON_LOAD:
-            raise InvalidArgumentError(
-                f"params: must be one of {', '.join(map(repr, _PARAMS_ON_LOAD))}, got {params!r}", "params"
-            )
+        _check_params_on_load(params)
         fresh = TorchBOTS._from_state(
             state,
             evidence=user_object(self._estimator),
@@ -651,18 +646,8 @@ class TorchBOTS(_SelectorParams):
         if fresh._num_tasks != self._num_tasks:
             raise CheckpointError(f"state: has {fresh._num_tasks} tasks, this selector has {self._num_tasks}")
         with self._lock:
-            differences = _param_differences(cast(BOTS, self), cast(BOTS, fresh))
-            if differences and params == "error":
-                raise CheckpointError(
-                    f"state: its parameters differ from this selector's ({'; '.join(differences)}); pass "
-                    "params='checkpoint' to take the state's, params='current' to keep this selector's"
-                )
-            if params == "current":
-                for name in (*_KNOWN_PARAMS, "prior_alpha", "prior_beta", "prior_alpha_t", "prior_beta_t"):
-                    setattr(fresh, f"_{name}", getattr(self, f"_{name}"))
-            lock, prefetch = self._lock, self._prefetch
-            self.__dict__.update(fresh.__dict__)
-            self._lock, self._prefetch = lock, prefetch
+            kept = (*_KNOWN_PARAMS, "prior_alpha", "prior_beta", "prior_alpha_t", "prior_beta_t")
+            self._adopt_state(fresh, params, kept)
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write a checkpoint atomically (the file :meth:`BOTS.load` reads)."""
@@ -695,55 +680,30 @@ class TorchBOTS(_SelectorParams):
         threads: int | None = None,
         kernels: str = "auto",
     ) -> TorchBOTS:
-        if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
-            got = state.get("format") if isinstance(state, dict) else type(state).__name__
-            raise CheckpointError(f"state: not a bots-rft selector state (format {got!r})")
-        version = state.get("version")
-        if not isinstance(version, int) or version > STATE_VERSION:
-            raise CheckpointError(f"state: version {version!r} is newer than this bots-rft reads ({STATE_VERSION})")
+        _check_state_header(state)
         if state.get("stream") is not None:
             raise UnsupportedByBackendError("stream (tasks handed out by take)", _BACKEND)
         try:
             n = int(state["num_tasks"])
             p = dict(state["params"])
             extra = {name: p.pop(name) for name in list(p) if name not in _KNOWN_PARAMS}
-            ev = user_object(estimator_from_state(state.get("evidence"), evidence, n))
             sel = cls(
                 n,
                 device=device,
                 dtype=dtype,
                 kernels=kernels,
-                lam=p["lam"],
-                rho=p["rho"],
-                target=p["target"],
-                n_rollouts=p["n_rollouts"],
-                thompson=p["thompson"],
-                prior_alpha=state["prior_alpha"],
-                prior_beta=state["prior_beta"],
-                evidence=ev,
-                seed=p["seed"],
                 threads=threads,
-                adaptive_rho=p.get("adaptive_rho", False),
-                tau=p.get("tau", 0.0),
-                adaptive_lam=p.get("adaptive_lam", False),
-                lag_discount=p.get("lag_discount", 1.0),
+                **_state_params(state, p, evidence, n),
                 **extra,
             )
-            alpha = as_floats(state["alpha"], "alpha", n)
-            beta = as_floats(state["beta"], "beta", n)
-            for name, arr in (("alpha", alpha), ("beta", beta)):
-                if not np.all(np.isfinite(arr) & (arr > 0)):
-                    raise CheckpointError(f"{name}: the state holds non-positive or non-finite values")
+            alpha, beta = _state_posterior(state, n)
             sel._alpha = _to_device(alpha, sel._device, sel._dtype)
             sel._beta = _to_device(beta, sel._device, sel._dtype)
             for name, t in (("alpha", sel._alpha), ("beta", sel._beta)):
                 if not bool((torch.isfinite(t) & (t > 0)).all()):
                     raise CheckpointError(f"{name}: the state holds values outside the range of {sel._dtype}")
-            sel._num_selections = as_int(state["num_selections"], "num_selections", minimum=0)
-            sel._num_updates = as_int(state["num_updates"], "num_updates", minimum=0)
-            sel._rho_halvings = as_int(state.get("rho_halvings", 0), "rho_halvings", minimum=0)
-            drift = state.get("drift")
-            sel._drift = None if drift is None else as_real(drift, "drift")
+            sel._restore_counts(state)
+            sel._restore_adaptive(state)
         except (CheckpointError, UnsupportedByBackendError):
             raise
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
