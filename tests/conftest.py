@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -8,6 +9,13 @@ from hypothesis import HealthCheck, settings
 
 settings.register_profile("ci", max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("ci")
+
+# The torch backend's Triton kernels are tested on CPU under Triton's interpreter, which Triton
+# reads once, when it is first imported (any test may import it first, through torch or a trainer).
+# On a host without an NVIDIA device the interpreter is the only way they can run, so it is set for
+# the whole session there; a GPU host compiles them as usual.
+if not os.path.exists("/dev/nvidiactl"):
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
 @pytest.fixture

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -185,3 +187,11 @@ def test_only_boolean_arrays_are_masks() -> None:
     np.testing.assert_array_equal(BOTS(2, thompson=False).select(0, exclude=[0, 1]), [])
     with pytest.raises(TypeError, match="exclude: an integer array of 4 zeros and ones"):
         sel.select(1, exclude=np.array([0, 1, 0, 0], dtype=np.uint8))
+
+
+def test_the_class_is_called_with_the_constructors_parameters() -> None:
+    # BOTS.__new__ takes (*args, backend=, device=, **kwargs) to pick a backend; the class's
+    # signature must still be the constructor's, for help(), IDEs and tools that read it.
+    params = inspect.signature(BOTS).parameters
+    assert list(params)[0] == "num_tasks"
+    assert {"lam", "rho", "target", "backend", "device", "prefetch"} <= set(params)

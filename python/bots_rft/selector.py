@@ -9,9 +9,11 @@ selector can be shared between threads.
 
 from __future__ import annotations
 
+import inspect
 import math
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar
@@ -90,6 +92,12 @@ class Picks(NamedTuple):
 
 
 _SelectorT = TypeVar("_SelectorT", bound="_SelectorParams")
+
+
+def _constructor_signature(init: Callable[..., None]) -> inspect.Signature:
+    """The signature a class with this ``__init__`` is called with (``self`` dropped)."""
+    sig = inspect.signature(init)
+    return sig.replace(parameters=list(sig.parameters.values())[1:])
 
 
 class _SelectorParams:
@@ -491,6 +499,11 @@ class BOTS(_SelectorParams):
         # first task. Only speed depends on them, so they are not checkpointed.
         self._bound_hints: dict[int, float] = {}
         self._stream = _Stream()
+
+    # `__new__` takes (*args, backend=, device=, **kwargs) to pick the backend; without this,
+    # `inspect.signature(BOTS)` (IDEs, help(), tools that read a class's parameters) would show that
+    # instead of the constructor's real parameters.
+    __signature__ = _constructor_signature(__init__)
 
     # ----------------------------------------------------------------------------- views
     @property
