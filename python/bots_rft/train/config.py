@@ -36,6 +36,9 @@ ROLLOUT_ENGINES = ("hf", "fast")
 #: ``rollout_precision``: sample with the policy itself, or with an int8 twin (frozen weights int8).
 ROLLOUT_PRECISIONS = ("fp32", "int8")
 
+#: Pool columns whose labels group the tasks for the guard (``guard_groups``).
+GUARD_GROUPS = ("data_source", "ability")
+
 #: What a resumed run does when the selection parameters differ from the checkpoint's.
 RESUME_PARAMS = ("error", "config", "checkpoint")
 #: Selection parameters a resumed BOTS run may change (see ``resume_params``).
@@ -95,6 +98,14 @@ class TrainConfig:
     # budget of batch_size * rollouts rollouts, n_min <= count <= n_max
     n_min: int = N_MIN.default
     n_max: int = N_MAX.default
+    # The starvation / verifier-failure guard (bots_rft.GroupGuard), on with guard=true: per group
+    # of tasks (guard_groups: the pool's data_source or ability), a warning once a group's rollouts
+    # all failed in guard_zero_streak updates in a row, and each batch holding at least
+    # ceil(guard_min_share * batch_size) tasks of every group (0: no floor; at most 1 / groups)
+    guard: bool = False
+    guard_groups: str = "data_source"
+    guard_min_share: float = 0.0
+    guard_zero_streak: int = 3
     # --- GRPO
     steps: int = 20
     batch_size: int = 8  # tasks per step (paper: 256)
@@ -202,6 +213,7 @@ class TrainConfig:
             raise ConfigError(f"rollouts: GRPO needs at least 2 rollouts per task, got {self.rollouts}")
         if self.method == "bots-plan":
             self._validate_plan()
+        self._validate_guard()
         for key in ("warmup_steps", "sft_steps", "eval_every", "save_every", "seed"):
             v = getattr(self, key)
             if not isinstance(v, int) or isinstance(v, bool) or v < 0:
@@ -286,6 +298,24 @@ class TrainConfig:
             raise ConfigError(
                 "dynamic_sampling: method 'bots-plan' already spends its budget where groups are expected "
                 "to be informative, and has no generation batches to filter; got True"
+            )
+
+    def _validate_guard(self) -> None:
+        """The guard's keys (checked on or off); its share's upper bound, 1 / groups, needs the pool
+        and is checked where the trainer builds it."""
+        if self.guard_groups not in GUARD_GROUPS:
+            raise ConfigError(f"guard_groups: expected one of {list(GUARD_GROUPS)}, got {self.guard_groups!r}")
+        share = self.guard_min_share
+        if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0.0 <= share <= 1.0:
+            raise ConfigError(f"guard_min_share: must lie in [0, 1 / groups], got {share!r}")
+        streak = self.guard_zero_streak
+        if not isinstance(streak, int) or isinstance(streak, bool) or streak < 1:
+            raise ConfigError(f"guard_zero_streak: must be an integer >= 1, got {streak!r}")
+        if self.guard and (method(self.method).rolls_out or self.method == "bots-plan" or self.dynamic_sampling):
+            # These fill or plan their batches themselves: there is no single select to hold the floor.
+            raise ConfigError(
+                f"guard: works with methods that select a batch and then learn from it; method "
+                f"{self.method!r} with dynamic_sampling={self.dynamic_sampling} builds its batches itself, got True"
             )
 
     @property

@@ -41,9 +41,10 @@ import torch
 from .. import BOTS, Picks
 from ..baselines import EpochOrder
 from ..calibration import calibration_metrics
-from ..checkpoint import load_state
+from ..checkpoint import load_state, save_state
 from ..data import TaskPool
-from ..errors import CheckpointError, ConfigError
+from ..errors import CheckpointError, ConfigError, InvalidArgumentError
+from ..guard import GroupGuard
 from ..integrations.step_metrics import pick_distributions
 from ..llm.models import resolve_device
 from ..methods import method
@@ -90,6 +91,8 @@ _RESUME_KEYS = (
 )
 # ... and for bots-plan, the plan's bounds.
 _PLAN_KEYS = ("n_min", "n_max")
+# The guard's counters (bots_rft.GroupGuard) in a checkpoint, beside the selector's file.
+_GUARD_FILE = "guard_state.bots"
 # What a run writes into out_dir; a directory holding any is refused unless resuming or overwriting.
 _RUN_OUTPUTS = ("metrics.jsonl", "checkpoints", "tensorboard")
 
@@ -288,6 +291,10 @@ class GRPOTrainer:
         self._times = _StepTimes()
         if self.resume_from is not None:
             self._restore(self.resume_from)
+        # guard=true: selection and updates go through the guard around the (restored) selector.
+        self.guard: GroupGuard | None = self._make_guard() if cfg.guard and self.dist.is_main else None
+        if self.guard is not None and self.resume_from is not None:
+            self._load_guard(self.resume_from)
         self.logger = MetricsLogger(
             self.out_dir,
             enabled=self.dist.is_main,
@@ -302,6 +309,22 @@ class GRPOTrainer:
         if self.method.rolls_out and not self.plans:
             return EpochOrder(len(self.pool), seed=self.cfg.seed)
         return make_selector(self.cfg.replace(dynamic_sampling=False), len(self.pool), self.weak, self.strong)
+
+    def _make_guard(self) -> GroupGuard:
+        """``guard=true``'s :class:`~bots_rft.GroupGuard` around the selector, its groups the pool's
+        ``guard_groups`` column; a share the groups cannot all hold is the config's error."""
+        cfg = self.cfg
+        if cfg.guard_groups == "ability":
+            labels = [str(a) if a is not None else "(none)" for a in self.pool.abilities()]
+        else:
+            labels = [str(s) for s in self.pool.data_sources()]
+        try:
+            return GroupGuard(self.selector, labels, min_share=cfg.guard_min_share, zero_streak=cfg.guard_zero_streak)
+        except InvalidArgumentError as exc:
+            key = {"min_share": "guard_min_share", "zero_streak": "guard_zero_streak"}.get(
+                exc.argument or "", "guard_groups"
+            )
+            raise ConfigError(f"{key}: {exc}") from None
 
     # ------------------------------------------------------------------------ checkpoints
     def _check_out_dir(self) -> None:
@@ -425,6 +448,27 @@ class GRPOTrainer:
                 return self.selector
         return load_selector(self.selector, path, adapt)
 
+    def _load_guard(self, path: Path) -> None:
+        """The guard's counters from checkpoint ``path``; a checkpoint of a run without the guard
+        has none, and the guard starts from zero. Its share and streak stay the config's."""
+        assert self.guard is not None
+        file = path / _GUARD_FILE
+        if not file.exists():
+            log.warning("guard: checkpoint %s has no guard state; the guard starts from zero", path)
+            return
+        state = load_state(file)
+        state["selector"] = self.selector.state_dict()  # restored already, from its own file
+        self.guard.load_state_dict(state)
+        self.guard.min_share, self.guard.zero_streak = self.cfg.guard_min_share, self.cfg.guard_zero_streak
+
+    def _save_selection(self, directory: Path) -> None:
+        """The selector's file, and the guard's counters (without the selector) beside it."""
+        save_selector(self.selector, directory)
+        if self.guard is not None:
+            state = self.guard.state_dict()
+            del state["selector"]
+            save_state(directory / _GUARD_FILE, state)
+
     def save(self) -> Path:
         return save_checkpoint(
             self.ckpt_root,
@@ -432,7 +476,7 @@ class GRPOTrainer:
             model=self.model,
             optimizer=self.optimizer,
             scheduler=self.scheduler,
-            save_selector=lambda d: save_selector(self.selector, d),
+            save_selector=self._save_selection,
             trainer_state={
                 "config": self.cfg.to_dict(),
                 "cum_rollouts": self.cum_rollouts,
@@ -541,7 +585,7 @@ class GRPOTrainer:
         ids: list[int] | None = None
         if self.dist.is_main:
             t = time.perf_counter()
-            sel = self.selector
+            sel = self._selection()
             if exclude is None:
                 chosen = sel.select(count)
             elif isinstance(sel, EpochOrder):  # a data loader: hands out what is left
@@ -551,8 +595,8 @@ class GRPOTrainer:
                 chosen = sel.select(min(count, left), exclude=exclude) if left else []
             ids = [int(i) for i in chosen]
             self._times.select_s += time.perf_counter() - t
-            if isinstance(sel, BOTS) and len(ids):
-                self._times.picks.append(sel.explain(ids))
+            if isinstance(self.selector, BOTS) and len(ids):
+                self._times.picks.append(self.selector.explain(ids))
         return self.dist.broadcast(ids)  # type: ignore[no-any-return]
 
     def roll_out(self, ids: list[int]) -> Rollouts | None:
@@ -682,8 +726,20 @@ class GRPOTrainer:
         if not self.dist.is_main:
             return 0.0
         t = time.perf_counter()
-        self.selector.update(task_ids, successes, float(self.cfg.rollouts) if trials is None else trials)
-        return time.perf_counter() - t
+        learner = self._selection()
+        flagged = set(self.guard.flagged) if self.guard is not None else set()
+        learner.update(task_ids, successes, float(self.cfg.rollouts) if trials is None else trials)
+        took = time.perf_counter() - t
+        if self.guard is not None:
+            for name in self.guard.flagged:
+                if name not in flagged:  # once per group, as the guard's own warning
+                    log.warning(
+                        "guard: group %r scored 0 in every rollout of its last %d updates: a verifier or "
+                        "format mismatch looks exactly like 'too hard'",
+                        name,
+                        self.guard.zero_streak,
+                    )
+        return took
 
     def optimise(self, ro: Rollouts | PlannedRollouts | None) -> dict[str, float]:
         """Stage 5: GRPO updates on this rank's share of the batch (:func:`.optimise.grpo_update`),
@@ -757,8 +813,15 @@ class GRPOTrainer:
             **_pick_record(self._times.picks),
             **_calibration_record(self._times.picks, batch.task_ids, successes, trials),
             **_plan_record(counts),
+            **self._guard_record(),
             **{k: v for k, v in stats.items() if k != "train_tokens"},
         }
+
+    def _guard_record(self) -> dict[str, Any]:
+        """With the guard: the flagged groups and :meth:`~bots_rft.GroupGuard.metrics`."""
+        if self.guard is None:
+            return {}
+        return {"guard_flagged": self.guard.flagged, **self.guard.metrics()}
 
     def evaluate(self) -> dict[str, Any] | None:
         if self.eval_pool is None or not self.eval_rows:
@@ -903,7 +966,8 @@ class GRPOTrainer:
             "cum_rollouts": self.cum_rollouts,
             "cum_gen_tokens": self.cum_gen_tokens,
             "rng": rng_state(),
-            "selector": copy.deepcopy(self.selector.state_dict()) if self.dist.is_main else None,
+            # With the guard, its counters too (its state holds the selector's).
+            "selector": copy.deepcopy(self._selection().state_dict()) if self.dist.is_main else None,
         }
         self._step_errors = VerifierErrors()
         # Abandoning a step mid-way is only safe where no other rank waits in a collective.
@@ -915,7 +979,11 @@ class GRPOTrainer:
         self.step, self.cum_rollouts, self.cum_gen_tokens = snap["step"], snap["cum_rollouts"], snap["cum_gen_tokens"]
         set_rng_state(snap["rng"])
         if self.dist.is_main:
-            self.selector.load_state_dict(snap["selector"])
+            self._selection().load_state_dict(snap["selector"])
+
+    def _selection(self) -> Any:
+        """What selects and learns: the guard around the selector when configured, else the selector."""
+        return self.selector if self.guard is None else self.guard
 
     def _stop_on_verifier_errors(self, errors: VerifierErrors) -> None:
         if errors.scored and errors.count and errors.rate >= self.cfg.verifier_error_stop:
