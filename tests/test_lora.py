@@ -16,19 +16,15 @@ pytest.importorskip("peft")
 from safetensors.torch import load_file  # noqa: E402
 
 from bots_rft.errors import ConfigError  # noqa: E402
-from bots_rft.train import load_config  # noqa: E402
 from bots_rft.train.logger import read_metrics  # noqa: E402
 from bots_rft.train.lora import is_adapter_model  # noqa: E402
 from bots_rft.train.model import load_policy  # noqa: E402
-from bots_rft.train.toy import TOY_VERIFIER  # noqa: E402
+from bots_rft.train.toy import toy_config  # noqa: E402
 from bots_rft.train.trainer import GRPOTrainer, train  # noqa: E402
 
 
 def cfg(pool: Path, out: Path, **kw: Any) -> Any:
     base: dict[str, Any] = dict(
-        pool=str(pool),
-        model="tiny",
-        device="cpu",
         steps=2,
         batch_size=4,
         rollouts=4,
@@ -37,15 +33,9 @@ def cfg(pool: Path, out: Path, **kw: Any) -> Any:
         max_new_tokens=6,
         lr=1e-2,
         warmup_steps=0,
-        verifiers=TOY_VERIFIER,
-        out_dir=str(out),
-        progress=False,
         eval_every=0,
-        tensorboard=False,
-        reward_workers=0,
     )
-    base.update(kw)
-    return load_config(None, base)
+    return toy_config(pool, out, **{**base, **kw})
 
 
 LORA: dict[str, Any] = dict(lora_r=4, lora_alpha=8, rollout_engine="fast")

@@ -21,15 +21,12 @@ from bots_rft.train import load_config  # noqa: E402
 from bots_rft.train.grpo import group_advantages, grpo_loss, token_logprobs  # noqa: E402
 from bots_rft.train.logger import read_metrics  # noqa: E402
 from bots_rft.train.rollout import completion_mask  # noqa: E402
-from bots_rft.train.toy import TOY_VERIFIER  # noqa: E402
+from bots_rft.train.toy import toy_config  # noqa: E402
 from bots_rft.train.trainer import GRPOTrainer, train  # noqa: E402
 
 
 def cfg(pool: Path, out: Path, **kw: Any) -> Any:
     base: dict[str, Any] = dict(
-        pool=str(pool),
-        model="tiny",
-        device="cpu",
         steps=2,
         batch_size=4,
         rollouts=4,
@@ -38,17 +35,11 @@ def cfg(pool: Path, out: Path, **kw: Any) -> Any:
         max_new_tokens=6,
         lr=1e-3,
         warmup_steps=2,
-        verifiers=TOY_VERIFIER,
         weak_column="weak_pass_rate",
         strong_column="strong_pass_rate",
-        out_dir=str(out),
-        progress=False,
         eval_every=2,
-        tensorboard=False,
-        reward_workers=0,
     )
-    base.update(kw)
-    return load_config(None, base)
+    return toy_config(pool, out, **{**base, **kw})
 
 
 # ----------------------------------------------------------------------------- arithmetic

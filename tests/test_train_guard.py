@@ -17,10 +17,10 @@ pytest.importorskip("transformers")
 from bots_rft.data import TaskPool  # noqa: E402
 from bots_rft.errors import ConfigError  # noqa: E402
 from bots_rft.guard import AllZeroGroupWarning  # noqa: E402
-from bots_rft.train import load_config  # noqa: E402
 from bots_rft.train.logger import read_metrics  # noqa: E402
-from bots_rft.train.toy import TOY_VERIFIER, toy_rows  # noqa: E402
+from bots_rft.train.toy import toy_config, toy_rows  # noqa: E402
 from bots_rft.train.trainer import GRPOTrainer, train  # noqa: E402
+from bots_rft.train.trainer import log as trainer_log  # noqa: E402
 
 BROKEN = "toy/broken"
 
@@ -39,9 +39,6 @@ def two_source_pool(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def cfg(pool: Path, out: Path, **kw: Any) -> Any:
     base: dict[str, Any] = dict(
-        pool=str(pool),
-        model="tiny",
-        device="cpu",
         steps=3,
         batch_size=4,
         rollouts=2,
@@ -50,20 +47,14 @@ def cfg(pool: Path, out: Path, **kw: Any) -> Any:
         max_new_tokens=4,
         lr=1e-3,
         warmup_steps=2,
-        verifiers=TOY_VERIFIER,
         weak_column="weak_pass_rate",
         strong_column="strong_pass_rate",
-        out_dir=str(out),
-        progress=False,
         eval_every=0,
-        tensorboard=False,
-        reward_workers=0,
         guard=True,
         guard_min_share=0.25,
         guard_zero_streak=2,
     )
-    base.update(kw)
-    return load_config(None, base)
+    return toy_config(pool, out, **{**base, **kw})
 
 
 @pytest.mark.parametrize(
@@ -89,12 +80,34 @@ def test_share_above_one_per_group_is_the_configs_error(two_source_pool: Path, t
         GRPOTrainer(cfg(two_source_pool, tmp_path, guard_min_share=0.6))
 
 
+class _Lines(logging.Handler):
+    """The messages logged to one logger, caught on that logger itself: caplog listens on the
+    root logger, which a library another test imported may have replaced."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
 @pytest.mark.parametrize("method", ["bots", "random"])
 def test_broken_group_is_flagged_and_keeps_its_share(
-    method: str, two_source_pool: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    method: str, two_source_pool: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    with pytest.warns(AllZeroGroupWarning, match=BROKEN), caplog.at_level(logging.WARNING, "bots_rft.train"):
-        res = train(cfg(two_source_pool, tmp_path, method=method, steps=4))
+    # The trainer's own logger object: AReaL's getLogger (imported by another test) replaces the
+    # logging manager, after which logging.getLogger returns a new logger of the same name.
+    logger = trainer_log
+    monkeypatch.setattr(logger, "disabled", False)
+    monkeypatch.setattr(logger, "level", logging.WARNING)
+    caught = _Lines()
+    logger.addHandler(caught)
+    try:
+        with pytest.warns(AllZeroGroupWarning, match=BROKEN):
+            res = train(cfg(two_source_pool, tmp_path, method=method, steps=4))
+    finally:
+        logger.removeHandler(caught)
     steps = [r for r in read_metrics(res.metrics_path) if r["kind"] == "train"]
     assert len(steps) == 4
     quota = math.ceil(0.25 * 4)
@@ -108,7 +121,7 @@ def test_broken_group_is_flagged_and_keeps_its_share(
     for r in steps[first:]:
         assert r["guard_flagged"] == [BROKEN] and r["bots/all_zero_groups"] == 1.0
     assert steps[0]["guard_flagged"] == [] and steps[0]["bots/all_zero_groups"] == 0.0
-    lines = [m for m in caplog.messages if m.startswith("guard: group")]
+    lines = [m for m in caught.messages if m.startswith("guard: group")]
     assert len(lines) == 1 and BROKEN in lines[0]
 
 

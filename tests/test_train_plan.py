@@ -22,7 +22,7 @@ from bots_rft.train.logger import read_metrics  # noqa: E402
 from bots_rft.train.model import load_policy  # noqa: E402
 from bots_rft.train.optimise import grpo_update  # noqa: E402
 from bots_rft.train.rollout import PlannedRollouts, generate_planned_rollouts, generate_rollouts  # noqa: E402
-from bots_rft.train.toy import TOY_VERIFIER  # noqa: E402
+from bots_rft.train.toy import toy_config  # noqa: E402
 from bots_rft.train.trainer import GRPOTrainer, train  # noqa: E402
 
 BUDGET = 16  # batch_size 4 x rollouts 4
@@ -30,9 +30,6 @@ BUDGET = 16  # batch_size 4 x rollouts 4
 
 def cfg(pool: Path, out: Path, **kw: Any) -> Any:
     base: dict[str, Any] = dict(
-        pool=str(pool),
-        model="tiny",
-        device="cpu",
         method="bots-plan",
         n_min=2,
         n_max=8,
@@ -44,17 +41,11 @@ def cfg(pool: Path, out: Path, **kw: Any) -> Any:
         max_new_tokens=6,
         lr=1e-3,
         warmup_steps=2,
-        verifiers=TOY_VERIFIER,
         weak_column="weak_pass_rate",
         strong_column="strong_pass_rate",
-        out_dir=str(out),
-        progress=False,
         eval_every=0,
-        tensorboard=False,
-        reward_workers=0,
     )
-    base.update(kw)
-    return load_config(None, base)
+    return toy_config(pool, out, **{**base, **kw})
 
 
 @pytest.mark.parametrize("engine", ["hf", "fast"])

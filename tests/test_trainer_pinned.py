@@ -18,8 +18,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from bots_rft.train import load_config  # noqa: E402
-from bots_rft.train.toy import TOY_VERIFIER, write_toy_pool  # noqa: E402
+from bots_rft.train.toy import toy_config, write_toy_pool  # noqa: E402
 from bots_rft.train.trainer import GRPOTrainer  # noqa: E402
 
 PINNED = Path(__file__).parent / "data" / "trainer_pinned.json"
@@ -39,9 +38,6 @@ STEP_CLOSE = ("reward_mean", "loss", "pg_loss", "kl", "grad_norm", "clip_frac", 
 
 def _config(pool: Path, out: Path, **kw: Any) -> Any:
     base: dict[str, Any] = dict(
-        pool=str(pool),
-        model="tiny",
-        device="cpu",
         steps=3,
         batch_size=4,
         rollouts=4,
@@ -50,19 +46,13 @@ def _config(pool: Path, out: Path, **kw: Any) -> Any:
         max_new_tokens=6,
         lr=1e-3,
         warmup_steps=2,
-        verifiers=TOY_VERIFIER,
         weak_column="weak_pass_rate",
         strong_column="strong_pass_rate",
-        out_dir=str(out),
-        progress=False,
         eval_every=0,
-        tensorboard=False,
-        reward_workers=0,
         oversample=2.0,
         max_rounds=2,
     )
-    base.update(kw)
-    return load_config(None, base)
+    return toy_config(pool, out, **{**base, **kw})
 
 
 def _run(pool: Path, out: Path, **kw: Any) -> dict[str, Any]:

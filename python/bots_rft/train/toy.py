@@ -7,11 +7,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..data import TaskPool, chat, make_row
 
-__all__ = ["TOY_SOURCE", "toy_reward", "toy_rows", "write_toy_pool"]
+if TYPE_CHECKING:
+    from .config import TrainConfig
+
+__all__ = ["TOY_SOURCE", "toy_reward", "toy_rows", "write_toy_pool", "toy_config"]
 
 TOY_SOURCE = "toy/first_char"
 #: ``verifiers:`` entry that registers :func:`toy_reward` in a config.
@@ -49,3 +52,22 @@ def write_toy_pool(directory: str | Path, num_tasks: int = 16, eval_tasks: int =
     TaskPool.from_records(toy_rows(num_tasks)).to_parquet(train)
     TaskPool.from_records(toy_rows(eval_tasks, start=10_000)).to_parquet(evaluation)
     return train, evaluation
+
+
+def toy_config(pool: str | Path, out: str | Path, **overrides: Any) -> TrainConfig:
+    """A validated config for a quick CPU run of the tiny model on a toy pool, writing to ``out``
+    quietly (no progress bar, no TensorBoard, rewards scored in-process); ``overrides`` set the
+    rest (steps, batch shape, method ...) as config keys."""
+    from .config import load_config
+
+    base: dict[str, Any] = dict(
+        pool=str(pool),
+        model="tiny",
+        device="cpu",
+        verifiers=TOY_VERIFIER,
+        out_dir=str(out),
+        progress=False,
+        tensorboard=False,
+        reward_workers=0,
+    )
+    return load_config(None, {**base, **overrides})
