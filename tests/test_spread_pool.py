@@ -14,7 +14,7 @@ from bots_rft.data.spread import SpreadSpec, build_spread_pool, load_spread_spec
 from bots_rft.errors import ConfigError
 from bots_rft.rewards import RewardItem, RewardScorer
 
-SPEC = """families:
+SPREAD_SPEC = """families:
   chain_sum: [0, 1]
   basic_arithmetic: [0]
 per_level: 6
@@ -29,7 +29,7 @@ format_weight: 0.1
 @pytest.fixture
 def spec_path(tmp_path: Path) -> Path:
     p = tmp_path / "spread.yaml"
-    p.write_text(SPEC, encoding="utf-8")
+    p.write_text(SPREAD_SPEC, encoding="utf-8")
     return p
 
 

@@ -880,12 +880,7 @@ class BOTS(_SelectorParams):
         ``lag_discount ** lag``: stale evidence counts as fewer rollouts of the same observed
         rate. With the default ``lag_discount=1`` it changes nothing; ``None`` means lag 0.
         """
-        ids = as_ids(task_ids, "task_ids")
-        succ = as_floats(successes, "successes")
-        if np.ndim(trials) == 0:
-            tri = np.array([_scalar_trials(trials)], dtype=np.float64)
-        else:
-            tri = as_floats(trials, "trials")
+        ids, succ, tri = feedback_arrays(task_ids, successes, trials)
         pred = None if predicted is None else as_floats(predicted, "predicted", self._num_tasks)
         succ, tri = self._lag_weighted(succ, tri, policy_lag, ids.size)
         self._apply(ids, succ, tri, pred)
@@ -1296,6 +1291,16 @@ def _check_threads(threads: Any) -> int | None:
         return None
     t = as_int(threads, "threads", minimum=1, maximum=1024)
     return t
+
+
+def feedback_arrays(task_ids: Any, successes: Any, trials: Any) -> tuple[IntArray, FloatArray, FloatArray]:
+    """``update``'s inputs as arrays (trials: one value, or one per entry), each checked and
+    named; the lengths are the core's to check. Shared by every backend's ``update``."""
+    ids = as_ids(task_ids, "task_ids")
+    succ = as_floats(successes, "successes")
+    if np.ndim(trials) == 0:
+        return ids, succ, np.array([_scalar_trials(trials)], dtype=np.float64)
+    return ids, succ, as_floats(trials, "trials")
 
 
 def _scalar_trials(trials: Any) -> float:

@@ -71,11 +71,11 @@ from ..selector import (
     _readonly,
     _reward_counts,
     _reward_map,
-    _scalar_trials,
     _SelectorParams,
     _smoothed_drift,
     _state_params,
     _state_posterior,
+    feedback_arrays,
     lag_weighted,
     selector_state,
 )
@@ -492,12 +492,7 @@ class TorchBOTS(_SelectorParams):
     ) -> None:
         """See :meth:`BOTS.update` (same inputs, checks and errors; ``policy_lag`` weighs stale
         evidence by ``lag_discount ** lag``)."""
-        ids = as_ids(task_ids, "task_ids")
-        succ = as_floats(successes, "successes")
-        if np.ndim(trials) == 0:
-            tri = np.array([_scalar_trials(trials)], dtype=np.float64)
-        else:
-            tri = as_floats(trials, "trials")
+        ids, succ, tri = feedback_arrays(task_ids, successes, trials)
         pred = None if predicted is None else as_floats(predicted, "predicted", self._num_tasks)
         succ, tri = lag_weighted(succ, tri, policy_lag, ids.size, self._lag_discount)
         self._apply(ids, succ, tri, pred)

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from .. import _core
-from .._validation import as_bool, as_floats, as_ids, as_int, ids_in_pool, prior
+from .._validation import as_bool, as_ids, as_int, ids_in_pool, prior
 from .._validation import exclusion as _exclusion
 from ..checkpoint import read_checkpoint, write_checkpoint
 from ..errors import BotsError, InvalidArgumentError
@@ -40,8 +40,8 @@ from ..selector import (
     _predictions_miss,
     _reward_counts,
     _reward_map,
-    _scalar_trials,
     _smoothed_drift,
+    feedback_arrays,
     lag_weighted,
     selector_state,
 )
@@ -552,12 +552,7 @@ class ShardedBOTS:
         """As :meth:`BOTS.update`: each shard gets its tasks' entries (and, with ``predicted``,
         its slice of it); every shard decays all its tasks and applies the implicit evidence.
         ``policy_lag`` weighs the entries by ``lag_discount ** lag``, as in ``BOTS``."""
-        ids = as_ids(task_ids, "task_ids")
-        succ = as_floats(successes, "successes")
-        if np.ndim(trials) == 0:
-            tri = np.array([_scalar_trials(trials)], dtype=np.float64)
-        else:
-            tri = as_floats(trials, "trials")
+        ids, succ, tri = feedback_arrays(task_ids, successes, trials)
         pred = None if predicted is None else checked_prediction(predicted, self._num_tasks)
         succ, tri = lag_weighted(succ, tri, policy_lag, ids.size, self._rules.lag_discount)
         self._apply(ids, succ, tri, pred)
