@@ -148,6 +148,7 @@ TRAIN = [
         "rollouts: GRPO needs at least 2 rollouts per task, got 1",
     ),
     ("unknown method", ["train", "--config", "toy.yaml", "method=greedy"], "method: expected one of"),
+    ("unknown dtype", ["train", "--config", "toy.yaml", "dtype=float65"], "dtype: expected 'auto' or one of"),
     ("unknown key", ["train", "--config", "toy.yaml", "bogus=1"], "unknown key(s) ['bogus']"),
     ("out unwritable", ["train", "--config", "toy.yaml", "--out", "afile/run"], "out_dir: cannot create 'afile/run'"),
     (

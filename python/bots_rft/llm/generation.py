@@ -23,6 +23,8 @@ from typing import Any
 
 import torch
 
+from .models import compute_float
+
 __all__ = ["sample_completions", "sample_next", "next_token_probs", "shared_prefix_len"]
 
 
@@ -40,10 +42,10 @@ def shared_prefix_len(prompts: Sequence[Sequence[int]]) -> int:
 
 
 def next_token_probs(logits: torch.Tensor, *, temperature: float, top_p: float) -> torch.Tensor:
-    """``[rows, vocab]`` float32 probabilities ``generate`` samples from (``do_sample=True,
+    """``[rows, vocab]`` float32 (float64 for float64 logits) probabilities ``generate`` samples from (``do_sample=True,
     top_k=0``): ``softmax(logits / temperature)`` restricted to the top-p nucleus (the most
     probable tokens whose mass reaches ``top_p``; at least one) and renormalised."""
-    scores = logits.float()
+    scores = compute_float(logits)
     if temperature != 1.0:
         scores = scores / temperature
     if top_p < 1.0:
@@ -157,11 +159,12 @@ def _reserved_cache(model: Any, capacity: int) -> Any:
 
 
 def _forward(model: Any, ids: torch.Tensor, attn: torch.Tensor, pos: torch.Tensor, cache: Any) -> torch.Tensor:
-    """Last-position logits ``[rows, vocab]`` (float32) of one cached forward pass."""
+    """Last-position logits ``[rows, vocab]`` (float32, or float64 for a float64 model) of one cached
+    forward pass."""
     out = model(
         input_ids=ids, attention_mask=attn, position_ids=pos, past_key_values=cache, use_cache=True, logits_to_keep=1
     )
-    return out.logits[:, -1, :].float()
+    return compute_float(out.logits[:, -1, :])
 
 
 def sample_completions(
@@ -228,7 +231,7 @@ def sample_completions(
     next_pos = attn.sum(-1, keepdim=True)  # [rows, 1]: the next token's position
     finished = torch.zeros(tasks * n, dtype=torch.bool, device=device)
     out = torch.full((tasks * n, max_new_tokens), pad_id, dtype=torch.long, device=device)
-    out_logp = torch.zeros((tasks * n, max_new_tokens), dtype=torch.float32, device=device) if return_logprobs else None
+    out_logp = torch.zeros((tasks * n, max_new_tokens), dtype=logits.dtype, device=device) if return_logprobs else None
     steps = 0
     # 4. Decode.
     for t in range(max_new_tokens):

@@ -29,8 +29,11 @@ __all__ = [
     "load_model",
     "resolve_device",
     "resolve_dtype",
+    "DTYPE_NAMES",
+    "compute_float",
     "byte_tokenizer",
     "tiny_model",
+    "portable_init",
     "smollm2_gguf_path",
     "apply_chat_template",
     "encode_chats",
@@ -69,6 +72,19 @@ def resolve_device(device: str | torch.device | None = None) -> torch.device:
     return dev
 
 
+#: Torch dtypes by the names configs and CLIs accept (besides ``"auto"``).
+DTYPE_NAMES = {
+    "float64": "float64",
+    "fp64": "float64",
+    "float32": "float32",
+    "fp32": "float32",
+    "bfloat16": "bfloat16",
+    "bf16": "bfloat16",
+    "float16": "float16",
+    "fp16": "float16",
+}
+
+
 def resolve_dtype(dtype: str | torch.dtype | None, device: torch.device) -> torch.dtype:
     """``None``/``"auto"``: bfloat16 on CUDA, float32 on CPU."""
     import torch
@@ -77,17 +93,20 @@ def resolve_dtype(dtype: str | torch.dtype | None, device: torch.device) -> torc
         return torch.bfloat16 if device.type == "cuda" else torch.float32
     if isinstance(dtype, torch.dtype):
         return dtype
-    names = {
-        "float32": torch.float32,
-        "fp32": torch.float32,
-        "bfloat16": torch.bfloat16,
-        "bf16": torch.bfloat16,
-        "float16": torch.float16,
-        "fp16": torch.float16,
-    }
-    if dtype not in names:
-        raise InvalidArgumentError(f"dtype: expected one of {sorted(names)} or 'auto', got {dtype!r}", "dtype")
-    return names[dtype]
+    if dtype not in DTYPE_NAMES:
+        raise InvalidArgumentError(f"dtype: expected one of {sorted(DTYPE_NAMES)} or 'auto', got {dtype!r}", "dtype")
+    result: torch.dtype = getattr(torch, DTYPE_NAMES[dtype])
+    return result
+
+
+def compute_float(x: torch.Tensor) -> torch.Tensor:
+    """``x`` in the precision its probabilities and losses are computed in: float32 for float32
+    and narrower (bf16/fp16 logits are upcast), float64 kept as it is. A float64 policy (the
+    trainer's ``dtype: float64``) thus computes in float64 end to end, which is what makes its
+    results the same on every CPU instruction set to ~1e-12."""
+    import torch
+
+    return x if x.dtype == torch.float64 else x.float()
 
 
 def byte_tokenizer() -> PreTrainedTokenizerBase:
@@ -141,9 +160,29 @@ def tiny_model(tokenizer: PreTrainedTokenizerBase, arch: str = "qwen2", seed: in
             model = Qwen2ForCausalLM(Qwen2Config(**common))
         else:
             raise InvalidArgumentError(f"arch: expected 'qwen2' or 'llama', got {arch!r}", "arch")
+    portable_init(model, seed)
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     return model
+
+
+def portable_init(model: Any, seed: int) -> None:
+    """Redraw every weight matrix (embeddings included) of a random-weight ``model`` uniformly on a
+    grid, ``k * 2**-17`` for integers ``|k| <= 2**12`` (std 0.018, as the usual N(0, 0.02)), from
+    numpy's seeded integer generator; norms and biases keep their constant initial values.
+
+    torch's ``normal_`` draws through vectorised log/cos kernels chosen by the CPU's instruction
+    set, so the same seed gave different weights with and without AVX2; integers scaled by a power
+    of two are exact, so these weights are bit-identical on every host."""
+    import numpy as np
+    import torch
+
+    rng = np.random.Generator(np.random.PCG64(seed))
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.ndim >= 2:
+                k = rng.integers(-(2**12), 2**12, size=tuple(p.shape), endpoint=True)
+                p.copy_(torch.from_numpy(k.astype(np.float64) * 2.0**-17))
 
 
 def smollm2_gguf_path() -> Path:

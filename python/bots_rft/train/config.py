@@ -12,6 +12,7 @@ from typing import Any, get_type_hints
 
 from ..config_files import read_mapping
 from ..errors import BotsError, ConfigError
+from ..llm.models import DTYPE_NAMES
 from ..methods import (
     ADAPTIVE_LAM,
     ADAPTIVE_RHO,
@@ -65,7 +66,7 @@ class TrainConfig:
     # --- model
     model: str = "tiny"  # tiny | tiny-HxL | smollm2 | local HF directory | .gguf file
     device: str = "auto"  # auto: CUDA when present
-    dtype: str = "auto"  # weights: float32 (bf16 autocast on CUDA does the rest)
+    dtype: str = "auto"  # weights: float32 (bf16 autocast on CUDA does the rest); float64 for reference runs
     bf16: bool = True  # bf16 autocast on CUDA (ignored on CPU)
     gradient_checkpointing: bool = False  # CUDA memory saver (allowed on CPU too)
     # --- parameter-efficient training (docs/training.md): only the adapter or the top layers
@@ -260,6 +261,8 @@ class TrainConfig:
             or self.train_top_layers < 1
         ):
             raise bad("train_top_layers", "must be an integer >= 1 or null")
+        if self.dtype != "auto" and self.dtype not in DTYPE_NAMES:
+            raise bad("dtype", f"expected 'auto' or one of {sorted(DTYPE_NAMES)}")
         if self.distributed not in ("ddp", "fsdp"):
             raise bad("distributed", "expected 'ddp' or 'fsdp'")
         if not 0.0 < self.verifier_error_stop <= 1.0:

@@ -7,16 +7,19 @@ from dataclasses import dataclass
 
 import torch
 
+from ..llm.models import compute_float
+
 __all__ = ["group_advantages", "token_logprobs", "LossStats", "grpo_loss"]
 
 
-def group_advantages(rewards: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+def group_advantages(rewards: torch.Tensor, eps: float = 1e-6, dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """``[B, n]`` rewards -> ``[B, n]`` advantages ``(r - mean_g) / (std_g + eps)`` per group
-    (task), with the unbiased std as verl's GRPO. A group whose rewards are all equal carries no
-    signal: its advantages are exactly 0 (also when n == 1)."""
+    (task), with the unbiased std as verl's GRPO, computed in ``dtype`` (the policy's loss
+    precision). A group whose rewards are all equal carries no signal: its advantages are
+    exactly 0 (also when n == 1)."""
     if rewards.ndim != 2:
         raise ValueError(f"rewards: expected shape [B, n], got {tuple(rewards.shape)}")
-    r = rewards.to(torch.float32)
+    r = rewards.to(dtype)
     mean = r.mean(dim=1, keepdim=True)
     if r.shape[1] < 2:
         return torch.zeros_like(r)
@@ -27,8 +30,9 @@ def group_advantages(rewards: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
 
 def token_logprobs(logits: torch.Tensor, targets: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
     """Log-probability of each ``targets[b, t]`` under ``logits[b, t]`` (already aligned: the
-    logits that predicted the token), at the sampling temperature, in float32."""
-    logits = logits.float()
+    logits that predicted the token), at the sampling temperature, in float32 (float64 logits stay
+    float64)."""
+    logits = compute_float(logits)
     if temperature != 1.0:
         logits = logits / temperature
     # logsumexp + gather: never materialises the full [B, T, V] log-softmax twice.

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ..errors import ConfigError
-from ..llm.models import byte_tokenizer, load_model, resolve_device
+from ..llm.models import byte_tokenizer, load_model, portable_init, resolve_device, resolve_dtype
 from .grpo import token_logprobs
 
 if TYPE_CHECKING:
@@ -31,7 +31,7 @@ def load_policy(spec: str, device: str, dtype: str, seed: int) -> tuple[PreTrain
     match = _TINY_SIZED.match(spec.lower())
     if match:
         model, tok = _tiny_sized(int(match.group(1)), int(match.group(2)), seed)
-        model.to(device=dev, dtype=getattr(torch, {"bf16": "bfloat16", "fp32": "float32"}.get(wdtype, wdtype)))  # type: ignore[call-arg]
+        model.to(device=dev, dtype=resolve_dtype(wdtype, dev))  # type: ignore[call-arg]
     else:
         model, tok = load_model(spec, device=dev, dtype=wdtype, seed=seed)
     model.train()
@@ -60,6 +60,7 @@ def _tiny_sized(hidden: int, layers: int, seed: int) -> tuple[PreTrainedModel, P
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = Qwen2ForCausalLM(cfg)
+    portable_init(model, seed)
     model.generation_config.eos_token_id = tok.eos_token_id
     model.generation_config.pad_token_id = tok.pad_token_id
     return model, tok

@@ -34,9 +34,15 @@ def _trim(
     return ids[:, first : plen + last], attn[:, first : plen + last], cmask[:, :last], plen - first
 
 
+def loss_dtype(model: Any) -> torch.dtype:
+    """The precision of log-probs, advantages and the loss: float64 for a float64 policy, float32
+    for every other (bf16 autocast included)."""
+    return torch.float64 if next(model.parameters()).dtype == torch.float64 else torch.float32
+
+
 def _logprobs_nograd(model: Any, ro: Rollouts, cfg: TrainConfig, device: torch.device) -> torch.Tensor:
     """``[S, T]`` log-probs of the completions under ``model``, without a graph."""
-    out = torch.zeros(ro.completion_mask.shape, dtype=torch.float32, device=device)
+    out = torch.zeros(ro.completion_mask.shape, dtype=loss_dtype(model), device=device)
     mb = cfg.micro_batch_size
     with torch.no_grad():
         for s in range(0, ro.input_ids.shape[0], mb):
@@ -44,7 +50,7 @@ def _logprobs_nograd(model: Any, ro: Rollouts, cfg: TrainConfig, device: torch.d
             ids, attn, cm, plen = _trim(ro.input_ids[sl], ro.attention_mask[sl], ro.completion_mask[sl], ro.prompt_len)
             with autocast(device, cfg.bf16):
                 lp = sequence_logprobs(model, ids, attn, plen, cfg.temperature)
-            out[sl, : cm.shape[1]] = lp.float()
+            out[sl, : cm.shape[1]] = lp
     return out
 
 
@@ -80,7 +86,7 @@ def grpo_update(
         tasks = [(0, i) for i in range(ro.num_tasks)]
         per_mini = cfg.mini_batch // dist.world
     assert all(p.rewards is not None for p in parts), "optimise needs scored rollouts"
-    advs = [group_advantages(p.rewards.to(device), cfg.adv_eps).reshape(-1) for p in parts]  # type: ignore[union-attr]
+    advs = [group_advantages(p.rewards.to(device), cfg.adv_eps, loss_dtype(model)).reshape(-1) for p in parts]  # type: ignore[union-attr]
     parts = [p.to(device) for p in parts]
     minis = [tasks[s : s + per_mini] for s in range(0, len(tasks), per_mini)]
     # One mini-batch, one epoch: the policy is still the generation policy, so its own

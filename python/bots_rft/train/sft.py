@@ -12,7 +12,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ..data import TaskPool
-from ..llm.models import apply_chat_template
+from ..llm.models import apply_chat_template, compute_float
 from .config import TrainConfig
 from .model import autocast, position_ids
 
@@ -61,7 +61,9 @@ def sft_warmup(
                 use_cache=False,
             ).logits
         loss = torch.nn.functional.cross_entropy(
-            logits[:, :-1].float().reshape(-1, logits.shape[-1]), b["labels"][:, 1:].reshape(-1), ignore_index=-100
+            compute_float(logits[:, :-1]).reshape(-1, logits.shape[-1]),
+            b["labels"][:, 1:].reshape(-1),
+            ignore_index=-100,
         )
         opt.zero_grad(set_to_none=True)
         loss.backward()
