@@ -192,12 +192,20 @@ COMPARE = [
         "--out: 'a' and out_dir='b' disagree",
     ),
 ]
+SCOREBOARD = [
+    ("no out", ["scoreboard", "--quick"], "the following arguments are required: --out"),
+    ("one seed", ["scoreboard", "--out", "sb", "--seeds", "1"], "argument --seeds: must be >= 2, got 1"),
+    ("seeds not a number", ["scoreboard", "--out", "sb", "--seeds", "many"], "argument --seeds: expected an integer"),
+    ("out exists", ["scoreboard", "--out", "full", "--quick"], "--out: 'full' already holds 'x'"),
+    ("out is a file", ["scoreboard", "--out", "afile", "--quick"], "--out: 'afile' exists and is not a directory"),
+    ("unknown option", ["scoreboard", "--out", "sb", "--fast"], "unrecognized arguments: --fast"),
+]
 OTHER = [
     ("unknown command", ["nope"], "argument COMMAND: invalid choice: 'nope'"),
 ]
 CASES = [
     (f"{argv[0]}: {name}", argv, text)
-    for name, argv, text in DEMO + SIMULATE + DATA + REFEVAL + TRAIN + COMPARE + OTHER
+    for name, argv, text in DEMO + SIMULATE + SCOREBOARD + DATA + REFEVAL + TRAIN + COMPARE + OTHER
 ]
 
 

@@ -210,9 +210,22 @@ def test_mean_ci() -> None:
 def test_rollout_axis_is_rollouts_spent_before_each_evaluation() -> None:
     assert rollout_axis([64, 192, 64]).tolist() == [0.0, 64.0, 256.0, 320.0]
     assert rollout_axis([10], start=5).tolist() == [5.0, 15.0]
-    for bad in ([64, 0], [np.nan], [[1, 2]]):
+    for bad in ([64, -1], [0, 0], [np.nan], [np.inf], [[1, 2]]):
         with pytest.raises(InvalidArgumentError, match="rollouts_per_step"):
             rollout_axis(bad)
+
+
+def test_a_step_that_spends_nothing_leaves_the_rollout_axis_flat() -> None:
+    """SPEED-RL trains on a queue generated earlier at no cost: the axis stays put for that step,
+    and TTB/BSF still read the curve on it (reaching a target on a flat stretch costs nothing)."""
+    axis = rollout_axis([64, 0, 64])
+    assert axis.tolist() == [0.0, 64.0, 64.0, 128.0]
+    base = np.arange(4, dtype=np.float64) * 64.0
+    # Same scores per step as the baseline, one step free: every target is reached for less.
+    ttb = time_to_baseline(axis, [0.1, 0.2, 0.3, 0.4], base, [0.1, 0.2, 0.3, 0.4], (0.5, 1.0))
+    assert ttb[0] == pytest.approx(64.0 / 96.0) and ttb[1] == pytest.approx(128.0 / 192.0)
+    with pytest.raises(InvalidArgumentError, match="non-decreasing"):
+        time_to_baseline([0.0, 2.0, 1.0], [0.1, 0.2, 0.3], base[:3], [0.1, 0.2, 0.3])
 
 
 _curve_values = st.lists(st.floats(0.0, 1.0, allow_nan=False), min_size=2, max_size=12)

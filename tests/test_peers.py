@@ -11,7 +11,7 @@ import pytest
 
 from bots_rft.baselines import RolledBatch, RollsOut, Selector
 from bots_rft.checkpoint import load_state, save_state
-from bots_rft.errors import ConfigError, InvalidArgumentError, InvalidTypeError
+from bots_rft.errors import CheckpointError, ConfigError, InvalidArgumentError, InvalidTypeError
 from bots_rft.methods import method
 from bots_rft.simulate import LearnerConfig, SimConfig, SimulatedLearner, make_world
 from bots_rft.simulate.experiment import MethodSpec, make_selector, run_method
@@ -71,8 +71,8 @@ def test_rolled_batch_checks_its_shapes_and_charge() -> None:
 # Every peer in the simulator: runs, charges every rollout, is deterministic, resumes exactly
 # ---------------------------------------------------------------------------------------------
 
-PEERS = ("dps", "greso", "speed", "adarft", "knapsack", "reinforce-ada")
-ROLLING = ("greso", "speed", "knapsack", "reinforce-ada")
+PEERS = ("dps", "greso", "speed", "adarft", "knapsack", "reinforce-ada", "bots-screen")
+ROLLING = ("greso", "speed", "knapsack", "reinforce-ada", "bots-screen")
 
 
 def _config(**kw: object) -> SimConfig:
@@ -305,9 +305,13 @@ def test_speed_screens_then_continues_and_charges_both() -> None:
     batch = sel.take_batch()
     assert batch is not None and np.array_equal(batch.task_ids, ids)
     assert np.all(ids % 2 == 0) and np.all(batch.trials == 16) and np.all(batch.successes == 8)
-    screened = sum(len(i) for i, c in calls if c and c[0] == 4)
-    continued = sum(len(i) for i, c in calls if c and c[0] == 12)
+    screened = sum(c.count(4) for _, c in calls)
+    continued = sum(c.count(12) for _, c in calls)
     assert batch.rollouts == 4 * screened + 12 * continued == sel.total_rollouts
+    # One generation call a round: the continuation of earlier qualifiers and the screening of a
+    # fresh batch go together, continuations first (the reference's data controller).
+    assert all(c == sorted(c, reverse=True) for _, c in calls)
+    assert calls[0][1] == [4] * 4 and any(12 in c and 4 in c for _, c in calls[1:])
     # Qualified and ready prompts beyond the batch wait for the next step, not rolled out again.
     waiting = set(sel.qualified[0].tolist()) | set(sel.ready[0].tolist())
     sel.update(ids, batch.successes, batch.trials)
@@ -327,11 +331,25 @@ def test_reinforce_ada_stops_a_prompt_once_it_has_both_outcomes() -> None:
     sel.select(3)
     batch = sel.take_batch()
     assert batch is not None
+    # Every round is charged: task 0 stops after one round, task 2 after two (2 correct at 1 per
+    # 8), task 1 runs all four.
+    assert batch.rollouts == 8 + 32 + 16
+    # The step trains on the balanced subset of keep=4 the reference keeps: 2 right and 2 wrong
+    # where both exist, all wrong for the never-solved task.
     trials = dict(zip(batch.task_ids.tolist(), batch.trials.tolist()))
     succ = dict(zip(batch.task_ids.tolist(), batch.successes.tolist()))
-    assert trials == {0: 8.0, 1: 32.0, 2: 16.0}  # 2 correct needs two rounds at 1 per 8
-    assert succ == {0: 4.0, 1: 0.0, 2: 2.0}
-    assert batch.rollouts == 56
+    assert trials == {0: 4.0, 1: 4.0, 2: 4.0}
+    assert succ == {0: 2.0, 1: 0.0, 2: 2.0}
+
+
+def test_reinforce_ada_keeps_as_balanced_a_subset_as_the_rollouts_allow() -> None:
+    from bots_rft.peers.reinforce_ada import kept_subset
+
+    succ = np.array([0, 1, 2, 5, 32, 31, 30, 3, 1], dtype=float)
+    seen = np.array([32, 32, 32, 8, 32, 32, 32, 8, 2], dtype=float)
+    kept, size = kept_subset(succ, seen, 4)
+    assert kept.tolist() == [0, 1, 2, 2, 4, 3, 2, 2, 1]
+    assert size.tolist() == [4, 4, 4, 4, 4, 4, 4, 4, 2]  # never more than were generated
 
 
 def test_knapsack_allocation_is_the_exact_optimum_within_its_bounds() -> None:
@@ -386,9 +404,11 @@ def test_cli_simulate_with_the_peers_writes_interval_tables_per_step_and_per_rol
     assert "| Rollouts/step |" in summary
     for label in ("DPS", "GRESO", "SPEED-RL", "AdaRFT", "Knapsack-RL", "Reinforce-Ada"):
         assert summary.count(f"| {label} |") == 3  # the paper's table, per step, per rollout
+    # BOTS-Screen carries BOTS's estimator, so the evidence-quality table has a row for it too.
+    assert summary.count("| BOTS-Screen |") == 4
     with (out / "headline_seeds.csv").open(encoding="utf-8") as fh:
         rows = list(csv.DictReader(fh))
-    assert len(rows) == 9 * 3 and {"ttb_rollouts_50", "bsf_100", "rollouts_per_step"} <= set(rows[0])
+    assert len(rows) == (3 + len(PEERS)) * 3 and {"ttb_rollouts_50", "bsf_100", "rollouts_per_step"} <= set(rows[0])
     random_rows = [r for r in rows if r["method"] == "Random"]
     assert all(float(r["ttb_50"]) == 1.0 or r["ttb_50"] == "nan" for r in random_rows)
     assert (out / "score_methods.png").stat().st_size > 0
@@ -434,14 +454,186 @@ def test_bots_train_refuses_the_peers_that_choose_their_own_rollouts(name: str) 
         assert method(plain).trainer
 
 
-def test_speed_generates_every_step_even_with_a_full_queue() -> None:
-    """A large generation batch can queue more than a batch of ready prompts; every step still
-    spends rollouts, so the per-rollout axis keeps increasing."""
+def test_speed_trains_on_a_full_queue_without_generating() -> None:
+    """A large generation batch can queue more than a batch of ready prompts; the next step then
+    trains on the queue and generates nothing, as the reference's data controller does, so its
+    spend is what was generated (nothing charged twice, nothing charged for a forced call)."""
     learner = SimulatedLearner(make_world(TINY, 0), 0, stream=2)
-    sel = method("speed").build(600, rollout=learner.rollout, gen_ratio=8.0)
+    calls: list[int] = []
+
+    def rollout(ids: np.ndarray, counts: np.ndarray) -> np.ndarray:
+        calls.append(int(counts.sum()))
+        return learner.rollout(ids, counts)
+
+    sel = method("speed").build(600, rollout=rollout, gen_ratio=8.0)
     assert isinstance(sel, RollsOut)
+    spent = []
     for _ in range(6):
+        before = len(calls)
         sel.select(16)
         batch = sel.take_batch()
-        assert batch is not None and batch.rollouts > 0 and batch.task_ids.size == 16
+        assert batch is not None and batch.task_ids.size == 16
+        assert batch.rollouts == sum(calls[before:])  # charged = generated in this step
+        spent.append(batch.rollouts)
         sel.update(batch.task_ids, batch.successes, batch.trials)
+    assert spent[0] > 0 and 0 in spent  # some step trained on the queue alone
+    assert sel.total_rollouts == sum(calls)
+
+
+# ---------------------------------------------------------------------------------------------
+# The fair race: group size, per-step GRESO tuning, reference priors, information settings
+# ---------------------------------------------------------------------------------------------
+
+
+def test_bigger_groups_at_the_same_rate_teach_more_with_group_noise() -> None:
+    """group_noise > 0: a group of n rollouts counts n / (n + group_noise) of its signal, so the
+    same rates from bigger groups move the learner further; 0 keeps the group size irrelevant."""
+    ids = np.arange(0, 600, 5)
+    gains = {}
+    for noise in (0.0, 4.0):
+        world = make_world(LearnerConfig(num_tasks=600, num_groups=3, eval_tasks=200, group_noise=noise), 0)
+        for n in (4.0, 32.0):
+            learner = SimulatedLearner(world, 0)
+            learner.train(ids, np.full(ids.size, n / 2), np.full(ids.size, n))
+            gains[(noise, n)] = float(learner.ability.sum())
+    assert gains[(0.0, 4.0)] == gains[(0.0, 32.0)]
+    assert gains[(4.0, 4.0)] < gains[(4.0, 32.0)] < gains[(0.0, 32.0)]
+    # n / (n + 4): 0.5 for 4 rollouts, 8/9 for 32 (abilities start at 0, so the gain is linear).
+    assert gains[(4.0, 4.0)] == pytest.approx(0.5 * gains[(0.0, 4.0)])
+    assert gains[(4.0, 32.0)] == pytest.approx(32 / 36 * gains[(0.0, 32.0)])
+    with pytest.raises(ConfigError, match="group_noise"):
+        LearnerConfig(group_noise=-1.0)
+
+
+def test_greso_tunes_on_each_steps_share_not_the_running_total() -> None:
+    """The reference resets its easy/hard counts after every step: a step with no solved group
+    raises p_easy even after a step where every group was solved."""
+    from bots_rft.peers import GRESO
+
+    sel = GRESO(10, lambda ids, k: np.zeros(ids.size), n_rollouts=4)
+    sel.walked = 10  # past the first epoch, where the tuning starts
+    ids = np.arange(10)
+    sel._learn(ids, np.full(10, 4.0), np.full(10, 4.0))  # all solved: too many easy groups
+    after_easy = sel.p_easy
+    sel._learn(ids, np.full(10, 2.0), np.full(10, 4.0))  # none solved this step
+    assert after_easy < 0.5 and sel.p_easy > after_easy
+    assert sel.easy_groups == 10 and sel.total_groups == 20  # running totals kept as diagnostics
+
+
+def test_dps_and_knapsack_start_from_reference_pass_rates_when_given() -> None:
+    weak = np.array([0.0, 1.0, 0.5, np.nan])
+    dps = method("dps").build(4, weak=weak, strong=weak, n_rollouts=4)
+    assert dps.pi[0].tolist() == [1.0, 0.0, 0.0] and dps.pi[1].tolist() == [0.0, 0.0, 1.0]  # type: ignore[attr-defined]
+    assert dps.pi[2] == pytest.approx([1 / 16, 14 / 16, 1 / 16])  # type: ignore[attr-defined]
+    assert dps.pi[3] == pytest.approx([1 / 3] * 3)  # type: ignore[attr-defined]
+    blind = method("dps").build(4)
+    assert np.allclose(blind.pi, 1 / 3)  # type: ignore[attr-defined]
+
+    def rollout(ids: np.ndarray, counts: np.ndarray) -> np.ndarray:
+        return np.zeros(ids.size)
+
+    knap = method("knapsack").build(4, weak=weak, strong=weak, rollout=rollout, n_rollouts=8, n_low=2, n_high=16)
+    assert np.array_equal(knap.estimate, weak, equal_nan=True)  # type: ignore[attr-defined]
+    knap.select(4)
+    batch = knap.take_batch()  # type: ignore[attr-defined]
+    trials = dict(zip(batch.task_ids.tolist(), batch.trials.tolist()))
+    # The knapsack applies at once over the 3 x 8 rollouts of the known tasks: the 50% task gets
+    # its cap, the solved one the floor, the never-solved one the floor plus what is left (the
+    # fallback); the unknown task gets the uniform 8.
+    assert (trials[2], trials[1], trials[0], trials[3]) == (16, 2, 6, 8)
+    with pytest.raises(InvalidArgumentError, match="prior"):
+        method("dps").build(4, weak=np.array([0.1, 2.0, 0.0, 0.0]), strong=weak)
+
+
+def test_the_information_setting_decides_who_reads_the_references() -> None:
+    from bots_rft.simulate.experiment import reads_references
+
+    def reads(kind: str, information: str, **kw: Any) -> bool:
+        return reads_references(MethodSpec(kind, **kw), information)
+
+    assert [reads(k, "paper") for k in ("bots", "adarft", "dps", "knapsack", "speed")] == [
+        True,
+        True,
+        False,
+        False,
+        False,
+    ]
+    assert [reads(k, "shared") for k in ("bots", "adarft", "dps", "knapsack", "speed")] == [
+        True,
+        True,
+        True,
+        True,
+        False,
+    ]
+    assert [reads(k, "none") for k in ("bots", "dps", "knapsack", "random")] == [False] * 4
+    assert reads("bots", "paper", references=False) is False and reads("dps", "paper", references=True) is True
+    with pytest.raises(ConfigError, match="information"):
+        SimConfig(learner=TINY, information="more")
+    with pytest.raises(ConfigError, match="adarft"):
+        SimConfig(learner=TINY, methods=("random", "adarft"), information="none")
+    with pytest.raises(ConfigError, match="references"):
+        MethodSpec("adarft", references=False)
+    # A run without references is BOTS on explicit evidence alone: it reports no capability.
+    config = SimConfig(learner=TINY, steps=3, batch_size=16, seeds=(0,), methods=("random",))
+    rec = run_method(MethodSpec("bots", references=False), make_world(TINY, 0), 0, config)
+    assert np.all(np.isnan(rec.capability))
+
+
+def test_runs_record_generation_rounds_and_trained_rollouts() -> None:
+    config = SimConfig(learner=TINY, steps=4, batch_size=16, seeds=(0,), methods=("random",))
+    world = make_world(TINY, 0)
+    plain = run_method(MethodSpec("random"), world, 0, config)
+    assert plain.rounds.tolist() == [1] * 4 and plain.trained.tolist() == [16.0 * 16] * 4
+    ada = run_method(MethodSpec("reinforce-ada"), world, 0, config)
+    assert np.all(ada.rounds >= 1) and np.all(ada.rounds <= 4) and ada.trained.tolist() == [16.0 * 4] * 4
+    dapo1 = run_method(MethodSpec("dynamic", extra=(("oversample", 1.0),)), world, 0, config)
+    assert np.all(dapo1.rounds * 16 * 16 == dapo1.rollouts)  # rounds of one batch each
+    with pytest.raises(ConfigError, match="not a parameter"):
+        MethodSpec("dynamic", extra=(("gen_ratio", 2.0),))
+
+
+# ---------------------------------------------------------------------------------------------
+# BOTS-Screen: BOTS proposing, SPEED-RL's screen filtering
+# ---------------------------------------------------------------------------------------------
+
+
+def test_bots_screen_trains_on_disagreeing_groups_and_learns_from_every_rollout() -> None:
+    world = make_world(TINY, 0)
+    config = _config()
+    learner = SimulatedLearner(world, 0, stream=5)
+    calls: list[tuple[np.ndarray, np.ndarray]] = []
+
+    def rollout(ids: np.ndarray, counts: np.ndarray) -> np.ndarray:
+        calls.append((ids.copy(), np.asarray(counts).copy()))
+        return learner.rollout(ids, counts)
+
+    sel = make_selector(MethodSpec("bots-screen"), world, 0, learner, config, rollout=rollout)
+    bots = sel.bots  # type: ignore[attr-defined]
+    prior = bots.alpha + bots.beta
+    for _ in range(5):
+        sel.select(16)
+        batch = sel.take_batch()  # type: ignore[attr-defined]
+        assert batch is not None and batch.task_ids.size == 16
+        screened_in = (batch.successes > 0) & (batch.successes < batch.trials)
+        assert screened_in.all() and np.all(batch.trials == 16)  # 4 screening + 12 more
+        sel.update(batch.task_ids, batch.successes, batch.trials)
+    # Every rollout generated (failed screenings included) became explicit evidence for BOTS; the
+    # implicit evidence may add pseudo-counts on top, never take any away.
+    rolled = sum(int(c.sum()) for _, c in calls)
+    assert rolled == sel.total_rollouts  # type: ignore[attr-defined]
+    gained = (bots.alpha + bots.beta - prior).sum()
+    assert gained >= rolled - 1e-6
+    # The screen's candidates come from BOTS: a first selection equals BOTS's own first pick.
+    fresh = make_selector(MethodSpec("bots"), world, 0, SimulatedLearner(world, 0), config)
+    first = calls[0][0]
+    assert set(first.tolist()) == set(fresh.select(first.size).tolist())
+
+
+def test_bots_screen_refuses_a_checkpoint_without_its_bots_state() -> None:
+    world = make_world(TINY, 0)
+    learner = SimulatedLearner(world, 0)
+    sel = make_selector(MethodSpec("bots-screen"), world, 0, learner, _config())
+    state = sel.state_dict()
+    del state["bots"]
+    with pytest.raises(CheckpointError, match="BOTS state"):
+        sel.load_state_dict(state)

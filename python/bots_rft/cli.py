@@ -13,6 +13,7 @@ from typing import NoReturn
 COMMAND_MODULES = [
     "bots_rft.commands.demo",
     "bots_rft.commands.simulate",
+    "bots_rft.commands.scoreboard",
     "bots_rft.commands.data",
     "bots_rft.commands.refeval",
     "bots_rft.commands.train",

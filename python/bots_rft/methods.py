@@ -470,6 +470,14 @@ def _build_plan(m: Method, n: int, weak: Any, strong: Any, rollout: Any, threads
     return PlannedBOTS(bots, rollout, n_rollouts=per_task, n_min=p["n_min"], n_max=p["n_max"])
 
 
+def _build_screen(m: Method, n: int, weak: Any, strong: Any, rollout: Any, threads: Any, p: dict[str, Any]) -> Selector:
+    from .screening import ScreenedBOTS
+
+    screen = {k: p[k] for k in ("n_init", "n_continue", "gen_ratio", "max_gen_batches")}
+    bots = _bots(n, p, _interpolation(m, weak, strong, p), threads)
+    return ScreenedBOTS(n, _needs_rollout(m, rollout), bots=bots, seed=p["seed"], **screen)
+
+
 def _build_random(m: Method, n: int, weak: Any, strong: Any, rollout: Any, threads: Any, p: dict[str, Any]) -> Selector:
     from .baselines import RandomSelector
 
@@ -516,7 +524,8 @@ def _needs_rollout(m: Method, rollout: Any) -> Any:
 def _build_dps(m: Method, n: int, weak: Any, strong: Any, rollout: Any, threads: Any, p: dict[str, Any]) -> Selector:
     from .peers.dps import DynamicsPredictiveSampling
 
-    return DynamicsPredictiveSampling(n, **p)
+    refs = _references(m, weak, strong)  # the weak reference's rate is the prior, when given
+    return DynamicsPredictiveSampling(n, **p, prior=None if refs is None else refs[0])
 
 
 def _build_adarft(m: Method, n: int, weak: Any, strong: Any, rollout: Any, threads: Any, p: dict[str, Any]) -> Selector:
@@ -542,12 +551,21 @@ def _build_self_rolling(cls_path: str) -> Callable[..., Selector]:
     return build
 
 
+def _build_knapsack(
+    m: Method, n: int, weak: Any, strong: Any, rollout: Any, threads: Any, p: dict[str, Any]
+) -> Selector:
+    from .peers.knapsack import KnapsackAllocation
+
+    refs = _references(m, weak, strong)  # the weak reference's rate is the first estimate, when given
+    return KnapsackAllocation(n, _needs_rollout(m, rollout), **p, prior=None if refs is None else refs[0])
+
+
 _BUILDERS: dict[str, Callable[..., Selector]] = {
     "dps": _build_dps,
     "adarft": _build_adarft,
     "greso": _build_self_rolling("bots_rft.peers.greso:GRESO"),
     "speed": _build_self_rolling("bots_rft.peers.speed:SpeedRL"),
-    "knapsack": _build_self_rolling("bots_rft.peers.knapsack:KnapsackAllocation"),
+    "knapsack": _build_knapsack,
     "reinforce-ada": _build_self_rolling("bots_rft.peers.reinforce_ada:ReinforceAda"),
     "bots": _build_bots,
     "random": _build_random,
@@ -558,6 +576,7 @@ _BUILDERS: dict[str, Callable[..., Selector]] = {
     "bots-multiref": _build_multiref,
     "bots-sim": _build_similarity,
     "bots-plan": _build_plan,
+    "bots-screen": _build_screen,
 }
 
 _BOTS_FILE = "selector.bots"  # BOTS' own file name since the first release
@@ -587,6 +606,32 @@ METHODS: Mapping[str, Method] = MappingProxyType(
                 "optional",
                 _BOTS_FILE,
                 rolls_out=True,
+            ),
+            Method(
+                "bots-screen",
+                "BOTS-Screen",
+                "BOTS proposing the prompts SPEED-RL's screen tries: n_init screening rollouts each, "
+                "n_continue more for those whose screening disagrees; every rollout is BOTS's evidence",
+                "bots_rft.screening:ScreenedBOTS",
+                (
+                    LAM,
+                    RHO,
+                    TARGET,
+                    THOMPSON,
+                    PSEUDO_ROLLOUTS,
+                    MOMENTUM,
+                    MIN_GAP,
+                    SEED,
+                    *RULE_PARAMS,
+                    N_INIT,
+                    N_CONTINUE,
+                    GEN_RATIO,
+                    MAX_GEN_BATCHES,
+                ),
+                "optional",
+                _BASELINE_FILE,
+                rolls_out=True,
+                trainer=False,
             ),
             Method(
                 "random",
@@ -665,8 +710,8 @@ METHODS: Mapping[str, Method] = MappingProxyType(
                 "Dynamics-Predictive Sampling: per-task hidden Markov model of the solving state "
                 "(unsolved/partial/solved), top-k predicted partial among candidates",
                 "bots_rft.baselines:DynamicsPredictiveSampling",
-                (CANDIDATE_RATIO, PRIOR_ALPHA, TRANSITION_DECAY, SEED),
-                "unused",
+                (CANDIDATE_RATIO, PRIOR_ALPHA, TRANSITION_DECAY, SEED, ROLLOUTS),
+                "optional",
                 _BASELINE_FILE,
             ),
             Method(
@@ -708,7 +753,7 @@ METHODS: Mapping[str, Method] = MappingProxyType(
                 "rollouts per task chosen as a knapsack over expected value and cost, same total budget",
                 "bots_rft.baselines:KnapsackAllocation",
                 (ROLLOUTS, N_LOW, N_HIGH, SEED),
-                "unused",
+                "optional",
                 _BASELINE_FILE,
                 rolls_out=True,
                 trainer=False,

@@ -137,8 +137,10 @@ def _curve(steps: object, values: object, name: str) -> tuple[FloatArray, FloatA
         raise InvalidArgumentError(f"{name}_steps and {name} differ in length ({x.size} vs {y.size})", name)
     if x.size == 0:
         raise InvalidArgumentError(f"{name} must not be empty", name)
-    if np.any(np.diff(x) <= 0):
-        raise InvalidArgumentError(f"{name}_steps must be strictly increasing", f"{name}_steps")
+    # Non-decreasing, not strictly: on the rollouts axis a step that spent nothing (a method that
+    # trained on groups generated earlier) leaves x where it was.
+    if np.any(np.diff(x) < 0):
+        raise InvalidArgumentError(f"{name}_steps must be non-decreasing", f"{name}_steps")
     if np.any(~np.isfinite(y)) or np.any(~np.isfinite(x)):
         raise InvalidArgumentError(f"{name} must be finite", name)
     return x, y
@@ -169,11 +171,13 @@ def rollout_axis(rollouts_per_step: object, start: float = 0.0) -> FloatArray:
     """Rollouts spent before each evaluation: ``[start, start + r_1, start + r_1 + r_2, ...]``
     for ``r_t`` rollouts at step t. With it as the x-axis of :func:`time_to_baseline` and
     :func:`best_so_far`, they measure per rollout spent instead of per step, so a method that
-    rolls out more per step (dynamic sampling) pays for it."""
+    rolls out more per step (dynamic sampling) pays for it. A step may spend nothing (SPEED-RL
+    trains on a queue generated earlier); the total must be positive."""
     r = _as_1d_float(rollouts_per_step, "rollouts_per_step")
-    if np.any(~np.isfinite(r)) or np.any(r <= 0):
+    if np.any(~np.isfinite(r)) or np.any(r < 0) or not r.sum() > 0:
         raise InvalidArgumentError(
-            f"rollouts_per_step must be finite and > 0, got min {r.min() if r.size else 0}", "rollouts_per_step"
+            f"rollouts_per_step must be finite, >= 0 and not all 0, got min {r.min() if r.size else 0}",
+            "rollouts_per_step",
         )
     return np.concatenate(([float(start)], float(start) + np.cumsum(r)))
 

@@ -28,7 +28,7 @@ from ..baselines import RolledBatch, check_state
 from ..errors import CheckpointError, InvalidArgumentError, InvalidTypeError
 from ..methods import SEED
 
-__all__ = ["SelfRolling", "Groups", "IdArray", "FloatArray", "restore_rng", "check_state", "saved_array"]
+__all__ = ["SelfRolling", "Groups", "IdArray", "FloatArray", "restore_rng", "check_state", "saved_array", "prior_rates"]
 
 IdArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -54,6 +54,20 @@ def saved_array(state: dict[str, Any], key: str, shape: tuple[int, ...], dtype: 
     if arr.shape != shape:
         raise CheckpointError(f"state: {key!r} has shape {arr.shape}, expected {shape}")
     return arr
+
+
+def prior_rates(prior: npt.ArrayLike, num_tasks: int) -> FloatArray:
+    """Per-task success-rate estimates given before any rollout (NaN: unknown), checked: one per
+    task, each in [0, 1] or NaN."""
+    rates = np.array(prior, dtype=np.float64)
+    if rates.shape != (num_tasks,):
+        raise InvalidArgumentError(f"prior: expected {num_tasks} pass rates, got shape {rates.shape}", "prior")
+    known = rates[~np.isnan(rates)]
+    if np.any((known < 0) | (known > 1)):
+        raise InvalidArgumentError(
+            f"prior: pass rates must lie in [0, 1] or be NaN, got min {known.min()}, max {known.max()}", "prior"
+        )
+    return rates
 
 
 class SelfRolling:

@@ -21,6 +21,10 @@ Defaults are the published scripts' (``scripts/math/math_verl_1.5b_dps.sh``): ca
 prior_alpha 1.0 (uniform Dirichlet), transition_decay 0.7, uniform initial state distribution,
 "topk" selection. The whole pool is tracked in arrays rather than per-prompt dictionaries; the
 arithmetic is the reference code's, vectorised.
+
+Given reference pass rates (``prior``, with the run's ``n_rollouts``: the scoreboard's
+shared-information setting), a prompt's initial state distribution is that of a group of n
+rollouts at the reference's rate instead of uniform.
 """
 
 from __future__ import annotations
@@ -34,8 +38,8 @@ from .._validation import as_int, feedback, selectable
 from .._validation import batch_size as _check_batch
 from ..baselines import EpochOrder
 from ..errors import CheckpointError
-from ..methods import CANDIDATE_RATIO, PRIOR_ALPHA, SEED, TRANSITION_DECAY
-from .base import FloatArray, IdArray, check_state, saved_array
+from ..methods import CANDIDATE_RATIO, PRIOR_ALPHA, ROLLOUTS, SEED, TRANSITION_DECAY
+from .base import FloatArray, IdArray, check_state, prior_rates, saved_array
 
 __all__ = ["DynamicsPredictiveSampling", "STATES"]
 
@@ -62,6 +66,8 @@ class DynamicsPredictiveSampling:
         prior_alpha: float = PRIOR_ALPHA.default,
         transition_decay: float = TRANSITION_DECAY.default,
         seed: int = 0,
+        n_rollouts: int = ROLLOUTS.default,
+        prior: npt.ArrayLike | None = None,
     ) -> None:
         self.num_tasks = as_int(num_tasks, "num_tasks", minimum=1)
         self.candidate_ratio = CANDIDATE_RATIO.check(candidate_ratio)
@@ -73,6 +79,14 @@ class DynamicsPredictiveSampling:
         self.alpha: FloatArray = np.full((n, 3, 3), self.prior_alpha)  # alpha[k, i, j]: count of j -> i
         self.pi: FloatArray = np.full((n, 3), 1.0 / 3.0)  # predicted state at the next rollout
         self.pi_before: FloatArray = np.full((n, 3), 1.0 / 3.0)  # the state the next transition leaves
+        if prior is not None:
+            # A reference pass rate p gives the state of a group of n rollouts before any is seen:
+            # unsolved (1-p)^n, solved p^n, partial the rest (NaN: no information, 1/3 each).
+            p = prior_rates(prior, n)
+            k = ROLLOUTS.check(n_rollouts)
+            start = np.stack([(1 - p) ** k, 1 - (1 - p) ** k - p**k, p**k], axis=1)
+            start[np.isnan(p)] = 1.0 / 3.0
+            self.pi, self.pi_before = start.copy(), start.copy()
         self.met = np.zeros(n, dtype=bool)  # prompts DPS has met (and so propagates every step)
         self.times_sampled = np.zeros(n, dtype=np.int64)
 

@@ -7,7 +7,8 @@ rollout groups (consecutively) all had zero reward variance is skipped with prob
 were always solved (``p_easy``) and never solved (``p_hard``). Prompts that pass the filter are
 rolled out ``n`` times and the groups with 0 < successes < n are kept, in generation rounds, until
 a training batch is full. The exploration probabilities tune themselves once per step: when the
-share of all-correct (all-wrong) groups among everything rolled out so far is above its target,
+share of all-correct (all-wrong) groups among the groups rolled out in that step is above its
+target (``ray_trainer.py`` resets its counts after every step, around l.1233-1236),
 ``p_easy`` (``p_hard``) drops by 0.01, else it rises by 0.01, within [0.05, 0.95]. The targets are
 ``target_zero_variance / 3`` for easy and ``2 x target_zero_variance / 3`` for hard prompts.
 
@@ -154,8 +155,11 @@ class GRESO(SelfRolling):
         self.easy_groups += int(solved.sum())
         self.hard_groups += int(failed.sum())
         self.total_groups += int(task_ids.size)
-        if self.epoch > 0 and self.total_groups:
-            easy_share, hard_share = self.easy_groups / self.total_groups, self.hard_groups / self.total_groups
+        # The shares of this step's groups, as the reference computes them: ray_trainer.py resets
+        # its easy/hard/total counts after every training step ("reset ratio statistics").
+        # (The running totals above are kept as diagnostics only.)
+        if self.epoch > 0 and task_ids.size:
+            easy_share, hard_share = float(solved.mean()), float(failed.mean())
             self.p_easy = _nudge(self.p_easy, easy_share >= self.target_zero_variance / 3)
             self.p_hard = _nudge(self.p_hard, hard_share >= self.target_zero_variance * 2 / 3)
 

@@ -18,6 +18,9 @@ estimate and gets the uniform ``n_rollouts``, outside the knapsack; prompts whos
 or 1 have value 0 and get ``n_low``, except that budget left once every increment is zero goes to
 the never-solved prompts first (the paper's fallback for unsolved prompts), then evenly to all, up
 to ``n_high``. Defaults n_low = 2 and n_high = 128 (the paper reports budgets up to 93).
+
+Given reference pass rates (``prior``: the scoreboard's shared-information setting), a prompt
+starts from that estimate instead of none, so the knapsack applies from its first rollout.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ import numpy.typing as npt
 from ..baselines import EpochOrder, RolledBatch
 from ..errors import CheckpointError, InvalidArgumentError
 from ..methods import N_HIGH, N_LOW, ROLLOUTS
-from .base import FloatArray, Groups, IdArray, SelfRolling, saved_array
+from .base import FloatArray, Groups, IdArray, SelfRolling, prior_rates, saved_array
 
 __all__ = ["KnapsackAllocation", "allocate", "task_value"]
 
@@ -92,6 +95,7 @@ class KnapsackAllocation(SelfRolling):
         n_low: int = N_LOW.default,
         n_high: int = N_HIGH.default,
         seed: int = 0,
+        prior: npt.ArrayLike | None = None,
     ) -> None:
         super().__init__(num_tasks, rollout, seed=seed)
         self.n_rollouts = ROLLOUTS.check(n_rollouts)
@@ -103,8 +107,9 @@ class KnapsackAllocation(SelfRolling):
                 "n_low",
             )
         self._order = EpochOrder(self.num_tasks, seed=self.seed)
-        #: Each prompt's success rate at its last rollout (NaN: never rolled out).
-        self.estimate: FloatArray = np.full(self.num_tasks, np.nan)
+        #: Each prompt's success rate at its last rollout (NaN: never rolled out), or, before its
+        #: first rollout, the ``prior`` given (a reference model's pass rate; NaN: none).
+        self.estimate: FloatArray = np.full(self.num_tasks, np.nan) if prior is None else prior_rates(prior, num_tasks)
 
     def _roll_step(self, batch_size: int, allowed: npt.NDArray[np.bool_] | None) -> tuple[RolledBatch, Groups]:
         ids = self._order.select(batch_size, exclude=None if allowed is None else ~allowed)

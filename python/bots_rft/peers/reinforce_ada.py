@@ -12,10 +12,14 @@ balanced subset of ``keep`` rollouts per prompt.
 Published defaults (``scripts/run_reinforce_ada.sh`` and ``ppo_trainer.yaml``): rounds = 4,
 round_repeat = 8, keep = 4 (the script's n), exit rule "balanced".
 
-Simulator choice, named: the published script estimates each prompt's baseline from *all* its
-rollouts (``global_stat_est=True``), so the simulated learner takes each prompt's learning signal
-from all its rollouts (successes / rollouts generated), not from the balanced subset of ``keep``,
-which would read every stopped prompt as a perfect 50% group. Every rollout is charged.
+What the step trains on: the reference keeps a subset of ``keep`` rollouts per prompt (balanced:
+``keep // 2`` correct and the rest incorrect when the prompt has them, else as balanced as its
+rollouts allow) and computes advantages ``r - p_hat`` with ``p_hat`` from *all* the prompt's
+rollouts (``global_stat_est=True``) and no division by the group's std
+(``norm_adv_by_std_in_grpo=False``). The simulated learner therefore trains on that kept subset
+(its successes out of ``keep``): a stopped prompt is a 2-of-4 group, whose learning signal under
+the learner's 4r(1 - r) proxy (twice the mean |advantage| of an unnormalised group) is 1, as the
+reference's mean |r - p_hat| of 1/2 says. Every rollout of every round is charged.
 """
 
 from __future__ import annotations
@@ -29,7 +33,16 @@ from ..baselines import EpochOrder, RolledBatch
 from ..methods import KEEP, ROUND_REPEAT, ROUNDS
 from .base import FloatArray, Groups, IdArray, SelfRolling
 
-__all__ = ["ReinforceAda"]
+__all__ = ["ReinforceAda", "kept_subset"]
+
+
+def kept_subset(successes: FloatArray, rollouts: FloatArray, keep: int) -> tuple[FloatArray, FloatArray]:
+    """``(correct, size)`` of the balanced subset of ``min(keep, rollouts)`` rollouts the reference
+    trains on per prompt: ``size // 2`` correct and the rest incorrect when the prompt has enough of
+    both, else all of the scarce kind and the rest from the other."""
+    size = np.minimum(float(keep), rollouts)
+    wrong_wanted = size - size // 2
+    return np.minimum(successes, size - np.minimum(rollouts - successes, wrong_wanted)), size
 
 
 class ReinforceAda(SelfRolling):
@@ -70,7 +83,8 @@ class ReinforceAda(SelfRolling):
             done = (pos >= need_pos) & (seen - pos >= need_neg)
             self.stopped_early += int((done & active).sum())
             active &= ~done
-        batch = RolledBatch(ids, pos, seen, rollouts=self._spent)
+        kept, size = kept_subset(pos, seen, self.keep)
+        batch = RolledBatch(ids, kept, size, rollouts=self._spent)
         return batch, (ids, pos, seen)
 
     def _learn(self, task_ids: IdArray, successes: FloatArray, trials: FloatArray) -> None:

@@ -6,11 +6,11 @@ screening rollouts disagree (0 < successes < n_init, i.e. nonzero reward varianc
 in the next generation call, gets ``n_continue`` more; it is then ready for training on all
 ``n_init + n_continue`` rollouts. Each generation call screens a fresh batch of
 ``gen_ratio x batch_size`` prompts (the data loader's order) together with the continuation of the
-prompts qualified by earlier calls. Calls repeat until ``batch_size`` prompts are ready. Qualified
-prompts and ready prompts beyond the batch stay queued for the next step, as in the reference
-data controller (nothing rolled out is thrown away except failed screenings). Every step makes
-at least one generation call, also when the queue already holds a batch (the reference then
-trains without generating); the work is the same, only its timing moves.
+prompts qualified by earlier calls. Calls repeat until ``batch_size`` prompts are ready; a step
+whose queue already holds a batch makes no call and trains on it at no rollout cost, as the
+reference does. Qualified prompts and ready prompts beyond the batch stay queued for the next
+step, as in the reference data controller (nothing rolled out is thrown away except failed
+screenings).
 
 Published defaults (``recipe/dapo/src/config/fast_dapo_trainer.yaml``): n_init = 4,
 n_continue = 12 (so a trained prompt has 16 rollouts, the pool's usual n), a generation batch
@@ -86,25 +86,27 @@ class SpeedRL(SelfRolling):
         failed_ids: list[IdArray] = []
         failed_succ: list[FloatArray] = []
         calls = 0
-        # At least one generation call per step, even when the queue already holds a batch: the
-        # reference trains at once then, but a step that generated nothing would cost nothing, and
-        # the call's screening is work the next steps need anyway.
-        while (calls == 0 or int(ok[r_ids].sum()) < b) and calls < self.max_gen_batches:
+        # Generation calls until a batch is ready; none when the queue already holds one (the
+        # reference then trains without generating, and the step costs no rollouts).
+        while int(ok[r_ids].sum()) < b and calls < self.max_gen_batches:
             calls += 1
-            # Continue the prompts qualified so far (those the exclusion allows) ...
+            # One generation call: the continuation of the prompts qualified so far (those the
+            # exclusion allows) together with the screening of a fresh generation batch.
             go = ok[q_ids]
-            if go.any():
-                more = self._roll(q_ids[go], self.n_continue)
-                r_ids = np.concatenate([r_ids, q_ids[go]])
-                r_succ = np.concatenate([r_succ, q_succ[go] + more])
-                q_ids, q_succ = q_ids[~go], q_succ[~go]
-            # ... and screen a fresh generation batch.
             free = ok & ~busy
             new = self._order.select(gen, exclude=~free) if free.any() else np.zeros(0, np.int64)
             if new.size == 0 and not go.any():
                 break
+            cont = q_ids[go]
+            both = self._roll(
+                np.concatenate([cont, new]),
+                np.concatenate([np.full(cont.size, self.n_continue), np.full(new.size, self.n_init)]),
+            )
+            more, succ = both[: cont.size], both[cont.size :]
+            r_ids = np.concatenate([r_ids, cont])
+            r_succ = np.concatenate([r_succ, q_succ[go] + more])
+            q_ids, q_succ = q_ids[~go], q_succ[~go]
             busy[new] = True
-            succ = self._roll(new, self.n_init)
             self.screened += int(new.size)
             passed = (succ > 0) & (succ < self.n_init)
             self.passed += int(passed.sum())
@@ -132,8 +134,11 @@ class SpeedRL(SelfRolling):
         return None  # SPEED keeps no statistics across steps beyond its queues
 
     def _extra_state(self) -> dict[str, Any]:
+        return {"order": self._order.state_dict(), **self._queue_state()}
+
+    def _queue_state(self) -> dict[str, Any]:
+        """The queues and counters (everything but the order prompts are drawn in)."""
         return {
-            "order": self._order.state_dict(),
             "qualified_ids": self.qualified[0].copy(),
             "qualified_successes": self.qualified[1].copy(),
             "ready_ids": self.ready[0].copy(),
@@ -142,7 +147,8 @@ class SpeedRL(SelfRolling):
             "passed": self.passed,
         }
 
-    def _load_extra_state(self, state: dict[str, Any]) -> None:
+    def _load_queue_state(self, state: dict[str, Any]) -> None:
+        """The queues and counters of ``state``, checked, then set (nothing set when invalid)."""
         try:
             q = (np.array(state["qualified_ids"], dtype=np.int64), np.array(state["qualified_successes"], np.float64))
             r = (np.array(state["ready_ids"], dtype=np.int64), np.array(state["ready_successes"], np.float64))
@@ -152,7 +158,11 @@ class SpeedRL(SelfRolling):
         for ids, succ in (q, r):
             if ids.shape != succ.shape or ids.ndim != 1 or np.any((ids < 0) | (ids >= self.num_tasks)):
                 raise CheckpointError("state: has a SPEED queue with mismatched or out-of-range entries")
+        self.qualified, self.ready = q, r
+        self.screened, self.passed = screened, passed
+
+    def _load_extra_state(self, state: dict[str, Any]) -> None:
         order = EpochOrder(self.num_tasks, seed=self.seed)
         order.load_state_dict(state.get("order"))  # type: ignore[arg-type]
-        self._order, self.qualified, self.ready = order, q, r
-        self.screened, self.passed = screened, passed
+        self._load_queue_state(state)
+        self._order = order

@@ -52,6 +52,12 @@ __all__ = [
 
 FloatArray = npt.NDArray[np.float64]
 
+#: The information settings of :attr:`SimConfig.information`.
+INFORMATION = ("paper", "shared", "none")
+#: Peers that take reference pass rates as a prior only in the "shared" setting (their papers
+#: start every task blind).
+PRIOR_PEERS = ("dps", "knapsack")
+
 #: The methods a simulation compares, in the order of the paper's tables (Random first).
 TABLE_ORDER = ("random", "offline", "mopps", "dots", "bots", "dynamic")
 
@@ -81,6 +87,12 @@ class MethodSpec:
     adaptive_rho: bool = ADAPTIVE_RHO.default
     adaptive_lam: bool = ADAPTIVE_LAM.default
     lag_discount: float = LAG_DISCOUNT.default
+    # Further method parameters of this row, as (name, value) pairs (e.g. DAPO's oversample or
+    # SPEED-RL's gen_ratio at a peer paper's setting); they override the experiment's.
+    extra: tuple[tuple[str, Any], ...] = ()
+    # Whether this run hands the method the reference pass rates (None: the experiment's
+    # information setting decides; see SimConfig.information).
+    references: bool | None = None
 
     def __post_init__(self) -> None:
         try:
@@ -89,6 +101,16 @@ class MethodSpec:
             raise ConfigError(str(exc)) from None
         for param in (LAM, RHO, *_RULE):
             _checked(param, getattr(self, param.name))
+        m = method(self.kind)
+        for name, value in self.extra:
+            try:
+                m.param(name).check(value)
+            except KeyError:
+                raise ConfigError(f"extra: {name!r} is not a parameter of the {self.kind} method") from None
+            except BotsError as exc:
+                raise ConfigError(str(exc)) from None
+        if self.references is False and m.references == "required":
+            raise ConfigError(f"references: the {self.kind} method needs reference pass rates")
 
     @property
     def key(self) -> str:
@@ -101,6 +123,10 @@ class MethodSpec:
             for p in _RULE
             if p.name in takes and getattr(self, p.name) != p.default
         )
+        more = ",".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in self.extra)
+        extra = ",".join(x for x in (extra, more) if x)
+        if self.references is not None:
+            extra = ",".join(x for x in (extra, "refs" if self.references else "no-refs") if x)
         if self.kind == "bots":
             return f"bots(lam={self.lam:g},rho={self.rho:g},thompson={self.thompson}{',' + extra if extra else ''})"
         return f"{self.kind}({extra})" if extra else self.kind
@@ -150,6 +176,12 @@ class SimConfig:
     lag_discount: float = LAG_DISCOUNT.default
     # A further table, off by default: BOTS under `lag` with lag_discount varied.
     lag_discount_sweep: tuple[float, ...] = ()
+    # Which methods read the weak/strong reference pass rates: "paper" (each as published: the
+    # BOTS family and AdaRFT read them; DPS and Knapsack-RL start every task blind), "shared"
+    # (every method that can use them does: DPS and Knapsack-RL start from the weak reference's
+    # rate) or "none" (no method does: BOTS runs on its explicit evidence alone; methods that
+    # need them cannot run). A spec's own `references` overrides it.
+    information: str = "paper"
 
     def __post_init__(self) -> None:
         for name in ("steps", "batch_size"):
@@ -179,6 +211,12 @@ class SimConfig:
         for i, v in enumerate(self.lag_discount_sweep):
             _checked(LAG_DISCOUNT, v, f"lag_discount_sweep[{i}]")
         _checked(MIN_GAP, self.min_gap)
+        if self.information not in INFORMATION:
+            raise ConfigError(f"information: expected one of {list(INFORMATION)}, got {self.information!r}")
+        if self.information == "none":
+            needing = [m for m in self.methods if method(m).references == "required"]
+            if needing:
+                raise ConfigError(f"information: 'none' gives no reference pass rates, which {needing} need")
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -279,6 +317,10 @@ class RunRecord:
     ece: FloatArray = field(default_factory=lambda: np.zeros(0))
     spearman: FloatArray = field(default_factory=lambda: np.zeros(0))
     zero_variance: FloatArray = field(default_factory=lambda: np.zeros(0))
+    # [T] Sequential generation calls of each step (0 for a step that trained on rollouts made
+    # earlier), and the rollouts behind the groups it trained on: what a wall-clock model needs.
+    rounds: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
+    trained: FloatArray = field(default_factory=lambda: np.zeros(0))
 
     def to_rows(self, label: str) -> list[dict[str, Any]]:
         rows = []
@@ -327,9 +369,15 @@ class ExperimentResult:
 
 
 def make_selector(
-    spec: MethodSpec, world: TaskWorld, seed: int, learner: SimulatedLearner, config: SimConfig
+    spec: MethodSpec,
+    world: TaskWorld,
+    seed: int,
+    learner: SimulatedLearner,
+    config: SimConfig,
+    rollout: Callable[..., Any] | None = None,
 ) -> Selector:
-    """The selector ``spec`` names, built by the method table over the world's pool."""
+    """The selector ``spec`` names, built by the method table over the world's pool; a method that
+    rolls out itself calls ``rollout`` (default: the learner's)."""
     m = method(spec.kind)
     given = {
         "lam": spec.lam,
@@ -340,18 +388,33 @@ def make_selector(
         "oversample": config.dapo_oversample,
         "seed": seed,
         **{p.name: getattr(spec, p.name) for p in _RULE},
+        **dict(spec.extra),
     }
     params = {k: v for k, v in given.items() if k in {p.name for p in m.params}}
     signals = simulated_signals(world, seed, m.signals)  # extra columns, embeddings: see .signals
+    refs = reads_references(spec, config.information)
     return m.build(
         world.num_tasks,
-        weak=world.weak,
-        strong=world.strong,
-        rollout=learner.rollout,
+        weak=world.weak if refs else None,
+        strong=world.strong if refs else None,
+        rollout=learner.rollout if rollout is None else rollout,
         threads=config.threads,
         signals=signals,
         **params,
     )
+
+
+def reads_references(spec: MethodSpec, information: str) -> bool:
+    """Whether the run of ``spec`` hands its method the reference pass rates under the
+    ``information`` setting (:attr:`SimConfig.information`)."""
+    m = method(spec.kind)
+    if m.references == "unused":
+        return False
+    if spec.references is not None:
+        return spec.references
+    if information == "none":
+        return False
+    return information == "shared" or m.name not in PRIOR_PEERS
 
 
 # The learner's random stream is named by the run's key. Dynamic sampling ran under the key
@@ -374,7 +437,13 @@ def run_method(
     """Train a fresh learner for ``config.steps`` steps with ``spec`` choosing the batches."""
     T, B, n = config.steps, config.batch_size, world.config.n_rollouts
     learner = SimulatedLearner(world, seed, stream=_stream(spec.key))
-    selector = make_selector(spec, world, seed, learner, config)
+    calls = [0]  # generation calls made through the rollout callback (one a round)
+
+    def counted_rollout(*args: Any) -> Any:
+        calls[0] += 1
+        return learner.rollout(*args)
+
+    selector = make_selector(spec, world, seed, learner, config, rollout=counted_rollout)
     # Evidence quality is measured on the estimator the method uses; Random gets a shadow BOTS
     # fed with its batches, so the estimator is judged on uniform batches as in the paper (E.3).
     tracker: Any = None
@@ -416,6 +485,8 @@ def run_method(
         ece=nan(),
         spearman=nan(),
         zero_variance=nan(),
+        rounds=np.zeros(T, np.int64),
+        trained=np.zeros(T),
     )
     # Late evidence (config.lag): (step's ids, successes, trials) waiting to reach the selector.
     lagged = config.lag > 0 and _takes_policy_lag(selector)
@@ -424,6 +495,7 @@ def run_method(
     prev_pred: FloatArray | None = None
     spent = 0
     for t in range(T):
+        calls[0] = 0
         ids = selector.select(B)
         predicted = predicted_pass_rates(selector, ids)  # before the rollouts: what it expected
         succ: npt.NDArray[Any]
@@ -445,6 +517,9 @@ def run_method(
         else:
             succ = learner.rollout(ids)
             rec.rollouts[t] = ids.size * n
+            calls[0] += 1
+        rec.rounds[t] = calls[0]
+        rec.trained[t] = float(np.sum(np.broadcast_to(trials, np.shape(ids))))
         r = effective_ratios(succ, trials)
         rec.etr[t], rec.below_one[t], rec.above_zero[t] = r.etr, r.below_one, r.above_zero
         rec.strict_valid[t] = r.strict_valid

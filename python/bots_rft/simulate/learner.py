@@ -11,7 +11,9 @@ The model (docs/what-bots-does.md explains it at length):
   rollouts as ``4 r (1 - r)`` with r the empirical rate: 0 when all rollouts agree (GRPO's
   advantages vanish), 1 at r = 1/2. Methods may roll out tasks a different number of times
   (``rollout(ids, counts)``); each task's r is then its own k / trials, and every task weighs the
-  same in the batch unless ``rollout_weighting`` > 0 (then tasks with more rollouts weigh more). Group abilities grow by the signal of their own tasks plus a
+  same in the batch unless ``rollout_weighting`` > 0 (then tasks with more rollouts weigh more)
+  or ``group_noise`` > 0 (then a group of n rollouts counts n / (n + group_noise) of its signal:
+  its gradient is less noisy). Group abilities grow by the signal of their own tasks plus a
   share transferred to every group, with diminishing returns; trained tasks also get a small
   task-specific boost m_k.
 - Weak and strong reference models are the same family at fixed abilities with their own
@@ -74,6 +76,13 @@ class LearnerConfig:
     # size (a per-group mean loss, GRPO's); 1: in proportion to its rollouts (a loss averaged over
     # all rollouts, DAPO's token mean). Batches of n rollouts per task are the same either way.
     rollout_weighting: float = 0.0
+    # Gradient noise that falls with the group size: a group of n rollouts contributes its signal
+    # times n / (n + group_noise). With a step size tuned to the noise, the progress a gradient
+    # estimate from B samples buys is proportional to B / (B + B_noise), B_noise being the noise
+    # scale tr(Σ) / |G|² (McCandlish et al. 2018, "An Empirical Model of Large-Batch Training");
+    # here B is the group's rollouts, so bigger groups on a task buy a cleaner gradient from it.
+    # 0 (the default, the paper's learner): the group size does not matter, only its rate.
+    group_noise: float = 0.0
     # A sudden change of skill, off by default: after training step `shift_step` (1-based; 0 = never)
     # every group's ability moves by `shift` (positive: a jump, e.g. a merged checkpoint; negative:
     # forgetting). Evidence gathered before it then describes a learner that no longer exists.
@@ -103,6 +112,8 @@ class LearnerConfig:
             raise ConfigError(f"shift_step must be an int >= 0, got {self.shift_step!r}")
         if not (isinstance(self.shift, (int, float)) and np.isfinite(self.shift)):
             raise ConfigError(f"shift must be a finite number, got {self.shift!r}")
+        if not (isinstance(self.group_noise, (int, float)) and np.isfinite(self.group_noise) and self.group_noise >= 0):
+            raise ConfigError(f"group_noise must be a finite number >= 0, got {self.group_noise!r}")
         if not (isinstance(self.rollout_weighting, (int, float)) and 0.0 <= self.rollout_weighting <= 1.0):
             raise ConfigError(f"rollout_weighting must lie in [0, 1], got {self.rollout_weighting!r}")
         if not 0.0 <= self.repeat_decay <= 1.0:
@@ -246,6 +257,9 @@ class SimulatedLearner:
             # Tasks with more rollouts weigh more in a loss averaged over rollouts (rollout_weighting).
             n = np.broadcast_to(np.asarray(trials, dtype=np.float64), ids.shape)
             weight = weight * (n / n.mean()) ** c.rollout_weighting
+        if c.group_noise > 0:
+            n_k = np.broadcast_to(np.asarray(c.n_rollouts if trials is None else trials, dtype=np.float64), ids.shape)
+            weight = weight * (n_k / (n_k + c.group_noise))
         own = np.bincount(w.group[ids], weights=signal * weight, minlength=c.num_groups) / ids.size
         gain = (1.0 - c.transfer) * c.num_groups * own + c.transfer * own.sum()
         self.ability += c.learning_rate * gain * np.exp(-self.ability / c.saturation)
