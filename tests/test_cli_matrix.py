@@ -86,6 +86,11 @@ DATA = [
 ]
 REFEVAL = [
     (
+        "unknown engine",
+        ["refeval", "--model", "tiny", "--pool", "pool/train.parquet", "--column", "c", "--engine", "vllm"],
+        "argument --engine: invalid choice: 'vllm'",
+    ),
+    (
         "pool missing",
         ["refeval", "--model", "tiny", "--pool", "nope.parquet", "--column", "c_pass_rate"],
         "--pool: 'nope.parquet' does not exist",

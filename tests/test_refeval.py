@@ -219,3 +219,20 @@ def test_a_failed_start_leaves_nothing_that_blocks_the_corrected_rerun(pool_path
     fixed = {**bad, "column": COLUMN} if "column" in bad else {}
     summary = run_refeval(cfg(pool_path, **fixed), progress=False)  # the corrected run is not blocked
     assert summary.tasks == 4 and summary.evaluated_now == 4
+
+
+def test_the_engine_is_part_of_the_resume_fingerprint(pool_path: Path, tmp_path: Path) -> None:
+    """The engines sample the same distribution but not the same draws: a progress file resumes
+    only with the engine that wrote it. Files written before the setting existed (hf, no engine
+    key) still resume with engine='hf'."""
+    fast, hf = cfg(pool_path).fingerprint(), cfg(pool_path, engine="hf").fingerprint()
+    assert fast["engine"] == "fast" and "engine" not in hf
+    out = tmp_path / "o.parquet"
+    written = run_refeval(cfg(pool_path, out=str(out), keep_progress=True, limit=2, engine="hf"), progress=False)
+    assert written.evaluated_now == 2
+    with pytest.raises(ConfigError, match="different settings"):
+        run_refeval(cfg(pool_path, out=str(out), limit=2), progress=False)  # the default engine: fast
+    again = run_refeval(cfg(pool_path, out=str(out), limit=2, engine="hf"), progress=False)
+    assert again.resumed == 2 and again.evaluated_now == 0
+    with pytest.raises(InvalidArgumentError, match="engine: expected 'fast' or 'hf', got 'vllm'"):
+        run_refeval(cfg(pool_path, out=str(out), engine="vllm"), progress=False)

@@ -46,6 +46,13 @@ def add_parser(subparsers: Any) -> None:
         default=None,
         help="tasks per progress flush (default: batch-size // rollouts)",
     )
+    p.add_argument(
+        "--engine",
+        choices=("fast", "hf"),
+        default="fast",
+        help="fast: the shared-prefix KV-cache decode loop (the same distribution, faster); hf: transformers' "
+        "generate, the reference (default: %(default)s)",
+    )
     p.add_argument("--limit", type=integer(1), default=None, help="only the first N tasks")
     p.add_argument("--seed", type=integer(0), default=0)
     p.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda, cuda:1, ...")
@@ -89,6 +96,7 @@ def _run(args: argparse.Namespace) -> int:
         temperature=args.temperature,
         top_p=args.top_p,
         batch_size=args.batch_size,
+        engine=args.engine,
         chunk_tasks=args.chunk_tasks,
         limit=args.limit,
         seed=args.seed,

@@ -158,11 +158,29 @@ def _reserved_cache(model: Any, capacity: int) -> Any:
     return cache
 
 
+def _cache_kw(model: Any, cache: Any) -> dict[str, Any]:
+    """The KV cache as the model's forward names it: ``cache`` in transformers releases that
+    renamed it (5.24 warns that ``past_key_values`` goes away in 5.40), ``past_key_values`` before."""
+    import inspect
+
+    forward = getattr(model, "forward", model)
+    try:
+        takes_cache = "cache" in inspect.signature(forward).parameters
+    except (TypeError, ValueError):
+        takes_cache = False
+    return {"cache": cache} if takes_cache else {"past_key_values": cache}
+
+
 def _forward(model: Any, ids: torch.Tensor, attn: torch.Tensor, pos: torch.Tensor, cache: Any) -> torch.Tensor:
     """Last-position logits ``[rows, vocab]`` (float32, or float64 for a float64 model) of one cached
     forward pass."""
     out = model(
-        input_ids=ids, attention_mask=attn, position_ids=pos, past_key_values=cache, use_cache=True, logits_to_keep=1
+        input_ids=ids,
+        attention_mask=attn,
+        position_ids=pos,
+        use_cache=True,
+        logits_to_keep=1,
+        **_cache_kw(model, cache),
     )
     return compute_float(out.logits[:, -1, :])
 
@@ -207,7 +225,7 @@ def sample_completions(
     shared = min(shared_prefix_len(prompts), min(len(p) for p in prompts) - 1)
     if shared > 0:
         prefix = torch.tensor([list(prompts[0][:shared])], dtype=torch.long, device=device)
-        model(input_ids=prefix, past_key_values=cache, use_cache=True, logits_to_keep=1)
+        model(input_ids=prefix, use_cache=True, logits_to_keep=1, **_cache_kw(model, cache))
         if tasks > 1:
             cache.batch_repeat_interleave(tasks)
     # 2. Each prompt's remainder, left padded (padding between the prefix and the remainder is

@@ -47,6 +47,7 @@ class RefEvalConfig:
     temperature: float = 1.0
     top_p: float = 1.0
     batch_size: int = 64  # sequences per generate call
+    engine: str = "fast"  # the trainer's rollout engines: "fast" (default) or "hf" (transformers' generate)
     chunk_tasks: int | None = None  # tasks per progress flush; default max(1, batch_size // rollouts)
     limit: int | None = None  # only the first ``limit`` rows
     seed: int = 0
@@ -71,6 +72,8 @@ class RefEvalConfig:
             raise bad("top_p", "must lie in (0, 1]")
         if self.batch_size < 1:
             raise bad("batch_size", "must be at least 1")
+        if self.engine not in ("fast", "hf"):
+            raise bad("engine", "expected 'fast' or 'hf'")
         if self.chunk_tasks is not None and self.chunk_tasks < 1:
             raise bad("chunk_tasks", "must be at least 1")
         if self.limit is not None and self.limit < 1:
@@ -93,8 +96,17 @@ class RefEvalConfig:
             "chunk_tasks",
             "seed",
         )
-        # system_prompt only when set, so progress files written before it existed still resume.
-        return {k: v for k, v in asdict(self).items() if k in keys and not (k == "system_prompt" and v is None)}
+        # system_prompt only when set, and engine only when not "hf" (the engine of every progress
+        # file written before the setting existed), so those files still resume with --engine hf.
+        # The engines sample the same distribution but not the same sequences, so a progress file
+        # resumes only with the engine that wrote it.
+        return {
+            k: v
+            for k, v in asdict(self).items()
+            if (k in keys or k == "engine")
+            and not (k == "system_prompt" and v is None)
+            and not (k == "engine" and v == "hf")
+        }
 
 
 @dataclass
@@ -111,6 +123,10 @@ class RefEvalSummary:
     generated_tokens: int
     seconds: float
     rates: npt.NDArray[np.float64] = field(repr=False)
+    # Seconds spent sampling and scoring (the chunk loop), and loading the model: tokens/s is
+    # over the first, so that a short run is not judged by its model load.
+    sampling_seconds: float = 0.0
+    load_seconds: float = 0.0
 
     def lines(self) -> list[str]:
         return [
@@ -119,9 +135,14 @@ class RefEvalSummary:
             f"mean pass rate {self.mean_pass_rate:.4f}",
             f"share with pass rate 0: {self.share_zero:.3f}, in (0,1): {self.share_between:.3f}, "
             f"1: {self.share_one:.3f}",
-            f"generated {self.generated_tokens} tokens in {self.seconds:.1f}s "
-            f"({self.generated_tokens / max(self.seconds, 1e-9):.0f} tokens/s)",
+            f"generated {self.generated_tokens} tokens in {self.sampling_seconds:.1f}s of sampling and scoring "
+            f"({self.tokens_per_s:.0f} tokens/s); model load {self.load_seconds:.1f}s, total {self.seconds:.1f}s",
         ]
+
+    @property
+    def tokens_per_s(self) -> float:
+        """Generated tokens per second of sampling and scoring."""
+        return self.generated_tokens / max(self.sampling_seconds, 1e-9)
 
 
 def progress_path_for(out: str | os.PathLike[str], column: str) -> Path:
@@ -140,11 +161,13 @@ def sample_responses(
     top_p: float = 1.0,
     batch_size: int = 64,
     max_prompt_tokens: int | None = None,
+    engine: str = "fast",
 ) -> tuple[list[list[str]], int]:
     """``n`` sampled responses per chat (batched, left-padded, KV cache, stopping at EOS) and
     the number of tokens generated. Seed torch beforehand for reproducible samples. The sampling
-    itself is the trainer's rollout generation, so reference pass rates and training rollouts come
-    from the same code."""
+    itself is the trainer's rollout generation (``engine``: its fast shared-prefix engine by default,
+    or transformers' ``generate``), so reference pass rates and training rollouts come from the
+    same code."""
     from ..train.rollout import generate_rollouts
 
     rollouts = generate_rollouts(
@@ -159,6 +182,7 @@ def sample_responses(
         batch_size=batch_size,
         max_prompt_tokens=max_prompt_tokens,
         bf16=False,
+        engine=engine,
     )
     out: list[list[str]] = [[] for _ in chats]
     for k, text in enumerate(rollouts.texts):  # chat-major: n consecutive texts per chat
@@ -227,7 +251,9 @@ def run_refeval(cfg: RefEvalConfig, *, progress: bool = True) -> RefEvalSummary:
     todo = [(c, rows) for c, rows in enumerate(chunks) if not all(r in done for r in rows)]
     resumed = sum(1 for r in done if r < n_target)
     # Loading the model checks the model, device and dtype (and is needed anyway when work is left).
+    t_load = time.monotonic()
     loaded = load_model(cfg.model, device=cfg.device, dtype=cfg.dtype, seed=cfg.seed) if todo else None
+    load_seconds = time.monotonic() - t_load
     if fresh:
         ppath.parent.mkdir(parents=True, exist_ok=True)
         with open(ppath, "w", encoding="utf-8") as f:
@@ -235,6 +261,7 @@ def run_refeval(cfg: RefEvalConfig, *, progress: bool = True) -> RefEvalSummary:
 
     generated = 0
     evaluated = 0
+    t_sampling = time.monotonic()
     if loaded is not None:
         model, tokenizer = loaded
         bar = tqdm(
@@ -260,6 +287,7 @@ def run_refeval(cfg: RefEvalConfig, *, progress: bool = True) -> RefEvalSummary:
                     top_p=cfg.top_p,
                     batch_size=cfg.batch_size,
                     max_prompt_tokens=cfg.max_prompt_tokens,
+                    engine=cfg.engine,
                 )
                 generated += n_tok
                 sources = pool.data_sources(rows)
@@ -284,6 +312,7 @@ def run_refeval(cfg: RefEvalConfig, *, progress: bool = True) -> RefEvalSummary:
                 evaluated += len(rows)
                 bar.update(len(rows))
         bar.close()
+    sampling_seconds = time.monotonic() - t_sampling
 
     if cfg.column in pool.table.column_names:
         rates = pool.pass_rate(cfg.column).copy()  # rows outside --limit keep earlier values
@@ -313,6 +342,8 @@ def run_refeval(cfg: RefEvalConfig, *, progress: bool = True) -> RefEvalSummary:
         generated_tokens=generated,
         seconds=time.monotonic() - started,
         rates=measured,
+        sampling_seconds=sampling_seconds,
+        load_seconds=load_seconds,
     )
 
 

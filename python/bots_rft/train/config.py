@@ -118,9 +118,9 @@ class TrainConfig:
     top_p: float = 1.0
     max_new_tokens: int = 64
     generation_batch_size: int = 64  # sequences decoded together
-    # hf: transformers' generate; fast: each prompt encoded once for its n rollouts, the prompts'
+    # fast (default): each prompt encoded once for its n rollouts, the prompts'
     # common prefix once, finished rows leave the batch (same sampling distribution)
-    rollout_engine: str = "hf"
+    rollout_engine: str = "fast"
     # fp32: sample with the policy; int8 (CPU, with lora_r or train_top_layers): with a twin whose
     # frozen linear layers are int8 (faster; the loss's log-probs still come from the policy)
     rollout_precision: str = "fp32"

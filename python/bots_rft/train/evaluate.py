@@ -44,7 +44,7 @@ def evaluate(
     batch_size: int,
     max_prompt_tokens: int | None,
     bf16: bool,
-    engine: str = "hf",
+    engine: str = "fast",
 ) -> dict[str, Any] | None:
     """Collective; the summary on rank 0, None elsewhere. Greedy decoding draws no random
     numbers, so evaluating never shifts the training run's random streams."""

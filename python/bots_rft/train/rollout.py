@@ -187,7 +187,7 @@ def generate_rollouts(
     greedy: bool = False,
     bf16: bool = True,
     synced_gpus: bool = False,
-    engine: str = "hf",
+    engine: str = "fast",
     sampler: Any = None,
 ) -> Rollouts:
     """``n`` completions for each chat; torch's global RNG drives the sampling (seed it for
