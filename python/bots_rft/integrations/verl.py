@@ -68,9 +68,10 @@ import numpy as np
 import numpy.typing as npt
 from torch.utils.data import Sampler
 
-from ..errors import ConfigError, DataError, InvalidArgumentError
+from ..errors import CheckpointError, ConfigError, DataError, InvalidArgumentError
 from ..evidence import DEFAULT_MIN_GAP, Interpolation
 from ..selector import BOTS
+from .batches import pack_state, unpack_state
 from .step_metrics import calibration_step_metrics, capability_metrics, outcome_metrics, pick_metrics
 from .tasks import column_values, rows_of_tasks, successes_from_rewards
 
@@ -336,23 +337,31 @@ class BOTSPromptSampler(Sampler[int]):
 
     # ---------------------------------------------------------------------------- checkpoints
     def state_dict(self) -> dict[str, Any]:
-        """Everything the next selections depend on; verl saves it inside ``data.pt``."""
-        return {
-            "format": _STATE_FORMAT,
-            "selector": self.selector.state_dict(),
-            "chunk": list(self._chunk),
-            "yielded": list(self._yielded),
-            "inflight": self._inflight.copy(),
-            "uid_task": dict(self._uid_task),
-            "evidence": (list(self._ev_tasks), list(self._ev_successes), list(self._ev_trials), list(self._ev_kept)),
-            "released": list(self._released),
-            "empty_groups": self._empty_groups,
-        }
+        """Everything the next selections depend on, packed in the package's checkpoint format
+        (:func:`~bots_rft.integrations.batches.pack_state`); verl saves it inside ``data.pt``."""
+        return pack_state(
+            _STATE_FORMAT,
+            {
+                "selector": self.selector.state_dict(),
+                "chunk": list(self._chunk),
+                "yielded": list(self._yielded),
+                "inflight": self._inflight.copy(),
+                "uid_task": dict(self._uid_task),
+                "evidence": [
+                    list(self._ev_tasks),
+                    list(self._ev_successes),
+                    list(self._ev_trials),
+                    list(self._ev_kept),
+                ],
+                "released": list(self._released),
+                "empty_groups": self._empty_groups,
+            },
+        )
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restore :meth:`state_dict` (validated first; on error nothing changes)."""
-        if not isinstance(state, Mapping) or state.get("format") != _STATE_FORMAT:
-            raise InvalidArgumentError("state: not a BOTSPromptSampler state", "state")
+        """Restore :meth:`state_dict` (validated first; on error nothing changes). A state of
+        another sampler, or one altered or truncated, raises :class:`CheckpointError`."""
+        state = unpack_state(_STATE_FORMAT, state, "data.pt sampler state (BOTSPromptSampler)")
         try:
             inflight = np.asarray(state["inflight"], dtype=np.int64)
             tasks, succ, trials, kept = state["evidence"]
@@ -361,9 +370,9 @@ class BOTSPromptSampler(Sampler[int]):
             released, empty = [int(t) for t in state["released"]], int(state["empty_groups"])
             selector_state = state["selector"]
         except (KeyError, TypeError, ValueError) as exc:
-            raise InvalidArgumentError(f"state: not a BOTSPromptSampler state ({exc!r})", "state") from None
+            raise CheckpointError(f"state: not a BOTSPromptSampler state ({exc!r})") from None
         if inflight.shape != self._inflight.shape:
-            raise InvalidArgumentError(f"state: has {inflight.size} tasks, this sampler {self._inflight.size}", "state")
+            raise CheckpointError(f"state: has {inflight.size} tasks, this sampler {self._inflight.size}")
         self.selector.load_state_dict(selector_state)  # validates before changing anything
         self._chunk, self._yielded, self._inflight, self._uid_task = chunk, yielded, inflight.copy(), uid_task
         self._ev_tasks, self._ev_successes = [int(t) for t in tasks], [float(s) for s in succ]
