@@ -55,10 +55,31 @@ from ..checkpoint import from_bytes, load_state, to_bytes
 from ..errors import BotsError, CheckpointError, ConfigError, DataError, InvalidArgumentError
 from ..evidence import DEFAULT_MIN_GAP, Interpolation
 from ..selector import BOTS
+from .gates import Seam, Window, check_framework
 from .step_metrics import calibration_step_metrics, capability_metrics, outcome_metrics, pick_metrics
 from .tasks import column_values
 
-__all__ = ["BOTSSelector", "AUTHOR_DEFAULTS", "STATE_FORMAT"]
+__all__ = ["BOTSSelector", "AUTHOR_DEFAULTS", "STATE_FORMAT", "TESTED_TRINITY", "check_trinity"]
+
+#: The trinity-rft releases BOTSSelector was tested with (both ends tested).
+TESTED_TRINITY = Window("trinity-rft", "0.6.0", "0.6.0", "bots_rft.integrations.trinity")
+
+
+def check_trinity() -> list[str]:
+    """The selector contract BOTSSelector implements (``BaseSelector``'s methods, which Trinity's
+    reader and scheduler call), checked against the installed trinity-rft
+    (:func:`bots_rft.integrations.gates.check_framework`)."""
+    return check_framework(
+        TESTED_TRINITY,
+        [
+            Seam(BaseSelector, "__init__", "(self, data_source, config)", "72c40e7f241ec5ff"),
+            Seam(BaseSelector, "get_indices", "(self, batch_size, return_extra_info=)", "65dbd5bafee263fd"),
+            Seam(BaseSelector, "feedback", "(self, indices, values)", "f205581fe341d348"),
+            Seam(BaseSelector, "state_dict", "(self)", "ab0d060370db23a7"),
+            Seam(BaseSelector, "load_state_dict", "(self, state_dict)", "e3e1bd5cd3713c62"),
+        ],
+    )
+
 
 STATE_FORMAT = "bots-rft/trinity-selector"
 STATE_VERSION = 1
@@ -288,6 +309,7 @@ class BOTSSelector(BaseSelector):
     """
 
     def __init__(self, data_source: Any, config: Any) -> None:
+        check_trinity()
         super().__init__(data_source, config)
         from trinity.utils.log import get_logger  # not at import time: Trinity's advice for Ray actors
 

@@ -72,6 +72,7 @@ from ..errors import CheckpointError, ConfigError, DataError, InvalidArgumentErr
 from ..evidence import DEFAULT_MIN_GAP, Interpolation
 from ..selector import BOTS
 from .batches import pack_state, unpack_state
+from .gates import Seam, Window, check_framework
 from .step_metrics import calibration_step_metrics, capability_metrics, outcome_metrics, pick_metrics
 from .tasks import column_values, rows_of_tasks, successes_from_rewards
 
@@ -112,6 +113,9 @@ from verl.utils.dataset.rl_dataset import collate_fn  # noqa: E402
 
 __all__ = [
     "SUPPORTED_VERL",
+    "TESTED_VERL",
+    "VERL_SEAMS",
+    "check_verl",
     "BOTS_MODES",
     "SELECTOR_FILE",
     "BOTSPromptSampler",
@@ -163,6 +167,48 @@ BOTS_DEFAULTS: dict[str, Any] = {
     "checkpoint": None,
 }
 _STATE_FORMAT = "bots-rft/verl-prompt-sampler"
+
+
+#: The verl releases this module was tested with (both ends tested).
+TESTED_VERL = Window("verl", "0.9.1", "0.9.1", "bots_rft.integrations.verl")
+#: The verl methods the BOTS trainers and replay buffers override (all but ``step`` private).
+VERL_SEAMS = (
+    Seam(
+        ReplayBuffer,
+        "__init__",
+        "(self, trainer_mode, trainer_config, max_off_policy_threshold, max_off_policy_strategy, sampler_kwargs, "
+        "poll_interval=, refill_fn=, filter_groups_metric=, train_batch_size=, gen_batch_size=, "
+        "max_inflight_gen_batches=, sync_refill_failed_groups=)",
+        "34790114ebe5992e",
+    ),
+    Seam(ReplayBuffer, "_clear_groups", "(self, partition_id, uids)", "809ffb8a43c28b69"),
+    Seam(
+        ReplayBuffer,
+        "_materialize_batch",
+        "(self, partition_id, selected_prompt_uids, partition_snapshot)",
+        "f0ddb65cd5c3f065",
+    ),
+    Seam(ReplayBufferAsync, "_clear_groups", "(self, partition_id, uids)", "809ffb8a43c28b69"),
+    Seam(
+        ReplayBufferAsync,
+        "_materialize_batch",
+        "(self, partition_id, selected_prompt_uids, partition_snapshot)",
+        "f0ddb65cd5c3f065",
+    ),
+    Seam(PPOTrainerSync, "_build_replay_buffer", "(self)", "e0a1b665f5d73bc1"),
+    Seam(PPOTrainerSync, "_init_dataloader", "(self)", "f11797ad84a4ba8a"),
+    Seam(PPOTrainerSync, "_fetch_one_gen_batch", "(self)", "37a980de651f5fd6"),
+    Seam(PPOTrainerSync, "_save_checkpoint", "(self)", "1ceb1e087ce91c92"),
+    Seam(PPOTrainerSync, "_load_checkpoint", "(self)", "52b412c5395b2cae"),
+    Seam(PPOTrainerSync, "step", "(self, metrics, timing_raw)", "c583b34f7e91cacd"),
+    Seam(PPOTrainerColocateAsync, "step", "(self, metrics, timing_raw)", "c583b34f7e91cacd"),
+    Seam(PPOTrainerSeparateAsync, "step", "(self, metrics, timing_raw)", "c583b34f7e91cacd"),
+)
+
+
+def check_verl() -> list[str]:
+    """:data:`VERL_SEAMS` against the installed verl (:func:`bots_rft.integrations.gates.check_framework`)."""
+    return check_framework(TESTED_VERL, VERL_SEAMS)
 
 
 # ------------------------------------------------------------------------------------ sampler
@@ -562,6 +608,7 @@ class _BOTSTrainerMixin:
     bots_sampler: BOTSPromptSampler
 
     def __init__(self, config: DictConfig) -> None:
+        check_verl()
         mode = check_config(config)
         with open_dict(config):  # verl branches on the plain mode name everywhere
             config.trainer.v1.trainer_mode = mode
@@ -674,6 +721,7 @@ def _run(config: DictConfig) -> None:
     from verl.utils.config import validate_config
     from verl.utils.device import auto_set_device
 
+    check_verl()
     check_config(config)
     auto_set_device(config)
     validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
