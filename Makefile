@@ -104,7 +104,7 @@ bench-rollouts: setup
 lint: setup
 	cargo fmt --all --check
 	cargo clippy --workspace --all-targets -- -D warnings
-	$(VENV)/bin/ruff format --check python tests benches
+	$(VENV)/bin/ruff format --check python tests benches examples
 	$(VENV)/bin/ruff check python tests benches
 	$(PY) -m mypy python/bots_rft
 	$(PY) -m mypy.stubtest bots_rft._core

@@ -2,13 +2,15 @@
 
     python examples/planning_figures.py            # all three: plan (+ calibration), lag, guard
     python examples/planning_figures.py guard      # one of them
+    python examples/planning_figures.py --smoke    # all three, tiny (seconds), into a fresh temp folder
 
-Writes docs/img/plan19_*.png; run from the repository root. Peer methods (knapsack,
-reinforce-ada) come from bots_rft.peers.
+Writes docs/img/plan19_*.png (``--out`` for another folder); run from the repository root. Peer
+methods (knapsack, reinforce-ada) come from bots_rft.peers.
 """
 
+import argparse
 import json
-import sys
+import tempfile
 import warnings
 
 import matplotlib
@@ -21,11 +23,27 @@ from bots_rft.metrics import mean_ci
 from bots_rft.report.simulation_plots import plot_calibration
 from bots_rft.simulate import LearnerConfig, SimConfig, run_experiment
 
-OUT = "docs/img"
-which = sys.argv[1:] or ["plan", "lag", "guard"]
-learner = LearnerConfig(num_tasks=20000, eval_tasks=1024)
+parser = argparse.ArgumentParser(description="Redraw the figures of docs/planning.md.")
+parser.add_argument("which", nargs="*", help="figures to draw: plan, lag, guard (default: all three)")
+parser.add_argument("--out", default=None, help="output folder (default: docs/img; with --smoke a fresh temp folder)")
+parser.add_argument("--smoke", action="store_true", help="tiny pools, 2 steps, 1 seed: checks the script runs")
+args = parser.parse_args()
+which = args.which or ["plan", "lag", "guard"]
+for name in which:
+    if name not in ("plan", "lag", "guard"):
+        parser.error(f"which: {name!r} is not a figure (plan, lag, guard)")
+OUT = args.out or (tempfile.mkdtemp(prefix="planning_figures_") if args.smoke else "docs/img")
+SEEDS = (0,) if args.smoke else (0, 1, 2)
+STEPS = 2 if args.smoke else 60
+learner = LearnerConfig(num_tasks=400, eval_tasks=64) if args.smoke else LearnerConfig(num_tasks=20000, eval_tasks=1024)
 common = dict(
-    learner=learner, steps=60, batch_size=128, seeds=(0, 1, 2), rho_sweep=(), lam_sweep=(), sampling_ablation=False
+    learner=learner,
+    steps=STEPS,
+    batch_size=16 if args.smoke else 128,
+    seeds=SEEDS,
+    rho_sweep=(),
+    lam_sweep=(),
+    sampling_ablation=False,
 )
 summary = {}
 
@@ -121,12 +139,14 @@ if "guard" in which:
     from bots_rft.guard import AllZeroGroupWarning, GroupGuard
     from bots_rft.simulate.learner import SimulatedLearner, make_world
 
-    small = LearnerConfig(num_tasks=2000, eval_tasks=1024)
+    small = (
+        LearnerConfig(num_tasks=400, eval_tasks=64) if args.smoke else LearnerConfig(num_tasks=2000, eval_tasks=1024)
+    )
     fig, axes = plt.subplots(1, 2, figsize=(12, 3.8))
     guard_summary = {}
     for i, (label, share) in enumerate((("BOTS, λ=0", 0.0), ("BOTS, λ=0, + GroupGuard(min_share=0.05)", 0.05))):
         shares, gains, warned_at = [], [], []
-        for seed in (0, 1, 2):
+        for seed in SEEDS:
             world = make_world(small, seed)
             learner = SimulatedLearner(world, seed)
             broken = world.group == 0  # its verifier never matches: every rollout scores 0
@@ -136,7 +156,7 @@ if "guard" in which:
             s, first = [], None
             p0 = learner.evaluate()
             g = []
-            for t in range(60):
+            for t in range(STEPS):
                 ids = guard.select(64)
                 succ = learner.rollout(ids)
                 seen = np.where(broken[ids], 0, succ)
@@ -151,8 +171,8 @@ if "guard" in which:
             shares.append(np.array(s))
             gains.append(np.array(g))
             warned_at.append(first)
-        band(axes[0], np.arange(1, 61), shares, label, plt.get_cmap("tab10")(i))
-        band(axes[1], np.arange(1, 61), gains, label, plt.get_cmap("tab10")(i))
+        band(axes[0], np.arange(1, STEPS + 1), shares, label, plt.get_cmap("tab10")(i))
+        band(axes[1], np.arange(1, STEPS + 1), gains, label, plt.get_cmap("tab10")(i))
         for w in warned_at:
             if w is not None:
                 axes[0].axvline(w, color=plt.get_cmap("tab10")(i), ls=":", lw=0.8)
@@ -175,4 +195,4 @@ if "guard" in which:
     fig.savefig(f"{OUT}/plan19_guard.png", dpi=90)
     plt.close(fig)
     print(json.dumps(guard_summary))
-print("done", which)
+print("done", which, "->", OUT)

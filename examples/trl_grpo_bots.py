@@ -1,6 +1,10 @@
 """GRPO with TRL, BOTS choosing the prompts.
 
-    # smoke run: a toy arithmetic pool, a tiny random-weight model, 3 steps on CPU, nothing downloaded
+    # smoke run: a toy arithmetic pool, a tiny random-weight model, 2 steps on CPU, nothing
+    # downloaded, into a fresh temporary --output-dir (seconds)
+    python examples/trl_grpo_bots.py --smoke
+
+    # the same pool and model, 3 steps, checkpoints in runs/trl_grpo_bots
     python examples/trl_grpo_bots.py
 
     # a GURU-layout parquet (prompt as chat messages, reward_model.ground_truth, extra_info.index,
@@ -45,7 +49,9 @@ def toy_pool(num_tasks: int, seed: int = 0) -> Any:
     weak = np.clip(1.1 - 0.3 * digits + rng.normal(0, 0.05, num_tasks), 0, 1)
     return Dataset.from_dict(
         {
-            "prompt": [[{"role": "user", "content": f"What is {x} + {y}? Answer with the number."}] for x, y in zip(a, b)],
+            "prompt": [
+                [{"role": "user", "content": f"What is {x} + {y}? Answer with the number."}] for x, y in zip(a, b)
+            ],
             "reward_model": [{"ground_truth": str(x + y), "style": "rule"} for x, y in zip(a, b)],
             "data_source": ["toy_sum"] * num_tasks,
             "extra_info": [{"index": i} for i in range(num_tasks)],
@@ -92,14 +98,27 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--cpu", action="store_true", help="force CPU")
     p.add_argument("--resume", action="store_true", help="resume from the newest checkpoint in --output-dir")
     p.add_argument("--report-to", default="none", help="TRL/transformers reporters: none, tensorboard, wandb, ...")
+    p.add_argument(
+        "--smoke",
+        action="store_true",
+        help="check the script runs: toy pool, tiny model, 2 steps on CPU, a temporary --output-dir unless given",
+    )
     args = p.parse_args(argv)
+    if args.smoke:
+        if args.parquet is not None or args.model != "tiny" or args.resume:
+            p.error("--smoke: runs the toy pool on the tiny model from scratch; drop --parquet, --model and --resume")
+        args.steps, args.cpu = min(args.steps, 2), True
+        if args.output_dir == p.get_default("output_dir"):
+            import tempfile
+
+            args.output_dir = tempfile.mkdtemp(prefix="trl_grpo_bots_")
 
     import torch
     from trl import GRPOConfig, GRPOTrainer
 
     from bots_rft import BOTS, Interpolation
-    from bots_rft.integrations.trl import attach_bots
-    from bots_rft.models import load_model
+    from bots_rft.integrations.trl import attach_bots, load_selector
+    from bots_rft.llm.models import load_model
 
     pool = load_pool(args.parquet) if args.parquet else toy_pool(64, args.seed)
     weak, strong = rates(pool, "qwen2.5_7b_pass_rate"), rates(pool, "qwen3_30b_pass_rate")
@@ -132,17 +151,29 @@ def main(argv: list[str] | None = None) -> None:
         seed=args.seed,
     )
     trainer = GRPOTrainer(
-        model=model, reward_funcs=[answer_contains_ground_truth], args=config, train_dataset=pool, processing_class=tokenizer
+        model=model,
+        reward_funcs=[answer_contains_ground_truth],
+        args=config,
+        train_dataset=pool,
+        processing_class=tokenizer,
     )
     hook = attach_bots(trainer, selector, task_id_column="extra_info.index")
     trainer.train(resume_from_checkpoint=True if args.resume else None)  # restores the selector too
 
     if trainer.accelerator.is_main_process:
         mean = selector.mean()
-        print(f"BOTS fed {hook.num_feeds} generations; last chunk: {hook.last_task_ids.tolist() if hook.last_task_ids is not None else []}")
+        print(
+            f"BOTS fed {hook.num_feeds} generations; last chunk: {hook.last_task_ids.tolist() if hook.last_task_ids is not None else []}"
+        )
         print(f"posterior mean range [{mean.min():.3f}, {mean.max():.3f}], capability {selector.capability}")
         print("last generation's BOTS metrics:", {k: round(v, 4) for k, v in hook.last_metrics.items()})
         selector.save(os.path.join(args.output_dir, "bots_selector.bots"))
+        # The selector as the last checkpoint holds it (what --resume restores).
+        last = os.path.join(args.output_dir, f"checkpoint-{trainer.state.global_step}")
+        if os.path.isdir(last):
+            if not np.array_equal(load_selector(last).mean(), mean):
+                raise SystemExit(f"{last}: the checkpointed selector differs from the live one")
+            print(f"selector checkpointed in {last} and read back: identical posterior")
 
 
 if __name__ == "__main__":

@@ -17,13 +17,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import pickle
 from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 import pytest
 
-from bots_rft import BOTS, ConfigError, DataError, InvalidTypeError
+from bots_rft import BOTS, CheckpointError, ConfigError, DataError, InvalidTypeError
 
 pytest.importorskip("datasets")
 # Importing AReaL installs uvloop as the process-wide asyncio policy (areal/api/cli_args.py);
@@ -331,6 +332,54 @@ def test_resume_from_areal_recover_checkpoint(tmp_path: Any) -> None:
         np.testing.assert_array_equal(second.bots_sampler.in_flight(), first.bots_sampler.in_flight())
     finally:
         second.close()
+
+
+def packed_sampler_state(state: Any) -> dict[str, Any]:
+    """The BOTSBatchSampler's entry inside a data-loader state (nested dicts and lists)."""
+    if isinstance(state, dict) and state.get("format") == "bots-rft/batch-sampler":
+        return state
+    for value in state.values() if isinstance(state, dict) else state if isinstance(state, list) else ():
+        found = packed_sampler_state(value)
+        if found:
+            return found
+    return {}
+
+
+class _NoGlobals(pickle.Unpickler):
+    """An unpickler that loads builtin containers and scalars only: no class, no function."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        raise pickle.UnpicklingError(f"{module}.{name}")
+
+
+def test_recover_file_holds_the_selector_in_our_format_and_a_tampered_one_is_refused(tmp_path: Any) -> None:
+    first = _trainer(_config(tmp_path, epochs=1, steps=2), BOTS(N, n_rollouts=GROUP, seed=4))
+    _train(first, TableWorkflow())
+    (path,) = list(tmp_path.rglob("dataloader_info.pkl"))  # AReaL's own pickle of the loader state
+    with open(path, "rb") as f:
+        state = _NoGlobals(f).load()
+    packed = packed_sampler_state(state)
+    assert set(packed) == {"format", "checkpoint"} and packed["checkpoint"].startswith(b"BOTSRFT\x00")
+    good = dict(packed)
+
+    def resumed_with(entry: dict[str, Any]) -> Any:
+        packed.clear()
+        packed.update(entry)
+        with open(path, "wb") as f:
+            pickle.dump(state, f)
+        trainer = _trainer(_config(tmp_path, epochs=1, resume=True), BOTS(N, n_rollouts=GROUP, seed=4))
+        trainer.close()
+        return trainer
+
+    flipped = bytearray(good["checkpoint"])
+    flipped[-40] ^= 0x01
+    with pytest.raises(CheckpointError, match="checksum"):
+        iter(resumed_with({**good, "checkpoint": bytes(flipped)}).train_dataloader)
+    with pytest.raises(CheckpointError, match="not a 'bots-rft/batch-sampler' state"):
+        iter(resumed_with({"format": "something-else", "checkpoint": good["checkpoint"]}).train_dataloader)
+    resumed = resumed_with(good)
+    iter(resumed.train_dataloader)
+    np.testing.assert_array_equal(resumed.bots_selector.alpha, first.bots_selector.alpha)
 
 
 def test_task_ids_come_from_the_column_not_the_row(tmp_path: Any) -> None:

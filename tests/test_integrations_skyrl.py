@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from bots_rft import BOTS, ConfigError, DataError
+from bots_rft import BOTS, CheckpointError, ConfigError, DataError
 
 pytest.importorskip("ray")
 pytest.importorskip("datasets")
@@ -283,6 +283,49 @@ def test_resume_from_skyrl_checkpoint_continues_exactly(tmp_path: Any, tokenizer
     assert tail and gen_resumed.groups == gen_full.groups[-tail:]
     np.testing.assert_array_equal(sel2.alpha, full.bots_selector.alpha)
     np.testing.assert_array_equal(sel2.beta, full.bots_selector.beta)
+
+
+def packed_sampler_state(state: Any) -> dict[str, Any]:
+    """The BOTSBatchSampler's entry inside a data-loader state (nested dicts)."""
+    if isinstance(state, dict):
+        if state.get("format") == "bots-rft/batch-sampler":
+            return state
+        for value in state.values():
+            found = packed_sampler_state(value)
+            if found:
+                return found
+    return {}
+
+
+def test_data_pt_holds_the_selector_in_our_format_and_a_tampered_one_is_refused(tmp_path: Any, tokenizer: Any) -> None:
+    import torch
+
+    cfg = _cfg(tmp_path, **{"trainer.epochs": 1, "trainer.ckpt_interval": 2})
+    first, _, _ = _trainer(tmp_path, tokenizer, cfg, BOTS(N, n_rollouts=GROUP, seed=5))
+    first.train()
+    data_pt = tmp_path / "ckpt" / "global_step_2" / "data.pt"
+    # weights_only: torch's restricted unpickler, which loads no class of ours (nor any other).
+    state = torch.load(data_pt, map_location="cpu", weights_only=True)
+    packed = packed_sampler_state(state)
+    assert set(packed) == {"format", "checkpoint"} and packed["checkpoint"].startswith(b"BOTSRFT\x00")
+    good = dict(packed)
+    resume = {"trainer.resume_mode": "from_path", "trainer.resume_path": str(data_pt.parent)}
+
+    def resumed_with(entry: dict[str, Any]) -> Any:
+        packed.clear()
+        packed.update(entry)
+        torch.save(state, data_pt)
+        trainer, _, _ = _trainer(tmp_path, tokenizer, _cfg(tmp_path, **resume), BOTS(N, n_rollouts=GROUP, seed=5))
+        return trainer
+
+    flipped = bytearray(good["checkpoint"])
+    flipped[-40] ^= 0x01
+    with pytest.raises(CheckpointError, match="checksum"):
+        resumed_with({**good, "checkpoint": bytes(flipped)}).train()
+    with pytest.raises(CheckpointError, match="truncated"):
+        resumed_with({**good, "checkpoint": good["checkpoint"][:100]}).train()
+    with pytest.raises(CheckpointError, match="not a 'bots-rft/batch-sampler' state"):
+        resumed_with({"selector": {"alpha": [1.0] * N}, "since": [-1] * N}).train()
 
 
 def test_bad_inputs_are_refused(tmp_path: Any, tokenizer: Any) -> None:

@@ -133,6 +133,7 @@ def config_for(
     """A Trinity Config with one taskset on BOTS and an experience pipeline, with the fields set
     that Trinity's validator would fill (it needs a model and GPUs to run)."""
     cfg = Config()
+    cfg.algorithm.repeat_times = int(kwargs.get("m", 16))  # the rollouts per task the selector assumes
     cfg.checkpoint_job_dir = str(tmp / "job")
     cfg.buffer.batch_size = batch_size
     cfg.buffer.total_epochs = 1000
@@ -280,6 +281,8 @@ def test_a_trinity_yaml_switches_by_changing_selector_type_alone(pool: str, tmp_
     """The authors' BOTS YAML for difficulty_based, with only the selector_type line changed,
     loads through Trinity's load_config and drives the real TasksetScheduler."""
     theirs = f"""
+algorithm:
+  repeat_times: 16
 buffer:
   batch_size: 4
   total_epochs: 1000
@@ -620,10 +623,13 @@ def test_bad_checkpoints_are_refused_and_change_nothing(pool: str, tmp_path: Pat
 # ------------------------------------------------------------------------------- evidence loss
 def run_filtered(pool_path: str, tmp: Path, operators: list[str]) -> tuple[BOTSSelector, list[list[int]], list[int]]:
     """12 explore steps of 6 tasks, 16 rollouts each, feedback every 2 steps, through the real
-    pipeline with DAPO's group filter; returns the selector, its picks, and the tasks that got
-    feedback."""
+    pipeline with DAPO's group filter (in the order ``operators``); returns the selector, its
+    picks, and the tasks that got feedback. The scheduler is built with a config listing
+    ``pass_rate_calculator`` first (BOTSSelector refuses the other order), the pipeline with
+    ``operators``: what a pipeline configured elsewhere would do."""
     cfg = config_for(pool_path, {**PAPER, "m": 16}, operators, 6, tmp)
-    scheduler = TasksetScheduler({}, cfg)
+    checked = config_for(pool_path, {**PAPER, "m": 16}, sorted(operators, key="pass_rate_calculator".__ne__), 6, tmp)
+    scheduler = TasksetScheduler({}, checked)
     pipe = pipeline_for(cfg)
     sel = scheduler.tasksets[0].reader.selector
     fed: set[int] = set()
@@ -671,3 +677,99 @@ def test_listed_after_the_filter_pass_rate_calculator_loses_the_extremes(extreme
     assert len({i for batch in picks for i in batch} & extremes) >= 8
     np.testing.assert_allclose(sel.bots.mean()[sorted(extremes)], 0.5)
     assert repicks(picks, extremes) >= 4
+
+
+# ------------------------------------------------------------------------------- drop-in parity, refusals
+def scheduler_for(path: str, tmp: Path, selector_type: str, kwargs: dict[str, Any]) -> TasksetScheduler:
+    cfg = config_for(path, kwargs, ["pass_rate_calculator"], 4, tmp, feature_keys=("weak", "strong"))
+    cfg.buffer.explorer_input.tasksets[0].data_selector.selector_type = selector_type
+    cfg.buffer.explorer_input.tasksets[0].data_selector.seed = 11
+    return TasksetScheduler({}, cfg)
+
+
+@pytest.mark.parametrize("sync_interval", [1, 3])
+def test_without_in_flight_exclusion_picks_equal_difficulty_based_through_trinitys_scheduler(
+    extremes_pool: str, tmp_path: Path, sync_interval: int
+) -> None:
+    kwargs = {"m": 8, "lamb": 0.1, "rho": 0.2, "target_reward": 0.5, "tau": 0.3, "do_sample": True}
+    ours = scheduler_for(extremes_pool, tmp_path / "a", DOTTED, {**kwargs, "exclude_in_flight": False})
+    theirs = scheduler_for(extremes_pool, tmp_path / "b", "difficulty_based", kwargs)
+    cfg = config_for(extremes_pool, kwargs, ["pass_rate_calculator"], 4, tmp_path / "p")
+    a = explore(ours, pipeline_for(cfg), steps=9, n=8, sync_interval=sync_interval)
+    b = explore(theirs, pipeline_for(cfg), steps=9, n=8, sync_interval=sync_interval)
+    assert a == b
+    assert isinstance(ours.tasksets[0].reader.selector, BOTSSelector)
+    # With the exclusion (the default), reads within one sync interval never share a task.
+    excl = scheduler_for(extremes_pool, tmp_path / "c", DOTTED, kwargs)
+    c = explore(excl, pipeline_for(cfg), steps=9, n=8, sync_interval=3)
+    for window in range(0, 9, 3):
+        flat = [i for batch in c[window : window + 3] for i in batch]
+        assert len(flat) == len(set(flat)) == 12
+    if sync_interval == 3:
+        assert c != b  # difficulty_based re-picks pending tasks: the option is what makes them equal
+
+
+def test_exclude_in_flight_is_validated_and_may_change_on_resume(pool: str) -> None:
+    with pytest.raises(ConfigError, match="kwargs.exclude_in_flight"):
+        reader(pool, kwargs={"exclude_in_flight": "sometimes"})
+    first = selector_of(reader(pool, kwargs=PAPER))
+    first.feedback([0, 1], [1.0, 0.0])
+    other = selector_of(reader(pool, kwargs={**PAPER, "exclude_in_flight": False}))
+    other.load_state_dict(json.loads(json.dumps(first.state_dict())))
+    np.testing.assert_array_equal(other.bots.alpha, first.bots.alpha)
+
+
+def test_min_gap_zero_is_refused_and_equal_reference_means_do_not_crash(tmp_path: Path) -> None:
+    flat = write_pool(tmp_path, [0.3] * 12, [0.3] * 12)  # every batch: equal weak and strong means
+    with pytest.raises(ConfigError, match=r"kwargs\.min_gap: must be in \(0\.0, 1\.0\], got 0\.0"):
+        reader(flat, kwargs={**PAPER, "min_gap": 0})
+    r = reader(flat, kwargs=PAPER)
+    for _ in range(4):
+        picks = read(r)
+        r.feedback(indices=picks, values=[1.0, 0.5, 0.25, 0.0])
+    sel = selector_of(r)
+    assert sel.bots.num_updates == 4 and np.all(np.isfinite(sel.bots.mean()))
+    nan_pool = write_pool(tmp_path / "nan", [None] * 6 + [0.2] * 6, [None] * 6 + [0.6] * 6)
+    r = reader(nan_pool, kwargs=PAPER)
+    for _ in range(4):
+        picks = read(r)
+        r.feedback(indices=picks, values=[1.0, 0.5, 0.25, 0.0])
+    assert np.all(np.isfinite(selector_of(r).bots.mean()))
+
+
+def test_m_other_than_repeat_times_is_refused_naming_both_keys(pool: str, tmp_path: Path) -> None:
+    cfg = config_for(pool, {**PAPER, "m": 16}, ["pass_rate_calculator"], 4, tmp_path)
+    cfg.algorithm.repeat_times = 8
+    with pytest.raises(
+        ConfigError,
+        match=r"buffer\.explorer_input\.tasksets\[0\]\.data_selector\.kwargs\.m: 16 rollouts per task, "
+        r"but algorithm\.repeat_times is 8",
+    ):
+        TasksetScheduler({}, cfg)
+    cfg = config_for(pool, {"n_rollouts": 4}, ["pass_rate_calculator"], 4, tmp_path)
+    cfg.algorithm.repeat_times = 8
+    with pytest.raises(ConfigError, match=r"kwargs\.n_rollouts: 4 rollouts per task"):
+        TasksetScheduler({}, cfg)
+    cfg = config_for(pool, {}, ["pass_rate_calculator"], 4, tmp_path)  # m left out: difficulty_based's 16
+    cfg.algorithm.repeat_times = 8
+    with pytest.raises(ConfigError, match=r"kwargs\.m: 16 rollouts per task"):
+        TasksetScheduler({}, cfg)
+
+
+def test_operator_order_that_hides_groups_is_refused_naming_the_keys(pool: str, tmp_path: Path) -> None:
+    from bots_rft.integrations.trinity import check_config
+
+    key = r"data_processor\.experience_pipeline\.operators"
+    cfg = config_for(pool, PAPER, ["dapo_dynamic_sampling", "pass_rate_calculator"], 4, tmp_path)
+    with pytest.raises(
+        ConfigError, match=rf"{key}\[0\] \(dapo_dynamic_sampling\) comes before {key}\[1\] \(pass_rate_calculator\)"
+    ):
+        TasksetScheduler({}, cfg)
+    cfg = config_for(pool, PAPER, ["dapo_dynamic_sampling"], 4, tmp_path)
+    with pytest.raises(ConfigError, match=rf"{key}: has no pass_rate_calculator"):
+        TasksetScheduler({}, cfg)
+    cfg = config_for(pool, PAPER, ["pass_rate_calculator", "dapo_dynamic_sampling"], 4, tmp_path)
+    assert check_config(cfg) == []
+    cfg.data_processor.experience_pipeline.operators.insert(0, OperatorConfig(name="my_custom_op"))
+    (line,) = check_config(cfg)
+    assert "operators[0] (my_custom_op) runs before pass_rate_calculator" in line and "\n" not in line

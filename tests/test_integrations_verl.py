@@ -34,7 +34,7 @@ from tensordict import TensorDict  # noqa: E402
 from verl.trainer.ppo.v1 import PPOTrainerColocateAsync, PPOTrainerSync  # noqa: E402
 from verl.trainer.ppo.v1.trainer_base import TRAINER_REGISTRY  # noqa: E402
 
-from bots_rft import BOTS, ConfigError  # noqa: E402
+from bots_rft import BOTS, CheckpointError, ConfigError  # noqa: E402
 from bots_rft.errors import DataError  # noqa: E402
 from bots_rft.integrations import verl as bv  # noqa: E402
 
@@ -375,6 +375,52 @@ def test_checkpoint_round_trip_resumes_exactly(cluster: Any, data_dir: str, tmp_
     run_steps(resumed, 2)
     assert resumed.agent_loop_manager.dispatched == first.agent_loop_manager.dispatched[n_first:]
     np.testing.assert_array_equal(resumed.bots_sampler.selector.beta, first.bots_sampler.selector.beta)
+
+
+def packed_sampler_state(state: Any) -> dict[str, Any]:
+    """The BOTSPromptSampler's entry inside a data-loader state (nested dicts)."""
+    if isinstance(state, dict):
+        if state.get("format") == "bots-rft/verl-prompt-sampler":
+            return state
+        for value in state.values():
+            found = packed_sampler_state(value)
+            if found:
+                return found
+    return {}
+
+
+def test_data_pt_holds_the_selector_in_our_format_and_a_tampered_one_is_refused(
+    cluster: Any, data_dir: str, tmp_path: Any
+) -> None:
+    ckpt = str(tmp_path / "ckpt")
+    first = start(CPUSyncTrainer, make_config(data_dir, ckpt, *DAPO, "trainer.resume_mode=auto"))
+    run_steps(first, 1)
+    first._save_checkpoint()
+    data_pt = os.path.join(ckpt, "global_step_1", "data.pt")
+    # weights_only: torch's restricted unpickler, which loads no class of ours (nor any other).
+    state = torch.load(data_pt, map_location="cpu", weights_only=True)
+    packed = packed_sampler_state(state)
+    assert set(packed) == {"format", "checkpoint"}
+    blob = packed["checkpoint"]
+    assert isinstance(blob, bytes) and blob.startswith(b"BOTSRFT\x00")
+
+    def resume_with(entry: dict[str, Any]) -> Any:
+        packed.clear()
+        packed.update(entry)
+        torch.save(state, data_pt)
+        return start(CPUSyncTrainer, make_config(data_dir, ckpt, *DAPO, "trainer.resume_mode=auto"))
+
+    flipped = bytearray(blob)
+    flipped[len(flipped) // 2] ^= 0x01
+    with pytest.raises(CheckpointError, match="checksum"):
+        resume_with({"format": "bots-rft/verl-prompt-sampler", "checkpoint": bytes(flipped)})._load_checkpoint()
+    with pytest.raises(CheckpointError, match="not a 'bots-rft/verl-prompt-sampler' state"):
+        resume_with({"format": "bots-rft/verl-prompt-sampler-v0", "selector": {}})._load_checkpoint()
+    with pytest.raises(CheckpointError, match="must be bytes"):
+        resume_with({"format": "bots-rft/verl-prompt-sampler", "checkpoint": {"alpha": [1.0]}})._load_checkpoint()
+    resumed = resume_with({"format": "bots-rft/verl-prompt-sampler", "checkpoint": blob})
+    resumed._load_checkpoint()
+    np.testing.assert_array_equal(resumed.bots_sampler.selector.alpha, first.bots_sampler.selector.alpha)
 
 
 # ------------------------------------------------------------------------------ async

@@ -14,6 +14,7 @@ from .errors import (
     CheckpointError,
     ConfigError,
     DataError,
+    IntegrationError,
     InvalidArgumentError,
     InvalidTypeError,
 )
@@ -39,5 +40,6 @@ __all__ = [
     "CheckpointError",
     "ConfigError",
     "DataError",
+    "IntegrationError",
     "__version__",
 ]

@@ -13,6 +13,7 @@ __all__ = [
     "CheckpointError",
     "ConfigError",
     "DataError",
+    "IntegrationError",
 ]
 
 
@@ -46,3 +47,13 @@ class ConfigError(BotsError, ValueError):
 
 class DataError(BotsError, ValueError):
     """A task pool is malformed: missing columns, bad ids, pass rates outside [0, 1]."""
+
+
+class IntegrationError(ConfigError):
+    """The installed trainer framework does not match what an integration was built for: a
+    release outside the tested window whose overridden methods changed, or a method with other
+    parameters. The message names the framework, its version and the method."""
+
+    def __init__(self, message: str, framework: str | None = None) -> None:
+        super().__init__(message)
+        self.framework = framework

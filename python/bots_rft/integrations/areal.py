@@ -45,9 +45,39 @@ from torchdata.stateful_dataloader import StatefulDataLoader
 
 from ..errors import ConfigError, DataError, InvalidTypeError
 from .batches import BOTSBatchSampler, EvidenceBuffer
+from .gates import Seam, Window, check_framework
 from .tasks import column_values, rows_of_tasks, task_id_of
 
-__all__ = ["with_bots", "TaskIdWorkflow", "RecordingFilter", "TASK_ID_KEY"]
+__all__ = ["with_bots", "TaskIdWorkflow", "RecordingFilter", "TASK_ID_KEY", "TESTED_AREAL", "check_areal"]
+
+#: The areal releases :func:`with_bots` was tested with (both ends tested).
+TESTED_AREAL = Window("areal", "1.0.4", "1.0.4", "bots_rft.integrations.areal")
+
+
+def check_areal() -> list[str]:
+    """The ``PPOTrainer`` methods :func:`with_bots` overrides (three private ones and ``train``),
+    checked against the installed areal (:func:`bots_rft.integrations.gates.check_framework`)."""
+    from areal.trainer.rl_trainer import PPOTrainer
+
+    step = "(self, epoch, epoch_step, global_step)"
+    train = (
+        "(self, workflow=, eval_workflow=, workflow_kwargs=, eval_workflow_kwargs=, dynamic_filter_fn=, total_epochs=)"
+    )
+    return check_framework(
+        TESTED_AREAL,
+        [
+            Seam(
+                PPOTrainer,
+                "_create_dataloader",
+                "(self, dataset, dataset_config, rank, world_size)",
+                "b117df7b243e0567",
+            ),
+            Seam(PPOTrainer, "_save_recover_checkpoint", step, "d14368020fdffd69"),
+            Seam(PPOTrainer, "_export_and_commit_stats", step, "a684771063fd63a9"),
+            Seam(PPOTrainer, "train", train, "676756838adb0cda"),
+        ],
+    )
+
 
 #: Trajectory key that carries the task id from :class:`TaskIdWorkflow` to
 #: :class:`RecordingFilter` (which removes it, so training never sees it).
@@ -131,6 +161,7 @@ def with_bots(trainer_cls: type) -> type:
     workflow returned None, may be chosen again; default 4)."""
     if not isinstance(trainer_cls, type) or not hasattr(trainer_cls, "_create_dataloader"):
         raise ConfigError(f"with_bots: expects AReaL's PPOTrainer class, got {trainer_cls!r}")
+    check_areal()
 
     class BOTSPPOTrainer(trainer_cls):  # type: ignore[misc,valid-type]
         def __init__(

@@ -7,7 +7,10 @@ rollouts (prompts in flight across steps) need; the SkyRL-train and AReaL integr
   a time, each batch chosen by the selector at the moment the data loader reaches it, never
   choosing a task whose earlier rollouts have not been folded into the posterior yet ("in
   flight"). Its ``state_dict`` carries the selector, so a ``StatefulDataLoader`` checkpoint
-  resumes the posterior and the position in the pass.
+  resumes the posterior and the position in the pass; the state is one ``bytes`` value in the
+  package's checkpoint format (:func:`pack_state`), so a trainer that pickles its data loader's
+  state (SkyRL's and verl's ``data.pt``, AReaL's recover file) stores no object of ours, and a
+  tampered or foreign state is refused with a :class:`~bots_rft.errors.CheckpointError`.
 - :class:`EvidenceBuffer`: collects ``(task id, reward)`` of every rollout as it is scored, from
   any thread, and folds them into the selector in one ``update`` per training step
   (:meth:`EvidenceBuffer.flush`), returning the step's ``bots/*`` metrics.
@@ -25,17 +28,43 @@ import numpy as np
 import numpy.typing as npt
 from torch.utils.data import Sampler
 
-from ..errors import DataError, InvalidArgumentError
+from ..checkpoint import from_bytes, to_bytes
+from ..errors import CheckpointError, DataError, InvalidArgumentError
 from .step_metrics import Pick, calibration_step_metrics, capability_metrics, outcome_metrics, pick_metrics
 from .tasks import successes_from_rewards
 
-__all__ = ["BOTSBatchSampler", "EvidenceBuffer"]
+__all__ = ["BOTSBatchSampler", "EvidenceBuffer", "pack_state", "unpack_state"]
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
 
 _NOT_IN_FLIGHT = -1
+_BATCH_SAMPLER_FORMAT = "bots-rft/batch-sampler"
+
+
+def pack_state(kind: str, state: dict[str, Any]) -> dict[str, Any]:
+    """``{"format": kind, "checkpoint": <bytes>}``: ``state`` (JSON scalars, lists, dicts and numpy
+    arrays) encoded in the package's checkpoint format (:mod:`bots_rft.checkpoint`: versioned,
+    checksummed, no pickle). What the samplers hand a trainer that saves data-loader state with
+    pickle or ``torch.save``: those then store only a str and a bytes value."""
+    return {"format": kind, "checkpoint": to_bytes(state)}
+
+
+def unpack_state(kind: str, state: Any, source: str) -> dict[str, Any]:
+    """The ``state`` :func:`pack_state` packed; a state of another kind, layout or version, and a
+    truncated or altered ``checkpoint``, raise :class:`~bots_rft.errors.CheckpointError`."""
+    if not isinstance(state, Mapping):
+        raise CheckpointError(f"{source}: must be a mapping from {kind!r}, got {type(state).__name__}")
+    if state.get("format") != kind:
+        raise CheckpointError(
+            f"{source}: not a {kind!r} state (format {state.get('format')!r}); it was written by another sampler "
+            "or by a bots-rft that stored it unpacked"
+        )
+    blob = state.get("checkpoint")
+    if not isinstance(blob, (bytes, bytearray)):
+        raise CheckpointError(f"{source}: 'checkpoint' must be bytes in the bots-rft format, got {type(blob).__name__}")
+    return from_bytes(bytes(blob), source=source)
 
 
 class BOTSBatchSampler(Sampler[int]):
@@ -189,31 +218,35 @@ class BOTSBatchSampler(Sampler[int]):
 
     # ------------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict[str, Any]:
-        """Selector, in-flight tasks and position in the pass (saved with the data loader)."""
+        """Selector, in-flight tasks and position in the pass (saved with the data loader), packed
+        by :func:`pack_state`."""
         with self._lock:
-            return {
-                "selector": self.selector.state_dict(),
-                "batch": self._batch,
-                "current": None if self._current is None else self._current.copy(),
-                "offset": self._offset,
-                "since": self._since.copy(),
-                "steps": self._steps,
-                "num_selected": self.num_selected,
-            }
+            return pack_state(
+                _BATCH_SAMPLER_FORMAT,
+                {
+                    "selector": self.selector.state_dict(),
+                    "batch": self._batch,
+                    "current": None if self._current is None else self._current.copy(),
+                    "offset": self._offset,
+                    "since": self._since.copy(),
+                    "steps": self._steps,
+                    "num_selected": self.num_selected,
+                },
+            )
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restore :meth:`state_dict`; the next ``iter`` continues the saved pass."""
+        """Restore :meth:`state_dict`; the next ``iter`` continues the saved pass. A state of
+        another sampler, or one altered or truncated, raises :class:`CheckpointError`."""
+        state = unpack_state(_BATCH_SAMPLER_FORMAT, state, "data loader state (BOTSBatchSampler)")
         try:
             since = np.asarray(state["since"], dtype=np.int64)
             batch, offset, steps = int(state["batch"]), int(state["offset"]), int(state["steps"])
             current = state["current"]
             selector_state = state["selector"]
         except (KeyError, TypeError, ValueError) as exc:
-            raise InvalidArgumentError(f"state: not a BOTSBatchSampler state ({exc})", "state") from None
+            raise CheckpointError(f"state: not a BOTSBatchSampler state ({exc})") from None
         if since.shape != self._since.shape:
-            raise InvalidArgumentError(
-                f"state: saved for {since.size} tasks, this sampler has {self._since.size}", "state"
-            )
+            raise CheckpointError(f"state: saved for {since.size} tasks, this sampler has {self._since.size}")
         self.selector.load_state_dict(selector_state)
         with self._lock:
             self._since = since.copy()

@@ -33,9 +33,28 @@ from torchdata.stateful_dataloader import StatefulDataLoader
 
 from ..errors import ConfigError, DataError
 from .batches import BOTSBatchSampler, EvidenceBuffer
+from .gates import Seam, Window, check_framework
 from .tasks import column_values, rows_of_tasks
 
-__all__ = ["with_bots", "sequence_rewards"]
+__all__ = ["with_bots", "sequence_rewards", "TESTED_SKYRL", "check_skyrl"]
+
+#: The skyrl-train releases :func:`with_bots` was tested with (both ends tested).
+TESTED_SKYRL = Window("skyrl-train", "0.3.1", "0.3.1", "bots_rft.integrations.skyrl")
+
+
+def check_skyrl() -> list[str]:
+    """The three ``RayPPOTrainer`` methods :func:`with_bots` overrides, checked against the
+    installed skyrl-train (:func:`bots_rft.integrations.gates.check_framework`)."""
+    from skyrl_train.trainer import RayPPOTrainer
+
+    return check_framework(
+        TESTED_SKYRL,
+        [
+            Seam(RayPPOTrainer, "_build_train_dataloader_and_compute_training_steps", "(self)", "21d264f1ba267159"),
+            Seam(RayPPOTrainer, "handle_dynamic_sampling", "(self, generator_output, uids)", "03cb50a98d2cf3ee"),
+            Seam(RayPPOTrainer, "postprocess_generator_output", "(self, generator_output, uids)", "0ed9410a06c45e43"),
+        ],
+    )
 
 
 def sequence_rewards(generator_output: Any, step_wise: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
@@ -58,6 +77,7 @@ def with_bots(trainer_cls: type) -> type:
     ``success_threshold`` (None: rewards clipped into [0, 1] are the successes)."""
     if not isinstance(trainer_cls, type) or not hasattr(trainer_cls, "handle_dynamic_sampling"):
         raise ConfigError(f"with_bots: expects SkyRL-train's RayPPOTrainer class, got {trainer_cls!r}")
+    check_skyrl()
     try:  # the fully asynchronous trainer draws single prompts from its own loop: not covered
         from skyrl_train.fully_async_trainer import FullyAsyncRayPPOTrainer
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import inspect
 import math
 import os
 import re
@@ -55,10 +56,31 @@ from ..checkpoint import from_bytes, load_state, to_bytes
 from ..errors import BotsError, CheckpointError, ConfigError, DataError, InvalidArgumentError
 from ..evidence import DEFAULT_MIN_GAP, Interpolation
 from ..selector import BOTS
+from .gates import Seam, Window, check_framework
 from .step_metrics import calibration_step_metrics, capability_metrics, outcome_metrics, pick_metrics
 from .tasks import column_values
 
-__all__ = ["BOTSSelector", "AUTHOR_DEFAULTS", "STATE_FORMAT"]
+__all__ = ["BOTSSelector", "AUTHOR_DEFAULTS", "STATE_FORMAT", "TESTED_TRINITY", "check_trinity"]
+
+#: The trinity-rft releases BOTSSelector was tested with (both ends tested).
+TESTED_TRINITY = Window("trinity-rft", "0.6.0", "0.6.0", "bots_rft.integrations.trinity")
+
+
+def check_trinity() -> list[str]:
+    """The selector contract BOTSSelector implements (``BaseSelector``'s methods, which Trinity's
+    reader and scheduler call), checked against the installed trinity-rft
+    (:func:`bots_rft.integrations.gates.check_framework`)."""
+    return check_framework(
+        TESTED_TRINITY,
+        [
+            Seam(BaseSelector, "__init__", "(self, data_source, config)", "72c40e7f241ec5ff"),
+            Seam(BaseSelector, "get_indices", "(self, batch_size, return_extra_info=)", "65dbd5bafee263fd"),
+            Seam(BaseSelector, "feedback", "(self, indices, values)", "f205581fe341d348"),
+            Seam(BaseSelector, "state_dict", "(self)", "ab0d060370db23a7"),
+            Seam(BaseSelector, "load_state_dict", "(self, state_dict)", "e3e1bd5cd3713c62"),
+        ],
+    )
+
 
 STATE_FORMAT = "bots-rft/trinity-selector"
 STATE_VERSION = 1
@@ -91,6 +113,7 @@ _OWN_KEYS = (
     "reward_range",
     "threads",
     "state_dir",
+    "exclude_in_flight",
 )
 _ACCEPTED = tuple(sorted(set(_ALIASES) | {"adaptive_rho"} | set(_OWN_KEYS)))
 
@@ -119,11 +142,13 @@ class _Settings:
     threads: int | None
     state_dir: str | None
     adaptive_rho: bool = False
+    exclude_in_flight: bool = True
 
     def fingerprint(self) -> dict[str, Any]:
-        """What a checkpoint must agree with to resume (threads and state_dir may change)."""
+        """What a checkpoint must agree with to resume (threads, state_dir and exclude_in_flight,
+        which change no posterior, may change)."""
         out = asdict(self)
-        del out["threads"], out["state_dir"]
+        del out["threads"], out["state_dir"], out["exclude_in_flight"]
         return out
 
 
@@ -177,7 +202,13 @@ def _resolve(kwargs: Mapping[str, Any], seed: Any) -> _Settings:
     target = real(target_key, target_value, 0.0, 1.0)
     tau = real("tau", kwargs.get("tau", AUTHOR_DEFAULTS["tau"]), 0.0, math.inf)
     momentum = real("momentum", kwargs.get("momentum", 0.9), 0.0, 1.0)
-    min_gap = real("min_gap", kwargs.get("min_gap", DEFAULT_MIN_GAP), 0.0, 1.0)
+    # > 0: a batch whose two reference means are equal (a gap of 0) has no capability estimate;
+    # min_gap > 0 skips it, 0 would divide by it.
+    min_gap = real("min_gap", kwargs.get("min_gap", DEFAULT_MIN_GAP), 0.0, 1.0, open_low=True)
+    try:
+        exclude_in_flight = as_bool(kwargs.get("exclude_in_flight", True), "exclude_in_flight")
+    except BotsError as exc:
+        raise _config_error("exclude_in_flight", exc) from None
     prior_alpha = real("prior_alpha", kwargs.get("prior_alpha", 1.0), 0.0, math.inf, open_low=True)
     prior_beta = real("prior_beta", kwargs.get("prior_beta", 1.0), 0.0, math.inf, open_low=True)
     reward_range = kwargs.get("reward_range", (0.0, 1.0))
@@ -221,6 +252,7 @@ def _resolve(kwargs: Mapping[str, Any], seed: Any) -> _Settings:
         threads,
         state_dir,
         adaptive_rho,
+        exclude_in_flight,
     )
 
 
@@ -282,17 +314,28 @@ class BOTSSelector(BaseSelector):
     estimator, ``prior_alpha``/``prior_beta`` (1.0), ``reward_range`` ([0, 1], see
     :meth:`feedback`), ``threads`` and ``state_dir`` (see :meth:`state_dict`).
 
-    Tasks handed out whose feedback has not arrived (Trinity reports at sync boundaries, after
-    ``sync_interval`` further reads) are not picked again until it does; when fewer than
-    ``batch_size`` other tasks remain, the batch is completed from them.
+    ``exclude_in_flight`` (true): tasks handed out whose feedback has not arrived (Trinity
+    reports at sync boundaries, after ``sync_interval`` further reads) are not picked again until
+    it does; when fewer than ``batch_size`` other tasks remain, the batch is completed from them.
+    False picks as ``difficulty_based`` does, pending tasks included (with ``tau > 0``, the same
+    picks for the same seed and feedback).
+
+    Built by Trinity's ``TasksetScheduler``, the selector also checks the whole config
+    (:func:`check_config`): ``m`` against ``algorithm.repeat_times``, and the experience
+    operators' order.
     """
 
     def __init__(self, data_source: Any, config: Any) -> None:
+        check_trinity()
         super().__init__(data_source, config)
         from trinity.utils.log import get_logger  # not at import time: Trinity's advice for Ray actors
 
         self._logger = get_logger("bots_selector")
         self._settings = _resolve(getattr(config, "kwargs", None) or {}, getattr(config, "seed", 42))
+        whole = _calling_trinity_config()
+        if whole is not None:
+            for line in check_config(whole):
+                self._logger.warning(line)
         self._num_tasks = as_int(data_source.dataset_size, "dataset_size", minimum=1)
         self._name = re.sub(r"[^A-Za-z0-9._-]+", "_", str(getattr(data_source, "name", "") or "taskset"))
         self._evidence = _interpolation(data_source.dataset, getattr(config, "feature_keys", None), self._settings)
@@ -362,6 +405,8 @@ class BOTSSelector(BaseSelector):
         with self._lock:
             start = time.perf_counter()
             pending = np.fromiter(self._pending, dtype=np.int64, count=len(self._pending))
+            if not self._settings.exclude_in_flight:
+                pending = pending[:0]  # difficulty_based's behaviour: pending tasks may be picked again
             if self._settings.tau == 0.0:
                 picks, p_hat = self._select_nearest(k, pending, return_extra_info)
             else:
@@ -643,6 +688,84 @@ class BOTSSelector(BaseSelector):
             for a, b, key in zip(mine.references32(), theirs.references32(), ("feature_keys[0]", "feature_keys[1]")):
                 if not np.array_equal(a, b, equal_nan=True):
                     raise CheckpointError(f"{source}: the dataset's {key} column differs from the checkpoint's")
+
+
+#: Trinity's experience operators that drop groups (all of them, or some experiences).
+_FILTERS = frozenset(
+    {"dapo_dynamic_sampling", "reward_filter", "reward_std_filter", "invalid_reward_filter", "data_juicer"}
+)
+#: Operators that neither drop groups nor change rewards' meaning for the selector.
+_HARMLESS = frozenset({"pass_rate_calculator", "mask_response_truncated", "reward_shaping_mapper"})
+
+
+def check_config(config: Any) -> list[str]:
+    """Refuse (:class:`ConfigError`, naming the keys) a Trinity ``Config`` whose tasksets on
+    BOTSSelector would be fed wrongly: ``kwargs.m`` (or ``n_rollouts``) other than
+    ``algorithm.repeat_times``; no ``pass_rate_calculator`` among
+    ``data_processor.experience_pipeline.operators`` (BOTS would get no feedback); a filter
+    (``dapo_dynamic_sampling``, ``reward_filter``, ...) listed before it (the groups it drops never
+    reach BOTS). Returns one-line warnings for what cannot be judged: an operator this module does
+    not know, listed before ``pass_rate_calculator``."""
+    tasksets = list(getattr(config.buffer.explorer_input, "tasksets", None) or [])
+    single = getattr(config.buffer.explorer_input, "taskset", None)
+    if single is not None and single not in tasksets:
+        tasksets.append(single)
+    ours = [
+        (i, t)
+        for i, t in enumerate(tasksets)
+        if getattr(getattr(t, "data_selector", None), "selector_type", None)
+        in ("bots_rft.integrations.trinity.BOTSSelector", f"{__name__}.BOTSSelector")
+    ]
+    if not ours:
+        return []
+    repeat = getattr(config.algorithm, "repeat_times", None)
+    for i, t in ours:
+        key = "buffer.explorer_input.taskset" if t is single else f"buffer.explorer_input.tasksets[{i}]"
+        kwargs = dict(t.data_selector.kwargs or {})
+        name, m = next(((k, kwargs[k]) for k in ("m", "n_rollouts") if k in kwargs), ("m", AUTHOR_DEFAULTS["m"]))
+        if repeat is not None and float(m) != float(repeat):
+            raise ConfigError(
+                f"{key}.data_selector.kwargs.{name}: {m} rollouts per task, but algorithm.repeat_times is {repeat}; "
+                f"set kwargs.{name}: {repeat} (Trinity reports mean rewards, which BOTS turns into successes out of m)"
+            )
+    names = [str(getattr(o, "name", o)) for o in config.data_processor.experience_pipeline.operators]
+    key = "data_processor.experience_pipeline.operators"
+    if "pass_rate_calculator" not in names:
+        raise ConfigError(
+            f"{key}: has no pass_rate_calculator ({names}); it is BOTSSelector's only source of feedback: list it first"
+        )
+    first = names.index("pass_rate_calculator")
+    for i, name in enumerate(names[:first]):
+        if name in _FILTERS:
+            raise ConfigError(
+                f"{key}[{i}] ({name}) comes before {key}[{first}] (pass_rate_calculator): the groups it drops "
+                "(all-pass, all-fail) would never reach BOTSSelector; list pass_rate_calculator first"
+            )
+    return [
+        f"BOTSSelector: {key}[{i}] ({name}) runs before pass_rate_calculator; if it drops experiences, "
+        "BOTS never sees them: list pass_rate_calculator first"
+        for i, name in enumerate(names[:first])
+        if name not in _HARMLESS
+    ]
+
+
+def _calling_trinity_config() -> Any:
+    """The whole Trinity ``Config`` of the ``TasksetScheduler`` building this selector (a local
+    of its ``__init__``, a few frames up), or None when the selector is built some other way."""
+    from trinity.common.config import Config
+
+    frame = inspect.currentframe()
+    try:
+        for _ in range(12):
+            if frame is None:
+                return None
+            candidate = frame.f_locals.get("config")
+            if isinstance(candidate, Config):
+                return candidate
+            frame = frame.f_back
+        return None
+    finally:
+        del frame
 
 
 def _state_int(state: Mapping[str, Any], key: str, default: int | None = None) -> int:

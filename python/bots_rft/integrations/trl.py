@@ -63,6 +63,7 @@ import numpy.typing as npt
 from torch.utils.data import Sampler
 
 from ..errors import CheckpointError, ConfigError, InvalidArgumentError
+from .gates import Seam, Window, check_framework
 from .step_metrics import Pick, calibration_step_metrics, capability_metrics, outcome_metrics
 from .tasks import column_values, rows_of_tasks, split_column, successes_from_rewards
 
@@ -372,6 +373,7 @@ def attach_bots(
     """
     if select_at not in ("generation", "fetch"):
         raise InvalidArgumentError(f"select_at: must be 'generation' or 'fetch', got {select_at!r}", "select_at")
+    check_trl(select_at)
     for attr in ("_get_train_sampler", "reward_funcs", "num_generations", "num_iterations", "accelerator"):
         if not hasattr(trainer, attr):
             raise ConfigError(
@@ -424,6 +426,27 @@ def attach_bots(
     if save_with_checkpoints:
         add_checkpointing(trainer, selector)
     return hook
+
+
+#: The trl releases :func:`attach_bots` was tested with (both ends tested).
+TESTED_TRL = Window("trl", "1.16.0", "1.16.0", "bots_rft.integrations.trl")
+
+
+def trl_seams(select_at: str = "generation") -> list[Seam]:
+    """The ``GRPOTrainer`` methods :func:`attach_bots` replaces: the sampler hook (private but
+    the one TRL documents for prompt order) and, with ``select_at="generation"``, the private
+    generation step."""
+    from trl import GRPOTrainer
+
+    seams = [Seam(GRPOTrainer, "_get_train_sampler", "(self, dataset=)", "c0ce48638e78ccc9")]
+    if select_at == "generation":
+        seams.append(Seam(GRPOTrainer, "_generate_and_score_completions", "(self, inputs)", "3d5cec813b83b396"))
+    return seams
+
+
+def check_trl(select_at: str = "generation") -> list[str]:
+    """:func:`bots_rft.integrations.gates.check_framework` for the installed trl."""
+    return check_framework(TESTED_TRL, trl_seams(select_at))
 
 
 def _check_generation_seam(trainer: Any) -> None:

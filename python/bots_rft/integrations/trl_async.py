@@ -53,6 +53,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..errors import ConfigError, InvalidArgumentError
+from .gates import Seam, Window, check_framework
 from .step_metrics import Pick, pick_metrics
 from .tasks import column_values, rows_of_tasks, successes_from_rewards
 from .trl import add_checkpointing, task_ids_and_rewards
@@ -454,6 +455,7 @@ class AsyncBOTS:
         :meth:`recording` reward: push ``bots/*`` metrics into the trainer's logs at every
         optimiser step, and (``save_with_checkpoints``) save the selector into every checkpoint
         folder and restore it on ``train(resume_from_checkpoint=...)``."""
+        check_trl_async()
         if getattr(trainer, "train_dataset", None) is not self.prompts:
             raise ConfigError(
                 "trainer: its train_dataset is not this AsyncBOTS's prompts; pass train_dataset=stream.prompts"
@@ -472,6 +474,20 @@ class AsyncBOTS:
                 before_save=self.selection.flush,
                 on_restore=self.selection.forget_in_flight,
             )
+
+
+#: The trl releases :class:`AsyncBOTS` was tested with (both ends tested).
+TESTED_TRL_ASYNC = Window("trl", "1.16.0", "1.16.0", "bots_rft.integrations.trl_async")
+
+
+def check_trl_async() -> list[str]:
+    """The metrics reach TRL's logs through the rollout worker's ``metrics_queue``, which
+    ``AsyncGRPOTrainer.log`` drains: that method is the seam checked."""
+    from trl.experimental.async_grpo import AsyncGRPOTrainer
+
+    return check_framework(
+        TESTED_TRL_ASYNC, [Seam(AsyncGRPOTrainer, "log", "(self, logs, start_time=)", "a4014eca8ee76e61")]
+    )
 
 
 def _metrics_callback(trainer: Any, selection: _Selection) -> Any:

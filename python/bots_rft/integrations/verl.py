@@ -68,9 +68,11 @@ import numpy as np
 import numpy.typing as npt
 from torch.utils.data import Sampler
 
-from ..errors import ConfigError, DataError, InvalidArgumentError
+from ..errors import CheckpointError, ConfigError, DataError, InvalidArgumentError
 from ..evidence import DEFAULT_MIN_GAP, Interpolation
 from ..selector import BOTS
+from .batches import pack_state, unpack_state
+from .gates import Seam, Window, check_framework
 from .step_metrics import calibration_step_metrics, capability_metrics, outcome_metrics, pick_metrics
 from .tasks import column_values, rows_of_tasks, successes_from_rewards
 
@@ -111,6 +113,9 @@ from verl.utils.dataset.rl_dataset import collate_fn  # noqa: E402
 
 __all__ = [
     "SUPPORTED_VERL",
+    "TESTED_VERL",
+    "VERL_SEAMS",
+    "check_verl",
     "BOTS_MODES",
     "SELECTOR_FILE",
     "BOTSPromptSampler",
@@ -162,6 +167,48 @@ BOTS_DEFAULTS: dict[str, Any] = {
     "checkpoint": None,
 }
 _STATE_FORMAT = "bots-rft/verl-prompt-sampler"
+
+
+#: The verl releases this module was tested with (both ends tested).
+TESTED_VERL = Window("verl", "0.9.1", "0.9.1", "bots_rft.integrations.verl")
+#: The verl methods the BOTS trainers and replay buffers override (all but ``step`` private).
+VERL_SEAMS = (
+    Seam(
+        ReplayBuffer,
+        "__init__",
+        "(self, trainer_mode, trainer_config, max_off_policy_threshold, max_off_policy_strategy, sampler_kwargs, "
+        "poll_interval=, refill_fn=, filter_groups_metric=, train_batch_size=, gen_batch_size=, "
+        "max_inflight_gen_batches=, sync_refill_failed_groups=)",
+        "34790114ebe5992e",
+    ),
+    Seam(ReplayBuffer, "_clear_groups", "(self, partition_id, uids)", "809ffb8a43c28b69"),
+    Seam(
+        ReplayBuffer,
+        "_materialize_batch",
+        "(self, partition_id, selected_prompt_uids, partition_snapshot)",
+        "f0ddb65cd5c3f065",
+    ),
+    Seam(ReplayBufferAsync, "_clear_groups", "(self, partition_id, uids)", "809ffb8a43c28b69"),
+    Seam(
+        ReplayBufferAsync,
+        "_materialize_batch",
+        "(self, partition_id, selected_prompt_uids, partition_snapshot)",
+        "f0ddb65cd5c3f065",
+    ),
+    Seam(PPOTrainerSync, "_build_replay_buffer", "(self)", "e0a1b665f5d73bc1"),
+    Seam(PPOTrainerSync, "_init_dataloader", "(self)", "f11797ad84a4ba8a"),
+    Seam(PPOTrainerSync, "_fetch_one_gen_batch", "(self)", "37a980de651f5fd6"),
+    Seam(PPOTrainerSync, "_save_checkpoint", "(self)", "1ceb1e087ce91c92"),
+    Seam(PPOTrainerSync, "_load_checkpoint", "(self)", "52b412c5395b2cae"),
+    Seam(PPOTrainerSync, "step", "(self, metrics, timing_raw)", "c583b34f7e91cacd"),
+    Seam(PPOTrainerColocateAsync, "step", "(self, metrics, timing_raw)", "c583b34f7e91cacd"),
+    Seam(PPOTrainerSeparateAsync, "step", "(self, metrics, timing_raw)", "c583b34f7e91cacd"),
+)
+
+
+def check_verl() -> list[str]:
+    """:data:`VERL_SEAMS` against the installed verl (:func:`bots_rft.integrations.gates.check_framework`)."""
+    return check_framework(TESTED_VERL, VERL_SEAMS)
 
 
 # ------------------------------------------------------------------------------------ sampler
@@ -336,23 +383,31 @@ class BOTSPromptSampler(Sampler[int]):
 
     # ---------------------------------------------------------------------------- checkpoints
     def state_dict(self) -> dict[str, Any]:
-        """Everything the next selections depend on; verl saves it inside ``data.pt``."""
-        return {
-            "format": _STATE_FORMAT,
-            "selector": self.selector.state_dict(),
-            "chunk": list(self._chunk),
-            "yielded": list(self._yielded),
-            "inflight": self._inflight.copy(),
-            "uid_task": dict(self._uid_task),
-            "evidence": (list(self._ev_tasks), list(self._ev_successes), list(self._ev_trials), list(self._ev_kept)),
-            "released": list(self._released),
-            "empty_groups": self._empty_groups,
-        }
+        """Everything the next selections depend on, packed in the package's checkpoint format
+        (:func:`~bots_rft.integrations.batches.pack_state`); verl saves it inside ``data.pt``."""
+        return pack_state(
+            _STATE_FORMAT,
+            {
+                "selector": self.selector.state_dict(),
+                "chunk": list(self._chunk),
+                "yielded": list(self._yielded),
+                "inflight": self._inflight.copy(),
+                "uid_task": dict(self._uid_task),
+                "evidence": [
+                    list(self._ev_tasks),
+                    list(self._ev_successes),
+                    list(self._ev_trials),
+                    list(self._ev_kept),
+                ],
+                "released": list(self._released),
+                "empty_groups": self._empty_groups,
+            },
+        )
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restore :meth:`state_dict` (validated first; on error nothing changes)."""
-        if not isinstance(state, Mapping) or state.get("format") != _STATE_FORMAT:
-            raise InvalidArgumentError("state: not a BOTSPromptSampler state", "state")
+        """Restore :meth:`state_dict` (validated first; on error nothing changes). A state of
+        another sampler, or one altered or truncated, raises :class:`CheckpointError`."""
+        state = unpack_state(_STATE_FORMAT, state, "data.pt sampler state (BOTSPromptSampler)")
         try:
             inflight = np.asarray(state["inflight"], dtype=np.int64)
             tasks, succ, trials, kept = state["evidence"]
@@ -361,9 +416,9 @@ class BOTSPromptSampler(Sampler[int]):
             released, empty = [int(t) for t in state["released"]], int(state["empty_groups"])
             selector_state = state["selector"]
         except (KeyError, TypeError, ValueError) as exc:
-            raise InvalidArgumentError(f"state: not a BOTSPromptSampler state ({exc!r})", "state") from None
+            raise CheckpointError(f"state: not a BOTSPromptSampler state ({exc!r})") from None
         if inflight.shape != self._inflight.shape:
-            raise InvalidArgumentError(f"state: has {inflight.size} tasks, this sampler {self._inflight.size}", "state")
+            raise CheckpointError(f"state: has {inflight.size} tasks, this sampler {self._inflight.size}")
         self.selector.load_state_dict(selector_state)  # validates before changing anything
         self._chunk, self._yielded, self._inflight, self._uid_task = chunk, yielded, inflight.copy(), uid_task
         self._ev_tasks, self._ev_successes = [int(t) for t in tasks], [float(s) for s in succ]
@@ -553,6 +608,7 @@ class _BOTSTrainerMixin:
     bots_sampler: BOTSPromptSampler
 
     def __init__(self, config: DictConfig) -> None:
+        check_verl()
         mode = check_config(config)
         with open_dict(config):  # verl branches on the plain mode name everywhere
             config.trainer.v1.trainer_mode = mode
@@ -665,6 +721,7 @@ def _run(config: DictConfig) -> None:
     from verl.utils.config import validate_config
     from verl.utils.device import auto_set_device
 
+    check_verl()
     check_config(config)
     auto_set_device(config)
     validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
