@@ -22,7 +22,6 @@ Writes ``benches/results/refeval_speed.json`` and ``.md``. Run: ``make bench-rol
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -33,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
-from rollout_speed import cpu_flags, cpu_model  # noqa: E402
+from rollout_speed import cpu_flags, cpu_model, write_results  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
 VARIANTS = ("generate", "refeval fast", "refeval hf")
@@ -214,11 +213,7 @@ def main(argv: list[str] | None = None) -> int:
         "end_to_end": end_to_end(args.model, rows, args.rollouts, args.batch_size, args.max_new_tokens),
         "load_after": round(os.getloadavg()[0], 2),
     }
-    stem = Path(args.out) if args.out else RESULTS / "refeval_speed"
-    stem.parent.mkdir(parents=True, exist_ok=True)
-    stem.with_suffix(".json").write_text(json.dumps(doc, indent=2) + "\n")
-    stem.with_suffix(".md").write_text(markdown(doc))
-    print(markdown(doc))
+    write_results(Path(args.out) if args.out else RESULTS / "refeval_speed", doc, markdown(doc))
     return 0
 
 

@@ -216,11 +216,16 @@ def main(argv: list[str] | None = None) -> int:
         "summary": summarise(runs, sizes, variants),
     }
     stem = Path(args.out) if args.out else RESULTS / ("rollout_speed_lora_int8" if args.int8 else "rollout_speed")
+    write_results(stem, doc, markdown(doc))
+    return 0
+
+
+def write_results(stem: Path, doc: dict[str, Any], md: str) -> None:
+    """``stem.json`` and ``stem.md`` (the table also printed)."""
     stem.parent.mkdir(parents=True, exist_ok=True)
     stem.with_suffix(".json").write_text(json.dumps(doc, indent=2) + "\n")
-    stem.with_suffix(".md").write_text(markdown(doc))
-    print(markdown(doc))
-    return 0
+    stem.with_suffix(".md").write_text(md)
+    print(md)
 
 
 if __name__ == "__main__":

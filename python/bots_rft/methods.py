@@ -288,6 +288,8 @@ PARAMETERS: Mapping[str, Parameter] = MappingProxyType(
 )
 #: The selection rule's further settings, which every BOTS-based method takes (off by default).
 RULE_PARAMS = (TAU, ADAPTIVE_RHO, ADAPTIVE_LAM, LAG_DISCOUNT)
+#: What every BOTS-based method takes: its posterior, estimator, sampling and selection rule.
+BOTS_PARAMS = (LAM, RHO, TARGET, THOMPSON, PSEUDO_ROLLOUTS, MOMENTUM, MIN_GAP, SEED, *RULE_PARAMS)
 
 References = Literal["unused", "optional", "required"]
 
@@ -592,7 +594,7 @@ METHODS: Mapping[str, Method] = MappingProxyType(
                 "BOTS",
                 "Bayesian online task selection: explicit and implicit evidence, Thompson sampling",
                 "bots_rft.selector:BOTS",
-                (LAM, RHO, TARGET, THOMPSON, PSEUDO_ROLLOUTS, MOMENTUM, MIN_GAP, SEED, *RULE_PARAMS),
+                BOTS_PARAMS,
                 "optional",
                 _BOTS_FILE,
             ),
@@ -602,7 +604,7 @@ METHODS: Mapping[str, Method] = MappingProxyType(
                 "BOTS choosing tasks and rollout counts together: the plan with the most expected informative "
                 "groups under a budget of batch × n rollouts (BOTS.plan)",
                 "bots_rft.planning:PlannedBOTS",
-                (LAM, RHO, TARGET, THOMPSON, PSEUDO_ROLLOUTS, MOMENTUM, MIN_GAP, SEED, *RULE_PARAMS, N_MIN, N_MAX),
+                (*BOTS_PARAMS, N_MIN, N_MAX),
                 "optional",
                 _BOTS_FILE,
                 rolls_out=True,
@@ -613,21 +615,7 @@ METHODS: Mapping[str, Method] = MappingProxyType(
                 "BOTS proposing the prompts SPEED-RL's screen tries: n_init screening rollouts each, "
                 "n_continue more for those whose screening disagrees; every rollout is BOTS's evidence",
                 "bots_rft.screening:ScreenedBOTS",
-                (
-                    LAM,
-                    RHO,
-                    TARGET,
-                    THOMPSON,
-                    PSEUDO_ROLLOUTS,
-                    MOMENTUM,
-                    MIN_GAP,
-                    SEED,
-                    *RULE_PARAMS,
-                    N_INIT,
-                    N_CONTINUE,
-                    GEN_RATIO,
-                    MAX_GEN_BATCHES,
-                ),
+                (*BOTS_PARAMS, N_INIT, N_CONTINUE, GEN_RATIO, MAX_GEN_BATCHES),
                 "optional",
                 _BASELINE_FILE,
                 rolls_out=True,

@@ -16,6 +16,7 @@ import os
 import time
 import zlib
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -275,30 +276,12 @@ def run_refeval(cfg: RefEvalConfig, *, progress: bool = True) -> RefEvalSummary:
             RewardScorer(workers=cfg.workers, timeout=cfg.reward_timeout) as scorer,
             open(ppath, "a", encoding="utf-8") as log,
         ):
-            for c, rows in todo:
-                torch.manual_seed(_chunk_seed(cfg.seed, c))
-                responses, n_tok = sample_responses(
-                    model,
-                    tokenizer,
-                    pool.prompts(rows, system_prompt=cfg.system_prompt),
-                    cfg.rollouts,
-                    max_new_tokens=cfg.max_new_tokens,
-                    temperature=cfg.temperature,
-                    top_p=cfg.top_p,
-                    batch_size=cfg.batch_size,
-                    max_prompt_tokens=cfg.max_prompt_tokens,
-                    engine=cfg.engine,
-                )
-                generated += n_tok
-                sources = pool.data_sources(rows)
-                truths = pool.ground_truths(rows)
-                infos = pool.extra_infos(rows)
-                items = [
-                    RewardItem(str(sources[j]), resp, truths[j], infos[j])
-                    for j in range(len(rows))
-                    for resp in responses[j]
-                ]
-                rewards = np.array([r.reward for r in scorer.score_batch(items)]).reshape(len(rows), cfg.rollouts)
+            # A chunk's rewards are scored in a background thread while the next chunk samples
+            # (verifiers, code sandboxes above all, can take as long as generation); its progress
+            # line is written once its scores are in, chunks in order, so resume is unchanged.
+            def record(rows: list[int], scored: Future[list[Any]]) -> None:
+                nonlocal evaluated
+                rewards = np.array([r.reward for r in scored.result()]).reshape(len(rows), cfg.rollouts)
                 for j, r in enumerate(rows):
                     done[r] = (float(rewards[j].sum()), cfg.rollouts)
                     log.write(
@@ -311,6 +294,38 @@ def run_refeval(cfg: RefEvalConfig, *, progress: bool = True) -> RefEvalSummary:
                 os.fsync(log.fileno())
                 evaluated += len(rows)
                 bar.update(len(rows))
+
+            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="refeval-score") as scoring:
+                pending: tuple[list[int], Future[list[Any]]] | None = None
+                for c, rows in todo:
+                    torch.manual_seed(_chunk_seed(cfg.seed, c))
+                    responses, n_tok = sample_responses(
+                        model,
+                        tokenizer,
+                        pool.prompts(rows, system_prompt=cfg.system_prompt),
+                        cfg.rollouts,
+                        max_new_tokens=cfg.max_new_tokens,
+                        temperature=cfg.temperature,
+                        top_p=cfg.top_p,
+                        batch_size=cfg.batch_size,
+                        max_prompt_tokens=cfg.max_prompt_tokens,
+                        engine=cfg.engine,
+                    )
+                    generated += n_tok
+                    sources = pool.data_sources(rows)
+                    truths = pool.ground_truths(rows)
+                    infos = pool.extra_infos(rows)
+                    items = [
+                        RewardItem(str(sources[j]), resp, truths[j], infos[j])
+                        for j in range(len(rows))
+                        for resp in responses[j]
+                    ]
+                    scored = scoring.submit(scorer.score_batch, items)
+                    if pending is not None:
+                        record(*pending)
+                    pending = (rows, scored)
+                if pending is not None:
+                    record(*pending)
         bar.close()
     sampling_seconds = time.monotonic() - t_sampling
 
