@@ -443,15 +443,28 @@ def test_rollout_weighting_lets_tasks_with_more_rollouts_weigh_more() -> None:
 
 
 @pytest.mark.parametrize("name", ROLLING)
-def test_bots_train_refuses_the_peers_that_choose_their_own_rollouts(name: str) -> None:
+def test_bots_train_takes_the_peers_that_choose_their_own_rollouts(name: str) -> None:
     from bots_rft.train.config import TrainConfig
 
-    # Its trainer would otherwise run them as DAPO's fill loop over an epoch order.
-    assert not method(name).trainer
-    with pytest.raises(ConfigError, match=rf"method: '{name}' spends a number of rollouts .* bots simulate"):
-        TrainConfig(pool="p.parquet", method=name).validate()
+    # The trainer runs them through its rollout callback (tests/test_train_peers.py).
+    assert method(name).trainer
+    assert TrainConfig(pool="p.parquet", method=name).validate().method == name
+    # They build their batches themselves: DAPO's filter on top is refused, naming the key.
+    with pytest.raises(ConfigError, match=rf"dynamic_sampling: method '{name}' rolls out inside its own selection"):
+        TrainConfig(pool="p.parquet", method=name, dynamic_sampling=True).validate()
     for plain in ("dps", "adarft", "dynamic"):
         assert method(plain).trainer
+
+
+def test_speed_queued_ids_are_its_qualified_and_ready_prompts() -> None:
+    """What a trainer must keep rollouts of between steps: the prompts qualified or ready, none else."""
+    learner = SimulatedLearner(make_world(TINY, 0), 0, stream=2)
+    sel = method("speed").build(600, rollout=learner.rollout, gen_ratio=8.0)
+    assert sel.queued_ids().size == 0  # type: ignore[attr-defined]
+    ids = sel.select(8)
+    queued = sel.queued_ids()  # type: ignore[attr-defined]
+    assert set(queued.tolist()) == set(sel.qualified[0].tolist()) | set(sel.ready[0].tolist())  # type: ignore[attr-defined]
+    assert queued.size > 0 and not set(queued.tolist()) & set(ids.tolist())  # the trained ones left the queue
 
 
 def test_speed_trains_on_a_full_queue_without_generating() -> None:

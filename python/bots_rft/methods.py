@@ -19,8 +19,8 @@ either of them runs. A method is
   as ``rollout(task_ids, counts)`` and hands each step's groups, trials and rollouts spent over
   through :class:`bots_rft.baselines.RollsOut` (base class: :class:`bots_rft.peers.base.SelfRolling`),
   so that every rollout it generates is charged; and whether ``bots train`` can run it
-  (``trainer``: its trainer rolls out a fixed number per task, so the methods that choose their
-  own rollouts run in ``bots simulate`` and through :class:`~bots_rft.baselines.RollsOut`);
+  (``trainer``; it runs every method of this table, those that roll out themselves through a
+  callback that generates real completions, :meth:`bots_rft.train.trainer.GRPOTrainer.peer_rollout`);
 - the further per-task **signals** it reads, passed to :meth:`Method.build` as ``signals=``
   (``"references"``: an [N, k] matrix of reference pass rates; ``"embeddings"``: an [N, d] matrix);
 - the **class** that implements it and the **file** its state is checkpointed in. Every selector's
@@ -309,8 +309,7 @@ class Method:
     rolls_out: bool = False
     aliases: tuple[str, ...] = ()
     signals: tuple[str, ...] = ()
-    # Whether `bots train` can run it: its trainer rolls out a fixed number per task and runs
-    # DAPO's fill loop itself, so a method that decides its own rollouts inside select cannot.
+    # Whether `bots train` can run it (a method for bots simulate only sets False).
     trainer: bool = True
 
     def param(self, name: str) -> Parameter:
@@ -619,7 +618,6 @@ METHODS: Mapping[str, Method] = MappingProxyType(
                 "optional",
                 _BASELINE_FILE,
                 rolls_out=True,
-                trainer=False,
             ),
             Method(
                 "random",
@@ -712,7 +710,6 @@ METHODS: Mapping[str, Method] = MappingProxyType(
                 "unused",
                 _BASELINE_FILE,
                 rolls_out=True,
-                trainer=False,
             ),
             Method(
                 "speed",
@@ -723,7 +720,6 @@ METHODS: Mapping[str, Method] = MappingProxyType(
                 "unused",
                 _BASELINE_FILE,
                 rolls_out=True,
-                trainer=False,
                 aliases=("speed-rl",),
             ),
             Method(
@@ -744,7 +740,6 @@ METHODS: Mapping[str, Method] = MappingProxyType(
                 "optional",
                 _BASELINE_FILE,
                 rolls_out=True,
-                trainer=False,
                 aliases=("knapsack-rl",),
             ),
             Method(
@@ -756,7 +751,6 @@ METHODS: Mapping[str, Method] = MappingProxyType(
                 "unused",
                 _BASELINE_FILE,
                 rolls_out=True,
-                trainer=False,
                 aliases=("reinforce_ada", "reinforceada"),
             ),
         )

@@ -130,6 +130,11 @@ class SpeedRL(SelfRolling):
         batch = RolledBatch(take_ids.astype(np.int64), take_succ, trials, rollouts=self._spent)
         return batch, (take_ids.astype(np.int64), take_succ, trials)
 
+    def queued_ids(self) -> IdArray:
+        """The prompts queued with rollouts of earlier selections (qualified ∪ ready), whose
+        rollouts a trainer must keep for the steps that train on them."""
+        return np.union1d(self.qualified[0], self.ready[0]).astype(np.int64)
+
     def _learn(self, task_ids: IdArray, successes: FloatArray, trials: FloatArray) -> None:
         return None  # SPEED keeps no statistics across steps beyond its queues
 

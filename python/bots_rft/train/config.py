@@ -16,14 +16,27 @@ from ..llm.models import DTYPE_NAMES
 from ..methods import (
     ADAPTIVE_LAM,
     ADAPTIVE_RHO,
+    GEN_RATIO,
+    KEEP,
     LAM,
+    MAX_GEN_BATCHES,
     MIN_GAP,
     MOMENTUM,
+    N_CONTINUE,
+    N_HIGH,
+    N_INIT,
+    N_LOW,
     N_MAX,
     N_MIN,
     OVERSAMPLE,
+    P_EASY,
+    P_HARD,
     RHO,
+    ROUND_REPEAT,
+    ROUNDS,
+    SAMPLING_RATIO,
     TARGET,
+    TARGET_ZERO_VARIANCE,
     TAU,
     THOMPSON,
     method,
@@ -44,6 +57,23 @@ GUARD_GROUPS = ("data_source", "ability")
 RESUME_PARAMS = ("error", "config", "checkpoint")
 #: Selection parameters a resumed BOTS run may change (see ``resume_params``).
 SELECTION_PARAMS = ("lam", "rho", "target", "thompson", "tau", "adaptive_rho", "adaptive_lam")
+
+#: The parameters of the methods that roll out inside their own selection, as config keys.
+PEER_PARAMS = (
+    N_INIT,
+    N_CONTINUE,
+    GEN_RATIO,
+    MAX_GEN_BATCHES,
+    ROUNDS,
+    ROUND_REPEAT,
+    KEEP,
+    N_LOW,
+    N_HIGH,
+    P_EASY,
+    P_HARD,
+    TARGET_ZERO_VARIANCE,
+    SAMPLING_RATIO,
+)
 
 #: Selection methods ``method=`` accepts (:data:`bots_rft.methods.METHODS`; their aliases too).
 METHODS = method_names()
@@ -99,6 +129,28 @@ class TrainConfig:
     # budget of batch_size * rollouts rollouts, n_min <= count <= n_max
     n_min: int = N_MIN.default
     n_max: int = N_MAX.default
+    # The methods that roll out inside their own selection (docs/peers.md), each reading its own:
+    # speed / bots-screen: n_init screening rollouts per fresh prompt, n_continue more for those
+    # whose screening disagrees, generation batches of gen_ratio * batch_size prompts, at most
+    # max_gen_batches generation rounds per step;
+    n_init: int = N_INIT.default
+    n_continue: int = N_CONTINUE.default
+    gen_ratio: float = GEN_RATIO.default
+    max_gen_batches: int = MAX_GEN_BATCHES.default
+    # reinforce-ada: at most `rounds` rounds of round_repeat rollouts per active prompt, trained on
+    # a balanced subset of `keep` of them;
+    rounds: int = ROUNDS.default
+    round_repeat: int = ROUND_REPEAT.default
+    keep: int = KEEP.default
+    # knapsack: n_low <= rollouts per prompt <= n_high, rollouts * batch_size in all;
+    n_low: int = N_LOW.default
+    n_high: int = N_HIGH.default
+    # greso: exploration probabilities, zero-variance target, generation batch (sampling_ratio *
+    # batch_size) and max_rounds generation rounds per step.
+    p_easy: float = P_EASY.default
+    p_hard: float = P_HARD.default
+    target_zero_variance: float = TARGET_ZERO_VARIANCE.default
+    sampling_ratio: float = SAMPLING_RATIO.default
     # The starvation / verifier-failure guard (bots_rft.GroupGuard), on with guard=true: per group
     # of tasks (guard_groups: the pool's data_source or ability), a warning once a group's rollouts
     # all failed in guard_zero_streak updates in a row, and each batch holding at least
@@ -173,11 +225,7 @@ class TrainConfig:
         try:
             self.method = method(self.method).name  # an alias ("dapo") becomes the canonical name
             if not method(self.method).trainer:
-                raise ConfigError(
-                    f"method: {self.method!r} spends a number of rollouts of its own choosing inside its "
-                    f"selection, and bots train rolls out a fixed rollouts={self.rollouts} per task; it runs "
-                    "in bots simulate (docs/peers.md)"
-                )
+                raise ConfigError(f"method: {self.method!r} runs in bots simulate only (docs/peers.md)")
             for param in (
                 LAM,
                 RHO,
@@ -191,6 +239,7 @@ class TrainConfig:
                 OVERSAMPLE,
                 N_MIN,
                 N_MAX,
+                *PEER_PARAMS,
             ):
                 param.check(getattr(self, param.name))
         except BotsError as exc:  # the method table's message, as the config's error class
@@ -214,6 +263,11 @@ class TrainConfig:
             raise ConfigError(f"rollouts: GRPO needs at least 2 rollouts per task, got {self.rollouts}")
         if self.method == "bots-plan":
             self._validate_plan()
+        if method(self.method).rolls_out and self.method not in ("bots-plan", "dynamic") and self.dynamic_sampling:
+            raise ConfigError(
+                f"dynamic_sampling: method {self.method!r} rolls out inside its own selection and builds its "
+                "batches itself; got True"
+            )
         self._validate_guard()
         for key in ("warmup_steps", "sft_steps", "eval_every", "save_every", "seed"):
             v = getattr(self, key)

@@ -28,6 +28,7 @@ __all__ = [
     "generate_planned_rollouts",
     "completion_mask",
     "concat_rollouts",
+    "merge_task_rows",
 ]
 
 
@@ -61,6 +62,24 @@ class Rollouts:
             completion_mask=self.completion_mask[idx.to(dev)],
             texts=[self.texts[int(i)] for i in idx],
             rewards=None if self.rewards is None else self.rewards[list(tasks)],
+        )
+
+    def rows(self, rows: Sequence[int]) -> Rollouts:
+        """One task's given rows (a single-task :class:`Rollouts`, same padding, ``n = len(rows)``),
+        rewards included."""
+        if self.num_tasks != 1:
+            raise ValueError(f"rows: takes rows of a single-task Rollouts, this one has {self.num_tasks} tasks")
+        idx = torch.tensor(list(rows), dtype=torch.long)
+        dev = self.input_ids.device
+        return Rollouts(
+            task_ids=self.task_ids,
+            n=len(idx),
+            input_ids=self.input_ids[idx.to(dev)],
+            attention_mask=self.attention_mask[idx.to(dev)],
+            prompt_len=self.prompt_len,
+            completion_mask=self.completion_mask[idx.to(dev)],
+            texts=[self.texts[int(i)] for i in idx],
+            rewards=None if self.rewards is None else self.rewards[:, idx],
         )
 
     def to(self, device: torch.device) -> Rollouts:
@@ -285,4 +304,32 @@ def concat_rollouts(parts: Sequence[Rollouts], pad: int) -> Rollouts:
         completion_mask=cmask,
         texts=[t for p in parts for t in p.texts],
         rewards=None if any(r is None for r in rewards) else torch.cat(rewards),  # type: ignore[arg-type]
+    )
+
+
+def merge_task_rows(chunks: Sequence[Rollouts], pad: int) -> Rollouts:
+    """One task's rows from several generation calls as one single-task :class:`Rollouts`
+    (``n`` = the rows of all chunks, in the given order): prompts re-padded on the left,
+    completions on the right, rewards concatenated. Each chunk holds that one task's rows."""
+    if not chunks:
+        raise ValueError("chunks: expected at least one")
+    tids = {int(c.task_ids[0]) for c in chunks if c.num_tasks == 1}
+    if len(tids) != 1 or any(c.num_tasks != 1 for c in chunks):
+        raise ValueError("chunks: expected single-task Rollouts of one task")
+    if len(chunks) == 1:
+        return chunks[0]
+    prompts = _pad_cat([c.input_ids[:, : c.prompt_len] for c in chunks], left=True, value=pad)
+    pmask = _pad_cat([c.attention_mask[:, : c.prompt_len] for c in chunks], left=True, value=0)
+    comps = _pad_cat([c.input_ids[:, c.prompt_len :] for c in chunks], left=False, value=pad)
+    cmask = _pad_cat([c.completion_mask for c in chunks], left=False, value=0)
+    rewards = [c.rewards for c in chunks]
+    return Rollouts(
+        task_ids=chunks[0].task_ids,
+        n=sum(c.n for c in chunks),
+        input_ids=torch.cat([prompts, comps], dim=1),
+        attention_mask=torch.cat([pmask, cmask], dim=1),
+        prompt_len=int(prompts.shape[1]),
+        completion_mask=cmask,
+        texts=[t for c in chunks for t in c.texts],
+        rewards=None if any(r is None for r in rewards) else torch.cat(rewards, dim=1),  # type: ignore[arg-type]
     )

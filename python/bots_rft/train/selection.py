@@ -25,7 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .. import BOTS
-from ..baselines import DynamicSampling, RolloutFn, Selector
+from ..baselines import CountedRolloutFn, DynamicSampling, RolloutFn, Selector
 from ..checkpoint import load_state, save_state
 from ..errors import BotsError, CheckpointError, ConfigError
 from ..methods import Method, method
@@ -53,6 +53,19 @@ def _params(cfg: TrainConfig, m: Method) -> dict[str, Any]:
                 "oversample",
                 "max_rounds",
                 "seed",
+                "n_init",
+                "n_continue",
+                "gen_ratio",
+                "max_gen_batches",
+                "rounds",
+                "round_repeat",
+                "keep",
+                "n_low",
+                "n_high",
+                "p_easy",
+                "p_hard",
+                "target_zero_variance",
+                "sampling_ratio",
             )
         },
     }
@@ -64,7 +77,7 @@ def make_selector(
     num_tasks: int,
     weak: npt.NDArray[np.float64] | None,
     strong: npt.NDArray[np.float64] | None,
-    rollout: RolloutFn | None = None,
+    rollout: RolloutFn | CountedRolloutFn | None = None,
 ) -> Selector:
     """The selector ``cfg.method`` names, over ``num_tasks`` rows; ``weak``/``strong`` are the
     reference pass rates (NaN unknown) or None when the pool has none."""
@@ -82,7 +95,8 @@ def make_selector(
             raise ConfigError("dynamic_sampling: needs a rollout callback")
         proposer = m.build(num_tasks, weak=weak, strong=strong, **_params(cfg, m))
         dynamic = method("dynamic")
-        return DynamicSampling(num_tasks, rollout, proposer=proposer, **_params(cfg, dynamic))
+        # DAPO's filter calls rollout(task_ids) (n each).
+        return DynamicSampling(num_tasks, rollout, proposer=proposer, **_params(cfg, dynamic))  # type: ignore[arg-type]
     except ConfigError:
         raise
     except BotsError as exc:  # a value the config cannot hold (e.g. no reference columns), as a config error

@@ -20,6 +20,14 @@ With ``method=bots-plan``, stage 1 is :meth:`GRPOTrainer.plan_batch`'s plan (:me
 tasks and a rollout count for each under a budget of ``batch_size * rollouts``); each group of
 equal counts is rolled out and scored as its own batch, the selector learns every task's
 successes out of its own count, and the step's record charges the rollouts actually spent.
+
+With a method that rolls out inside its own selection (``greso``, ``speed``, ``knapsack``,
+``reinforce-ada``, ``bots-screen``: :class:`bots_rft.baselines.RollsOut`), stage 1 is
+:meth:`GRPOTrainer.peer_batch`: the selector's ``select`` calls the trainer's rollout callback
+(:meth:`GRPOTrainer.peer_rollout`) once per generation round, which generates, scores and keeps
+each task's completion rows (:class:`.self_rolling.KeptRows`); each trained task's group is then
+taken from its kept rows with the trials the selector reports (:func:`.self_rolling.trained_rows`),
+and the step's record charges every rollout generated (``RolledBatch.rollouts``).
 """
 
 from __future__ import annotations
@@ -54,8 +62,10 @@ from .checkpoint import (
     latest_checkpoint,
     load_model_state,
     load_training_state,
+    load_tree,
     rng_state,
     save_checkpoint,
+    save_tree,
     set_rng_state,
 )
 from .config import SELECTION_PARAMS, TrainConfig
@@ -70,6 +80,7 @@ from .rollout import PlannedRollouts, Rollouts, concat_rollouts, generate_planne
 from .sampling_copy import int8_twin
 from .scoring import VerifierErrors, register_config_verifiers, score_texts
 from .selection import load_selector, make_selector, save_selector, selector_file
+from .self_rolling import KeptRows
 from .sft import sft_warmup
 from .stops import RunInterrupted, VerifierErrorStop, signal_name
 
@@ -91,6 +102,24 @@ _RESUME_KEYS = (
 )
 # ... and for bots-plan, the plan's bounds.
 _PLAN_KEYS = ("n_min", "n_max")
+# ... and for the methods that roll out inside their selection, their rollout parameters.
+_PEER_KEYS = (
+    "n_init",
+    "n_continue",
+    "gen_ratio",
+    "max_gen_batches",
+    "rounds",
+    "round_repeat",
+    "keep",
+    "n_low",
+    "n_high",
+    "p_easy",
+    "p_hard",
+    "target_zero_variance",
+    "sampling_ratio",
+)
+# The completion rows of the prompts such a selector still queues, in a checkpoint (save_tree).
+_ROWS_FILE = "queued_rows"
 # The guard's counters (bots_rft.GroupGuard) in a checkpoint, beside the selector's file.
 _GUARD_FILE = "guard_state.bots"
 # What a run writes into out_dir; a directory holding any is refused unless resuming or overwriting.
@@ -183,6 +212,11 @@ class _Batch:
     rolled_successes: npt.NDArray[np.float64]
     # Each rolled-out group's rollouts (a plan's counts); None: ``rollouts`` each.
     rolled_trials: npt.NDArray[np.float64] | None = None
+    # A selector that rolls out itself: each trained task's rollouts, every rollout its selection
+    # generated (charged), and its generation rounds. None: the batch is charged as above.
+    trained_counts: npt.NDArray[np.float64] | None = None
+    charged: int | None = None
+    rounds: int | None = None
 
 
 @dataclass
@@ -220,9 +254,14 @@ class GRPOTrainer:
                 f"batch_size/mini_batch_size: {cfg.batch_size}/{cfg.mini_batch} must be divisible by the "
                 f"{w} data-parallel processes"
             )
-        if cfg.method == "bots-plan" and self.dist.enabled:
+        self.method = method(cfg.method)
+        # bots-plan rolls out per-task counts: the trainer plans and generates them itself.
+        self.plans = self.method.name == "bots-plan"
+        # The methods that roll out inside their own selection, through the trainer's callback.
+        self.rolls_itself = self.method.rolls_out and self.method.name not in ("bots-plan", "dynamic")
+        if (self.plans or self.rolls_itself) and self.dist.enabled:
             raise ConfigError(
-                f"method: 'bots-plan' trains on one process (its planned tasks have their own rollout counts, "
+                f"method: {cfg.method!r} trains on one process (its tasks have their own rollout counts, "
                 f"which this trainer does not split over data-parallel ranks), got {w} processes"
             )
         self.out_dir = Path(cfg.out_dir)
@@ -273,10 +312,12 @@ class GRPOTrainer:
         self.scorer = RewardScorer(workers=cfg.reward_workers, timeout=cfg.reward_timeout)
         # Every rank takes the same path through a step, so this comes from the config, not
         # from the selector only rank 0 holds.
-        self.method = method(cfg.method)
-        # bots-plan rolls out per-task counts: the trainer plans and generates them itself.
-        self.plans = self.method.name == "bots-plan"
-        self.dynamic_sampling = (self.method.rolls_out and not self.plans) or cfg.dynamic_sampling
+        self.dynamic_sampling = (self.method.name == "dynamic") or cfg.dynamic_sampling
+        # A self-rolling selector's kept completion rows, and its current step's generation.
+        self.kept = KeptRows(int(self.tok.pad_token_id))
+        self._rounds = 0
+        self._generated = 0
+        self._callback_s = 0.0
         self.selector: Any = None  # rank 0's; the other ranks follow its broadcasts
         if self.dist.is_main:
             self.selector = self._make_selector()
@@ -306,6 +347,8 @@ class GRPOTrainer:
         """The selector of ``method``; with dynamic sampling, the one that proposes each
         generation batch (for the method that rolls out itself, ``dynamic``: DAPO's epoch order,
         which the fill loop filters as the method's own selector would)."""
+        if self.rolls_itself:
+            return make_selector(self.cfg, len(self.pool), self.weak, self.strong, rollout=self.peer_rollout)
         if self.method.rolls_out and not self.plans:
             return EpochOrder(len(self.pool), seed=self.cfg.seed)
         return make_selector(self.cfg.replace(dynamic_sampling=False), len(self.pool), self.weak, self.strong)
@@ -396,7 +439,8 @@ class GRPOTrainer:
         state = load_training_state(path, self.dist)
         adapt = self._check_pool(path, state["trainer"].get("pool")) if self.dist.is_main else None
         saved = state["trainer"].get("config", {})
-        for key in _RESUME_KEYS + (_PLAN_KEYS if self.plans else ()):
+        takes = {p.name for p in self.method.params}
+        for key in _RESUME_KEYS + (_PLAN_KEYS if self.plans else ()) + tuple(k for k in _PEER_KEYS if k in takes):
             if key in saved and saved[key] != getattr(self.cfg, key):
                 raise ConfigError(
                     f"{key}: the checkpoint in {str(path)!r} was trained with {saved[key]!r}, now {getattr(self.cfg, key)!r}"
@@ -425,6 +469,8 @@ class GRPOTrainer:
                     int(state["trainer"]["step"]) + 1,
                     ", ".join(f"{k}={v!r}" for k, v in changed.items()),
                 )
+        if self.rolls_itself and self.dist.is_main:
+            self._load_kept_rows(path)
         t = state["trainer"]
         self.step = int(t["step"])
         self.cum_rollouts = int(t.get("cum_rollouts", 0))
@@ -447,6 +493,31 @@ class GRPOTrainer:
                     self.selector.load_state_dict(inner)
                 return self.selector
         return load_selector(self.selector, path, adapt)
+
+    def _load_kept_rows(self, path: Path) -> None:
+        """The completion rows of the prompts the restored selector queues (SPEED-RL's and
+        bots-screen's qualified and ready prompts): every queued prompt must have its rows."""
+        if (path / f"{_ROWS_FILE}.json").exists():
+            self.kept.load_state(load_tree(path, _ROWS_FILE), str(path))
+        queued = self._queued_ids()
+        missing = sorted(set(queued) - set(self.kept.rows))
+        if missing:
+            raise CheckpointError(
+                f"checkpoint {str(path)!r} queues task {missing[0]} for training but holds no completions of it "
+                f"({_ROWS_FILE}.json)"
+            )
+        self.kept.keep_only(queued)
+
+    def _queued_ids(self) -> list[int]:
+        """The prompts a self-rolling selector still queues with rollouts of earlier steps."""
+        queued = getattr(self.selector, "queued_ids", None)
+        return [int(i) for i in queued()] if callable(queued) else []
+
+    def _save_extra(self, directory: Path) -> None:
+        """Beside the selector: the pool's ids, and a self-rolling selector's queued rows."""
+        save_pool_ids(directory, self.pool)
+        if self.rolls_itself:
+            save_tree(directory, _ROWS_FILE, self.kept.state())
 
     def _load_guard(self, path: Path) -> None:
         """The guard's counters from checkpoint ``path``; a checkpoint of a run without the guard
@@ -485,7 +556,7 @@ class GRPOTrainer:
             },
             dist_=self.dist,
             keep=self.cfg.keep_checkpoints,
-            save_extra=lambda d: save_pool_ids(d, self.pool),
+            save_extra=self._save_extra,
         )
 
     # ------------------------------------------------------------------- the stages of a step
@@ -500,6 +571,8 @@ class GRPOTrainer:
         self._times = _StepTimes()
         if self.plans:
             batch = self.plan_batch()
+        elif self.rolls_itself:
+            batch = self.peer_batch()
         else:
             batch = self.fill_batch() if self.dynamic_sampling else self.one_batch()
         results = self.gather_results(batch)
@@ -526,6 +599,61 @@ class GRPOTrainer:
             self.score(part)
         successes = np.asarray([sum(r) for r in ro.task_rewards()], dtype=np.float64)
         return _Batch(ids, ro, np.asarray(ids, dtype=np.int64), successes, np.asarray(counts, dtype=np.float64))
+
+    def peer_batch(self) -> _Batch:
+        """Stages 1-3 for a selector that rolls out itself (one process): its ``select`` calls
+        :meth:`peer_rollout` once per generation round; each trained task's group is taken from
+        that task's kept rows with the trials the selector reports
+        (:func:`.self_rolling.trained_rows`), tasks sharing a count in one part of a
+        :class:`PlannedRollouts`; the rows of tasks the selector does not queue are then dropped.
+        The selector learns from its own batch (``update(task_ids, successes, trials)``)."""
+        cfg = self.cfg
+        self._rounds = self._generated = 0
+        self._callback_s = 0.0
+        t = time.perf_counter()
+        ids = [int(i) for i in self.selector.select(cfg.batch_size)]
+        rolled = self.selector.take_batch()
+        self._times.select_s += time.perf_counter() - t - self._callback_s
+        if rolled is None or [int(i) for i in rolled.task_ids] != ids:
+            raise InvalidArgumentError(f"method: {cfg.method!r} handed over no batch for its selection", "method")
+        counts = [int(round(float(c))) for c in rolled.trials]
+        groups = [self.kept.group(tid, s, c) for tid, s, c in zip(ids, rolled.successes.tolist(), counts)]
+        pad = int(self.tok.pad_token_id)
+        parts: list[Rollouts] = []
+        order: list[tuple[int, int]] = [(0, 0)] * len(ids)
+        for count in sorted(set(counts)):
+            members = [i for i, c in enumerate(counts) if c == count]
+            for position, i in enumerate(members):
+                order[i] = (len(parts), position)
+            parts.append(concat_rollouts([groups[i] for i in members], pad))
+        self.kept.keep_only(self._queued_ids())
+        trained = np.asarray(counts, dtype=np.float64)
+        return _Batch(
+            ids,
+            PlannedRollouts(parts, order),
+            np.asarray(rolled.task_ids, dtype=np.int64),
+            np.asarray(rolled.successes, dtype=np.float64),
+            np.asarray(rolled.trials, dtype=np.float64),
+            trained_counts=trained,
+            charged=int(rolled.rollouts),
+            rounds=self._rounds,
+        )
+
+    def peer_rollout(self, task_ids: npt.NDArray[np.int64], counts: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+        """The rollout callback of a selector that rolls out itself: one generation round, task
+        ``task_ids[i]`` sampled ``counts[i]`` times (either engine), scored by the pool's
+        verifiers, its rows kept; returns each task's successes (its rewards summed)."""
+        t = time.perf_counter()
+        ids = [int(i) for i in np.asarray(task_ids).tolist()]
+        cnts = [int(c) for c in np.asarray(counts).tolist()]
+        ro = self.roll_out_plan(ids, cnts)
+        for part in ro.parts:
+            self.score(part)
+        self.kept.add(ro)
+        self._rounds += 1
+        self._generated += sum(cnts)
+        self._callback_s += time.perf_counter() - t
+        return np.asarray([sum(r) for r in ro.task_rewards()], dtype=np.float64)
 
     def select_plan(self) -> tuple[list[int], list[int]]:
         """Stage 1 for bots-plan (rank 0's BOTS): the plan with the most expected informative
@@ -768,12 +896,21 @@ class GRPOTrainer:
         cfg = self.cfg
         train_tokens = self.dist.sum(stats.get("train_tokens", 0.0))
         counts = batch.rolled_trials  # a plan's (its tasks are the batch); None: rollouts each
-        trials: Any = float(cfg.rollouts) if counts is None else counts
-        if counts is None:
+        peer: dict[str, Any] = {}
+        if batch.charged is not None and batch.trained_counts is not None:
+            # A selector that rolls out itself: charged every rollout it generated (screening
+            # included; 0 when it trains on groups queued by earlier steps); extra: those beyond
+            # the rollouts trained on, when more.
+            counts = batch.trained_counts
+            rollouts = batch.charged
+            extra = max(rollouts - int(counts.sum()), 0)
+            peer = {"generation_rounds": batch.rounds, "trained_rollouts": int(counts.sum())}
+        elif counts is None:
             extra = (len(batch.rolled_ids) - len(batch.task_ids)) * cfg.rollouts  # dynamic sampling's waste
             rollouts = cfg.batch_size * cfg.rollouts + extra
         else:  # charged what the plan spent
             extra, rollouts = 0, int(counts.sum())
+        trials: Any = float(cfg.rollouts) if counts is None else counts
         self.cum_rollouts += rollouts
         self.cum_gen_tokens += results.gen_tokens
         successes = results.successes
@@ -813,6 +950,7 @@ class GRPOTrainer:
             **_pick_record(self._times.picks),
             **_calibration_record(self._times.picks, batch.task_ids, successes, trials),
             **_plan_record(counts),
+            **peer,
             **self._guard_record(),
             **{k: v for k, v in stats.items() if k != "train_tokens"},
         }
@@ -968,6 +1106,7 @@ class GRPOTrainer:
             "rng": rng_state(),
             # With the guard, its counters too (its state holds the selector's).
             "selector": copy.deepcopy(self._selection().state_dict()) if self.dist.is_main else None,
+            "kept": dict(self.kept.rows),  # entries are replaced, never changed in place
         }
         self._step_errors = VerifierErrors()
         # Abandoning a step mid-way is only safe where no other rank waits in a collective.
@@ -980,6 +1119,7 @@ class GRPOTrainer:
         set_rng_state(snap["rng"])
         if self.dist.is_main:
             self._selection().load_state_dict(snap["selector"])
+        self.kept.rows = dict(snap["kept"])
 
     def _selection(self) -> Any:
         """What selects and learns: the guard around the selector when configured, else the selector."""
