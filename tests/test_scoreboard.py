@@ -93,7 +93,7 @@ def test_each_information_setting_runs_once_per_distinct_reading() -> None:
     run with and without them."""
     cfg = scoreboard_config(quick=True)
     per_regime = count_runs(cfg) // len(cfg.regimes) // len(cfg.seeds)
-    assert per_regime == len(ENTRANTS) + 4  # BOTS and BOTS-Screen without, DPS and Knapsack-RL with
+    assert per_regime == len(ENTRANTS) + 5  # BOTS and both BOTS-Screens without, DPS and Knapsack-RL with
     keys = {e.label: {e.spec(i).key for i in ("paper", "shared", "none") if e.runs_under(i)} for e in ENTRANTS}
     assert len(keys["BOTS"]) == len(keys["BOTS-Screen"]) == len(keys["DPS"]) == len(keys["Knapsack-RL"]) == 2
     assert len(keys["GRESO"]) == len(keys["Random"]) == len(keys["AdaRFT"]) == 1

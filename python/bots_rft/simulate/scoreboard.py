@@ -62,7 +62,7 @@ SCOREBOARD_LEARNER = dict(group_noise=4.0, repeat_decay=1.0)
 ROUND_LATENCY, GENERATION, TRAINING = 0.35, 0.35, 0.30
 AXES = ("step", "rollout", "wallclock")
 #: The rows of this package: paired.csv compares each of them with every other row.
-OURS = ("BOTS", "BOTS-Screen")
+OURS = ("BOTS", "BOTS-Screen", "BOTS-Screen 4x")
 #: Metric name -> (kind, level): TTB at a share of Random's gain, BSF within a share of its budget.
 METRICS: dict[str, tuple[str, float]] = {"ttb_50": ("ttb", 0.5), "ttb_100": ("ttb", 1.0), "bsf_100": ("bsf", 1.0)}
 
@@ -146,6 +146,12 @@ ENTRANTS: tuple[Entrant, ...] = (
         "BOTS-Screen",
         "bots-screen",
         note="BOTS proposing, SPEED-RL's screen (4 + 12 rollouts, generation batch 1x) filtering",
+    ),
+    Entrant(
+        "BOTS-Screen 4x",
+        "bots-screen",
+        (("gen_ratio", 4.0),),
+        "the same with a 4x generation batch (fewer, larger generation calls)",
     ),
     Entrant("DAPO-DS 3x", "dynamic", (("oversample", 3.0),), "dynamic sampling, generation batch 3x (this package's)"),
     Entrant("DAPO-DS 1.5x", "dynamic", (("oversample", 1.5),), "generation batch 1.5x (GRESO paper's baseline)"),
