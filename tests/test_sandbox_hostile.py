@@ -890,3 +890,18 @@ def test_property_wrong_answers_wrapped_in_any_trick_earn_nothing() -> None:
     results = humaneval_jobs(jobs)
     passed = [(job[0], name) for job, name, r in zip(jobs, list(TRICKS) * len(sample), results) if r.reward != 0.0]
     assert passed == []
+
+
+@needs_kernel
+def test_no_pty_and_no_system_v_ipc() -> None:
+    """Pseudo-terminals (a host-wide count) and System V shared memory, message queues and
+    semaphores (kernel memory outside the per-process limits) are refused in the sandbox."""
+    code = (
+        "import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+        "try:\n    os.openpty()\n    print('pty')\nexcept OSError:\n    pass\n"
+        "for name, args in (('shmget', (0, 1 << 30, 0o1600)), ('msgget', (0, 0o1600)), ('semget', (0, 1, 0o1600))):\n"
+        "    if getattr(libc, name)(*args) != -1:\n        print(name)\n"
+        "print('done')\n"
+    )
+    run = run_python(code, limits=LIMITS)
+    assert run.stdout.split() == ["done"], run

@@ -558,6 +558,10 @@ def _launch_bwrap(
         argv += ["--info-fd", str(info_w)]
         argv += runtime.bwrap_args()
         argv += ["--proc", "/proc", "--dev", "/dev"]
+        # No pseudo-terminals: the pty count is a host-wide limit (kernel.pty.max) that every
+        # devpts instance shares, so a program could exhaust it for the host. An empty read-only
+        # directory over /dev/pts leaves /dev/ptmx pointing at nothing.
+        argv += ["--tmpfs", "/dev/pts", "--remount-ro", "/dev/pts"]
         argv += ["--perms", "0777", "--size", str(limits.workdir_mb << 20), "--tmpfs", _WORK, "--chdir", _WORK]
         for name, text in (files or {}).items():
             fd = _memfd("file", text.encode("utf-8"))
