@@ -744,6 +744,137 @@ def test_hostile_answers_cost_only_their_own_verdicts() -> None:
     assert [r.kind for r in res] == ["timeout", "timeout", None, "timeout", None, None], res
 
 
+# ------------------------------------------------------------- the test side's own sandbox
+# The tests run in the sandbox too, as a second identity next to the candidate's: the scoring
+# process only writes the task and reads one verdict.
+TEST_SIDE = (
+    "import os, sys\n"
+    "assert os.getpid() == 1, 'not the sandbox: the PID namespace is the host one'\n"
+    "assert os.getuid() != 0 and os.geteuid() != 0\n"
+    "assert not os.path.exists('HOST_FILE') and not os.path.exists('REPO_FILE')\n"
+    "assert 'SECRET_NAME' not in os.environ\n"
+    "assert not any('site-packages' in p for p in sys.path)\n"
+    "try:\n    open('WRITE_TMP', 'w')\nexcept OSError:\n    pass\n"
+    "assert add(2, 3) == 5\n"
+)
+
+
+@needs_kernel
+def test_the_tests_run_in_a_sandbox_not_in_the_scoring_process(host: Host) -> None:
+    """A functional test that passes only where it runs confined: the sandbox's PID 1, no root,
+    no host files, no secrets, no site-packages, nothing written on the host."""
+    truth = json.dumps({"functional": host.substitute(TEST_SIDE)})
+    assert verify_code("codegen__x", RIGHT_ADD, truth, {}, limits=LIMITS).reward == 1.0
+    assert_zero(verify_code("codegen__x", answer("def add(a, b):\n    return a * b"), truth, {}, limits=LIMITS))
+
+
+@needs_kernel
+@pytest.mark.skipif(os.geteuid() != 0, reason="two identities need a start as root (else both sides are one user)")
+def test_the_candidate_and_the_tests_run_as_two_users() -> None:
+    truth = json.dumps(
+        {
+            "test": "import os\ndef check(candidate):\n    mine = os.getuid()\n"
+            "    theirs = candidate()\n    assert mine != theirs and 0 not in (mine, theirs)\n",
+            "entry_point": "who",
+        }
+    )
+    res = verify_code("humaneval", answer("import os\ndef who():\n    return os.getuid()"), truth, {}, limits=LIMITS)
+    assert res.reward == 1.0, res
+
+
+# What a candidate would do to reach the test side other than through the channel: find the
+# tests' text (the expected answer is in it) in any process it can see or in its own memory,
+# signal the test process, write a pass into any file descriptor of another process.
+REACH_THE_TEST_SIDE = (
+    "import gc, os, re, signal\nfound = []\n"
+    "def search():\n"
+    "    for pid in os.listdir('/proc'):\n"
+    "        if not pid.isdigit() or int(pid) == os.getpid():\n            continue\n"
+    "        for what in ('cmdline', 'environ', 'mem', 'maps', 'stack', 'syscall', 'fd'):\n"
+    "            path = f'/proc/{pid}/{what}'\n"
+    "            try:\n"
+    "                if what == 'fd':\n"
+    "                    for fd in os.listdir(path):\n"
+    "                        try:\n"
+    "                            w = os.open(f'{path}/{fd}', os.O_WRONLY)\n"
+    "                            os.write(w, b'{\"pass\": true}')\n"
+    "                        except OSError:\n                            pass\n"
+    "                else:\n"
+    "                    with open(path, 'rb') as f:\n"
+    "                        found.extend(x.decode() for x in re.findall(rb'[0-9a-f]{32}', f.read(1 << 22)))\n"
+    "            except OSError:\n                pass\n"
+    "        for sig in (signal.SIGSTOP, signal.SIGTERM, signal.SIGKILL):\n"
+    "            try:\n                os.kill(int(pid), sig)\n            except OSError:\n                pass\n"
+    "    for obj in gc.get_objects():\n"
+    "        if isinstance(obj, str):\n            found.extend(re.findall(r'[0-9a-f]{32}', obj))\n"
+    "    return next((x for x in found if x != '0' * 32), 'nothing found')\n"
+)
+
+
+@needs_kernel
+@pytest.mark.parametrize("when", ["while loading", "while called"])
+def test_a_candidate_cannot_reach_the_test_side_except_through_the_channel(host: Host, when: str) -> None:
+    """The test's expected answer is an unguessable token; the candidate searches every process
+    it can see for it, signals them and writes a pass into every descriptor it can reach."""
+    truth = json.dumps(
+        {"test": f"def check(candidate):\n    assert candidate() == {UNGUESSABLE!r}\n", "entry_point": "answer"}
+    )
+    if when == "while loading":
+        code = REACH_THE_TEST_SIDE + "FOUND = search()\ndef answer():\n    return FOUND\n"
+    else:  # once the test has started calling: the test process is waiting for the reply
+        code = REACH_THE_TEST_SIDE + "def answer():\n    return search()\n"
+    res = verify_code("humaneval", answer(code), truth, {}, limits=LIMITS)
+    assert_zero(res)
+    # It ran to the end and answered (no crash, no load error), and none of its writes reached
+    # the verdict: the test side judged its answer and found it wrong.
+    assert res.reason == "wrong answer (failed assertion at test line 2)", res
+
+
+# Ground truths whose test code lies about the verdict through the test side's own verdict pipe
+# (standing for a test side somehow turned): whatever it writes, the scorer takes from it only a
+# pass/fail bit and a reason code it words itself, one verdict, from a test side that ended well.
+FORGE_PREFIX = (
+    "import json, os\ncfg = json.loads(open('/proc/self/cmdline', 'rb').read().split(b'\\0')[-2])\n"
+    "def forge(data):\n    while data:\n        data = data[os.write(cfg['verdict_fd'], data):]\n"
+)
+LYING_TEST_SIDES = {
+    "a pass, then the real verdict": "forge(b'{\"pass\": true}')\nassert add(2, 3) == 6\n",
+    "a pass, then an exit with an error": "forge(b'{\"pass\": true}')\nos._exit(3)\n",
+    "a pass with a reward of its own": 'forge(b\'{"pass": true, "reward": 2.0}\')\nos._exit(0)\n',
+    "words of its own": "forge(json.dumps({'pass': False, 'code': 'SECRET_WORDS', 'values': []}).encode())\n"
+    "os._exit(0)\n",
+    "its own words as a value": "forge(json.dumps({'pass': False, 'code': 'raised', 'values': ['SECRET_WORDS', 1]})"
+    ".encode())\nos._exit(0)\n",
+    "a value out of range": "forge(json.dumps({'pass': False, 'code': 'case_wrong', 'values': [2**40]}).encode())\n"
+    "os._exit(0)\n",
+    "a flood": "forge(b'{\"pass\": true' + b' ' * (1 << 20) + b'}')\nos._exit(0)\n",
+    "not JSON": "forge(b'pass')\nos._exit(0)\n",
+    "a ground-truth error of its own": "forge(json.dumps({'pass': False, 'ground_truth': 'SECRET_WORDS'}).encode())\n"
+    "os._exit(0)\n",
+}
+
+
+@needs_kernel
+@pytest.mark.parametrize("name", list(LYING_TEST_SIDES))
+def test_a_lying_test_side_cannot_put_its_words_or_a_second_verdict_in_the_result(host: Host, name: str) -> None:
+    words = "forged-" + SECRET
+    truth = json.dumps({"functional": FORGE_PREFIX + LYING_TEST_SIDES[name].replace("SECRET_WORDS", words)})
+    res = verify_code("codegen__x", answer("def add(a, b):\n    return a - b"), truth, {}, limits=LIMITS)
+    assert_zero(res)
+    assert words not in str(res.reason)
+    assert res.reason in ("the test sandbox sent a malformed verdict", "the tests did not end cleanly"), res
+
+
+@needs_kernel
+def test_test_code_that_never_ends_costs_only_the_verdicts_timeout(host: Host) -> None:
+    truth = json.dumps({"functional": "assert add(1, 1) == 2\nwhile True:\n    pass\n"})
+    start = time.monotonic()
+    res = verify_code("codegen__x", RIGHT_ADD, truth, {}, limits=SHORT)
+    assert_zero(res)
+    assert time.monotonic() - start < SHORT.timeout_s + 3, res
+    assert "timed out" in str(res.reason) or "without a verdict" in str(res.reason), res
+
+
 # ------------------------------------------------------------------- evaluation parity
 def whole_function(p: dict[str, Any], name: str | None = None) -> str:
     """The canonical solution as a chat model writes it: the entry point's ``def`` line from the

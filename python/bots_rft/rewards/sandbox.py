@@ -64,6 +64,9 @@ log = logging.getLogger("bots_rft.rewards.sandbox")
 ALLOW_UNSANDBOXED_ENV = "BOTS_ALLOW_UNSANDBOXED_CODE"
 _AGENT = str(Path(__file__).with_name("_sandbox_child.py"))
 _AGENT_IN_SANDBOX = "/sandbox/agent.py"
+# The test side of a verdict (``verdict`` mode), next to the agent under the name it imports.
+_JUDGE = str(Path(__file__).with_name("_sandbox_judge.py"))
+_JUDGE_IN_SANDBOX = "/sandbox/_sandbox_judge.py"
 _WORK = "/work"
 _SAFE_ENV_KEYS = ("LANG", "LC_ALL", "TZ")
 # Dedicated ids when started as root: 2**31 + 256 * pid + slot (pids are below 2**22).
@@ -293,6 +296,7 @@ class _Runtime:
             for p in (os.path.join(stdlib, "site-packages"), os.path.join(stdlib, "dist-packages"))
             if os.path.isdir(p)
         ]
+        self.judge_pyc, self.judge_pyc_in_sandbox = _compile_judge()
 
     @classmethod
     def get(cls) -> _Runtime:
@@ -319,8 +323,44 @@ class _Runtime:
             args += ["--ro-bind", "/etc/ld.so.cache", "/etc/ld.so.cache"]
         for m in self.masked:
             args += ["--tmpfs", m, "--remount-ro", m]
-        args += ["--ro-bind", _AGENT, _AGENT_IN_SANDBOX]
+        args += ["--ro-bind", _AGENT, _AGENT_IN_SANDBOX, "--ro-bind", _JUDGE, _JUDGE_IN_SANDBOX]
+        if self.judge_pyc is not None:
+            args += ["--dir", "/sandbox/__pycache__", "--ro-bind", self.judge_pyc, self.judge_pyc_in_sandbox]
         return args
+
+
+def _compile_judge() -> tuple[str | None, str]:
+    """The test side's module compiled once per process, so that no verdict pays for compiling
+    it (the sandbox's interpreter runs with -B and its /sandbox is read-only: it would compile
+    the source on every start). An unchecked-hash pyc: valid whatever the bound source's mtime.
+    None where it cannot be written (each verdict then compiles the source)."""
+    import atexit
+    import importlib.util
+    import py_compile
+
+    in_sandbox = importlib.util.cache_from_source(_JUDGE_IN_SANDBOX)
+    folder = tempfile.mkdtemp(prefix="bots-sandbox-pyc-")
+    owner = os.getpid()
+
+    def remove() -> None:
+        if os.getpid() == owner:  # a forked child shares the runtime, not the files
+            shutil.rmtree(folder, ignore_errors=True)
+
+    atexit.register(remove)
+    try:
+        path = py_compile.compile(
+            _JUDGE,
+            cfile=os.path.join(folder, os.path.basename(in_sandbox)),
+            doraise=True,
+            invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH,
+        )
+    except (OSError, py_compile.PyCompileError):
+        return None, in_sandbox
+    if path is None:
+        return None, in_sandbox
+    os.chmod(folder, 0o755)
+    os.chmod(path, 0o644)
+    return path, in_sandbox
 
 
 def _shared_libraries(binaries: Sequence[str]) -> set[str]:
@@ -426,6 +466,7 @@ class _Launched:
     init_pidfd: int  # pidfd of the sandbox's PID 1; -1 unsandboxed; -2 none (closed, or never started)
     uid: int | None
     started: float
+    peer_uid: int | None = None  # verdict mode, started as root: the candidate's own identity
     lifeline: int = -1  # write end of the agent's lifeline pipe: closing it ends the sandbox
     workdir: str | None = None  # unsandboxed only: the host directory the run wrote in
 
@@ -458,9 +499,10 @@ class _Launched:
         elif self.init_pidfd >= 0:  # bwrap has reaped PID 1: nothing of the namespace is left
             os.close(self.init_pidfd)
             self.init_pidfd = -2
-        if self.uid is not None:
-            _get_identities().release(self.uid)
-            self.uid = None
+        for uid in (self.uid, self.peer_uid):
+            if uid is not None:
+                _get_identities().release(uid)
+        self.uid = self.peer_uid = None
 
 
 def launch(
@@ -475,8 +517,9 @@ def launch(
     pass_fds: Sequence[int] = (),
     extra: Mapping[str, object] | None = None,
 ) -> _Launched:
-    """Start the sandbox agent in ``mode`` ("script", "serve" or "probe"). ``files`` are written
-    into the program's working directory; the standard streams default to ``/dev/null``."""
+    """Start the sandbox agent in ``mode`` ("script", "serve", "verdict" or "probe"). ``files``
+    are written into the program's working directory; the standard streams default to
+    ``/dev/null``."""
     iso = require_isolation(allow_unsandboxed) if mode != "probe" else None
     cfg: dict[str, object] = {"mode": mode, **limits.agent_config(), **(extra or {})}
     life_r, life_w = os.pipe()  # the agent ends itself when this process is gone (see the agent)
@@ -519,7 +562,7 @@ def _launch_bwrap(
     pass_fds: Sequence[int],
 ) -> _Launched:
     started = time.monotonic()
-    uid = None
+    uid = peer_uid = None
     own_fds: list[int] = []  # closed here once bwrap has them
     shared_fds: list[int] = []  # kept open for later runs
     argv = [binary]
@@ -528,6 +571,9 @@ def _launch_bwrap(
             ids = _get_identities()
             uid = ids.acquire(started + limits.timeout_s)
             cfg.update(uid=uid, gid=uid)
+            if cfg["mode"] == "verdict":  # the tests and the candidate: two users, one sandbox
+                peer_uid = ids.acquire(started + limits.timeout_s)
+                cfg["candidate_uid"] = peer_uid
             argv += [
                 "--userns",
                 str(ids.userns_fd),
@@ -589,18 +635,21 @@ def _launch_bwrap(
                 init_pidfd = os.pidfd_open(int(info["child-pid"]))
             except (OSError, KeyError, ValueError):
                 init_pidfd = -1
-        launched = _Launched(proc, info.get("pid-namespace") if info else None, init_pidfd, uid, started)
+        launched = _Launched(
+            proc, info.get("pid-namespace") if info else None, init_pidfd, uid, started, peer_uid=peer_uid
+        )
+        uid = peer_uid = None  # released by launched.finish(), and only there (never twice)
         if init_pidfd < 0:  # bwrap failed before starting the sandbox
             launched.init_pidfd = -2
             launched.finish()
             raise _LaunchError(f"bubblewrap did not start the sandbox (exit status {proc.returncode})")
-        uid = None  # released by finish()
         return launched
     finally:
         for fd in own_fds:
             os.close(fd)
-        if uid is not None:
-            _get_identities().release(uid)
+        for leftover in (uid, peer_uid):
+            if leftover is not None:
+                _get_identities().release(leftover)
 
 
 def _read_info(fd: int, deadline: float) -> dict[str, int] | None:
