@@ -875,6 +875,24 @@ def test_test_code_that_never_ends_costs_only_the_verdicts_timeout(host: Host) -
     assert "timed out" in str(res.reason) or "without a verdict" in str(res.reason), res
 
 
+@needs_kernel
+def test_mountinfo_shows_no_host_path_but_those_the_sandbox_shows() -> None:
+    """The sandbox's own files (agent, test side, its compiled module) come as data, not as binds
+    of host files, so /proc/self/mountinfo names neither the repository nor a temporary
+    directory; every other bind of a host file system sits at the path it has on the host (or
+    that path's link)."""
+    run = run_python("print(open('/proc/self/mountinfo').read())", limits=LIMITS)
+    assert run.ok, run
+    lines = [line for line in run.stdout.splitlines() if line.strip()]
+    assert any(" /sandbox/agent.py " in line for line in lines), run.stdout
+    for line in lines:
+        fields = line.split()
+        root, point, fstype = fields[3], fields[4], fields[fields.index("-") + 1]
+        assert str(REPO) not in line and tempfile.gettempdir() + "/" not in line, line
+        if fstype not in ("tmpfs", "proc", "devtmpfs", "devpts", "mqueue"):
+            assert root in (point, os.path.realpath(point)), line  # a library may be bound by its link
+
+
 # ------------------------------------------------------------------- evaluation parity
 def whole_function(p: dict[str, Any], name: str | None = None) -> str:
     """The canonical solution as a chat model writes it: the entry point's ``def`` line from the

@@ -296,7 +296,18 @@ class _Runtime:
             for p in (os.path.join(stdlib, "site-packages"), os.path.join(stdlib, "dist-packages"))
             if os.path.isdir(p)
         ]
-        self.judge_pyc, self.judge_pyc_in_sandbox = _compile_judge()
+        # The sandbox's own files travel as data, not as binds of host files: a bind would show
+        # the host path it came from (the repository, a temporary directory) in the program's
+        # /proc/self/mountinfo.
+        self.own_files = [
+            (Path(_AGENT).read_bytes(), _AGENT_IN_SANDBOX),
+            (Path(_JUDGE).read_bytes(), _JUDGE_IN_SANDBOX),
+        ]
+        pyc = _compile_judge()
+        if pyc is not None:
+            import importlib.util
+
+            self.own_files.append((pyc, importlib.util.cache_from_source(_JUDGE_IN_SANDBOX)))
 
     @classmethod
     def get(cls) -> _Runtime:
@@ -305,7 +316,9 @@ class _Runtime:
                 cls._instance = cls()
             return cls._instance
 
-    def bwrap_args(self) -> list[str]:
+    def bwrap_args(self, own_fds: list[int]) -> list[str]:
+        """bubblewrap's arguments for the view; the memfds they name are added to ``own_fds``
+        (the caller closes them once bubblewrap has started)."""
         files = [self.python, *self.libraries, _AGENT_IN_SANDBOX]
         if os.path.isfile("/etc/ld.so.cache"):
             files.append("/etc/ld.so.cache")
@@ -323,44 +336,34 @@ class _Runtime:
             args += ["--ro-bind", "/etc/ld.so.cache", "/etc/ld.so.cache"]
         for m in self.masked:
             args += ["--tmpfs", m, "--remount-ro", m]
-        args += ["--ro-bind", _AGENT, _AGENT_IN_SANDBOX, "--ro-bind", _JUDGE, _JUDGE_IN_SANDBOX]
-        if self.judge_pyc is not None:
-            args += ["--dir", "/sandbox/__pycache__", "--ro-bind", self.judge_pyc, self.judge_pyc_in_sandbox]
+        for data, dest in self.own_files:
+            fd = _memfd("sandbox-file", data)  # one per start: bubblewrap reads it to its end
+            own_fds.append(fd)
+            args += ["--perms", "0755", "--dir", os.path.dirname(dest)]
+            args += ["--perms", "0644", "--ro-bind-data", str(fd), dest]
         return args
 
 
-def _compile_judge() -> tuple[str | None, str]:
+def _compile_judge() -> bytes | None:
     """The test side's module compiled once per process, so that no verdict pays for compiling
-    it (the sandbox's interpreter runs with -B and its /sandbox is read-only: it would compile
-    the source on every start). An unchecked-hash pyc: valid whatever the bound source's mtime.
-    None where it cannot be written (each verdict then compiles the source)."""
-    import atexit
-    import importlib.util
+    it (the sandbox's interpreter runs with -B: it would compile the source on every start). An
+    unchecked-hash pyc: valid whatever the source file's mtime in the sandbox. None where it
+    cannot be made (each verdict then compiles the source)."""
     import py_compile
 
-    in_sandbox = importlib.util.cache_from_source(_JUDGE_IN_SANDBOX)
     folder = tempfile.mkdtemp(prefix="bots-sandbox-pyc-")
-    owner = os.getpid()
-
-    def remove() -> None:
-        if os.getpid() == owner:  # a forked child shares the runtime, not the files
-            shutil.rmtree(folder, ignore_errors=True)
-
-    atexit.register(remove)
     try:
         path = py_compile.compile(
             _JUDGE,
-            cfile=os.path.join(folder, os.path.basename(in_sandbox)),
+            cfile=os.path.join(folder, "judge.pyc"),
             doraise=True,
             invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH,
         )
+        return Path(path).read_bytes() if path else None
     except (OSError, py_compile.PyCompileError):
-        return None, in_sandbox
-    if path is None:
-        return None, in_sandbox
-    os.chmod(folder, 0o755)
-    os.chmod(path, 0o644)
-    return path, in_sandbox
+        return None
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _shared_libraries(binaries: Sequence[str]) -> set[str]:
@@ -602,7 +605,7 @@ def _launch_bwrap(
         info_r, info_w = os.pipe()
         own_fds += [info_r, info_w]
         argv += ["--info-fd", str(info_w)]
-        argv += runtime.bwrap_args()
+        argv += runtime.bwrap_args(own_fds)
         argv += ["--proc", "/proc", "--dev", "/dev"]
         # No pseudo-terminals: the pty count is a host-wide limit (kernel.pty.max) that every
         # devpts instance shares, so a program could exhaust it for the host. An empty read-only
