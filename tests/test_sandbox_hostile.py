@@ -996,6 +996,190 @@ def test_known_wrong_variants_of_every_task_fail() -> None:
     assert passed == []
 
 
+# ---------------------------------------------------- a second code set: CodeI/O (reasoning-gym)
+# reasoning-gym (a dependency of the `data` extra) ships the CodeI/O problems offline: a task
+# description, a reference solution defining main_solution(...) and an input generator. A
+# HumanEval-style task is made of each: the reference's imports and helpers and the def line are
+# the prompt, its body the canonical completion, and the test compares the answer on three seeded
+# inputs with the reference's own outputs (computed in the sandbox, JSON-normalised). Problems
+# whose code needs a package outside the standard library, or whose reference is not deterministic
+# or not JSON-serialisable, are left out.
+CODEIO_TASKS = 100
+CODEIO_OUTPUTS = (
+    "import json, signal\nfrom random import Random\n"
+    "def norm(v):\n    return json.loads(json.dumps(v, allow_nan=False))\n"
+    "def alarm(*_):\n    raise TimeoutError\n"
+    "signal.signal(signal.SIGALRM, alarm)\nout = {}\n"
+    "for p in json.load(open('problems.json')):\n"
+    "    try:\n"
+    "        signal.alarm(2)\n"
+    "        gen, first, second = {'Random': Random}, {}, {}\n"
+    "        exec(p['input_generator'], gen)\n"
+    "        exec(p['code_sample'], first)\n"
+    "        exec(p['code_sample'], second)\n"
+    "        cases = []\n"
+    "        for seed in range(3):\n"
+    "            args = norm(gen['generate_inputs'](Random(1000 * p['i'] + seed)))\n"
+    "            want = norm(first['main_solution'](**args))\n"
+    "            if norm(second['main_solution'](**norm(args))) != want:\n"
+    "                raise ValueError('not deterministic')\n"
+    "            cases.append([args, want])\n"
+    "        out[p['i']] = cases\n"
+    "    except BaseException:\n"
+    "        pass\n"
+    "    finally:\n"
+    "        signal.alarm(0)\n"
+    "print(json.dumps(out))\n"
+)
+
+
+@pytest.fixture(scope="module")
+def codeio_tasks() -> list[dict[str, Any]]:
+    """CODEIO_TASKS tasks spread over the CodeI/O set: prompt, completion, whole function, test,
+    and the cases (the reference's outputs) the test checks."""
+    import ast
+    import gzip
+
+    import reasoning_gym
+
+    path = Path(reasoning_gym.__file__).parent / "data" / "codeio.jsonl.gz"
+    with gzip.open(path, "rt") as f:
+        rows = [json.loads(line) for line in f if line.strip()]
+    stdlib = set(sys.stdlib_module_names)
+    usable = []
+    for i, row in enumerate(rows):
+        source = row["code_sample"] + "\n" + row["input_generator"]
+        modules = {m.split(".")[0] for m in re.findall(r"^\s*(?:from|import)\s+([\w.]+)", source, re.M)}
+        try:
+            tree = ast.parse(row["code_sample"])
+        except SyntaxError:
+            continue
+        last = tree.body[-1] if tree.body else None
+        if modules <= stdlib and isinstance(last, ast.FunctionDef) and last.name == "main_solution":
+            usable.append({"i": i, "code_sample": row["code_sample"], "input_generator": row["input_generator"]})
+    picked = usable[:: max(1, len(usable) // (CODEIO_TASKS + 20))][: CODEIO_TASKS + 20]
+    # Twice, in two processes: string hashing differs between processes, so a reference whose
+    # output shows a set's order (str(set_of_strings)) is not deterministic; it is left out.
+    runs = [
+        run_python(
+            CODEIO_OUTPUTS,
+            files={"problems.json": json.dumps(picked)},
+            limits=SandboxLimits(timeout_s=120.0, memory_mb=1024, output_bytes=16 << 20),
+        )
+        for _ in range(2)
+    ]
+    assert all(run.ok for run in runs), [run.stderr[-2000:] for run in runs]
+    first, second = (json.loads(run.stdout) for run in runs)
+    outputs = {i: cases for i, cases in first.items() if second.get(i) == cases}
+    tasks = []
+    for p in picked:
+        if str(p["i"]) not in outputs:
+            continue
+        code = p["code_sample"]
+        fn = ast.parse(code).body[-1]
+        assert isinstance(fn, ast.FunctionDef)
+        lines = code.splitlines()
+        start = min([fn.lineno, *(d.lineno for d in fn.decorator_list)]) - 1
+        body_start = fn.body[0].lineno - 1
+        prompt = "\n".join(lines[:body_start]) + "\n"
+        completion = "\n".join(lines[body_start:]) + "\n"
+        whole = "\n".join(lines[start:]) + "\n"
+        test = (
+            "import json\nCASES = json.loads(" + repr(json.dumps(outputs[str(p["i"])])) + ")\n"
+            "def check(candidate):\n"
+            "    for args, want in CASES:\n"
+            "        assert json.loads(json.dumps(candidate(**args))) == want\n"
+        )
+        tasks.append(
+            {
+                "id": p["i"],
+                "truth": json.dumps({"prompt": prompt, "test": test, "entry_point": "main_solution"}),
+                "completion": completion,
+                "whole": whole,
+                "cases": outputs[str(p["i"])],
+                "header_line": start,
+            }
+        )
+    return tasks[:CODEIO_TASKS]
+
+
+def codeio_jobs(jobs: list[tuple[str, str]]) -> list[Any]:
+    def one(job: tuple[str, str]) -> Any:
+        truth, response = job
+        return verify_code("codeio", response, truth, {}, limits=LIMITS)
+
+    with ThreadPoolExecutor(2) as pool:
+        return list(pool.map(one, jobs))
+
+
+@needs_kernel
+def test_every_canonical_codeio_solution_passes_as_completion_and_as_whole_function(
+    codeio_tasks: list[dict[str, Any]],
+) -> None:
+    assert len(codeio_tasks) == CODEIO_TASKS
+    jobs = [(t["truth"], answer(t["completion"])) for t in codeio_tasks]
+    jobs += [(t["truth"], answer(t["whole"])) for t in codeio_tasks]
+    results = codeio_jobs(jobs)
+    failed = [(t["id"], form, r.reason) for (t, form), r in zip(
+        [(t, "completion") for t in codeio_tasks] + [(t, "whole function") for t in codeio_tasks], results
+    ) if r.reward != 1.0]  # fmt: skip
+    assert failed == []
+
+
+def _perturbed(v: Any) -> Any:
+    """A value that differs from ``v`` after JSON normalisation, of the same kind where possible."""
+    if v is None:
+        return 0
+    if isinstance(v, bool):
+        return not v
+    if isinstance(v, int):
+        return v + 1
+    if isinstance(v, float):
+        return v + 1.0 if v + 1.0 != v else -v - 1.0
+    if isinstance(v, str):
+        return v + "x"
+    if isinstance(v, list):
+        return [*v, 0]
+    return {**v, "__wrong__": 0}
+
+
+PERTURB_SOURCE = (
+    "def _perturbed(v):\n    if v is None:\n        return 0\n    if isinstance(v, bool):\n        return not v\n"
+    "    if isinstance(v, int):\n        return v + 1\n    if isinstance(v, float):\n"
+    "        return v + 1.0 if v + 1.0 != v else -v - 1.0\n    if isinstance(v, str):\n        return v + 'x'\n"
+    "    if isinstance(v, (list, tuple)):\n        return [*v, 0]\n    return {**v, '__wrong__': 0}\n"
+)
+CODEIO_WRONG = {
+    "off by one": "def main_solution(*a, **k):\n    return _perturbed(_right(*a, **k))\n",
+    "wrong type": "def main_solution(*a, **k):\n    r = _right(*a, **k)\n    return [r] if isinstance(r, str) else str(r)\n",
+    "right only on the first call": "CALLS = []\ndef main_solution(*a, **k):\n    CALLS.append(1)\n"
+    "    r = _right(*a, **k)\n    return r if len(CALLS) == 1 else _perturbed(r)\n",
+}
+
+
+@needs_kernel
+def test_known_wrong_codeio_variants_fail(codeio_tasks: list[dict[str, Any]]) -> None:
+    """Each variant wraps the canonical solution (renamed) and is checked to be wrong on the
+    task's own cases when judged plainly, before the verifier judges it."""
+    jobs, labels = [], []
+    for t in codeio_tasks:
+        right = t["whole"].replace("def main_solution(", "def _right(", 1)
+        for kind, wrapper in CODEIO_WRONG.items():
+            wants = [json.loads(json.dumps(want)) for _, want in t["cases"]]
+            if kind == "off by one":
+                outs = [_perturbed(w) for w in wants]
+            elif kind == "wrong type":
+                outs = [[w] if isinstance(w, str) else str(w) for w in wants]
+            else:
+                outs = [wants[0], *(_perturbed(w) for w in wants[1:])]
+            assert json.loads(json.dumps(outs)) != wants, (t["id"], kind)
+            jobs.append((t["truth"], answer(right + "\n" + PERTURB_SOURCE + wrapper)))
+            labels.append((t["id"], kind))
+    results = codeio_jobs(jobs)
+    passed = [label for label, r in zip(labels, results) if r.reward != 0.0]
+    assert passed == []
+
+
 # Tricks an answer can wrap around a wrong solution, each aimed at the trusted side.
 TRICKS = {
     "shadow built-ins": lambda p, code: (
