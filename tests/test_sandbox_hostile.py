@@ -1226,6 +1226,27 @@ def test_property_wrong_answers_wrapped_in_any_trick_earn_nothing() -> None:
 
 
 @needs_kernel
+@pytest.mark.skipif(os.geteuid() != 0, reason="the inode cap needs a tmpfs mounted by root on the host")
+def test_the_work_dir_holds_a_bounded_number_of_inodes(host: Host) -> None:
+    """Empty files and symlinks cost kernel memory that the work dir's byte size does not count:
+    /work is a tmpfs with an inode cap, so the program runs out of inodes, not the host of memory."""
+    limits = SandboxLimits(timeout_s=20.0, memory_mb=256, workdir_inodes=512)
+    code = (
+        "import errno, os\nmade = 0\ntry:\n    for i in range(100_000):\n"
+        "        os.symlink('x', f'/work/l{i}') if i % 2 else open(f'/work/f{i}', 'w').close()\n"
+        "        made += 1\nexcept OSError as exc:\n    print(made, errno.errorcode[exc.errno])\n"
+        "else:\n    print(made, 'no error')\n"
+    )
+    run = run_python(code, limits=limits)
+    assert run.ok, run
+    made, error = run.stdout.split()
+    assert error == "ENOSPC" and int(made) <= 512, run.stdout
+    # Nothing of it stays mounted on the host once the sandbox is up.
+    with open("/proc/self/mountinfo") as f:
+        assert "bots-work-" not in f.read()
+
+
+@needs_kernel
 def test_no_pty_and_no_system_v_ipc() -> None:
     """Pseudo-terminals (a host-wide count) and System V shared memory, message queues and
     semaphores (kernel memory outside the per-process limits) are refused in the sandbox."""

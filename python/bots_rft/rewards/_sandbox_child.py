@@ -406,6 +406,9 @@ def _watch_lifeline(fd: int) -> None:
 
 def main() -> None:
     cfg = json.loads(sys.argv[1])
+    if cfg.get("ready_fd") is not None:  # the launcher detaches /work's host mount on this
+        os.write(int(cfg["ready_fd"]), b"r")
+        os.close(int(cfg["ready_fd"]))
     if cfg.get("lifeline_fd") is not None:
         _watch_lifeline(int(cfg["lifeline_fd"]))
     mode = cfg["mode"]
