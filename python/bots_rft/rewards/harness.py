@@ -1,18 +1,16 @@
-"""The trusted half of a code verdict: the candidate program runs in a sandbox (see
-:mod:`bots_rft.rewards.sandbox`) as a server of plain data, and this process runs the tests.
+"""The trusted side of a code verdict: it starts one sandbox and receives one verdict.
 
-Only plain data crosses the boundary: JSON documents whose values decode to exact built-in types
-(None, bool, int, float, str, bytes, complex, list, tuple, set, frozenset, dict). An object the
-candidate cannot send as plain data stays in the sandbox and is seen here as a
-:class:`RemoteObject`: calling it, reading an attribute or an item, taking its length, iterating it
-or asking its truth value is forwarded (one request per operation); comparing it is by identity
-only, so no object of the candidate's ever decides an ``==`` here. Tests, expected outputs and the
-pass decision never enter the sandbox.
-
-Anything that goes wrong on the candidate's side — it exits, crashes, times out, answers with
-something that is not plain data — is a :class:`CandidateFailure`. That is a ``BaseException``,
-so a test's ``except Exception`` cannot swallow it, and it is also remembered by the
-:class:`Candidate`: a verdict is a pass only if no such failure happened at all.
+Both sides of a verdict run in the sandbox (see :mod:`bots_rft.rewards.sandbox`, ``verdict``
+mode): the candidate program in one process, as one unprivileged identity, and the ground
+truth's tests (with the prompt's helpers) in another, as a second identity, the two talking only
+through a bounded, data-only channel (:mod:`bots_rft.rewards._sandbox_judge`). This process
+writes the task into the test side's pipe and reads back one verdict: a small JSON object of at
+most :data:`_MAX_VERDICT_BYTES`, pass, or fail with a reason *code* and a few small integers or
+built-in exception names. The reason's words come from :data:`_REASONS`, a fixed table here:
+nothing the sandbox sends is shown, imported, unpickled, evaluated or used as a name. Anything
+else (no verdict before the deadline, more than one object, an unknown code, a value out of
+range, a pass from a test side that did not end cleanly) is a failed verdict with a reason of its
+own.
 """
 
 from __future__ import annotations
@@ -21,328 +19,169 @@ import builtins
 import json
 import os
 import select
+import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from typing import Any
 
-from .sandbox import SandboxLimits, finish, launch
+from .base import RewardResult
+from .sandbox import SandboxLimits, _memfd, finish, launch
 
-__all__ = ["Candidate", "CandidateFailure", "RemoteObject", "CandidateRaised"]
+__all__ = ["run_verdict", "REASON_CODES"]
 
-_MAX_REPLY_BYTES = 16 << 20
-_MAX_DEPTH = 200
+_MAX_VERDICT_BYTES = 4096
+_REASON_CHARS = 200
+# A little longer than the verdict's own deadline, which the test side enforces: time for it to
+# say "timed out" itself before this side gives up on it.
+_GRACE_S = 1.0
+_MAX_VALUE = 1 << 31
 
-
-class CandidateFailure(BaseException):
-    """The candidate's process failed in a way that can only mean a failed verdict. ``reason``
-    is in the harness's own words."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
-class CandidateRaised(Exception):
-    """Marker base: exceptions re-raised here on the candidate's behalf also derive from this."""
+_EXCEPTIONS = frozenset(
+    name for name, cls in vars(builtins).items() if isinstance(cls, type) and issubclass(cls, BaseException)
+) | {"CandidateRaised"}
 
 
-_RERAISED: dict[type[BaseException], type[BaseException]] = {}
+def _where(line: Any) -> str:
+    return "test" if line is None else f"test line {line}"
 
 
-def _reraised_class(name: str) -> type[BaseException]:
-    """A class deriving from the built-in exception ``name`` (Exception when ``name`` is not a
-    built-in ``Exception`` subclass) and :class:`CandidateRaised`, so tests that expect e.g. a
-    ``ValueError`` see one, and the verdict can tell it came from the candidate."""
-    base = getattr(builtins, name, None)
-    if not (isinstance(base, type) and issubclass(base, Exception)) or base is CandidateRaised:
-        base = Exception
-    if base not in _RERAISED:
-        try:
-            _RERAISED[base] = type(base.__name__, (base, CandidateRaised), {})
-        except TypeError:  # a built-in class with an incompatible layout
-            _RERAISED[base] = type(base.__name__, (Exception, CandidateRaised), {})
-    return _RERAISED[base]
+# code -> (kinds of its values: "n" a small non-negative int, "line" one or None, "exc" a built-in
+# exception name; the words, from the values and the limits)
+_Words = Callable[[list[Any], SandboxLimits], str]
+_REASONS: dict[str, tuple[str, _Words]] = {
+    "timeout": ("", lambda v, lim: f"timed out after {lim.timeout_s:g}s"),
+    "too_big": ("", lambda v, lim: "the program's answer exceeds 16 MiB"),
+    "not_plain": ("", lambda v, lim: "the program's answer is not plain data"),
+    "closed": ("", lambda v, lim: "the program closed its connection to the tests"),
+    "exited": ("", lambda v, lim: "the program exited before the tests finished"),
+    "exit_status": ("n", lambda v, lim: f"the program exited before the tests finished (exit status {v[0]})"),
+    "killed": ("n", lambda v, lim: f"the program was killed (signal {v[0]}: a resource limit or a crash)"),
+    "bad_len": ("", lambda v, lim: "the candidate's len() was not a non-negative integer"),
+    "bad_iter": ("", lambda v, lim: "the candidate's iteration did not give a list"),
+    "bad_bool": ("", lambda v, lim: "the candidate's truth value was not a bool"),
+    "raised_loading": ("e", lambda v, lim: f"the program raised {v[0]} while loading"),
+    "raised": ("el", lambda v, lim: f"the program raised {v[0]} ({_where(v[1])})"),
+    "assertion": ("l", lambda v, lim: f"wrong answer (failed assertion at {_where(v[0])})"),
+    "test_raised": ("el", lambda v, lim: f"the test raised {v[0]} ({_where(v[1])})"),
+    "case_output": ("n", lambda v, lim: f"case {v[0]}: output exceeds {lim.output_bytes} bytes"),
+    "case_killed": (
+        "nn",
+        lambda v, lim: f"case {v[0]}: the program was killed (signal {v[1]}: a resource limit or a crash)",
+    ),
+    "case_status": ("nn", lambda v, lim: f"case {v[0]}: the program exited with status {v[1]}"),
+    "case_wrong": ("n", lambda v, lim: f"case {v[0]}: wrong output"),
+}
+#: Every reason code the test side may send.
+REASON_CODES = frozenset(_REASONS) | {"no_entry"}
 
 
-class RemoteObject:
-    """A value that stayed in the candidate's sandbox."""
-
-    __slots__ = ("_candidate", "_ref", "_type")
-
-    def __init__(self, candidate: Candidate, ref: int, type_name: str) -> None:
-        object.__setattr__(self, "_candidate", candidate)
-        object.__setattr__(self, "_ref", ref)
-        object.__setattr__(self, "_type", type_name)
-
-    def _ask(self, op: str, **fields: Any) -> Any:
-        return self._candidate.request({"op": op, "ref": self._ref, **fields})
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        enc = self._candidate.encode
-        return self._ask("call", args=[enc(a) for a in args], kwargs={str(k): enc(v) for k, v in kwargs.items()})
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):  # protocol probes (copy, pickle, numpy): not forwarded
-            raise AttributeError(name)
-        return self._ask("getattr", name=name)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        raise TypeError("the candidate's objects cannot be modified from the tests")
-
-    def __getitem__(self, key: Any) -> Any:
-        return self._ask("getitem", key=self._candidate.encode(key))
-
-    def __len__(self) -> int:
-        n = self._ask("len")
-        if type(n) is not int or n < 0:
-            raise self._candidate.fail("the candidate's len() was not a non-negative integer")
-        return n
-
-    def __iter__(self) -> Iterator[Any]:
-        items = self._ask("iter")
-        if type(items) is not list:
-            raise self._candidate.fail("the candidate's iteration did not give a list")
-        return iter(items)
-
-    def __bool__(self) -> bool:
-        value = self._ask("bool")
-        if type(value) is not bool:
-            raise self._candidate.fail("the candidate's truth value was not a bool")
-        return value
-
-    def __eq__(self, other: object) -> bool:
-        return self is other
-
-    def __ne__(self, other: object) -> bool:
-        return self is not other
-
-    def __hash__(self) -> int:
-        return id(self)
-
-    def __repr__(self) -> str:
-        return f"<candidate's {self._type} object>"
+def _valid(kinds: str, values: Any) -> bool:
+    if type(values) is not list or len(values) != len(kinds):
+        return False
+    for kind, v in zip(kinds, values):
+        small = type(v) is int and 0 <= v < _MAX_VALUE
+        if kind == "n" and not small:
+            return False
+        if kind == "l" and not (v is None or small):
+            return False
+        if kind == "e" and not (type(v) is str and v in _EXCEPTIONS):
+            return False
+    return True
 
 
-class Candidate:
-    """One candidate program in its own sandbox, serving requests until :meth:`close`.
+def _fail(reason: str) -> RewardResult:
+    return RewardResult(0.0, reason[:_REASON_CHARS])
 
-    The whole exchange shares one wall-clock budget (``limits.timeout_s``), sandbox start
-    included."""
 
-    def __init__(self, limits: SandboxLimits, *, allow_unsandboxed: bool | None = None) -> None:
-        self.limits = limits
-        self.deadline = time.monotonic() + limits.timeout_s
-        self.failure: str | None = None
-        self.last_raised: BaseException | None = None
-        self._remotes: dict[int, RemoteObject] = {}
-        req_r, self._req_w = os.pipe()
-        self._rep_r, rep_w = os.pipe()
-        try:
-            self._launched = launch(
-                "serve",
-                limits,
-                allow_unsandboxed=allow_unsandboxed,
-                pass_fds=(req_r, rep_w),
-                extra={"request_fd": req_r, "reply_fd": rep_w},
-            )
-        except BaseException:
-            for fd in (self._req_w, self._rep_r):
-                os.close(fd)
-            raise
-        finally:
-            os.close(req_r)
-            os.close(rep_w)
+class GroundTruthError(ValueError):
+    """The ground truth does not run in the sandbox (its prompt raises, or its test defines no
+    ``check``): a data error, like a ground truth that does not parse."""
 
-    def __enter__(self) -> Candidate:
-        return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+def _read_verdict(fd: int, deadline: float) -> bytes | None:
+    """Everything the test side wrote, up to end of file (cut at one byte over the size cap, which
+    no verdict reaches); None past the deadline."""
+    data = b""
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
+            return None
+        chunk = os.read(fd, _MAX_VERDICT_BYTES + 1)
+        if not chunk:
+            return data
+        data += chunk
+        if len(data) > _MAX_VERDICT_BYTES:
+            return data
 
-    def close(self) -> None:
-        if self._launched is not None:
+
+def run_verdict(task: dict[str, Any], limits: SandboxLimits, allow_unsandboxed: bool | None) -> RewardResult:
+    """Judge ``task`` (built by :func:`bots_rft.rewards.code.verify_code`) in one sandbox and
+    return its reward; the reason, if any, in this module's words."""
+    deadline = time.monotonic() + limits.timeout_s
+    task_fd = _memfd("task", json.dumps(task).encode("utf-8"))
+    verdict_r, verdict_w = os.pipe()
+    try:
+        launched = launch(
+            "verdict",
+            limits,
+            allow_unsandboxed=allow_unsandboxed,
+            pass_fds=(task_fd, verdict_w),
+            extra={"task_fd": task_fd, "verdict_fd": verdict_w, "deadline": deadline},
+        )
+    except BaseException:
+        os.close(verdict_r)
+        raise
+    finally:
+        os.close(task_fd)
+        os.close(verdict_w)
+    try:
+        data = _read_verdict(verdict_r, deadline + _GRACE_S)
+        status = None
+        if data and len(data) <= _MAX_VERDICT_BYTES:  # it has ended (end of file): its exit status
             try:
-                finish(self._launched)
-            finally:
-                self._launched = None  # type: ignore[assignment]
-                os.close(self._req_w)
-                os.close(self._rep_r)
-
-    # ------------------------------------------------------------------------------ failures
-    def fail(self, reason: str) -> CandidateFailure:
-        """Record ``reason`` as the verdict's failure (the first one wins) and return the
-        exception to raise."""
-        if self.failure is None:
-            self.failure = reason
-        return CandidateFailure(self.failure)
-
-    def _exit_reason(self) -> str:
-        proc = self._launched.proc
-        try:
-            code = proc.wait(timeout=0.5)
-        except Exception:  # noqa: BLE001 - still running: it closed its pipe
-            return "the program closed its connection to the tests"
-        if code == 0:
-            return "the program exited before the tests finished"
-        if code > 128:
-            return f"the program was killed (signal {code - 128}: a resource limit or a crash)"
-        return f"the program exited before the tests finished (exit status {code})"
-
-    # ------------------------------------------------------------------------------ protocol
-    def request(self, msg: dict[str, Any], *, raw: bool = False) -> Any:
-        """Send one request and return the decoded answer (``raw``: the JSON value as is)."""
-        if self.failure is not None:
-            raise CandidateFailure(self.failure)
-        body = json.dumps(msg, allow_nan=False).encode()
-        data = len(body).to_bytes(4, "little") + body
-        try:
-            while data:
-                self._wait(self._req_w, write=True)
-                data = data[os.write(self._req_w, data) :]
-            header = self._read(4)
-            size = int.from_bytes(header, "little")
-            if size > _MAX_REPLY_BYTES:
-                raise self.fail(f"the program's answer exceeds {_MAX_REPLY_BYTES >> 20} MiB")
-            reply = json.loads(self._read(size), parse_constant=_reject_constant)
-        except BrokenPipeError:
-            raise self.fail(self._exit_reason()) from None
-        except (ValueError, RecursionError):
-            raise self.fail("the program's answer is not plain data") from None
-        if type(reply) is not dict:
-            raise self.fail("the program's answer is not plain data")
-        if "raised" in reply:
-            name = reply["raised"] if type(reply["raised"]) is str else "Exception"
-            exc = _reraised_class(name)(f"raised by the program ({msg.get('op')})")
-            self.last_raised = exc
-            raise exc
-        if "ok" not in reply:
-            raise self.fail("the program's answer is not plain data")
-        if raw:
-            return reply["ok"]
-        try:
-            return self.decode(reply["ok"])
-        except (ValueError, TypeError, RecursionError, OverflowError):
-            raise self.fail("the program's answer is not plain data") from None
-
-    def _wait(self, fd: int, write: bool = False) -> None:
-        remaining = self.deadline - time.monotonic()
-        if remaining <= 0:
-            raise self.fail(f"timed out after {self.limits.timeout_s:g}s")
-        ready = select.select([], [fd], [], remaining)[1] if write else select.select([fd], [], [], remaining)[0]
-        if not ready:
-            raise self.fail(f"timed out after {self.limits.timeout_s:g}s")
-
-    def _read(self, n: int) -> bytes:
-        chunks = []
-        while n:
-            self._wait(self._rep_r)
-            chunk = os.read(self._rep_r, min(n, 1 << 20))
-            if not chunk:
-                raise self.fail(self._exit_reason())
-            chunks.append(chunk)
-            n -= len(chunk)
-        return b"".join(chunks)
-
-    # --------------------------------------------------------------------------- plain data
-    def encode(self, v: Any, depth: int = 0) -> Any:
-        """A test's value as plain data for the candidate (built-in containers by kind)."""
-        if depth > _MAX_DEPTH:
-            raise TypeError("argument nested too deeply to send to the program")
-        if v is None or isinstance(v, (bool, str)):
-            return str(v) if isinstance(v, str) else v
-        if isinstance(v, int):
-            v = int(v)
-            return v if -(1 << 53) < v < (1 << 53) else {"t": "int", "v": hex(v)}
-        if isinstance(v, float):
-            v = float(v)
-            return v if v == v and abs(v) != float("inf") else {"t": "float", "v": repr(v)}
-        if isinstance(v, RemoteObject):
-            if v._candidate is not self:
-                raise TypeError("an object of another program cannot be sent")
-            return {"t": "ref", "v": v._ref}
-        if isinstance(v, (list, tuple, set, frozenset)):
-            kind = next(k for k in (list, tuple, frozenset, set) if isinstance(v, k))
-            return {"t": kind.__name__, "v": [self.encode(x, depth + 1) for x in v]}
-        if isinstance(v, dict):
-            return {"t": "dict", "v": [[self.encode(k, depth + 1), self.encode(x, depth + 1)] for k, x in v.items()]}
-        if isinstance(v, (bytes, bytearray)):
-            return {"t": "bytes", "v": bytes(v).hex()}
-        if isinstance(v, complex):
-            return {"t": "complex", "v": [self.encode(v.real), self.encode(v.imag)]}
-        raise TypeError(f"a {type(v).__name__} cannot be sent to the program")
-
-    def decode(self, v: Any, depth: int = 0, modules: bool = False) -> Any:
-        """The candidate's plain data as built-in values; references as :class:`RemoteObject`.
-        Anything else is refused (ValueError)."""
-        if depth > _MAX_DEPTH:
-            raise ValueError("nested too deeply")
-        if v is None or type(v) in (bool, int, float, str):
-            return v
-        if type(v) is not dict or type(v.get("t")) is not str:
-            raise ValueError("not plain data")
-        tag, body = v["t"], v.get("v")
-        if tag in ("list", "tuple", "set", "frozenset"):
-            if type(body) is not list:
-                raise ValueError("not plain data")
-            items = [self.decode(x, depth + 1) for x in body]
-            return {"list": list, "tuple": tuple, "set": set, "frozenset": frozenset}[tag](items)
-        if tag == "dict":
-            if type(body) is not list or any(type(p) is not list or len(p) != 2 for p in body):
-                raise ValueError("not plain data")
-            return {self.decode(k, depth + 1): self.decode(x, depth + 1) for k, x in body}
-        if tag == "int" and type(body) is str and len(body) <= 100_000:
-            return int(body, 16)
-        if tag == "float" and body in ("nan", "inf", "-inf"):
-            return float(body)
-        if tag == "bytes" and type(body) is str:
-            return bytes.fromhex(body)
-        if tag == "complex" and type(body) is list and len(body) == 2 and all(type(x) in (int, float) for x in body):
-            return complex(body[0], body[1])
-        if tag == "ref" and type(body) is int and body >= 0:
-            if body not in self._remotes:
-                self._remotes[body] = RemoteObject(self, body, str(v.get("type", "object"))[:60])
-            return self._remotes[body]
-        if tag == "module" and modules and type(body) is str:
-            return ModuleName(body)
-        raise ValueError("not plain data")
-
-    # ------------------------------------------------------------------------- operations
-    def load(self, source: str, *, run: bool = True) -> dict[str, Any]:
-        """Load the program's source as module ``__main__`` (``run=False``: compile only) and
-        return its global names: plain values, :class:`RemoteObject` or module names."""
-        reply = self.request({"op": "load", "source": source, "run": run}, raw=True)
-        if type(reply) is not dict:
-            raise self.fail("the program's answer is not plain data")
-        try:
-            return {str(k): self.decode(x, modules=True) for k, x in reply.items()}
-        except (ValueError, TypeError, RecursionError, OverflowError):
-            raise self.fail("the program's answer is not plain data") from None
-
-    def run_case(self, stdin: str) -> tuple[bytes, int, bool]:
-        """Run the loaded program once on ``stdin``: (raw standard output, exit status,
-        truncated at ``limits.output_bytes``)."""
-        reply = self.request({"op": "run", "stdin": stdin, "output_bytes": self.limits.output_bytes}, raw=True)
-        if (
-            type(reply) is not dict
-            or type(reply.get("stdout")) is not str
-            or type(reply.get("status")) is not int
-            or type(reply.get("truncated")) is not bool
-        ):
-            raise self.fail("the program's answer is not plain data")
-        try:
-            out = reply["stdout"].encode("latin-1")
-        except UnicodeEncodeError:
-            raise self.fail("the program's answer is not plain data") from None
-        return out[: self.limits.output_bytes], reply["status"], reply["truncated"]
+                status = launched.proc.wait(timeout=max(0.1, deadline + _GRACE_S - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                status = None
+    finally:
+        finish(launched)
+        os.close(verdict_r)
+    if data is None:
+        return _fail(f"timed out after {limits.timeout_s:g}s")
+    if not data:
+        return _fail("the tests ended without a verdict")
+    return _decide(data, status, limits, task.get("entry"))
 
 
-class ModuleName:
-    """A module the candidate imported, by name: the tests get their own copy of it when it is
-    part of the standard library."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"JSON constant {name} is not plain data")
+def _decide(data: bytes, status: int | None, limits: SandboxLimits, entry: object) -> RewardResult:
+    malformed = _fail("the test sandbox sent a malformed verdict")
+    if len(data) > _MAX_VERDICT_BYTES:
+        return malformed
+    try:
+        verdict = json.loads(data)
+    except (ValueError, RecursionError):
+        return malformed
+    if type(verdict) is not dict or type(verdict.get("pass")) is not bool:
+        return malformed
+    if verdict["pass"]:
+        if set(verdict) != {"pass"}:
+            return malformed
+        if status != 0:  # a pass counts only from a test side that finished as it should
+            return _fail("the tests did not end cleanly")
+        return RewardResult(1.0)
+    if "ground_truth" in verdict:
+        what = verdict["ground_truth"]
+        values = verdict.get("values") or []
+        if what == "prompt" and _valid("e", values):
+            raise GroundTruthError(f"code ground truth 'prompt' does not run: it raised {values[0]}")
+        if what == "no_check" and values == []:
+            raise GroundTruthError("code ground truth 'test' defines no check(candidate) function")
+        return malformed
+    code, values = verdict.get("code"), verdict.get("values") or []
+    if code == "no_entry" and values == [] and type(entry) is str:  # the name is the task's, not the sandbox's
+        return _fail(f"the program defines no {entry!r}")
+    if set(verdict) != {"pass", "code", "values"} or type(code) is not str or code not in _REASONS:
+        return malformed
+    kinds, words = _REASONS[code]
+    if not _valid(kinds, values):
+        return malformed
+    return _fail(words(values, limits))

@@ -11,8 +11,8 @@ with new user, PID, mount, network, IPC and UTS namespaces, and the interpreter 
   keyring, perf, module, kexec and reboot calls;
 - sees a minimal read-only view: the interpreter, its standard library (no site-packages) and the
   shared libraries they load, a fresh ``/proc`` of its own PID namespace, a minimal ``/dev``, and
-  a private size-capped writable ``/work`` (tmpfs). No host process, ``/tmp``, home directory or
-  repository is visible;
+  a private writable ``/work`` (tmpfs) capped in size and, started as root, in inodes. No host
+  process, ``/tmp``, home directory or repository is visible;
 - is bounded as a whole tree: process count (``RLIMIT_NPROC`` of its uid), address space per
   process (``RLIMIT_AS``, so memory <= processes x ``memory_mb``, plus the ``/work`` size), CPU
   seconds per process, bytes per written file, open files, and wall-clock time; when the run
@@ -27,6 +27,7 @@ so once per process. :func:`isolation` reports what this host gives (detected on
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import math
@@ -64,6 +65,9 @@ log = logging.getLogger("bots_rft.rewards.sandbox")
 ALLOW_UNSANDBOXED_ENV = "BOTS_ALLOW_UNSANDBOXED_CODE"
 _AGENT = str(Path(__file__).with_name("_sandbox_child.py"))
 _AGENT_IN_SANDBOX = "/sandbox/agent.py"
+# The test side of a verdict (``verdict`` mode), next to the agent under the name it imports.
+_JUDGE = str(Path(__file__).with_name("_sandbox_judge.py"))
+_JUDGE_IN_SANDBOX = "/sandbox/_sandbox_judge.py"
 _WORK = "/work"
 _SAFE_ENV_KEYS = ("LANG", "LC_ALL", "TZ")
 # Dedicated ids when started as root: 2**31 + 256 * pid + slot (pids are below 2**22).
@@ -87,6 +91,9 @@ class SandboxLimits:
     max_open_files: int = 64
     max_processes: int = 32  # processes (and threads) the program may have at once
     workdir_mb: int = 64  # size of its private writable /work
+    # Files, directories and symlinks /work may hold (started as root; see _mount_work): each
+    # costs kernel memory that workdir_mb does not count.
+    workdir_inodes: int = 4096
     network: bool = False  # True shares the host's network namespace
 
     def __post_init__(self) -> None:
@@ -112,6 +119,10 @@ class SandboxLimits:
             )
         if self.workdir_mb < 1:
             raise InvalidArgumentError(f"workdir_mb: must be at least 1, got {self.workdir_mb!r}", "workdir_mb")
+        if self.workdir_inodes < 16:
+            raise InvalidArgumentError(
+                f"workdir_inodes: must be at least 16, got {self.workdir_inodes!r}", "workdir_inodes"
+            )
 
     def agent_config(self) -> dict[str, object]:
         return {
@@ -293,6 +304,18 @@ class _Runtime:
             for p in (os.path.join(stdlib, "site-packages"), os.path.join(stdlib, "dist-packages"))
             if os.path.isdir(p)
         ]
+        # The sandbox's own files travel as data, not as binds of host files: a bind would show
+        # the host path it came from (the repository, a temporary directory) in the program's
+        # /proc/self/mountinfo.
+        self.own_files = [
+            (Path(_AGENT).read_bytes(), _AGENT_IN_SANDBOX),
+            (Path(_JUDGE).read_bytes(), _JUDGE_IN_SANDBOX),
+        ]
+        pyc = _compile_judge()
+        if pyc is not None:
+            import importlib.util
+
+            self.own_files.append((pyc, importlib.util.cache_from_source(_JUDGE_IN_SANDBOX)))
 
     @classmethod
     def get(cls) -> _Runtime:
@@ -301,7 +324,9 @@ class _Runtime:
                 cls._instance = cls()
             return cls._instance
 
-    def bwrap_args(self) -> list[str]:
+    def bwrap_args(self, own_fds: list[int]) -> list[str]:
+        """bubblewrap's arguments for the view; the memfds they name are added to ``own_fds``
+        (the caller closes them once bubblewrap has started)."""
         files = [self.python, *self.libraries, _AGENT_IN_SANDBOX]
         if os.path.isfile("/etc/ld.so.cache"):
             files.append("/etc/ld.so.cache")
@@ -319,8 +344,34 @@ class _Runtime:
             args += ["--ro-bind", "/etc/ld.so.cache", "/etc/ld.so.cache"]
         for m in self.masked:
             args += ["--tmpfs", m, "--remount-ro", m]
-        args += ["--ro-bind", _AGENT, _AGENT_IN_SANDBOX]
+        for data, dest in self.own_files:
+            fd = _memfd("sandbox-file", data)  # one per start: bubblewrap reads it to its end
+            own_fds.append(fd)
+            args += ["--perms", "0755", "--dir", os.path.dirname(dest)]
+            args += ["--perms", "0644", "--ro-bind-data", str(fd), dest]
         return args
+
+
+def _compile_judge() -> bytes | None:
+    """The test side's module compiled once per process, so that no verdict pays for compiling
+    it (the sandbox's interpreter runs with -B: it would compile the source on every start). An
+    unchecked-hash pyc: valid whatever the source file's mtime in the sandbox. None where it
+    cannot be made (each verdict then compiles the source)."""
+    import py_compile
+
+    folder = tempfile.mkdtemp(prefix="bots-sandbox-pyc-")
+    try:
+        path = py_compile.compile(
+            _JUDGE,
+            cfile=os.path.join(folder, "judge.pyc"),
+            doraise=True,
+            invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH,
+        )
+        return Path(path).read_bytes() if path else None
+    except (OSError, py_compile.PyCompileError):
+        return None
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _shared_libraries(binaries: Sequence[str]) -> set[str]:
@@ -426,6 +477,7 @@ class _Launched:
     init_pidfd: int  # pidfd of the sandbox's PID 1; -1 unsandboxed; -2 none (closed, or never started)
     uid: int | None
     started: float
+    peer_uid: int | None = None  # verdict mode, started as root: the candidate's own identity
     lifeline: int = -1  # write end of the agent's lifeline pipe: closing it ends the sandbox
     workdir: str | None = None  # unsandboxed only: the host directory the run wrote in
 
@@ -458,9 +510,10 @@ class _Launched:
         elif self.init_pidfd >= 0:  # bwrap has reaped PID 1: nothing of the namespace is left
             os.close(self.init_pidfd)
             self.init_pidfd = -2
-        if self.uid is not None:
-            _get_identities().release(self.uid)
-            self.uid = None
+        for uid in (self.uid, self.peer_uid):
+            if uid is not None:
+                _get_identities().release(uid)
+        self.uid = self.peer_uid = None
 
 
 def launch(
@@ -475,8 +528,9 @@ def launch(
     pass_fds: Sequence[int] = (),
     extra: Mapping[str, object] | None = None,
 ) -> _Launched:
-    """Start the sandbox agent in ``mode`` ("script", "serve" or "probe"). ``files`` are written
-    into the program's working directory; the standard streams default to ``/dev/null``."""
+    """Start the sandbox agent in ``mode`` ("script", "serve", "verdict" or "probe"). ``files``
+    are written into the program's working directory; the standard streams default to
+    ``/dev/null``."""
     iso = require_isolation(allow_unsandboxed) if mode != "probe" else None
     cfg: dict[str, object] = {"mode": mode, **limits.agent_config(), **(extra or {})}
     life_r, life_w = os.pipe()  # the agent ends itself when this process is gone (see the agent)
@@ -519,7 +573,9 @@ def _launch_bwrap(
     pass_fds: Sequence[int],
 ) -> _Launched:
     started = time.monotonic()
-    uid = None
+    uid = peer_uid = None
+    work: str | None = None
+    ready_r = -1
     own_fds: list[int] = []  # closed here once bwrap has them
     shared_fds: list[int] = []  # kept open for later runs
     argv = [binary]
@@ -528,6 +584,9 @@ def _launch_bwrap(
             ids = _get_identities()
             uid = ids.acquire(started + limits.timeout_s)
             cfg.update(uid=uid, gid=uid)
+            if cfg["mode"] == "verdict":  # the tests and the candidate: two users, one sandbox
+                peer_uid = ids.acquire(started + limits.timeout_s)
+                cfg["candidate_uid"] = peer_uid
             argv += [
                 "--userns",
                 str(ids.userns_fd),
@@ -556,9 +615,20 @@ def _launch_bwrap(
         info_r, info_w = os.pipe()
         own_fds += [info_r, info_w]
         argv += ["--info-fd", str(info_w)]
-        argv += runtime.bwrap_args()
+        argv += runtime.bwrap_args(own_fds)
         argv += ["--proc", "/proc", "--dev", "/dev"]
-        argv += ["--perms", "0777", "--size", str(limits.workdir_mb << 20), "--tmpfs", _WORK, "--chdir", _WORK]
+        # No pseudo-terminals: the pty count is a host-wide limit (kernel.pty.max) that every
+        # devpts instance shares, so a program could exhaust it for the host. An empty read-only
+        # directory over /dev/pts leaves /dev/ptmx pointing at nothing.
+        argv += ["--tmpfs", "/dev/pts", "--remount-ro", "/dev/pts"]
+        work = _mount_work(limits)
+        if work is not None:
+            argv += ["--bind", work, _WORK, "--chdir", _WORK]
+            ready_r, ready_w = os.pipe()
+            own_fds += [ready_r, ready_w]
+            cfg["ready_fd"] = ready_w
+        else:
+            argv += ["--perms", "0777", "--size", str(limits.workdir_mb << 20), "--tmpfs", _WORK, "--chdir", _WORK]
         for name, text in (files or {}).items():
             fd = _memfd("file", text.encode("utf-8"))
             own_fds.append(fd)
@@ -566,7 +636,7 @@ def _launch_bwrap(
         for key, value in _sandbox_env(_WORK).items():
             argv += ["--setenv", key, value]
         argv += [runtime.python, "-I", "-S", "-B", _AGENT_IN_SANDBOX, json.dumps(cfg)]
-        inheritable = [fd for fd in own_fds if fd != info_r] + shared_fds + list(pass_fds)
+        inheritable = [fd for fd in own_fds if fd not in (info_r, ready_r)] + shared_fds + list(pass_fds)
         proc = subprocess.Popen(
             argv,
             stdin=stdin if stdin is not None else subprocess.DEVNULL,
@@ -585,18 +655,116 @@ def _launch_bwrap(
                 init_pidfd = os.pidfd_open(int(info["child-pid"]))
             except (OSError, KeyError, ValueError):
                 init_pidfd = -1
-        launched = _Launched(proc, info.get("pid-namespace") if info else None, init_pidfd, uid, started)
+        if work is not None:
+            # (After the PID 1 pidfd is open: a short run may be over by the time it signals.)
+            # The agent says it has started once bubblewrap has bound /work into the sandbox;
+            # from then on the tmpfs needs no host mount point: detached now, it lives as long as
+            # the sandbox does, and nothing of it is left on the host if this process dies.
+            os.close(ready_w)
+            own_fds.remove(ready_w)
+            select.select([ready_r], [], [], max(0.0, started + limits.timeout_s - time.monotonic()))
+            _unmount_work(work)
+            work = None
+        launched = _Launched(
+            proc, info.get("pid-namespace") if info else None, init_pidfd, uid, started, peer_uid=peer_uid
+        )
+        uid = peer_uid = None  # released by launched.finish(), and only there (never twice)
         if init_pidfd < 0:  # bwrap failed before starting the sandbox
             launched.init_pidfd = -2
             launched.finish()
             raise _LaunchError(f"bubblewrap did not start the sandbox (exit status {proc.returncode})")
-        uid = None  # released by finish()
         return launched
     finally:
         for fd in own_fds:
             os.close(fd)
-        if uid is not None:
-            _get_identities().release(uid)
+        for leftover in (uid, peer_uid):
+            if leftover is not None:
+                _get_identities().release(leftover)
+        if work is not None:
+            _unmount_work(work)
+
+
+# ----------------------------------------------------------------------- the work directory
+# Started as root, /work is a tmpfs this process mounts on the host with both a size and an inode
+# cap (bubblewrap's own --tmpfs takes a size only, and the sandbox's seccomp filter denies the
+# mount that could set nr_inodes inside), binds into the sandbox, and detaches from the host as
+# soon as the agent has started. Mount points live in a 0700 directory per process; those of dead
+# processes (killed between mount and detach) are detached by the next process that mounts.
+_MS_NOSUID, _MS_NODEV, _MNT_DETACH = 0x2, 0x4, 0x2
+_work_state: dict[str, object] = {}
+_work_lock = threading.Lock()
+
+
+def _libc() -> object:
+    import ctypes
+
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _work_root() -> str | None:
+    """This process's directory of mount points; None where mounting is impossible here."""
+    with _work_lock:
+        if _work_state.get("pid") != os.getpid():
+            _work_state.clear()
+            _work_state["pid"] = os.getpid()
+            if os.geteuid() != 0 or not sys.platform.startswith("linux"):
+                _work_state["root"] = None
+                return None
+            tmp = tempfile.gettempdir()
+            for entry in os.scandir(tmp):  # mount points of dead processes
+                pid_text = entry.name[len("bots-work-") :].split("-", 1)[0]
+                if entry.name.startswith("bots-work-") and pid_text.isdigit() and not _alive(int(pid_text)):
+                    for sub in os.scandir(entry.path):
+                        _libc().umount2(sub.path.encode(), _MNT_DETACH)  # type: ignore[attr-defined]
+                    shutil.rmtree(entry.path, ignore_errors=True)
+            root = tempfile.mkdtemp(prefix=f"bots-work-{os.getpid()}-", dir=tmp)
+            _work_state["root"] = root
+            owner = os.getpid()
+
+            # Empty at exit (each mount point goes once its sandbox is up); a forked child leaves it.
+            def remove_root() -> None:
+                if os.getpid() == owner:
+                    shutil.rmtree(root, ignore_errors=True)
+
+            atexit.register(remove_root)
+        return _work_state["root"]  # type: ignore[return-value]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _mount_work(limits: SandboxLimits) -> str | None:
+    """A fresh tmpfs capped at ``workdir_mb`` and ``workdir_inodes``, mounted on the host; None
+    where this process cannot mount one (not root, or the host forbids it: bubblewrap's tmpfs,
+    capped in size only, is used instead)."""
+    root = _work_root()
+    if root is None:
+        return None
+    point = tempfile.mkdtemp(dir=root)
+    opts = f"size={limits.workdir_mb << 20},nr_inodes={limits.workdir_inodes},mode=0777"
+    libc = _libc()
+    if libc.mount(b"tmpfs", point.encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV, opts.encode()) != 0:  # type: ignore[attr-defined]
+        os.rmdir(point)
+        with _work_lock:
+            _work_state["root"] = None  # mounting is not allowed here: do not try again
+        log.info("code sandbox: cannot mount a tmpfs for /work here; its inode count is not capped")
+        return None
+    return point
+
+
+def _unmount_work(point: str) -> None:
+    _libc().umount2(point.encode(), _MNT_DETACH)  # type: ignore[attr-defined]
+    try:
+        os.rmdir(point)
+    except OSError:
+        pass
 
 
 def _read_info(fd: int, deadline: float) -> dict[str, int] | None:

@@ -222,10 +222,12 @@ class RewardScorer:
     ``workers=0`` scores in the calling thread: exceptions are caught and, on the main thread,
     a timer stops a verifier after ``timeout`` — but not one stuck inside C code (use a worker).
 
-    ``fault_streak``: after a verifier hung (timed out) or crashed its worker on this many of
-    its calls in a row within one batch, its remaining responses in that batch are not run and
-    count as errors of the same kind, so a verifier that always hangs costs a batch about
-    ``fault_streak * timeout / workers`` seconds, not ``timeout`` per response. None: run all.
+    ``fault_streak``: after a verifier hung (timed out) or crashed its worker on this many calls
+    in a row with one and the same response and ground truth within one batch, the remaining
+    copies of that response in the batch are not run and count as errors of the same kind (a
+    group of identical hostile samples costs about ``fault_streak * timeout / workers`` seconds).
+    Other responses are always run: every fault kills that worker and a fresh one takes the next
+    response, so a response that hangs or crashes costs only its own verdict. None: run all.
 
     Verifier errors are counted by kind in :attr:`error_counts` (see
     :data:`~bots_rft.rewards.base.ERROR_KINDS`) and logged once per kind and batch, with the count,
@@ -358,17 +360,30 @@ class RewardScorer:
     def _dispatch(self, batch: list[RewardItem], verifiers: list[Verifier]) -> list[RewardResult]:
         results: list[RewardResult | None] = [None] * len(batch)
         pending = deque(range(len(batch)))
-        streak: Counter[int] = Counter()  # consecutive hangs/crashes per verifier (by id)
+        # Consecutive hangs/crashes per (verifier, response, ground truth): a streak skips only
+        # copies of the very response that faulted, never another response, so one hostile
+        # answer (or two different ones) cannot turn its neighbours' right answers into zeros.
+        streak: Counter[tuple[int, str, str]] = Counter()
+
+        keys: dict[int, tuple[int, str, str]] = {}
+
+        def same(job: int) -> tuple[int, str, str]:
+            if job not in keys:  # computed on demand: most batches have no fault at all
+                item = batch[job]
+                keys[job] = (id(verifiers[job]), str(item.response), repr(item.ground_truth))
+            return keys[job]
 
         def fault(job: int, kind: str, reason: str) -> None:
             results[job] = verifier_error(kind, reason)
-            key = id(verifiers[job])
+            key = same(job)
             streak[key] += 1
             if self.fault_streak is not None and streak[key] >= self.fault_streak:
-                for other in [j for j in pending if id(verifiers[j]) == key]:
+                for other in [j for j in pending if same(j) == key]:
                     pending.remove(other)
                     results[other] = verifier_error(
-                        kind, f"not run: the verifier's last {streak[key]} calls in this batch ended with: {reason}"
+                        kind,
+                        f"not run: the verifier's last {streak[key]} calls on this same response in this batch "
+                        f"ended with: {reason}",
                     )
 
         while len(self._pool) < min(self.workers, len(batch)):
@@ -419,7 +434,8 @@ class RewardScorer:
                     else:
                         _, _, reward, reason, error, kind = msg
                         results[job] = RewardResult(reward, reason, error, kind)
-                        streak[id(verifiers[job])] = 0
+                        if streak:
+                            streak.pop(same(job), None)
                         w.job = None
                 elif now >= w.deadline:
                     what = (
