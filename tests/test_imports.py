@@ -137,3 +137,109 @@ def test_no_import_cycle_between_bots_rft_modules() -> None:
 def test_the_cycle_finder_finds_a_cycle() -> None:
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert _cycle({"a": {"b"}, "b": set(), "c": {"a", "b"}}) is None
+
+
+def _type_checking_blocks(tree: ast.Module) -> set[int]:
+    """ids of the import nodes under ``if TYPE_CHECKING:`` (they never run)."""
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            for inner in node.body:
+                skip.update(id(n) for n in ast.walk(inner))
+    return skip
+
+
+def full_import_graph() -> dict[str, set[str]]:
+    """bots_rft module -> every bots_rft module it may import when it runs: module-level imports,
+    function-local ones, and modules named in strings handed to ``importlib`` (``"pkg.mod"`` or
+    ``"pkg.mod:attr"``, as the method table's builders and lazy re-exports use). Imports under
+    ``if TYPE_CHECKING:`` are left out: they never run."""
+    modules = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+    compiled = {_module_name(p) for p in PACKAGE.rglob("*.pyi")}
+    graph: dict[str, set[str]] = {name: set() for name in (*modules, *compiled)}
+    for name, path in modules.items():
+        is_package = path.name == "__init__.py"
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        skip = _type_checking_blocks(tree)
+        uses_importlib = "importlib" in path.read_text(encoding="utf-8")
+        for node in ast.walk(tree):
+            if id(node) in skip:
+                continue
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = _resolve(name, is_package, node.level, node.module)
+                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in graph else base for a in node.names]
+            elif uses_importlib and isinstance(node, ast.Constant) and isinstance(node.value, str):
+                text = node.value.partition(":")[0]
+                if text.startswith("bots_rft.") and text.replace(".", "").replace("_", "").isalnum():
+                    targets = [text]
+            for t in targets:
+                while t and t not in graph:
+                    t = t.rpartition(".")[0]
+                if t.startswith("bots_rft") and t != name:
+                    graph[name].add(t)
+    return graph
+
+
+def _strongly_connected(graph: dict[str, set[str]]) -> list[set[str]]:
+    """The groups of two or more modules that import each other, directly or through others."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    groups: list[set[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = set()
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                group.add(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                groups.append(group)
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return groups
+
+
+#: The one circle left: ``BOTS(..., backend="torch")`` returns the torch backend's selector (a
+#: function-local import in ``BOTS.__new__``), and that backend builds on the parameter layer and
+#: checkpoint helpers that live in ``selector.py``. Breaking it means moving that shared layer into
+#: a module of its own, which both backends import.
+KNOWN_CIRCLES = [{"bots_rft.selector", "bots_rft.backends.torch"}]
+
+
+def test_no_import_circle_when_function_local_and_lazy_imports_count() -> None:
+    graph = full_import_graph()
+    # The graph was read, function-local imports included: the method table builds the selectors.
+    assert {"bots_rft.selector", "bots_rft.peers.greso", "bots_rft.screening"} <= graph["bots_rft.methods"]
+    assert _strongly_connected(graph) == KNOWN_CIRCLES
+
+
+def test_the_full_graph_sees_function_local_imports_and_importlib_strings() -> None:
+    tree = ast.parse(
+        "import importlib\n"
+        "def f():\n    from bots_rft import selector\n"
+        "X = 'bots_rft.peers.speed:SpeedRL'\n"
+        "if TYPE_CHECKING:\n    from bots_rft import methods\n"
+    )
+    skip = _type_checking_blocks(tree)
+    seen = [n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and id(n) not in skip]
+    assert [n.module for n in seen] == ["bots_rft"]  # the local import counts, the TYPE_CHECKING one not
+    assert _strongly_connected({"a": {"b"}, "b": {"a", "c"}, "c": set()}) == [{"a", "b"}]

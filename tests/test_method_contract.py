@@ -19,7 +19,8 @@ import pytest
 from bots_rft import BotsError, CheckpointError, InvalidArgumentError, InvalidTypeError
 from bots_rft.baselines import RollsOut, Selector
 from bots_rft.checkpoint import load_state, save_state
-from bots_rft.methods import METHODS, PARAMETERS, Method, Parameter, method, method_names
+from bots_rft.methods import METHODS, Method, method, method_names
+from bots_rft.parameters import PARAMETERS, Parameter
 
 N = 40
 ROLLOUTS = 8

@@ -184,13 +184,25 @@ def test_rolling_peers_need_a_rollout_callback_and_refuse_a_bad_one(name: str) -
         sel.select(8)
 
 
-def test_peers_are_reexported_from_baselines() -> None:
+def test_peers_live_in_peers_and_the_method_table_points_there() -> None:
+    """One home per peer (bots_rft.peers), so that the baselines module, which the peers build
+    on, imports none of them; every method's implementation path names a real class."""
+    import importlib
+
     import bots_rft.baselines as baselines
     import bots_rft.peers as peers
+    from bots_rft.methods import METHODS
 
     for name in set(peers.__all__) - {"SelfRolling"}:
-        assert getattr(baselines, name) is getattr(peers, name)
-        assert name in baselines.__all__
+        assert not hasattr(baselines, name) and name not in baselines.__all__
+    for m in METHODS.values():
+        module, _, qualname = m.implementation.partition(":")
+        target: Any = importlib.import_module(module)
+        for part in qualname.split("."):  # a class, or a preset on one ("BOTS.mopps")
+            target = getattr(target, part)
+        assert callable(target), m.implementation
+    for name in ("dps", "greso", "speed", "adarft", "knapsack", "reinforce-ada"):
+        assert method(name).implementation.startswith("bots_rft.peers."), name
 
 
 # ---------------------------------------------------------------------------------------------

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -49,7 +49,7 @@ import numpy.typing as npt
 from ._validation import as_int, feedback, rates_or_nan, selectable
 from ._validation import batch_size as _check_batch
 from .errors import CheckpointError, InvalidArgumentError, InvalidTypeError
-from .methods import MAX_ROUNDS, OVERSAMPLE, ROLLOUTS, SEED
+from .parameters import MAX_ROUNDS, OVERSAMPLE, ROLLOUTS, SEED
 
 __all__ = [
     "Selector",
@@ -61,41 +61,7 @@ __all__ = [
     "CountedRolloutFn",
     "RolledBatch",
     "RollsOut",
-    # The peers from the literature (bots_rft.peers), re-exported.
-    "DynamicsPredictiveSampling",
-    "GRESO",
-    "SpeedRL",
-    "AdaRFT",
-    "KnapsackAllocation",
-    "ReinforceAda",
 ]
-
-if TYPE_CHECKING:
-    from .peers.adarft import AdaRFT
-    from .peers.dps import DynamicsPredictiveSampling
-    from .peers.greso import GRESO
-    from .peers.knapsack import KnapsackAllocation
-    from .peers.reinforce_ada import ReinforceAda
-    from .peers.speed import SpeedRL
-
-# Imported on first use: bots_rft.peers builds on this module.
-_PEERS = {
-    "DynamicsPredictiveSampling": "dps",
-    "GRESO": "greso",
-    "SpeedRL": "speed",
-    "AdaRFT": "adarft",
-    "KnapsackAllocation": "knapsack",
-    "ReinforceAda": "reinforce_ada",
-}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _PEERS:
-        import importlib
-
-        return getattr(importlib.import_module(f"bots_rft.peers.{_PEERS[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
 
 IdArray = npt.NDArray[np.int64]
 #: ``rollout(task_ids) -> successes``: rolls out each task n times, returns success counts.

@@ -57,7 +57,7 @@ class Estimator(ABC):
     :meth:`commit`, so a rejected update leaves the estimator as it was.
     """
 
-    #: Whether :meth:`state_dict` alone rebuilds the estimator (:func:`estimator_from_state`);
+    #: Whether :meth:`state_dict` alone rebuilds the estimator (:func:`bots_rft.estimators.estimator_from_state`);
     #: if not, a checkpoint needs the object passed back in when it is loaded.
     rebuilt_from_state: ClassVar[bool] = False
 
@@ -285,28 +285,6 @@ def as_estimator(evidence: Any, num_tasks: int) -> Estimator | None:
 def user_object(estimator: Estimator | None) -> Any:
     """What the user passed as ``evidence`` for this estimator."""
     return estimator.plugin if isinstance(estimator, _PlugIn) else estimator
-
-
-def estimator_from_state(state: dict[str, Any] | None, evidence: Any, num_tasks: int) -> Estimator | None:
-    """Rebuild a checkpoint's estimator. Built-in kinds rebuild from the state; a custom one
-    needs its object passed as ``evidence`` (its ``load_state_dict`` gets the saved state)."""
-    if state is None:
-        return None
-    if state.get("kind") == "interpolation":
-        return Interpolation.from_state_dict(state)
-    from .estimators import from_state  # built on this module, so imported here
-
-    rebuilt = from_state(state)
-    if rebuilt is not None:
-        return rebuilt
-    if evidence is None:
-        kind = state.get("type") or state.get("kind")
-        raise CheckpointError(f"evidence: the state uses a custom estimator ({kind}); pass it as evidence=")
-    # An Estimator wrote its own state; a plain plug-in's sits under "state" (see _PlugIn).
-    inner = state if isinstance(evidence, Estimator) else state.get("state")
-    if inner is not None and hasattr(evidence, "load_state_dict"):
-        evidence.load_state_dict(inner)
-    return as_estimator(evidence, num_tasks)
 
 
 def checked_prediction(pred: Any, num_tasks: int) -> FloatArray:

@@ -24,7 +24,7 @@ import numpy.typing as npt
 
 from .baselines import RolledBatch, Selector
 from .errors import CheckpointError
-from .methods import GEN_RATIO, MAX_GEN_BATCHES, N_CONTINUE, N_INIT
+from .parameters import GEN_RATIO, MAX_GEN_BATCHES, N_CONTINUE, N_INIT
 from .peers.base import FloatArray, Groups, IdArray
 from .peers.speed import SpeedRL
 

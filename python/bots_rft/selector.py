@@ -38,16 +38,16 @@ from ._validation import (
 from ._validation import exclusion as _exclusion
 from .checkpoint import read_checkpoint, write_checkpoint
 from .errors import CheckpointError, InvalidArgumentError, InvalidTypeError
+from .estimators import estimator_from_state
 from .evidence import (
     Estimator,
     ImplicitEvidence,
     StepEvidence,
     as_estimator,
     checked_prediction,
-    estimator_from_state,
     user_object,
 )
-from .methods import METHODS
+from .parameters import DOTS_FIXED, MOPPS_FIXED
 from .planning import Plan, allocate_rollouts, check_plan_args
 
 STATE_FORMAT = "bots-rft/selector"
@@ -161,7 +161,7 @@ class _SelectorParams:
     @classmethod
     def mopps(cls: type[_SelectorT], num_tasks: int, **kwargs: Any) -> _SelectorT:
         """BOTS-MoPPS (paper appendix E.6): explicit evidence only, no discount, Thompson."""
-        fixed = METHODS["mopps"].fixed
+        fixed = MOPPS_FIXED
         _reject_fixed(kwargs, "mopps", tuple(fixed))
         return cls(num_tasks, **fixed, **kwargs)
 
@@ -170,7 +170,7 @@ class _SelectorParams:
         cls: type[_SelectorT], num_tasks: int, evidence: Estimator | ImplicitEvidence, **kwargs: Any
     ) -> _SelectorT:
         """BOTS-DOTS (paper appendix E.6): latest evidence only (λ=ρ=1), greedy on the mean."""
-        fixed = METHODS["dots"].fixed
+        fixed = DOTS_FIXED
         _reject_fixed(kwargs, "dots", (*fixed, "evidence"))
         if evidence is None:
             raise InvalidArgumentError("evidence: dots needs implicit evidence, got None", "evidence")

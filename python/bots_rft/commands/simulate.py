@@ -19,7 +19,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..methods import LAG_DISCOUNT, LAM, METHODS, MIN_GAP, OVERSAMPLE, RHO, TARGET, TAU, Parameter
+from ..methods import METHODS
+from ..parameters import LAG_DISCOUNT, LAM, MIN_GAP, OVERSAMPLE, RHO, TARGET, TAU, Parameter
 from ._args import check_output_dir, integer, parameter, real
 
 # The simulator's table order (bots_rft.simulate.experiment.TABLE_ORDER; not imported, so that

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..evidence import Estimator
+from ..errors import CheckpointError
+from ..evidence import Estimator, Interpolation, as_estimator
 from .multi_reference import MultiReference
 from .similarity import Similarity
 
-__all__ = ["MultiReference", "Similarity", "from_state"]
+__all__ = ["MultiReference", "Similarity", "from_state", "estimator_from_state"]
 
 #: The checkpoint kinds of this package's estimators, and what rebuilds each.
 _KINDS = {"multi-reference": MultiReference.from_state_dict, "similarity": Similarity.from_state_dict}
@@ -31,3 +32,23 @@ def from_state(state: dict[str, Any]) -> Estimator | None:
     kind = state.get("kind") if isinstance(state, dict) else None
     rebuild = _KINDS.get(kind) if isinstance(kind, str) else None
     return None if rebuild is None else rebuild(state)
+
+
+def estimator_from_state(state: dict[str, Any] | None, evidence: Any, num_tasks: int) -> Estimator | None:
+    """Rebuild a checkpoint's estimator. Built-in kinds rebuild from the state; a custom one
+    needs its object passed as ``evidence`` (its ``load_state_dict`` gets the saved state)."""
+    if state is None:
+        return None
+    if state.get("kind") == "interpolation":
+        return Interpolation.from_state_dict(state)
+    rebuilt = from_state(state)
+    if rebuilt is not None:
+        return rebuilt
+    if evidence is None:
+        kind = state.get("type") or state.get("kind")
+        raise CheckpointError(f"evidence: the state uses a custom estimator ({kind}); pass it as evidence=")
+    # An Estimator wrote its own state; a plain plug-in's sits under "state" (see _PlugIn).
+    inner = state if isinstance(evidence, Estimator) else state.get("state")
+    if inner is not None and hasattr(evidence, "load_state_dict"):
+        evidence.load_state_dict(inner)
+    return as_estimator(evidence, num_tasks)

@@ -30,7 +30,7 @@ import numpy as np
 from .._validation import as_int, feedback, rates_or_nan, selectable
 from .._validation import batch_size as _check_batch
 from ..errors import CheckpointError, InvalidArgumentError
-from ..methods import INITIAL_DIFFICULTY, SEED, SENSITIVITY, STEP_SIZE, TARGET_REWARD
+from ..parameters import INITIAL_DIFFICULTY, SEED, SENSITIVITY, STEP_SIZE, TARGET_REWARD
 from .base import FloatArray, IdArray, check_state, restore_rng
 
 __all__ = ["AdaRFT", "difficulty_scores"]

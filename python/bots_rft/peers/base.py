@@ -26,7 +26,7 @@ from .._validation import as_int, feedback, selectable
 from .._validation import batch_size as _check_batch
 from ..baselines import RolledBatch, check_state
 from ..errors import CheckpointError, InvalidArgumentError, InvalidTypeError
-from ..methods import SEED
+from ..parameters import SEED
 
 __all__ = ["SelfRolling", "Groups", "IdArray", "FloatArray", "restore_rng", "check_state", "saved_array", "prior_rates"]
 

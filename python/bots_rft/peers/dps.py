@@ -38,7 +38,7 @@ from .._validation import as_int, feedback, selectable
 from .._validation import batch_size as _check_batch
 from ..baselines import EpochOrder
 from ..errors import CheckpointError
-from ..methods import CANDIDATE_RATIO, PRIOR_ALPHA, ROLLOUTS, SEED, TRANSITION_DECAY
+from ..parameters import CANDIDATE_RATIO, PRIOR_ALPHA, ROLLOUTS, SEED, TRANSITION_DECAY
 from .base import FloatArray, IdArray, check_state, prior_rates, saved_array
 
 __all__ = ["DynamicsPredictiveSampling", "STATES"]

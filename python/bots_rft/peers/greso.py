@@ -36,7 +36,7 @@ import numpy.typing as npt
 
 from ..baselines import EpochOrder, RolledBatch
 from ..errors import CheckpointError
-from ..methods import MAX_ROUNDS, P_EASY, P_HARD, ROLLOUTS, SAMPLING_RATIO, TARGET_ZERO_VARIANCE
+from ..parameters import MAX_ROUNDS, P_EASY, P_HARD, ROLLOUTS, SAMPLING_RATIO, TARGET_ZERO_VARIANCE
 from .base import FloatArray, Groups, IdArray, SelfRolling, saved_array
 
 __all__ = ["GRESO"]

@@ -32,7 +32,7 @@ import numpy.typing as npt
 
 from ..baselines import EpochOrder, RolledBatch
 from ..errors import CheckpointError, InvalidArgumentError
-from ..methods import N_HIGH, N_LOW, ROLLOUTS
+from ..parameters import N_HIGH, N_LOW, ROLLOUTS
 from .base import FloatArray, Groups, IdArray, SelfRolling, prior_rates, saved_array
 
 __all__ = ["KnapsackAllocation", "allocate", "task_value"]

@@ -30,7 +30,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..baselines import EpochOrder, RolledBatch
-from ..methods import KEEP, ROUND_REPEAT, ROUNDS
+from ..parameters import KEEP, ROUND_REPEAT, ROUNDS
 from .base import FloatArray, Groups, IdArray, SelfRolling
 
 __all__ = ["ReinforceAda", "kept_subset"]

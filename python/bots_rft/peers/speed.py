@@ -30,7 +30,7 @@ import numpy.typing as npt
 
 from ..baselines import EpochOrder, RolledBatch
 from ..errors import CheckpointError, InvalidArgumentError
-from ..methods import GEN_RATIO, MAX_GEN_BATCHES, N_CONTINUE, N_INIT
+from ..parameters import GEN_RATIO, MAX_GEN_BATCHES, N_CONTINUE, N_INIT
 from .base import FloatArray, Groups, IdArray, SelfRolling
 
 __all__ = ["SpeedRL"]

@@ -20,7 +20,9 @@ import numpy.typing as npt
 from ..baselines import DynamicSampling, RollsOut, Selector
 from ..calibration import calibration_metrics, predicted_pass_rates
 from ..errors import BotsError, ConfigError
-from ..methods import (
+from ..methods import method, method_names
+from ..metrics import effective_probability, effective_ratios, pearson, rate_histogram, roc_auc
+from ..parameters import (
     ADAPTIVE_LAM,
     ADAPTIVE_RHO,
     LAG_DISCOUNT,
@@ -32,10 +34,7 @@ from ..methods import (
     TARGET,
     TAU,
     Parameter,
-    method,
-    method_names,
 )
-from ..metrics import effective_probability, effective_ratios, pearson, rate_histogram, roc_auc
 from .learner import LearnerConfig, SimulatedLearner, TaskWorld, make_world
 from .signals import simulated_signals
 

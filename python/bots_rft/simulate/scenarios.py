@@ -33,8 +33,8 @@ import numpy.typing as npt
 from ..baselines import RandomSelector
 from ..errors import ConfigError
 from ..evidence import Interpolation
-from ..methods import LAM, MIN_GAP, MOMENTUM, RHO, TARGET
 from ..multipool import MultiPool
+from ..parameters import LAM, MIN_GAP, MOMENTUM, RHO, TARGET
 from ..selector import BOTS
 from .learner import LearnerConfig, SimulatedLearner, TaskWorld, make_world
 

@@ -13,7 +13,8 @@ from typing import Any, get_type_hints
 from ..config_files import read_mapping
 from ..errors import BotsError, ConfigError
 from ..llm.models import DTYPE_NAMES
-from ..methods import (
+from ..methods import method, method_names
+from ..parameters import (
     ADAPTIVE_LAM,
     ADAPTIVE_RHO,
     GEN_RATIO,
@@ -39,8 +40,6 @@ from ..methods import (
     TARGET_ZERO_VARIANCE,
     TAU,
     THOMPSON,
-    method,
-    method_names,
 )
 
 __all__ = ["TrainConfig", "METHODS", "ROLLOUT_ENGINES", "ROLLOUT_PRECISIONS", "load_config", "parse_overrides"]
