@@ -11,13 +11,19 @@ so the target rises while the learner solves more than ``beta`` of its batch and
 Difficulty, as in the paper, is 100 x (1 - a reference model's pass rate): here the strong
 reference pass rate (the weak one where the strong is unknown; 50 where both are). The paper's
 reference pass rates come from 128 rollouts of a 7B model; the pool's references usually come
-from fewer, so many tasks share a score. Ties in |d - T| are broken at random each step (seeded):
-always taking the first tasks of a tie would train the same ones step after step while T stands
-still, which the paper's sampler does not do.
+from fewer, so many tasks share a score. Ties in |d - T| are broken at random each step (seeded);
+the reference sampler takes the first tasks of ``argsort(|d - T|)``, the same ones step after
+step while T stands still, so this choice favours AdaRFT slightly.
 
-Defaults: eta = 50, alpha = 2, beta = 0.5 (the paper's), and T starts at 0 (the easiest
-difficulty): the paper initialises the target low to start the curriculum from easy tasks; the
-exact initial value used is our reading, named here and in docs/peers.md.
+Defaults: eta = 50, alpha = 2, beta = 0.5 (the paper's and the code's), and T starts at 0 (the
+easiest difficulty), as in the authors' code.
+
+Reference lines (uscnlp-lime/verl@bf2dd7e, the authors' code): ``verl/trainer/ppo/custom_sampler.py:L24-39``
+(the batch nearest T by ``argsort(|d - T|)``), ``verl/trainer/ppo/ray_trainer.py:L426-437`` (T
+starts at 0), ``L956-966`` (R = the batch's mean sequence reward, tanh step, clip);
+``verl/trainer/config/ppo_trainer.yaml:L18-24`` (beta 0.5, alpha 2, eta 50, d in [0, 100]);
+``examples/adarft/run_qwen2.5-1.5b_seq_balance.sh:L13-21,L39`` (batch 1024, one rollout per prompt;
+every method here uses the pool's n).
 """
 
 from __future__ import annotations

@@ -25,6 +25,18 @@ arithmetic is the reference code's, vectorised.
 Given reference pass rates (``prior``, with the run's ``n_rollouts``: the scoreboard's
 shared-information setting), a prompt's initial state distribution is that of a group of n
 rollouts at the reference's rate instead of uniform.
+
+Reference lines (maoyixiu/DPS@5654d52): ``recipe/dps/task_sampler.py:L72-85`` (prediction
+``P @ pi``, P's columns normalised), ``L87-103`` (soft count, decay toward the prior),
+``L133-135`` (topk on the partial state), ``L144-181`` (observed prompts), ``L182-199`` (every
+other prompt met: decay and propagate), ``L58-70`` (a candidate is met once scored);
+``recipe/dps/our_ray_trainer.py:L209-222`` (candidates: min(candidate_ratio x batch, pool), a
+``drop_last`` loader), ``L406-408`` (topk over each candidate batch), ``L54-80`` (state from each
+group's mean accuracy); ``recipe/dps/scripts/math/math_verl_1.5b_dps.sh:L26-32,L132-136``
+(no DAPO filter, batch 256, candidate_ratio 32, topk, prior_alpha 1.0, decay 0.7);
+``recipe/dps/config/our_trainer.yaml:L39`` (uniform initial state). One difference: the reference
+loader drops each epoch's last partial candidate batch, the walk here crosses the epoch boundary
+instead (neutral: the dropped prompts are a random subset).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ were always solved (``p_easy``) and never solved (``p_hard``). Prompts that pass
 rolled out ``n`` times and the groups with 0 < successes < n are kept, in generation rounds, until
 a training batch is full. The exploration probabilities tune themselves once per step: when the
 share of all-correct (all-wrong) groups among the groups rolled out in that step is above its
-target (``ray_trainer.py`` resets its counts after every step, around l.1233-1236),
+target (``ray_trainer.py`` resets its counts after every step, L1234-1237),
 ``p_easy`` (``p_hard``) drops by 0.01, else it rises by 0.01, within [0.05, 0.95]. The targets are
 ``target_zero_variance / 3`` for easy and ``2 x target_zero_variance / 3`` for hard prompts.
 
@@ -24,6 +24,22 @@ Simulator choices, named: "zero variance" is 0 or n successes (the code's thresh
 is topped up with rolled-out zero-variance groups (as this package's DAPO-DS does) so that every
 step trains on ``batch_size`` tasks; at most ``max_rounds`` generation rounds per step. Every
 rollout is charged.
+
+Reference lines (Infini-AI-Lab/GRESO@b277843): ``verl/trainer/ttis/presampling_selector.py:L102-122``
+(easy skip: consecutive mean reward >= 0.98, ``1 - max(p**c, 0.01)``), ``L124-147`` (hard skip:
+latest and consecutive <= 0.11), ``L230-255`` (easy test first, then hard), ``L257-260``
+(history); ``verl/trainer/ppo/ray_trainer.py:L298-299`` (targets), ``L988-1016`` (filter each
+loader batch, accumulate to the round size), ``L1110-1114`` (easy/hard/total counts),
+``L1119-1132`` (history of every rolled-out prompt), ``L1141-1147`` (zero-variance filter,
+``verl/trainer/ttis/ttis.py:L24-39``), ``L1149-1169`` (next round size and the last round),
+``L1170-1182`` (train on the first 256, or on fewer after the last round), ``L1199-1219`` (p
+tuning after the first epoch), ``L1234-1237`` (counts reset per step);
+``train-scripts/math_qwen_1_5b_dm_greso.sh:L16-23,L43`` (loader batch 32, p 0.5, target 0.25,
+384 per 256, n 8). Differences beyond those above (docs/peers.md says whom each favours): the
+reference rolls out every filtered prompt accumulated, in loader batches of 32, so a round can
+exceed its size by up to 31 prompts; its round estimate truncates where this one rounds up; its
+rewards have three levels (1, 0.1 wrong answer, 0 bad format), so an all-wrong group mixing the
+two is trained on there and is not counted as hard for ``p_hard``.
 """
 
 from __future__ import annotations

@@ -16,11 +16,23 @@ an exact solution of this knapsack; that is what :func:`allocate` does, vectoris
 Choices where the paper leaves room (named, and in docs/peers.md): a prompt never rolled out has no
 estimate and gets the uniform ``n_rollouts``, outside the knapsack; prompts whose estimate is 0
 or 1 have value 0 and get ``n_low``, except that budget left once every increment is zero goes to
-the never-solved prompts first (the paper's fallback for unsolved prompts), then evenly to all, up
-to ``n_high``. Defaults n_low = 2 and n_high = 128 (the paper reports budgets up to 93).
+the never-solved prompts first, then evenly to all, up to ``n_high`` (the authors' code falls
+back differently, below). Defaults n_low = 2 and n_high = 128 (the paper reports budgets up to 93).
 
 Given reference pass rates (``prior``: the scoreboard's shared-information setting), a prompt
 starts from that estimate instead of none, so the knapsack applies from its first rollout.
+
+Reference lines (liziniu/KnapsackRL@ca5d5f5, the authors' code): ``verl/trainer/ppo/exploration_utils.py:L75-104``
+(a prompt without an estimate gets n; 0 < p < 1 gets min_n plus its knapsack share; p = 0 and
+p = 1 get negative_n / positive_n; value ``p (1 - p)**3`` at L99), ``L170-177,L241-242`` (the
+knapsack over ``(1 - p**N - (1 - p)**N) p (1 - p)**2``), ``L137-167`` (fallback);
+``examples/knapsack_trainer/run_knapsack_grpo_7b.sh:L71-80`` (min_n = negative_n = positive_n = 2,
+max_n 128, a per-prompt reward buffer of 16 needing 8). Two differences, in docs/peers.md: the
+reference's fallback reserves for the prompts with 0 < p < 1 only their estimated cost
+(``sum min(max_n, log(0.1) / log(max(p, 1 - p)))``) and gives the rest of the budget to the p = 0
+prompts (else to all the others) before the knapsack runs, where this one moves budget only once
+every increment is zero; and the reference estimates p from that reward buffer, this one from
+the prompt's latest group.
 """
 
 from __future__ import annotations

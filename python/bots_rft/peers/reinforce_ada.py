@@ -20,6 +20,18 @@ rollouts (``global_stat_est=True``) and no division by the group's std
 (its successes out of ``keep``): a stopped prompt is a 2-of-4 group, whose learning signal under
 the learner's 4r(1 - r) proxy (twice the mean |advantage| of an unnormalised group) is 1, as the
 reference's mean |r - p_hat| of 1/2 says. Every rollout of every round is charged.
+
+Reference lines (RLHFlow/Reinforce-Ada@05be605): ``verl/trainer/ppo/ray_trainer.py:L929-1221``
+(``_generate_multi_round_adaptive_downsampling``): ``L978-997`` (rounds of ``round_repeat`` per
+active prompt), ``L1054-1067`` (every rollout of the round counted), ``L1085-1096`` with
+``L1069-1083`` (balanced exit, ``keep // 2`` correct and the rest incorrect kept), ``L1139-1186``
+(the subset of a prompt still active after ``max_rounds``), ``L1209-1216`` (all-rollout counts
+for the baseline), ``L1303-1313`` (keep = ``rollout.n``); ``verl/trainer/ppo/core_algos.py:L305-325,
+L360-369`` (``p_hat`` from all rollouts, no std division); ``verl/trainer/config/ppo_trainer.yaml:L87-93``
+(threshold 0.7, 4 rounds of 8); ``scripts/run_reinforce_ada.sh:L22,L46-59`` (batch 512, n 4,
+balanced, global_stat_est, no std). Difference: a prompt left with exactly one correct (or one
+incorrect) rollout after the last round trains here as a 1-of-4 group at its subset's rate; the
+reference subtracts the all-rollout rate (1/32), which gives it less signal.
 """
 
 from __future__ import annotations

@@ -14,10 +14,24 @@ screenings).
 
 Published defaults (``recipe/dapo/src/config/fast_dapo_trainer.yaml``): n_init = 4,
 n_continue = 12 (so a trained prompt has 16 rollouts, the pool's usual n), a generation batch
-equal to the training batch (``gen_ratio`` 1; the 7B script uses 4). The reference raises an error
+equal to the training batch (``gen_ratio`` 1; both shipped scripts use 4). The reference raises an error
 after ``max_num_gen_batches`` calls (50 in its scripts); here, after ``max_gen_batches`` calls, the
 batch is topped up with failed screenings (their n_init rollouts) so the step still trains on
 ``batch_size`` prompts. Screening rollouts are charged to the budget like every other.
+
+Reference lines (Zanette-Labs/speed-rl@80e47b5): ``verl/trainer/ppo/data_controller.py:L80-121``
+(one generation call: the fresh screening batch plus the qualified prompts, replicated
+n_continue / n_init times, their count rounded down to a multiple of the GPUs), ``L152-159``
+(qualify on std > 0), ``L145-149,L182-190`` (continued prompts become ready), ``L49-55`` (ready at
+a training batch), ``L192-230`` (train on the first complete prompts, the rest stay queued),
+``L85-87`` (error once the calls reach ``max_num_gen_batches``);
+``recipe/dapo/src/fast_dapo_ray_trainer.py:L129-200`` (generate while not ready), ``L202-206``
+(train from the queue without generating); ``recipe/dapo/src/config/fast_dapo_trainer.yaml:L9-10,
+L34-37`` (generation batch = training batch, n 4, n_continue 12); ``run_fast_rloo_7b.sh:L31-40`` and
+``recipe/rloo/test_fast_rloo_1.5b_math.sh:L36-45`` (64 screened per 16 trained, 4 + 20 and
+8 + 16 rollouts, 50 calls). One difference: a reference step that trains takes a loader batch
+and never screens it (``batch_dict`` unused at L202-206), so each training step skips
+``gen_batch_size`` prompts of the epoch; here no prompt is skipped.
 """
 
 from __future__ import annotations
