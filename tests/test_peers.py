@@ -558,14 +558,14 @@ def test_dps_and_knapsack_start_from_reference_pass_rates_when_given() -> None:
         return np.zeros(ids.size)
 
     knap = method("knapsack").build(4, weak=weak, strong=weak, rollout=rollout, n_rollouts=8, n_low=2, n_high=16)
-    assert np.array_equal(knap.estimate, weak, equal_nan=True)  # type: ignore[attr-defined]
+    assert np.allclose(knap.estimate, weak, equal_nan=True)  # type: ignore[attr-defined]
     knap.select(4)
     batch = knap.take_batch()  # type: ignore[attr-defined]
     trials = dict(zip(batch.task_ids.tolist(), batch.trials.tolist()))
-    # The knapsack applies at once over the 3 x 8 rollouts of the known tasks: the 50% task gets
-    # its cap, the solved one the floor, the never-solved one the floor plus what is left (the
-    # fallback); the unknown task gets the uniform 8.
-    assert (trials[2], trials[1], trials[0], trials[3]) == (16, 2, 6, 8)
+    # The authors' allocation applies at once: the unknown task gets the uniform 8, the others 2
+    # each; of the 18 left, the 50% task's estimated cost (floor(log 0.1 / log 0.5) = 3) goes to
+    # the knapsack and the other 15 to the never-solved task (the fallback, uncapped).
+    assert (trials[2], trials[1], trials[0], trials[3]) == (5, 2, 17, 8)
     with pytest.raises(InvalidArgumentError, match="prior"):
         method("dps").build(4, weak=np.array([0.1, 2.0, 0.0, 0.0]), strong=weak)
 
@@ -662,3 +662,37 @@ def test_bots_screen_refuses_a_checkpoint_without_its_bots_state() -> None:
     del state["bots"]
     with pytest.raises(CheckpointError, match="BOTS state"):
         sel.load_state_dict(state)
+
+
+def test_knapsack_allocates_as_the_authors_code() -> None:
+    """sampling_budget against hand-computed allocations of the authors' rule
+    (exploration_utils.sampling_budget_by_knapsack): base counts, the cost-bounded knapsack, the
+    uncapped fallback to the never-solved prompts, and the all-unsolved case."""
+    from bots_rft.peers.knapsack import allocate, sampling_budget
+
+    nan = np.nan
+    p = np.array([0.0, 1.0, 0.5, 0.9, nan])
+    known = ~np.isnan(p)
+    counts = sampling_budget(p, known, 16, 2, 128)
+    assert counts.sum() == 5 * 16 and counts[4] == 16 and counts[1] == 2
+    # Costs: floor(log .1 / log .5) = 3, floor(log .1 / log .9) = 21: 24 to the knapsack, and
+    # 80 - 16 - 8 - 24 = 32 to the never-solved prompt.
+    assert counts[0] == 2 + 32
+    assert list(counts[2:4]) == list(allocate(np.array([0.5, 0.9]), 4 + 24, 2, 128))
+    # No prompt at 0 < p < 1: what is left goes to the never-solved ones, or everyone gets n.
+    assert list(sampling_budget(np.array([0.0, 1.0, 0.0]), np.ones(3, bool), 8, 2, 128)) == [11, 2, 11]
+    assert list(sampling_budget(np.array([1.0, 1.0]), np.ones(2, bool), 8, 2, 128)) == [8, 8]
+
+
+def test_knapsack_estimates_from_a_buffer_of_the_last_16_rewards() -> None:
+    from bots_rft.peers import KnapsackAllocation
+
+    sel = KnapsackAllocation(3, lambda ids, k: np.zeros(ids.size))
+    ids = np.array([0, 1, 2])
+    sel._learn(ids, np.array([2.0, 16.0, 0.0]), np.array([4.0, 16.0, 2.0]))
+    # Task 0 has 4 rewards (< 8: no estimate yet), task 1 a full group, task 2 only 2.
+    assert np.isnan(sel.estimate[0]) and sel.estimate[1] == 1.0 and np.isnan(sel.estimate[2])
+    sel._learn(ids, np.array([0.0, 1.0, 0.0]), np.array([4.0, 2.0, 2.0]))
+    # Task 0: 8 rewards, 2 right; task 1: the 2 newest (1 right) and 14 of the older 16 at rate 1.
+    assert sel.estimate[0] == pytest.approx(2 / 8) and sel.estimate[1] == pytest.approx(15 / 16)
+    assert np.isnan(sel.estimate[2])  # 4 rewards

@@ -8,16 +8,25 @@ from learning on it:
 
     Value(N, p) = (1 - p**N - (1 - p)**N) * p * (1 - p)**2
 
-with ``p`` estimated from the prompt's previous rollouts (the paper uses the success rate of the
-previous epoch). Every prompt gets between ``n_low`` and ``n_high`` rollouts. Value has decreasing
-increments in ``N``, so handing the budget out one rollout at a time to the largest increment is
-an exact solution of this knapsack; that is what :func:`allocate` does, vectorised.
+with ``p`` estimated from the prompt's recent rollouts. Value has decreasing increments in ``N``,
+so handing the budget out one rollout at a time to the largest increment is an exact solution of
+this knapsack; that is what :func:`allocate` does, vectorised. :func:`sampling_budget` is the
+authors' whole allocation around it:
 
-Choices where the paper leaves room (named, and in docs/peers.md): a prompt never rolled out has no
-estimate and gets the uniform ``n_rollouts``, outside the knapsack; prompts whose estimate is 0
-or 1 have value 0 and get ``n_low``, except that budget left once every increment is zero goes to
-the never-solved prompts first, then evenly to all, up to ``n_high`` (the authors' code falls
-back differently, below). Defaults n_low = 2 and n_high = 128 (the paper reports budgets up to 93).
+- a prompt without an estimate gets ``n_rollouts``; one estimated at 0 < p < 1 gets ``n_low``
+  plus its knapsack share; one estimated at 0 or 1 gets ``n_low`` (the scripts' negative_n and
+  positive_n);
+- the knapsack is given only the prompts' estimated cost, ``sum min(n_high, log(0.1) /
+  log(max(p, 1 - p)))`` (the rollouts that find a disagreeing group with probability 0.9), when
+  that is less than what is left; the rest (the fallback) goes evenly to the prompts estimated at
+  0 (else to every prompt outside the knapsack), without a cap;
+- when no prompt is at 0 < p < 1, what is left goes evenly to the prompts at 0, or, when there
+  are none, every prompt gets ``n_rollouts``.
+
+The estimate is the authors' reward buffer: the mean of a prompt's most recent 16 rewards (its
+latest group alone when that has 16 or more), trusted once the prompt has 8 rewards in all.
+Rollout outcomes are counts here, so a buffer that mixes groups takes the older group's share at
+its rate. Defaults n_low = 2 and n_high = 128 (the paper reports budgets up to 93).
 
 Given reference pass rates (``prior``: the scoreboard's shared-information setting), a prompt
 starts from that estimate instead of none, so the knapsack applies from its first rollout.
@@ -26,13 +35,9 @@ Reference lines (liziniu/KnapsackRL@ca5d5f5, the authors' code): ``verl/trainer/
 (a prompt without an estimate gets n; 0 < p < 1 gets min_n plus its knapsack share; p = 0 and
 p = 1 get negative_n / positive_n; value ``p (1 - p)**3`` at L99), ``L170-177,L241-242`` (the
 knapsack over ``(1 - p**N - (1 - p)**N) p (1 - p)**2``), ``L137-167`` (fallback);
+``verl/utils/dataset/rl_dataset.py:L169-237`` (the reward buffer and when an estimate counts);
 ``examples/knapsack_trainer/run_knapsack_grpo_7b.sh:L71-80`` (min_n = negative_n = positive_n = 2,
-max_n 128, a per-prompt reward buffer of 16 needing 8). Two differences, in docs/peers.md: the
-reference's fallback reserves for the prompts with 0 < p < 1 only their estimated cost
-(``sum min(max_n, log(0.1) / log(max(p, 1 - p)))``) and gives the rest of the budget to the p = 0
-prompts (else to all the others) before the knapsack runs, where this one moves budget only once
-every increment is zero; and the reference estimates p from that reward buffer, this one from
-the prompt's latest group.
+max_n 128, a per-prompt reward buffer of 16 needing 8).
 """
 
 from __future__ import annotations
@@ -47,7 +52,7 @@ from ..errors import CheckpointError, InvalidArgumentError
 from ..parameters import N_HIGH, N_LOW, ROLLOUTS
 from .base import FloatArray, Groups, IdArray, SelfRolling, prior_rates, saved_array
 
-__all__ = ["KnapsackAllocation", "allocate", "task_value"]
+__all__ = ["KnapsackAllocation", "allocate", "task_value", "sampling_budget"]
 
 
 def task_value(n: npt.ArrayLike, p: npt.ArrayLike) -> FloatArray:
@@ -93,6 +98,50 @@ def allocate(p: FloatArray, budget: int, n_low: int, n_high: int) -> npt.NDArray
     return counts
 
 
+#: The authors' cost estimate: the rollouts that find a disagreeing group with this probability.
+COST_CONFIDENCE = 0.9
+#: The authors' reward buffer: a prompt's estimate is the mean of its last 16 rewards, trusted once
+#: it has had 8 (run_knapsack_grpo_7b.sh: REWARD_BUFFER_LENGTH, MIN_BUFFER_LENGTH).
+BUFFER_LENGTH, MIN_BUFFER_LENGTH = 16, 8
+
+
+def _spread(counts: npt.NDArray[np.int64], who: npt.NDArray[np.int64], budget: int) -> None:
+    """``budget`` rollouts spread evenly over the prompts ``who`` (the remainder to the first)."""
+    if budget <= 0 or who.size == 0:
+        return
+    counts[who] += budget // who.size
+    counts[who[: budget % who.size]] += 1
+
+
+def sampling_budget(
+    p: FloatArray, known: npt.NDArray[np.bool_], n: int, n_low: int, n_high: int
+) -> npt.NDArray[np.int64]:
+    """Rollouts per prompt of a batch as the authors' ``sampling_budget_by_knapsack`` allocates
+    ``len(p) * n`` of them (module docstring): ``p`` the estimates, ``known`` which count."""
+    m = p.size
+    counts = np.where(known, n_low, n).astype(np.int64)
+    effective = np.flatnonzero(known & (p > 0) & (p < 1))
+    zero = np.flatnonzero(known & (p <= 0))
+    left = m * n - int(counts.sum())
+    if left <= 0:
+        return counts
+    if effective.size == 0:
+        if zero.size:
+            _spread(counts, zero, left)
+        else:
+            counts[:] = n
+        return counts
+    q = np.maximum(p[effective], 1.0 - p[effective])
+    cost = np.minimum(n_high, np.log(1.0 - COST_CONFIDENCE) / np.log(q))
+    estimated = int(np.sum(np.floor(cost)))
+    if estimated < left:
+        others = zero if zero.size else np.setdiff1d(np.arange(m), effective)
+        _spread(counts, others, left - estimated)
+        left = estimated
+    counts[effective] = allocate(p[effective], effective.size * n_low + left, n_low, n_high)
+    return counts
+
+
 class KnapsackAllocation(SelfRolling):
     """Knapsack-RL as a selector that rolls out itself (module docstring: rule, defaults, choices)."""
 
@@ -119,31 +168,66 @@ class KnapsackAllocation(SelfRolling):
                 "n_low",
             )
         self._order = EpochOrder(self.num_tasks, seed=self.seed)
-        #: Each prompt's success rate at its last rollout (NaN: never rolled out), or, before its
-        #: first rollout, the ``prior`` given (a reference model's pass rate; NaN: none).
-        self.estimate: FloatArray = np.full(self.num_tasks, np.nan) if prior is None else prior_rates(prior, num_tasks)
+        # The reward buffer (module docstring): successes and rewards among each prompt's latest
+        # BUFFER_LENGTH rewards, and the rewards it has had in all. A prior (a reference model's
+        # pass rate) counts as a full buffer at that rate.
+        n = self.num_tasks
+        self.buffer_successes: FloatArray = np.zeros(n)
+        self.buffer_rewards: FloatArray = np.zeros(n)
+        self.rewards_seen: FloatArray = np.zeros(n)
+        if prior is not None:
+            rates = prior_rates(prior, n)
+            have = ~np.isnan(rates)
+            self.buffer_rewards[have] = self.rewards_seen[have] = BUFFER_LENGTH
+            self.buffer_successes[have] = BUFFER_LENGTH * rates[have]
+
+    @property
+    def estimate(self) -> FloatArray:
+        """Each prompt's estimated success rate, NaN where it does not count yet (fewer than
+        MIN_BUFFER_LENGTH rewards seen)."""
+        rate = np.divide(
+            self.buffer_successes,
+            self.buffer_rewards,
+            out=np.full(self.num_tasks, np.nan),
+            where=self.buffer_rewards > 0,
+        )
+        return np.where(self.rewards_seen >= MIN_BUFFER_LENGTH, rate, np.nan)
 
     def _roll_step(self, batch_size: int, allowed: npt.NDArray[np.bool_] | None) -> tuple[RolledBatch, Groups]:
         ids = self._order.select(batch_size, exclude=None if allowed is None else ~allowed)
         p = self.estimate[ids]
-        known = ~np.isnan(p)
-        counts = np.full(ids.size, self.n_rollouts, dtype=np.int64)
-        counts[known] = allocate(p[known], int(known.sum()) * self.n_rollouts, self.n_low, self.n_high)
+        counts = sampling_budget(p, ~np.isnan(p), self.n_rollouts, self.n_low, self.n_high)
         succ = self._roll(ids, counts)
         trials = counts.astype(np.float64)
         return RolledBatch(ids, succ, trials, rollouts=self._spent), (ids, succ, trials)
 
     def _learn(self, task_ids: IdArray, successes: FloatArray, trials: FloatArray) -> None:
-        self.estimate[task_ids] = successes / trials
+        # The latest group enters the buffer whole (or its rate, when it alone fills it); what room
+        # is left keeps the older rewards at their rate.
+        t_old, s_old = self.buffer_rewards[task_ids], self.buffer_successes[task_ids]
+        keep = np.clip(BUFFER_LENGTH - trials, 0.0, None)
+        share = np.divide(np.minimum(keep, t_old), t_old, out=np.zeros_like(t_old), where=t_old > 0)
+        fills = trials >= BUFFER_LENGTH
+        self.buffer_successes[task_ids] = np.where(fills, successes * BUFFER_LENGTH / trials, successes + s_old * share)
+        self.buffer_rewards[task_ids] = np.where(fills, BUFFER_LENGTH, trials + t_old * share)
+        self.rewards_seen[task_ids] += trials
 
     def _extra_state(self) -> dict[str, Any]:
-        return {"order": self._order.state_dict(), "estimate": self.estimate.copy()}
+        return {
+            "order": self._order.state_dict(),
+            "buffer_successes": self.buffer_successes.copy(),
+            "buffer_rewards": self.buffer_rewards.copy(),
+            "rewards_seen": self.rewards_seen.copy(),
+        }
 
     def _load_extra_state(self, state: dict[str, Any]) -> None:
-        estimate = saved_array(state, "estimate", (self.num_tasks,), np.float64)
-        known = estimate[~np.isnan(estimate)]
-        if np.any((known < 0) | (known > 1)):
-            raise CheckpointError("state: has success-rate estimates outside [0, 1]")
-        order = EpochOrder(self.num_tasks, seed=self.seed)
+        n = self.num_tasks
+        s = saved_array(state, "buffer_successes", (n,), np.float64)
+        t = saved_array(state, "buffer_rewards", (n,), np.float64)
+        seen = saved_array(state, "rewards_seen", (n,), np.float64)
+        if np.any(~np.isfinite(s)) or np.any(s < 0) or np.any(s > t) or np.any(t > BUFFER_LENGTH) or np.any(seen < t):
+            raise CheckpointError("state: has an inconsistent Knapsack-RL reward buffer")
+        order = EpochOrder(n, seed=self.seed)
         order.load_state_dict(state.get("order"))  # type: ignore[arg-type]
-        self._order, self.estimate = order, estimate
+        self._order = order
+        self.buffer_successes, self.buffer_rewards, self.rewards_seen = s, t, seen
