@@ -29,7 +29,7 @@ from ..baselines import CountedRolloutFn, DynamicSampling, RolloutFn, Selector
 from ..checkpoint import load_state, save_state
 from ..errors import BotsError, CheckpointError, ConfigError
 from ..methods import Method, method
-from .config import TrainConfig
+from .config import PEER_PARAMS, TrainConfig
 
 __all__ = ["make_selector", "save_selector", "load_selector", "selector_file"]
 
@@ -53,19 +53,7 @@ def _params(cfg: TrainConfig, m: Method) -> dict[str, Any]:
                 "oversample",
                 "max_rounds",
                 "seed",
-                "n_init",
-                "n_continue",
-                "gen_ratio",
-                "max_gen_batches",
-                "rounds",
-                "round_repeat",
-                "keep",
-                "n_low",
-                "n_high",
-                "p_easy",
-                "p_hard",
-                "target_zero_variance",
-                "sampling_ratio",
+                *(p.name for p in PEER_PARAMS),
             )
         },
     }

@@ -68,7 +68,7 @@ from .checkpoint import (
     save_tree,
     set_rng_state,
 )
-from .config import SELECTION_PARAMS, TrainConfig
+from .config import PEER_PARAMS, SELECTION_PARAMS, TrainConfig
 from .distributed import Dist
 from .evaluate import evaluate
 from .logger import MetricsLogger
@@ -103,21 +103,7 @@ _RESUME_KEYS = (
 # ... and for bots-plan, the plan's bounds.
 _PLAN_KEYS = ("n_min", "n_max")
 # ... and for the methods that roll out inside their selection, their rollout parameters.
-_PEER_KEYS = (
-    "n_init",
-    "n_continue",
-    "gen_ratio",
-    "max_gen_batches",
-    "rounds",
-    "round_repeat",
-    "keep",
-    "n_low",
-    "n_high",
-    "p_easy",
-    "p_hard",
-    "target_zero_variance",
-    "sampling_ratio",
-)
+_PEER_KEYS = tuple(p.name for p in PEER_PARAMS)
 # The completion rows of the prompts such a selector still queues, in a checkpoint (save_tree).
 _ROWS_FILE = "queued_rows"
 # The guard's counters (bots_rft.GroupGuard) in a checkpoint, beside the selector's file.
