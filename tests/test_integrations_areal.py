@@ -25,6 +25,7 @@ import numpy as np
 import pytest
 
 from bots_rft import BOTS, CheckpointError, ConfigError, DataError, InvalidTypeError
+from packed_state import packed_entry
 
 pytest.importorskip("datasets")
 # Importing AReaL installs uvloop as the process-wide asyncio policy (areal/api/cli_args.py);
@@ -334,17 +335,6 @@ def test_resume_from_areal_recover_checkpoint(tmp_path: Any) -> None:
         second.close()
 
 
-def packed_sampler_state(state: Any) -> dict[str, Any]:
-    """The BOTSBatchSampler's entry inside a data-loader state (nested dicts and lists)."""
-    if isinstance(state, dict) and state.get("format") == "bots-rft/batch-sampler":
-        return state
-    for value in state.values() if isinstance(state, dict) else state if isinstance(state, list) else ():
-        found = packed_sampler_state(value)
-        if found:
-            return found
-    return {}
-
-
 class _NoGlobals(pickle.Unpickler):
     """An unpickler that loads builtin containers and scalars only: no class, no function."""
 
@@ -358,7 +348,7 @@ def test_recover_file_holds_the_selector_in_our_format_and_a_tampered_one_is_ref
     (path,) = list(tmp_path.rglob("dataloader_info.pkl"))  # AReaL's own pickle of the loader state
     with open(path, "rb") as f:
         state = _NoGlobals(f).load()
-    packed = packed_sampler_state(state)
+    packed = packed_entry(state, "bots-rft/batch-sampler")
     assert set(packed) == {"format", "checkpoint"} and packed["checkpoint"].startswith(b"BOTSRFT\x00")
     good = dict(packed)
 

@@ -29,6 +29,7 @@ import numpy as np
 import pytest
 
 from bots_rft import BOTS, CheckpointError, ConfigError, DataError
+from packed_state import packed_entry
 
 pytest.importorskip("ray")
 pytest.importorskip("datasets")
@@ -285,18 +286,6 @@ def test_resume_from_skyrl_checkpoint_continues_exactly(tmp_path: Any, tokenizer
     np.testing.assert_array_equal(sel2.beta, full.bots_selector.beta)
 
 
-def packed_sampler_state(state: Any) -> dict[str, Any]:
-    """The BOTSBatchSampler's entry inside a data-loader state (nested dicts)."""
-    if isinstance(state, dict):
-        if state.get("format") == "bots-rft/batch-sampler":
-            return state
-        for value in state.values():
-            found = packed_sampler_state(value)
-            if found:
-                return found
-    return {}
-
-
 def test_data_pt_holds_the_selector_in_our_format_and_a_tampered_one_is_refused(tmp_path: Any, tokenizer: Any) -> None:
     import torch
 
@@ -306,7 +295,7 @@ def test_data_pt_holds_the_selector_in_our_format_and_a_tampered_one_is_refused(
     data_pt = tmp_path / "ckpt" / "global_step_2" / "data.pt"
     # weights_only: torch's restricted unpickler, which loads no class of ours (nor any other).
     state = torch.load(data_pt, map_location="cpu", weights_only=True)
-    packed = packed_sampler_state(state)
+    packed = packed_entry(state, "bots-rft/batch-sampler")
     assert set(packed) == {"format", "checkpoint"} and packed["checkpoint"].startswith(b"BOTSRFT\x00")
     good = dict(packed)
     resume = {"trainer.resume_mode": "from_path", "trainer.resume_path": str(data_pt.parent)}

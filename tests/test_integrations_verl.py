@@ -37,6 +37,7 @@ from verl.trainer.ppo.v1.trainer_base import TRAINER_REGISTRY  # noqa: E402
 from bots_rft import BOTS, CheckpointError, ConfigError  # noqa: E402
 from bots_rft.errors import DataError  # noqa: E402
 from bots_rft.integrations import verl as bv  # noqa: E402
+from packed_state import packed_entry  # noqa: E402
 
 N_ROLLOUTS = 4
 BATCH = 4
@@ -377,18 +378,6 @@ def test_checkpoint_round_trip_resumes_exactly(cluster: Any, data_dir: str, tmp_
     np.testing.assert_array_equal(resumed.bots_sampler.selector.beta, first.bots_sampler.selector.beta)
 
 
-def packed_sampler_state(state: Any) -> dict[str, Any]:
-    """The BOTSPromptSampler's entry inside a data-loader state (nested dicts)."""
-    if isinstance(state, dict):
-        if state.get("format") == "bots-rft/verl-prompt-sampler":
-            return state
-        for value in state.values():
-            found = packed_sampler_state(value)
-            if found:
-                return found
-    return {}
-
-
 def test_data_pt_holds_the_selector_in_our_format_and_a_tampered_one_is_refused(
     cluster: Any, data_dir: str, tmp_path: Any
 ) -> None:
@@ -399,7 +388,7 @@ def test_data_pt_holds_the_selector_in_our_format_and_a_tampered_one_is_refused(
     data_pt = os.path.join(ckpt, "global_step_1", "data.pt")
     # weights_only: torch's restricted unpickler, which loads no class of ours (nor any other).
     state = torch.load(data_pt, map_location="cpu", weights_only=True)
-    packed = packed_sampler_state(state)
+    packed = packed_entry(state, "bots-rft/verl-prompt-sampler")
     assert set(packed) == {"format", "checkpoint"}
     blob = packed["checkpoint"]
     assert isinstance(blob, bytes) and blob.startswith(b"BOTSRFT\x00")

@@ -31,6 +31,7 @@ tiny model's numbers): ``python tests/test_trainer_pinned.py``."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -164,6 +165,7 @@ def test_a_one_ulp_change_in_the_loss_fails_the_pins(
     assert any(" loss:" in line for line in bad), bad
 
 
+@functools.cache
 def _native_isa() -> str:
     env = {k: v for k, v in os.environ.items() if k not in ("ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS")}
     probe = "import torch; print(torch.backends.cpu.get_cpu_capability())"

@@ -18,6 +18,7 @@ forward pass computes for the sampled tokens are those of the policy that sample
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -161,14 +162,20 @@ def _reserved_cache(model: Any, capacity: int) -> Any:
 def _cache_kw(model: Any, cache: Any) -> dict[str, Any]:
     """The KV cache as the model's forward names it: ``cache`` in transformers releases that
     renamed it (5.24 warns that ``past_key_values`` goes away in 5.40), ``past_key_values`` before."""
+    model_class: Any = type(model)
+    return {_cache_parameter(model_class): cache}
+
+
+@functools.cache
+def _cache_parameter(model_class: Any) -> str:
+    """Read once per model class, not at every decode step."""
     import inspect
 
-    forward = getattr(model, "forward", model)
     try:
-        takes_cache = "cache" in inspect.signature(forward).parameters
-    except (TypeError, ValueError):
+        takes_cache = "cache" in inspect.signature(model_class.forward).parameters
+    except (AttributeError, TypeError, ValueError):
         takes_cache = False
-    return {"cache": cache} if takes_cache else {"past_key_values": cache}
+    return "cache" if takes_cache else "past_key_values"
 
 
 def _forward(model: Any, ids: torch.Tensor, attn: torch.Tensor, pos: torch.Tensor, cache: Any) -> torch.Tensor:

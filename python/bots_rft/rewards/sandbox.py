@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ConfigError, InvalidArgumentError
+from ._leftovers import dead_owner_dirs
 from ._seccomp import seccomp_filter
 
 __all__ = [
@@ -711,12 +712,10 @@ def _work_root() -> str | None:
                 _work_state["root"] = None
                 return None
             tmp = tempfile.gettempdir()
-            for entry in os.scandir(tmp):  # mount points of dead processes
-                pid_text = entry.name[len("bots-work-") :].split("-", 1)[0]
-                if entry.name.startswith("bots-work-") and pid_text.isdigit() and not _alive(int(pid_text)):
-                    for sub in os.scandir(entry.path):
-                        _libc().umount2(sub.path.encode(), _MNT_DETACH)  # type: ignore[attr-defined]
-                    shutil.rmtree(entry.path, ignore_errors=True)
+            for entry in dead_owner_dirs(tmp, "bots-work-"):  # mount points of dead processes
+                for sub in os.scandir(entry.path):
+                    _libc().umount2(sub.path.encode(), _MNT_DETACH)  # type: ignore[attr-defined]
+                shutil.rmtree(entry.path, ignore_errors=True)
             root = tempfile.mkdtemp(prefix=f"bots-work-{os.getpid()}-", dir=tmp)
             _work_state["root"] = root
             owner = os.getpid()
@@ -728,16 +727,6 @@ def _work_root() -> str | None:
 
             atexit.register(remove_root)
         return _work_state["root"]  # type: ignore[return-value]
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _mount_work(limits: SandboxLimits) -> str | None:

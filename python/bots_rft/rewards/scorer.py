@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidArgumentError
+from ._leftovers import dead_owner_dirs
 from ._protocol import HEADER, frame, read_exact
 from .base import RewardItem, RewardResult, Verifier, coerce_result, verifier_error
 from .registry import get_verifier
@@ -125,33 +126,10 @@ def score_one(item: RewardItem, verifier: Verifier | None = None, timeout: float
     return coerce_result(value)
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _remove_stale_roots(tmp: str) -> None:
     """Worker directories of scorers whose process died without cleaning up (SIGKILL)."""
-    try:
-        entries = list(os.scandir(tmp))
-    except OSError:
-        return
-    for entry in entries:
-        if not entry.name.startswith(_ROOT_PREFIX):
-            continue
-        pid_text = entry.name[len(_ROOT_PREFIX) :].split("-", 1)[0]
-        try:
-            if not pid_text.isdigit() or entry.stat(follow_symlinks=False).st_uid != os.getuid():
-                continue
-        except OSError:
-            continue
-        if not _pid_alive(int(pid_text)):
-            shutil.rmtree(entry.path, ignore_errors=True)
+    for entry in dead_owner_dirs(tmp, _ROOT_PREFIX):
+        shutil.rmtree(entry.path, ignore_errors=True)
 
 
 class _Worker:

@@ -284,26 +284,33 @@ def generate_rollouts(
     )
 
 
-def concat_rollouts(parts: Sequence[Rollouts], pad: int) -> Rollouts:
-    """One :class:`Rollouts` from several (different generate calls pad differently): prompts
-    re-padded on the left, completions on the right. All on CPU or all on one device."""
-    if len(parts) == 1:
-        return parts[0]
-    n = parts[0].n
+def _stack_rows(parts: Sequence[Rollouts], pad: int) -> dict[str, Any]:
+    """The rows of several :class:`Rollouts` (different generate calls pad differently) as one
+    padded layout: prompts re-padded on the left, completions on the right."""
     prompts = _pad_cat([p.input_ids[:, : p.prompt_len] for p in parts], left=True, value=pad)
     pmask = _pad_cat([p.attention_mask[:, : p.prompt_len] for p in parts], left=True, value=0)
     comps = _pad_cat([p.input_ids[:, p.prompt_len :] for p in parts], left=False, value=pad)
     cmask = _pad_cat([p.completion_mask for p in parts], left=False, value=0)
+    return {
+        "input_ids": torch.cat([prompts, comps], dim=1),
+        "attention_mask": torch.cat([pmask, cmask], dim=1),
+        "prompt_len": int(prompts.shape[1]),
+        "completion_mask": cmask,
+        "texts": [t for p in parts for t in p.texts],
+    }
+
+
+def concat_rollouts(parts: Sequence[Rollouts], pad: int) -> Rollouts:
+    """One :class:`Rollouts` from the tasks of several (all with the same n; different generate
+    calls pad differently). All on CPU or all on one device."""
+    if len(parts) == 1:
+        return parts[0]
     rewards = [p.rewards for p in parts]
     return Rollouts(
         task_ids=torch.cat([p.task_ids for p in parts]),
-        n=n,
-        input_ids=torch.cat([prompts, comps], dim=1),
-        attention_mask=torch.cat([pmask, cmask], dim=1),
-        prompt_len=int(prompts.shape[1]),
-        completion_mask=cmask,
-        texts=[t for p in parts for t in p.texts],
+        n=parts[0].n,
         rewards=None if any(r is None for r in rewards) else torch.cat(rewards),  # type: ignore[arg-type]
+        **_stack_rows(parts, pad),
     )
 
 
@@ -318,18 +325,10 @@ def merge_task_rows(chunks: Sequence[Rollouts], pad: int) -> Rollouts:
         raise ValueError("chunks: expected single-task Rollouts of one task")
     if len(chunks) == 1:
         return chunks[0]
-    prompts = _pad_cat([c.input_ids[:, : c.prompt_len] for c in chunks], left=True, value=pad)
-    pmask = _pad_cat([c.attention_mask[:, : c.prompt_len] for c in chunks], left=True, value=0)
-    comps = _pad_cat([c.input_ids[:, c.prompt_len :] for c in chunks], left=False, value=pad)
-    cmask = _pad_cat([c.completion_mask for c in chunks], left=False, value=0)
     rewards = [c.rewards for c in chunks]
     return Rollouts(
         task_ids=chunks[0].task_ids,
         n=sum(c.n for c in chunks),
-        input_ids=torch.cat([prompts, comps], dim=1),
-        attention_mask=torch.cat([pmask, cmask], dim=1),
-        prompt_len=int(prompts.shape[1]),
-        completion_mask=cmask,
-        texts=[t for c in chunks for t in c.texts],
         rewards=None if any(r is None for r in rewards) else torch.cat(rewards, dim=1),  # type: ignore[arg-type]
+        **_stack_rows(chunks, pad),
     )
