@@ -267,6 +267,15 @@ def _summary(values: list[float | None]) -> tuple[float, float, float, int]:
 def _tabulate(result: ScoreboardResult) -> None:
     """scoreboard.csv's rows, and paired.csv's: each of :data:`OURS` against every other row, seed
     by seed."""
+    memo: dict[tuple[str, str, str, str, str], list[float | None]] = {}
+
+    def values(regime: Regime, key: str, base_key: str, axis: str, name: str) -> list[float | None]:
+        """:func:`_values`, once per cell: BOTS's own values serve every peer's paired row."""
+        cell = (regime.name, key, base_key, axis, name)
+        if cell not in memo:
+            memo[cell] = _values(result, regime, key, base_key, axis, name)
+        return memo[cell]
+
     cfg = result.config
     base_label = cfg.entrants[0].label
     for regime in cfg.regimes:
@@ -281,7 +290,7 @@ def _tabulate(result: ScoreboardResult) -> None:
                     for name in (*METRICS, "final_vs_random"):
                         if name == "final_vs_random" and axis != "step":
                             continue
-                        vals = _values(result, regime, key, base_key, axis, name)
+                        vals = values(regime, key, base_key, axis, name)
                         mean, lo, hi, n = _summary(vals)
                         result.rows.append(
                             dict(
@@ -307,7 +316,7 @@ def _tabulate(result: ScoreboardResult) -> None:
                                     entrant.label,
                                     name,
                                     vals,
-                                    _values(result, regime, our_key, base_key, axis, name),
+                                    values(regime, our_key, base_key, axis, name),
                                 )
                                 | dict(regime=regime.name, information=info, axis=axis)
                             )
@@ -333,14 +342,9 @@ def run_scoreboard(config: ScoreboardConfig, on_run: Callable[[str], object] | N
 
     start = time.perf_counter()
     result = ScoreboardResult(config, {})
+    keys, specs = _plan(config)
     for regime in config.regimes:
-        specs: dict[str, MethodSpec] = {}
-        for info in config.information:
-            for entrant in config.entrants:
-                if entrant.runs_under(info):
-                    spec = entrant.spec(info)
-                    result.keys[(regime.name, info, entrant.label)] = spec.key
-                    specs.setdefault(spec.key, spec)
+        result.keys.update({(regime.name, info, label): key for (info, label), key in keys.items()})
         sim = SimConfig(
             learner=regime.learner,
             steps=regime.steps,
@@ -359,10 +363,20 @@ def run_scoreboard(config: ScoreboardConfig, on_run: Callable[[str], object] | N
     return result
 
 
+def _plan(config: ScoreboardConfig) -> tuple[dict[tuple[str, str], str], dict[str, MethodSpec]]:
+    """Each (information, row)'s run key, and each distinct run: a run whose method reads the same
+    information in two settings is one run."""
+    keys: dict[tuple[str, str], str] = {}
+    specs: dict[str, MethodSpec] = {}
+    for info in config.information:
+        for entrant in config.entrants:
+            if entrant.runs_under(info):
+                spec = entrant.spec(info)
+                keys[(info, entrant.label)] = spec.key
+                specs.setdefault(spec.key, spec)
+    return keys, specs
+
+
 def count_runs(config: ScoreboardConfig) -> int:
     """How many runs :func:`run_scoreboard` makes (for a progress bar)."""
-    total = 0
-    for _ in config.regimes:
-        keys = {e.spec(i).key for i in config.information for e in config.entrants if e.runs_under(i)}
-        total += len(keys) * len(config.seeds)
-    return total
+    return len(_plan(config)[1]) * len(config.regimes) * len(config.seeds)
