@@ -12,7 +12,14 @@ from the logs. ``--warmup-only`` runs only the warm-up, into OUT/warmup (a model
 
 ``--seeds 0,1,2`` runs every method once per seed (the RL seed: selection, sampling, mini-batch
 order; the warm-up is shared) into OUT/<method>/seed<k>/. The TTB/BSF table then uses each
-method's mean curve, a seed table gives 95% intervals, and the curves show 95% bands.
+method's mean curve, a seed table gives 95% intervals, a paired table each method's difference
+from Random seed by seed, and the curves show 95% bands. ``--jobs N`` trains N runs side by side
+(one process each).
+
+A config's ``compare:`` section makes the comparison one command: the methods, seeds and jobs, a
+procedural pool to build into OUT/pool, and weak/strong references (checkpoints of the warm-up)
+to measure on it. ``--smoke`` runs the same pipeline at a tiny size (a check that it works, not a
+result).
 """
 
 from __future__ import annotations
@@ -32,11 +39,17 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--config", default=None, help="YAML or TOML training config")
-    p.add_argument("--methods", default="bots,random", help="comma-separated (default: %(default)s)")
+    p.add_argument(
+        "--methods", default=None, help="comma-separated (default: the config's compare.methods, else bots,random)"
+    )
     p.add_argument("--model", default=None)
     p.add_argument("--out", default=None, help="output directory (default: the config's out_dir, else runs/compare)")
     p.add_argument("--seeds", default=None, help="comma-separated RL seeds, e.g. 0,1,2 (default: the config's seed)")
+    p.add_argument(
+        "--jobs", type=int, default=None, help="runs trained side by side (default: the config's compare.jobs, else 1)"
+    )
     p.add_argument("--reuse", action="store_true", help="skip finished runs, resume interrupted ones")
+    p.add_argument("--smoke", action="store_true", help="the whole pipeline at a tiny size, to check that it runs")
     p.add_argument("--report-only", action="store_true", help="only rebuild the report from OUT/<method>/")
     p.add_argument(
         "--warmup-only",
@@ -128,6 +141,8 @@ _WARMUP_KEYS = (
     "sft_template",
 )
 WARMUP_RECORD = "bots_compare_warmup.json"
+# How a pool built from the config's compare.pool was made (compared on --reuse).
+POOL_RECORD = "bots_compare_pool.json"
 
 
 def _differences(recorded: dict[str, Any], current: dict[str, Any], keys: Any) -> list[str]:
@@ -154,12 +169,29 @@ def _recorded_config(run_dir: Path) -> dict[str, Any] | None:
     return configs[-1] if configs and isinstance(configs[-1], dict) else None
 
 
-def _check_existing(out: Path, runs: list[tuple[Path, Any]], warmup: Any, reuse: bool) -> None:
-    """Before any work: every run directory that holds something is either refused (no --reuse)
-    or was made with the same settings as its run would be now."""
+def _check_existing(out: Path, runs: list[tuple[Path, Any]], warmup: Any, reuse: bool, spec: Any = None) -> None:
+    """Before any work: every run directory (and the built pool and warm-up) that holds something
+    is either refused (no --reuse) or was made with the same settings as it would be now."""
+    import dataclasses
     import json
 
     from ..errors import ConfigError
+
+    pool = out / "pool"
+    if spec is not None and spec.pool is not None and pool.exists() and any(pool.iterdir()):
+        if not reuse:
+            raise ConfigError(
+                f"--out: {str(pool)!r} already holds a pool; pass --reuse to use it, or choose another --out"
+            )
+        try:
+            saved_pool = json.loads((pool / POOL_RECORD).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            saved_pool = None
+        if saved_pool != json.loads(json.dumps(dataclasses.asdict(spec.pool))):
+            raise ConfigError(
+                f"--reuse: the pool in {str(pool)!r} was built from other settings ({saved_pool!r}); "
+                "remove it or choose another --out"
+            )
 
     if warmup is not None:
         dest, cfg = warmup
@@ -178,6 +210,10 @@ def _check_existing(out: Path, runs: list[tuple[Path, Any]], warmup: Any, reuse:
                     f"--reuse: {str(dest)!r} has no readable {WARMUP_RECORD}; remove it or choose another --out"
                 )
             diff = _differences(saved, cfg.to_dict(), _WARMUP_KEYS)
+            refs = None if spec is None or spec.references is None else spec.references
+            wanted = None if refs is None else [refs.weak_sft_steps, refs.strong_sft_steps]
+            if saved.get("references") != wanted:
+                diff.append(f"references={saved.get('references')!r} then, {wanted!r} now")
             if diff:
                 raise ConfigError(
                     f"--reuse: the warm-up in {str(dest)!r} was made with other settings ({'; '.join(diff)}); "
@@ -215,6 +251,50 @@ def _output_dir(args: argparse.Namespace, cfg: Any, override: str | None) -> Pat
     return Path(chosen or "runs/compare")
 
 
+def _smoke(cfg: Any, spec: Any) -> tuple[Any, Any]:
+    """The same pipeline at a size that runs in about a minute: a check that every stage works
+    (pool, warm-up, references, every method, the report), not a result."""
+    import dataclasses
+
+    from ..train.comparison import ReferenceSpec
+
+    cfg = cfg.replace(
+        steps=min(cfg.steps, 3),
+        batch_size=4,
+        rollouts=4,
+        mini_batch_size=4,
+        sft_steps=min(cfg.sft_steps, 30),
+        eval_every=0,
+        eval_limit=min(cfg.eval_limit or 24, 24),
+        eval_samples=min(cfg.eval_samples, 2),
+        save_every=0,
+    )
+    if spec.pool is not None:
+        spec = dataclasses.replace(spec, pool=dataclasses.replace(spec.pool, tasks=200, eval_tasks=24))
+    if spec.references is not None and cfg.sft_steps > 0:
+        spec = dataclasses.replace(
+            spec, references=ReferenceSpec(max(1, cfg.sft_steps // 2), cfg.sft_steps * 2, rollouts=2)
+        )
+    if spec.seeds is not None:
+        spec = dataclasses.replace(spec, seeds=spec.seeds[:2])
+    return cfg, spec
+
+
+def _information(methods: list[str], cfg: Any) -> str:
+    """What each method saw besides its own rollouts (a comparison states it)."""
+    from ..methods import method
+
+    refs = bool(cfg.weak_column and cfg.strong_column)
+    seen = [m for m in methods if refs and method(m).references != "unused"]
+    blind = [m for m in methods if m not in seen]
+    parts = []
+    if seen:
+        parts.append(f"{', '.join(seen)}: the reference pass rates ({cfg.weak_column}, {cfg.strong_column})")
+    if blind:
+        parts.append(f"{', '.join(blind)}: no reference pass rates, only their own rollouts")
+    return "What each method saw besides its rollouts: " + "; ".join(parts) + "."
+
+
 def main(args: argparse.Namespace) -> int:
     from ..errors import ConfigError
     from ..methods import METHODS, method, method_names
@@ -223,17 +303,15 @@ def main(args: argparse.Namespace) -> int:
         budget_markdown,
         comparison_markdown,
         load_run,
+        paired_markdown,
+        plot_held_out,
         plot_runs,
         seeds_markdown,
         timing_markdown,
     )
+    from ..train.comparison import SECTION, read_compare_section
     from ..train.config import load_config, parse_overrides
 
-    methods = [m.strip().lower() for m in args.methods.split(",") if m.strip()]
-    bad = [m for m in methods if m not in method_names(aliases=True)]
-    if len(methods) < 2 or bad:
-        raise ConfigError(f"--methods: expected two or more of {list(METHODS)}, got {args.methods!r}")
-    methods = [method(m).name for m in methods]  # canonical names: run directories and labels
     extra = parse_overrides(list(args.overrides))
     if args.model is not None:
         extra["model"] = args.model
@@ -242,10 +320,36 @@ def main(args: argparse.Namespace) -> int:
     if args.config is not None:
         check_input(args.config, "--config")
     override = extra.get("out_dir")
-    cfg = load_config(args.config, extra)
-    seeds = _parse_seeds(args.seeds)
+    spec = read_compare_section(args.config)
+    if spec.pool is not None:
+        if "pool" in _file_keys(args.config) or "pool" in extra:
+            raise ConfigError(f"pool: {SECTION}.pool builds the training pool; give one of them")
+        extra["pool"] = "OUT/pool/train.parquet"  # placed under the output directory below
+    cfg = load_config(args.config, extra, skip_sections=(SECTION,))
+    if spec.references is not None and cfg.sft_steps < 1:
+        raise ConfigError(
+            f"sft_steps: {SECTION}.references are checkpoints of the warm-up; needs sft_steps >= 1, got {cfg.sft_steps}"
+        )
+    if args.smoke:
+        cfg, spec = _smoke(cfg, spec)
+    methods_text = args.methods or (",".join(spec.methods) if spec.methods else "bots,random")
+    methods = [m.strip().lower() for m in methods_text.split(",") if m.strip()]
+    bad = [m for m in methods if m not in method_names(aliases=True)]
+    if len(methods) < 2 or bad:
+        raise ConfigError(f"--methods: expected two or more of {list(METHODS)}, got {methods_text!r}")
+    methods = [method(m).name for m in methods]  # canonical names: run directories and labels
+    seeds = _parse_seeds(args.seeds) if args.seeds is not None else (list(spec.seeds) if spec.seeds else None)
+    jobs = spec.jobs if args.jobs is None else args.jobs
+    if jobs < 1:
+        raise ConfigError(f"--jobs: expected an integer >= 1, got {jobs}")
     run_seeds: list[int | None] = list(seeds) if seeds else [None]  # None: the config's seed, OUT/<method>/
     out = _output_dir(args, cfg, None if override is None else str(override))
+    if spec.pool is not None:
+        cfg = cfg.replace(pool=str(out / "pool" / "train.parquet"))
+    if spec.references is not None:
+        if cfg.weak_column or cfg.strong_column:
+            raise ConfigError(f"weak_column: {SECTION}.references measures the reference columns; give one of them")
+        cfg = cfg.replace(weak_column=spec.references.weak_column, strong_column=spec.references.strong_column)
     if args.warmup_only:
         if cfg.sft_steps < 1:
             raise ConfigError(f"--warmup-only: needs sft_steps >= 1, got {cfg.sft_steps}")
@@ -271,7 +375,8 @@ def main(args: argparse.Namespace) -> int:
             )
     else:
         check_output_dir(out, "--out", overwrite=True)  # existing runs are checked one by one below
-        check_training_config(cfg.replace(out_dir=str(out)))
+        if spec.pool is None:
+            check_training_config(cfg.replace(out_dir=str(out)))
         warm_dest = out / "warmup"
         rl_cfg = cfg.replace(model=str(warm_dest), sft_steps=0) if cfg.sft_steps > 0 else cfg
 
@@ -279,50 +384,180 @@ def main(args: argparse.Namespace) -> int:
             c = rl_cfg.replace(method=m, out_dir=str(_run_dir(out, m, seed)), resume=args.reuse)
             return c if seed is None else c.replace(seed=seed)
 
-        plan = [(m, seed, run_cfg_of(m, seed)) for m in methods for seed in run_seeds]
+        # Seed-major: with several jobs, every method's first seeds finish before any later seed.
+        plan = [(m, seed, run_cfg_of(m, seed)) for seed in run_seeds for m in methods]
         _check_existing(
             out,
             [(_run_dir(out, m, s), c) for m, s, c in plan],
             (warm_dest, cfg) if cfg.sft_steps > 0 else None,
             args.reuse,
+            spec,
         )
         out.mkdir(parents=True, exist_ok=True)
+        if spec.pool is not None:
+            _build_pool(spec, out / "pool", args.reuse)
+            check_training_config(cfg.replace(out_dir=str(out)))
         if cfg.sft_steps > 0:
-            cfg = _shared_warmup(cfg, warm_dest, args.reuse)  # type: ignore[assignment]
-        from ..train.trainer import train
-
+            cfg = _shared_warmup(cfg, warm_dest, args.reuse, spec.references, out / "references")  # type: ignore[assignment]
+        if spec.references is not None:
+            _measure_references(cfg, spec.references, out / "references", args.reuse)
+        todo = []
         for m, seed, run_cfg in plan:
             run_dir = _run_dir(out, m, seed)
             if args.reuse and _finished(run_dir, cfg.steps):
                 print(f"bots compare: {m}: finished run in {run_dir}, reused")
                 continue
-            print(f"bots compare: training with {m} -> {run_dir}")
-            train(run_cfg)
+            todo.append((m, run_dir, run_cfg))
+        _train_all(todo, jobs, cfg.progress)
     groups = {m: [load_run(m, _run_dir(out, m, seed)) for seed in run_seeds] for m in methods}
     runs = [average_runs(m, g) for m, g in groups.items()]
     seed_text = f"seeds {', '.join(map(str, seeds))} (warm-up from seed {cfg.seed})" if seeds else f"seed {cfg.seed}"
     title = f"{Path(cfg.pool).parent.name or cfg.pool}, model {cfg.model}, B={cfg.batch_size}, n={cfg.rollouts}, {seed_text}"
     plot = plot_runs(groups, out / "curves.png", title)
+    metric = f"mean of {cfg.eval_samples} samples at temperature {cfg.temperature:g}" if cfg.eval_samples else "greedy"
+    held = plot_held_out(groups, out / "held_out.png", title, metric)
     over = bool(seeds and len(seeds) > 1)
     curve = "each method's mean held-out accuracy curve over seeds" if over else "the held-out accuracy curve"
     text = (
         f"# bots compare: {', '.join(methods)}\n\n{title}\n\n"
+        f"Held-out accuracy: {metric}, on {cfg.eval_limit or 'every'} held-out task(s). "
+        f"{_information(methods, cfg)}\n\n"
         f"TTB/BSF are on {curve}, against the first of: random, "
         "else the first method; per training step, and per rollout spent in the '(rollouts)' "
         "columns (dynamic sampling pays there for the groups it rolls out and drops).\n\n"
         f"{comparison_markdown(runs)}\n\n"
         + (f"Over seeds (mean ± 95% half-width):\n\n{seeds_markdown(groups)}\n\n" if over else "")
+        + (
+            "Paired by seed (each seed's run minus the baseline's run of the same seed; mean ± 95% "
+            f"half-width, * where the interval excludes 0):\n\n{paired_markdown(groups)}\n\n"
+            if over
+            else ""
+        )
         + f"The same rollout budget for every method (mean ± 95% half-width over seeds):\n\n{budget_markdown(groups)}\n\n"
         + _evidence_section(cfg, groups)
-        + f"Medians over steps:\n\n{timing_markdown(runs)}\n\n![curves]({plot.name})\n"
+        + f"Medians over steps:\n\n{timing_markdown(runs)}\n\n![held-out]({held.name})\n\n![curves]({plot.name})\n"
     )
     (out / "summary.md").write_text(text, encoding="utf-8")
     print(text)
     return 0
 
 
-def _shared_warmup(cfg: object, dest: Path, reuse: bool) -> object:
-    """Run the supervised warm-up once; every method then starts from ``dest``."""
+def _file_keys(path: str | None) -> set[str]:
+    from ..config_files import read_mapping
+
+    if path is None:
+        return set()
+    data = read_mapping(path)
+    if set(data) == {"train"} and isinstance(data["train"], dict):
+        data = data["train"]
+    return set(data)
+
+
+def _train_one(cfg: Any) -> None:
+    """One run in a worker process (module level: the pool pickles it by name)."""
+    from ..train.trainer import train
+
+    train(cfg.replace(progress=False))
+
+
+def _train_all(todo: list[tuple[str, Path, Any]], jobs: int, progress: bool) -> None:
+    """Train every run of ``todo``: in this process one after another, or ``jobs`` worker
+    processes side by side (each run with its own config's threads); the first failure stops the
+    rest and is raised."""
+    from ..train.trainer import train
+
+    if jobs == 1 or len(todo) <= 1:
+        for m, run_dir, run_cfg in todo:
+            print(f"bots compare: training with {m} -> {run_dir}")
+            train(run_cfg)
+        return
+    import multiprocessing
+    from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
+
+    from tqdm.auto import tqdm
+
+    ctx = multiprocessing.get_context("spawn")  # no forked torch/thread state in the workers
+    print(f"bots compare: {len(todo)} runs, {jobs} at a time")
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+        futures = {pool.submit(_train_one, run_cfg): (m, run_dir) for m, run_dir, run_cfg in todo}
+        pending = set(futures)
+        with tqdm(total=len(todo), desc="bots compare", unit="run", disable=not progress) as bar:
+            while pending:
+                done, pending = wait(pending, return_when=FIRST_EXCEPTION)
+                for f in done:
+                    if f.exception() is not None:
+                        for other in pending:
+                            other.cancel()
+                        m, run_dir = futures[f]
+                        print(f"bots compare: {m} in {run_dir} failed")
+                        raise f.exception()  # type: ignore[misc]
+                    bar.update(1)
+
+
+def _build_pool(spec: Any, dest: Path, reuse: bool) -> None:
+    """The ``compare.pool`` pool in ``dest`` (kept when it is there and was built from the same
+    spec, which ``_check_existing`` has verified)."""
+    import dataclasses
+    import json
+
+    from ..data.strings import build_string_pool
+
+    if (dest / "train.parquet").exists() and (dest / POOL_RECORD).exists():
+        return
+    p = spec.pool
+    build_string_pool(
+        dest,
+        tasks=p.tasks,
+        eval_tasks=p.eval_tasks,
+        seed=p.seed,
+        min_length=p.min_length,
+        max_length=p.max_length,
+        ops=p.ops,
+    )
+    (dest / POOL_RECORD).write_text(json.dumps(dataclasses.asdict(p), indent=1), encoding="utf-8")
+    print(f"bots compare: built a pool of {p.tasks} + {p.eval_tasks} held-out string tasks in {dest}")
+
+
+def _measure_references(cfg: Any, refs: Any, models: Path, reuse: bool) -> None:
+    """Both references' pass rates on every training task, sampled as training samples (the
+    config's temperature, system prompt and token limit), into the pool's reference columns.
+    Interrupted measurements resume from ``bots refeval``'s progress file."""
+    import torch
+
+    from ..data import TaskPool
+    from ..llm.refeval import RefEvalConfig, run_refeval
+
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)  # as the runs use; more threads than cores only spin
+    have = set(TaskPool.load(cfg.pool).difficulty_columns)
+    for column, steps in ((refs.weak_column, refs.weak_sft_steps), (refs.strong_column, refs.strong_sft_steps)):
+        if column in have:
+            continue
+        summary = run_refeval(
+            RefEvalConfig(
+                model=str(models / f"sft{steps}"),
+                pool=cfg.pool,
+                column=column,
+                rollouts=refs.rollouts,
+                max_new_tokens=cfg.max_new_tokens,
+                max_prompt_tokens=cfg.max_prompt_tokens,
+                system_prompt=cfg.system_prompt,
+                temperature=cfg.temperature,
+                batch_size=cfg.generation_batch_size,
+                engine=cfg.rollout_engine,
+                seed=cfg.seed,
+                device=None if cfg.device == "auto" else cfg.device,
+                workers=0,
+            ),
+            progress=cfg.progress,
+        )
+        print("\n".join(f"bots compare: {line}" for line in summary.lines()))
+
+
+def _shared_warmup(cfg: object, dest: Path, reuse: bool, refs: Any = None, ref_dir: Path | None = None) -> object:
+    """Run the supervised warm-up once; every method then starts from ``dest``. With ``refs``,
+    the same warm-up stream also yields the reference models: its model after
+    ``refs.weak_sft_steps`` and ``refs.strong_sft_steps`` steps, saved to ``ref_dir/sft<k>``."""
     import json
 
     import torch
@@ -333,7 +568,11 @@ def _shared_warmup(cfg: object, dest: Path, reuse: bool) -> object:
     from ..train.sft import sft_warmup
 
     assert isinstance(cfg, TrainConfig)
-    if not (reuse and (dest / "config.json").exists() and (dest / WARMUP_RECORD).exists()):
+    targets = {cfg.sft_steps: dest}
+    if refs is not None and ref_dir is not None:
+        targets.update({k: ref_dir / f"sft{k}" for k in (refs.weak_sft_steps, refs.strong_sft_steps)})
+    ready = all((d / "config.json").exists() for d in targets.values()) and (dest / WARMUP_RECORD).exists()
+    if not (reuse and ready):
         from ..llm.models import resolve_device
 
         device = resolve_device(None if cfg.device == "auto" else cfg.device)
@@ -341,11 +580,32 @@ def _shared_warmup(cfg: object, dest: Path, reuse: bool) -> object:
             torch.set_num_threads(cfg.threads)
         model, tok = load_policy(cfg.model, str(device), cfg.dtype, cfg.seed)
         pool = TaskPool.load(cfg.pool)
-        losses = sft_warmup(model, tok, pool, pool.prompts(system_prompt=cfg.system_prompt), cfg, device)
-        model.save_pretrained(str(dest))
-        tok.save_pretrained(str(dest))
+
+        def saver(where: Path) -> Any:
+            def save() -> None:
+                model.save_pretrained(str(where))
+                tok.save_pretrained(str(where))
+
+            return save
+
+        # One stream to the last checkpoint asked for; the learning rate is constant, so the
+        # model after k steps is what a warm-up of k steps gives.
+        last = max(targets)
+        losses = sft_warmup(
+            model,
+            tok,
+            pool,
+            pool.prompts(system_prompt=cfg.system_prompt),
+            cfg.replace(sft_steps=last),
+            device,
+            snapshots={k: saver(d) for k, d in targets.items()},
+        )
         # What --reuse compares before it uses this warm-up again.
         record = {k: v for k, v in cfg.to_dict().items() if k in _WARMUP_KEYS}
+        record["references"] = None if refs is None else [refs.weak_sft_steps, refs.strong_sft_steps]
         (dest / WARMUP_RECORD).write_text(json.dumps(record, indent=1), encoding="utf-8")
-        print(f"bots compare: warm-up {cfg.sft_steps} steps, loss {losses[0]:.3f} -> {losses[-1]:.3f}, saved to {dest}")
+        shown = ", ".join(f"{k}: {losses[k - 1]:.3f}" for k in sorted(targets))
+        print(
+            f"bots compare: warm-up loss {losses[0]:.3f} at step 1; {shown}; saved to {', '.join(str(targets[k]) for k in sorted(targets))}"
+        )
     return cfg.replace(model=str(dest), sft_steps=0)

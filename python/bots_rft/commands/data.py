@@ -100,6 +100,26 @@ def add_parser(subparsers: Any) -> None:
     toy.add_argument("--overwrite", action="store_true", help=_OVERWRITE_HELP)
     toy.set_defaults(func=_toy)
 
+    strings = sub.add_parser(
+        "strings",
+        help="procedural string tasks (reverse/copy a word) whose pass rates spread with the word's length",
+        description="Write a pool of procedurally generated string tasks (train.parquet + eval.parquet): "
+        "'reverse kqzt' is answered 'tzqk' on the response's first line. The word's length sets the "
+        "difficulty, so a small model's pass rates spread from 0 to 1 (bots compare builds one from "
+        "a config's compare.pool section).",
+    )
+    strings.add_argument("--out", default="pools/strings", help="output directory (default: %(default)s)")
+    strings.add_argument("--tasks", type=integer(2), default=6000, help="training tasks (default: %(default)s)")
+    strings.add_argument("--eval-tasks", type=integer(1), default=600, help="held-out tasks (default: %(default)s)")
+    strings.add_argument("--min-length", type=integer(1), default=2, help="shortest word (default: %(default)s)")
+    strings.add_argument("--max-length", type=integer(1), default=12, help="longest word (default: %(default)s)")
+    strings.add_argument(
+        "--ops", default="reverse", help="comma-separated operations of copy, reverse, drawn equally (default: %(default)s)"
+    )
+    strings.add_argument("--seed", type=integer(0), default=0)
+    strings.add_argument("--overwrite", action="store_true", help=_OVERWRITE_HELP)
+    strings.set_defaults(func=_strings)
+
     info = sub.add_parser(
         "info",
         help="validate a pool and summarise it",
@@ -195,6 +215,34 @@ def _toy(args: argparse.Namespace) -> int:
 
     check_output_dir(args.out, "--out", overwrite=args.overwrite, names=_SPLITS)
     return _report(write_toy_pool(args.out, num_tasks=args.tasks, eval_tasks=args.eval_tasks))
+
+
+def _strings(args: argparse.Namespace) -> int:
+    from ..data.strings import build_string_pool, string_capacity, string_rows
+    from ..errors import InvalidArgumentError
+
+    ops = {op.strip(): 1.0 for op in args.ops.split(",") if op.strip()}
+    # Every argument is checked before anything is written.
+    string_rows(1, min_length=args.min_length, max_length=args.max_length, ops=ops)
+    room = string_capacity(args.min_length, args.max_length, ops) - args.eval_tasks
+    if args.tasks > room:
+        raise InvalidArgumentError(
+            f"--tasks: at most {max(room, 0)} with words of {args.min_length}-{args.max_length} letters and "
+            f"--eval-tasks {args.eval_tasks}, got {args.tasks}",
+            "tasks",
+        )
+    check_output_dir(args.out, "--out", overwrite=args.overwrite, names=_SPLITS)
+    return _report(
+        build_string_pool(
+            args.out,
+            tasks=args.tasks,
+            eval_tasks=args.eval_tasks,
+            seed=args.seed,
+            min_length=args.min_length,
+            max_length=args.max_length,
+            ops=ops,
+        )
+    )
 
 
 def _info(args: argparse.Namespace) -> int:

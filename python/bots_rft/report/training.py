@@ -40,6 +40,8 @@ __all__ = [
     "evidence_quality",
     "evidence_markdown",
     "plot_runs",
+    "paired_markdown",
+    "plot_held_out",
 ]
 
 
@@ -73,6 +75,13 @@ class RunCurves:
             return np.asarray([r["cum_rollouts"] for r in self.evals], dtype=np.float64)
         steps, spent = self.col("step"), np.nan_to_num(self.col("rollouts"))
         return np.asarray([spent[steps <= s].sum() for s in self.eval_steps], dtype=np.float64)
+
+    @property
+    def eval_seconds(self) -> np.ndarray:
+        """Training wall-clock before each evaluation: the steps' ``step_s`` summed up to the
+        evaluation's step (evaluations themselves excluded: every method pays the same for them)."""
+        steps, took = self.col("step"), np.nan_to_num(self.col("step_s"))
+        return np.asarray([took[steps <= s].sum() for s in self.eval_steps], dtype=np.float64)
 
 
 def load_run(label: str, run_dir: str | Path) -> RunCurves:
@@ -334,6 +343,98 @@ def evidence_markdown(groups: dict[str, list[RunCurves]], weak: np.ndarray, stro
         corr, auc, final_mu = (_mean_pm([q[key] for q in qs], 2) for key in ("pearson", "auc", "final_mu"))
         lines.append(f"| {label} | {corr} | {auc} | {final_mu} | {len(qs)} |")
     return "\n".join(lines) if len(lines) > 2 else None
+
+
+def _at(x: np.ndarray, acc: np.ndarray, budget: float) -> float:
+    """Held-out accuracy at the last evaluation made within ``budget`` on the x-axis ``x``."""
+    inside = np.nonzero(x <= budget + 1e-9)[0]
+    return float(acc[inside[-1]]) if inside.size else float("nan")
+
+
+def _paired_pm(diffs: list[float], digits: int = 3) -> str:
+    """``mean ± half-width`` of the 95% Student-t interval of paired differences, flagged when the
+    interval excludes 0."""
+    arr = np.asarray([d for d in diffs if d == d], dtype=np.float64)
+    if arr.size == 0:
+        return "-"
+    mean, half = (float(v) for v in mean_ci(arr))
+    mark = " *" if arr.size > 1 and abs(mean) > half else ""
+    return f"{mean:+.{digits}f} ± {half:.{digits}f}{mark}"
+
+
+def paired_markdown(groups: dict[str, list[RunCurves]]) -> str:
+    """Each method against the baseline (Random's runs, else the first method's), paired by
+    seed (same warm-up, same seed): differences in held-out accuracy at the end, averaged over
+    every evaluation (the area under the curve per evaluation), at the baseline's rollout budget
+    and at the baseline's training wall-clock (each the last evaluation within it), as mean ±
+    95% half-width over seeds; ``*`` marks an interval that excludes 0."""
+    base_label = "random" if "random" in groups else next(iter(groups))
+    base = {str(r.config.get("seed")): r for r in groups[base_label] if len(r.evals)}
+    lines = [
+        f"| Method | paired seeds | final acc − {base_label} | mean acc over the run − {base_label} "
+        f"| acc at {base_label}'s rollouts − {base_label} | acc at {base_label}'s wall-clock − {base_label} |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for label, runs in groups.items():
+        if label == base_label:
+            continue
+        final, mean_acc, by_rollouts, by_time = [], [], [], []
+        for r in runs:
+            b = base.get(str(r.config.get("seed")))
+            if b is None or not len(r.evals):
+                continue
+            final.append(float(r.eval_acc[-1] - b.eval_acc[-1]))
+            mean_acc.append(float(r.eval_acc.mean() - b.eval_acc.mean()))
+            by_rollouts.append(_at(r.eval_rollouts, r.eval_acc, float(b.eval_rollouts[-1])) - float(b.eval_acc[-1]))
+            by_time.append(_at(r.eval_seconds, r.eval_acc, float(b.eval_seconds[-1])) - float(b.eval_acc[-1]))
+        lines.append(
+            f"| {label} | {len(final)} | {_paired_pm(final)} | {_paired_pm(mean_acc)} "
+            f"| {_paired_pm(by_rollouts)} | {_paired_pm(by_time)} |"
+        )
+    return "\n".join(lines)
+
+
+def plot_held_out(groups: dict[str, list[RunCurves]], path: str | Path, title: str = "", metric: str = "") -> Path:
+    """Held-out accuracy against training steps, rollouts spent and training wall-clock (mean
+    over seeds and its 95% band; the x of the last two panels is the seeds' mean)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.2), sharey=True)
+    for i, (label, members) in enumerate(groups.items()):
+        members = [r for r in members if len(r.evals)]
+        if not members:
+            continue
+        color = plt.get_cmap("tab10")(i % 10)
+        n = min(len(r.evals) for r in members)
+        ys = np.stack([r.eval_acc[:n] for r in members])
+        mean, half = mean_ci(ys)
+        xs = (
+            members[0].eval_steps[:n],
+            np.mean([r.eval_rollouts[:n] for r in members], axis=0),
+            np.mean([r.eval_seconds[:n] for r in members], axis=0),
+        )
+        for ax, x in zip(axes, xs):
+            ax.plot(x, mean, color=color, lw=1.3, marker="o", ms=2.5, label=f"{label} ({len(members)} seeds)")
+            if np.any(half > 0):
+                ax.fill_between(
+                    x, np.clip(mean - half, 0, 1), np.clip(mean + half, 0, 1), color=color, alpha=0.15, lw=0
+                )
+    for ax, name in zip(axes, ("training step", "rollouts spent", "training wall-clock (s)")):
+        ax.set_xlabel(name)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel(f"held-out accuracy{f' ({metric})' if metric else ''}")
+    axes[0].legend(fontsize=8)
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
 
 
 def _median(values: np.ndarray) -> float:

@@ -7,6 +7,7 @@ import pickle
 import threading
 
 from ..errors import DataError, InvalidArgumentError
+from .strings import STRINGS_PREFIX, verify_first_line
 from .base import Verifier
 from .code import verify_code
 from .exact import verify_exact
@@ -17,6 +18,8 @@ __all__ = ["register_verifier", "get_verifier", "registered_prefixes", "DEFAULT_
 
 DEFAULT_VERIFIERS: dict[str, Verifier] = {
     GYM_PREFIX: verify_gym,
+    # Procedural string tasks (bots data strings): the bare answer on the first line.
+    STRINGS_PREFIX: verify_first_line,
     # Code: HumanEval, GURU codegen__*.
     "humaneval": verify_code,
     "openai_humaneval": verify_code,

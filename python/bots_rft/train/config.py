@@ -191,6 +191,9 @@ class TrainConfig:
     # --- evaluation, logging, checkpoints
     eval_every: int = 5  # 0: only at the start and the end
     eval_max_new_tokens: int | None = None  # default: max_new_tokens
+    # 0: held-out accuracy is greedy decoding's; k >= 1: the mean reward of k samples per task at
+    # the training temperature (avg@k), a smoother measure of the policy RL actually trains.
+    eval_samples: int = 0
     out_dir: str = "runs/train"
     save_every: int = 0  # 0: only on SIGTERM and at the end
     keep_checkpoints: int = 2
@@ -268,7 +271,7 @@ class TrainConfig:
                 "batches itself; got True"
             )
         self._validate_guard()
-        for key in ("warmup_steps", "sft_steps", "eval_every", "save_every", "seed"):
+        for key in ("warmup_steps", "sft_steps", "eval_every", "eval_samples", "save_every", "seed"):
             v = getattr(self, key)
             if not isinstance(v, int) or isinstance(v, bool) or v < 0:
                 raise bad(key, "must be an integer >= 0")
@@ -461,13 +464,19 @@ def parse_overrides(pairs: list[str]) -> dict[str, Any]:
     return out
 
 
-def load_config(path: str | Path | None = None, overrides: list[str] | dict[str, Any] | None = None) -> TrainConfig:
+def load_config(
+    path: str | Path | None = None,
+    overrides: list[str] | dict[str, Any] | None = None,
+    *,
+    skip_sections: tuple[str, ...] = (),
+) -> TrainConfig:
     """A validated config from a YAML (``.yaml``/``.yml``) or TOML (``.toml``) file, then
-    ``overrides``. Nested tables ``[train]``/``train:`` are accepted as the top level."""
+    ``overrides``. Nested tables ``[train]``/``train:`` are accepted as the top level.
+    ``skip_sections``: top-level sections another reader owns (``bots compare``'s ``compare:``)."""
     data: dict[str, Any] = {}
     if path is not None:
         p = Path(path)
-        loaded = read_mapping(p)
+        loaded = {k: v for k, v in read_mapping(p).items() if k not in skip_sections}
         if set(loaded) == {"train"} and isinstance(loaded["train"], dict):
             loaded = loaded["train"]
         _check_keys(loaded, f"config {p.name}")

@@ -1,5 +1,6 @@
-"""Held-out evaluation: greedy decoding of every held-out task (sharded over ranks), scored by
-its verifier; accuracy per ``data_source``, over all tasks, and macro-averaged over sources."""
+"""Held-out evaluation: every held-out task decoded greedily, or sampled ``samples`` times at the
+training temperature (avg@k), sharded over ranks and scored by its verifier; accuracy per
+``data_source``, over all tasks, and macro-averaged over sources."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import torch
 
 from ..data import TaskPool
 from ..rewards import RewardScorer
@@ -31,6 +33,12 @@ def summarise_accuracy(sources: Sequence[str], rewards: Sequence[float]) -> dict
     }
 
 
+def _devices(model: Any) -> list[Any]:
+    """The CUDA device whose generator sampling draws from (none on CPU)."""
+    device = next(model.parameters()).device
+    return [device] if device.type == "cuda" else []
+
+
 def evaluate(
     model: Any,
     tok: Any,
@@ -45,28 +53,37 @@ def evaluate(
     max_prompt_tokens: int | None,
     bf16: bool,
     engine: str = "fast",
+    samples: int = 0,
+    temperature: float = 1.0,
+    seed: int = 0,
 ) -> dict[str, Any] | None:
-    """Collective; the summary on rank 0, None elsewhere. Greedy decoding draws no random
-    numbers, so evaluating never shifts the training run's random streams."""
+    """Collective; the summary on rank 0, None elsewhere. Greedy decoding (``samples=0``) draws no
+    random numbers; sampling (``samples=k``) draws from a generator forked from torch's and
+    seeded with ``seed`` alone, so evaluating never shifts the training run's random streams and a
+    resumed run's evaluations equal an uninterrupted run's."""
     mine = dist_.shard(list(rows))
     rewards: list[float] = []
     errors = VerifierErrors()
-    with dist_.full_params(model):
+    n = max(1, samples)
+    with dist_.full_params(model), torch.random.fork_rng(devices=_devices(model)):
+        if samples:
+            torch.manual_seed(seed + dist_.rank)
         if mine:
             ro = generate_rollouts(
                 model,
                 tok,
                 [chats[r] for r in mine],
                 mine,
-                1,
+                n,
                 max_new_tokens=max_new_tokens,
+                temperature=temperature,
                 batch_size=batch_size,
                 max_prompt_tokens=max_prompt_tokens,
-                greedy=True,
+                greedy=samples == 0,
                 bf16=bf16,
                 engine=engine,
             )
-            rewards = score_texts(scorer, pool, mine, ro.texts, 1, errors)[:, 0].tolist()
+            rewards = score_texts(scorer, pool, mine, ro.texts, n, errors).mean(axis=1).tolist()
     parts = dist_.gather((mine, rewards, errors))
     if not dist_.is_main:
         return None

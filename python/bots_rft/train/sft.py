@@ -5,6 +5,7 @@ completion only."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -39,16 +40,25 @@ def _batch(
 
 
 def sft_warmup(
-    model: Any, tok: Any, pool: TaskPool, chats: list[Any], cfg: TrainConfig, device: torch.device
+    model: Any,
+    tok: Any,
+    pool: TaskPool,
+    chats: list[Any],
+    cfg: TrainConfig,
+    device: torch.device,
+    snapshots: Mapping[int, Callable[[], None]] | None = None,
 ) -> list[float]:
     """``cfg.sft_steps`` AdamW steps of next-token loss on gold completions of random training
-    rows; returns the loss curve. Uses its own RNG so that RL's random streams are unaffected."""
+    rows; returns the loss curve. Uses its own RNG so that RL's random streams are unaffected.
+    ``snapshots[k]()`` is called after step k: the learning rate is constant, so the model there
+    is exactly what a warm-up of k steps gives (a weaker reference and the policy's start from one
+    stream)."""
     rng = np.random.default_rng(cfg.seed + 7919)
     truths = pool.ground_truths()
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=cfg.sft_lr, weight_decay=0.0)
     losses: list[float] = []
     model.train()
-    for _ in tqdm(range(cfg.sft_steps), desc="sft warm-up", unit="step", disable=not cfg.progress):
+    for step in tqdm(range(1, cfg.sft_steps + 1), desc="sft warm-up", unit="step", disable=not cfg.progress):
         rows = rng.choice(len(pool), size=min(cfg.sft_batch_size, len(pool)), replace=False)
         prompts = [apply_chat_template(tok, chats[r]) for r in rows]
         targets = [cfg.sft_template.format(answer=truths[r]) for r in rows]
@@ -70,4 +80,6 @@ def sft_warmup(
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
         opt.step()
         losses.append(float(loss.detach()))
+        if snapshots and step in snapshots:
+            snapshots[step]()
     return losses

@@ -964,6 +964,9 @@ class GRPOTrainer:
             max_prompt_tokens=self.cfg.max_prompt_tokens,
             bf16=self.cfg.bf16,
             engine=self.cfg.rollout_engine,
+            samples=self.cfg.eval_samples,
+            temperature=self.cfg.temperature,
+            seed=self.cfg.seed * 1_000_003 + self.step,
         )
         if res is not None:
             res["eval_s"] = time.perf_counter() - t
