@@ -135,7 +135,9 @@ def test_warmup_snapshots_equal_shorter_warmups(tmp_path: Path) -> None:
         return lambda: seen.__setitem__(k, {n: p.detach().clone() for n, p in model.named_parameters()})
 
     pool = TaskPool.load(cfg.pool)
-    sft_warmup(model, tok, pool, pool.prompts(system_prompt=""), cfg, torch.device("cpu"), snapshots={2: grab(2), 6: grab(6)})
+    sft_warmup(
+        model, tok, pool, pool.prompts(system_prompt=""), cfg, torch.device("cpu"), snapshots={2: grab(2), 6: grab(6)}
+    )
     for k in (2, 6):
         short = warm(k)
         for name, p in short.named_parameters():
@@ -199,7 +201,10 @@ def test_compare_section_errors_name_the_key(tmp_path: Path, capsys: pytest.Capt
     base = (ROOT / "configs" / "strings_compare_cpu.yaml").read_text(encoding="utf-8")
     cases = (
         (base.replace("jobs: 2 ", "jobs: 0 "), "compare.jobs: expected an integer >= 1, got 0"),
-        (base.replace("weak_sft_steps: 300", "weak_sft_steps: 950"), "compare.references.weak_sft_steps: expected fewer"),
+        (
+            base.replace("weak_sft_steps: 300", "weak_sft_steps: 950"),
+            "compare.references.weak_sft_steps: expected fewer",
+        ),
         (base.replace("seeds: [0, 1, 2, 3, 4]", "seeds: [0, 0]"), "compare.seeds: expected distinct non-negative"),
         (base.replace("    seed: 0\n", "    seed: 0\n    colour: red\n", 1), "compare.pool: unknown key(s) ['colour']"),
         (base + "pool: elsewhere.parquet\n", "pool: compare.pool builds the training pool; give one of them"),
@@ -214,46 +219,74 @@ def test_compare_section_errors_name_the_key(tmp_path: Path, capsys: pytest.Capt
         assert not out.exists()
 
 
+@pytest.mark.parametrize(
+    ("config", "methods", "saw"),
+    [
+        (
+            "strings_compare_cpu.yaml",
+            ("random", "bots", "mopps", "dynamic", "speed", "greso", "dps", "adarft"),
+            "bots, dps, adarft: the reference pass rates (weak_sft10_pass_rate, strong_sft40_pass_rate); "
+            "random, mopps, dynamic, speed, greso: no reference pass rates, only their own rollouts.",
+        ),
+        (
+            "strings_compare_cpu_wide.yaml",
+            ("random", "bots", "mopps"),
+            "bots: the reference pass rates (weak_sft10_pass_rate, strong_sft40_pass_rate); "
+            "random, mopps: no reference pass rates, only their own rollouts.",
+        ),
+    ],
+)
 def test_the_documented_comparison_runs_at_smoke_size(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    config: str,
+    methods: tuple[str, ...],
+    saw: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     """The command docs/training.md shows, with --smoke: builds the pool, one warm-up stream
-    with both references, measures them, trains all eight methods over two seeds side by side,
-    and reports; a second run with --reuse trains nothing."""
+    with both references, measures them, trains every method over two seeds side by side, and
+    reports; a second run with --reuse trains nothing."""
     guide = (ROOT / "docs" / "training.md").read_text(encoding="utf-8")
     command = next(
         line.strip()
         for line in guide.splitlines()
-        if line.strip().startswith("bots compare --config configs/strings_compare_cpu.yaml")
+        if line.strip().startswith(f"bots compare --config configs/{config}")
     )
     (tmp_path / "configs").mkdir()
-    (tmp_path / "configs" / "strings_compare_cpu.yaml").write_bytes(
-        (ROOT / "configs" / "strings_compare_cpu.yaml").read_bytes()
-    )
+    (tmp_path / "configs" / config).write_bytes((ROOT / "configs" / config).read_bytes())
     monkeypatch.chdir(tmp_path)
     argv = [*shlex.split(command)[1:], "--smoke", "--no-progress"]
     assert main(argv) == 0
-    out = tmp_path / shlex.split(command)[shlex.split(command).index("--out") + 1]
-    methods = ("random", "bots", "mopps", "dynamic", "speed", "greso", "dps", "adarft")
+    out = tmp_path / argv[argv.index("--out") + 1]
     text = (out / "summary.md").read_text(encoding="utf-8")
     for m in methods:
         assert f"| {m} | 2 |" in text
         for seed in (0, 1):
             assert (out / m / f"seed{seed}" / "metrics.jsonl").exists()
     assert "Paired by seed" in text and "Held-out accuracy: mean of 2 samples at temperature 1" in text
-    saw = text.split("What each method saw besides its rollouts: ")[1].split("\n")[0]
-    assert saw.startswith("bots, dps, adarft: the reference pass rates (weak_sft15_pass_rate, strong_sft60_pass_rate)")
-    assert "random, mopps, dynamic, speed, greso: no reference pass rates" in saw
+    assert f"What each method saw besides its rollouts: {saw}" in text
     assert (out / "held_out.png").stat().st_size > 1000
     pool = TaskPool.load(out / "pool" / "train.parquet")
-    assert len(pool) == 200
-    for col in ("weak_sft15_pass_rate", "strong_sft60_pass_rate"):
+    assert len(pool) == 120
+    for col in ("weak_sft10_pass_rate", "strong_sft40_pass_rate"):
         rates = pool.pass_rate(col)
         assert np.all((rates >= 0) & (rates <= 1))
-    assert (out / "references" / "sft15" / "config.json").exists()
+    assert (out / "references" / "sft10" / "config.json").exists()
     record = json.loads((out / "warmup" / "bots_compare_warmup.json").read_text())
-    assert record["sft_steps"] == 30 and record["references"] == [15, 60]
+    assert record["sft_steps"] == 20 and record["references"] == [10, 40]
     capsys.readouterr()
     assert main([*argv, "--reuse"]) == 0
     printed = capsys.readouterr().out
-    assert printed.count("finished run") == 16 and "training with" not in printed
+    assert printed.count("finished run") == 2 * len(methods) and "training with" not in printed
+
+
+def test_the_documented_pool_command_builds_the_pool(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    guide = (ROOT / "docs" / "pools.md").read_text(encoding="utf-8")
+    command = next(line.strip() for line in guide.splitlines() if line.strip().startswith("bots data strings"))
+    monkeypatch.chdir(tmp_path)
+    assert main(shlex.split(command)[1:]) == 0
+    pool = TaskPool.load(tmp_path / "pools" / "strings" / "train.parquet")
+    assert len(pool) == 6000 and len(TaskPool.load(tmp_path / "pools" / "strings" / "eval.parquet")) == 600
+    lengths = {int(s.rsplit("_l", 1)[1]) for s in pool.data_sources(range(len(pool)))}
+    assert lengths == set(range(2, 17))

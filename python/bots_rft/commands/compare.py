@@ -259,18 +259,18 @@ def _smoke(cfg: Any, spec: Any) -> tuple[Any, Any]:
     from ..train.comparison import ReferenceSpec
 
     cfg = cfg.replace(
-        steps=min(cfg.steps, 3),
+        steps=min(cfg.steps, 2),
         batch_size=4,
         rollouts=4,
         mini_batch_size=4,
-        sft_steps=min(cfg.sft_steps, 30),
+        sft_steps=min(cfg.sft_steps, 20),
         eval_every=0,
-        eval_limit=min(cfg.eval_limit or 24, 24),
+        eval_limit=min(cfg.eval_limit or 16, 16),
         eval_samples=min(cfg.eval_samples, 2),
         save_every=0,
     )
     if spec.pool is not None:
-        spec = dataclasses.replace(spec, pool=dataclasses.replace(spec.pool, tasks=200, eval_tasks=24))
+        spec = dataclasses.replace(spec, pool=dataclasses.replace(spec.pool, tasks=120, eval_tasks=16))
     if spec.references is not None and cfg.sft_steps > 0:
         spec = dataclasses.replace(
             spec, references=ReferenceSpec(max(1, cfg.sft_steps // 2), cfg.sft_steps * 2, rollouts=2)
@@ -568,10 +568,14 @@ def _shared_warmup(cfg: object, dest: Path, reuse: bool, refs: Any = None, ref_d
     from ..train.sft import sft_warmup
 
     assert isinstance(cfg, TrainConfig)
-    targets = {cfg.sft_steps: dest}
+    # Step -> the directories the model after that step goes to (a reference may be the policy's
+    # own starting point).
+    targets: dict[int, list[Path]] = {cfg.sft_steps: [dest]}
     if refs is not None and ref_dir is not None:
-        targets.update({k: ref_dir / f"sft{k}" for k in (refs.weak_sft_steps, refs.strong_sft_steps)})
-    ready = all((d / "config.json").exists() for d in targets.values()) and (dest / WARMUP_RECORD).exists()
+        for k in (refs.weak_sft_steps, refs.strong_sft_steps):
+            targets.setdefault(k, []).append(ref_dir / f"sft{k}")
+    every = [d for dirs in targets.values() for d in dirs]
+    ready = all((d / "config.json").exists() for d in every) and (dest / WARMUP_RECORD).exists()
     if not (reuse and ready):
         from ..llm.models import resolve_device
 
@@ -581,10 +585,11 @@ def _shared_warmup(cfg: object, dest: Path, reuse: bool, refs: Any = None, ref_d
         model, tok = load_policy(cfg.model, str(device), cfg.dtype, cfg.seed)
         pool = TaskPool.load(cfg.pool)
 
-        def saver(where: Path) -> Any:
+        def saver(where: list[Path]) -> Any:
             def save() -> None:
-                model.save_pretrained(str(where))
-                tok.save_pretrained(str(where))
+                for d in where:
+                    model.save_pretrained(str(d))
+                    tok.save_pretrained(str(d))
 
             return save
 
@@ -605,7 +610,5 @@ def _shared_warmup(cfg: object, dest: Path, reuse: bool, refs: Any = None, ref_d
         record["references"] = None if refs is None else [refs.weak_sft_steps, refs.strong_sft_steps]
         (dest / WARMUP_RECORD).write_text(json.dumps(record, indent=1), encoding="utf-8")
         shown = ", ".join(f"{k}: {losses[k - 1]:.3f}" for k in sorted(targets))
-        print(
-            f"bots compare: warm-up loss {losses[0]:.3f} at step 1; {shown}; saved to {', '.join(str(targets[k]) for k in sorted(targets))}"
-        )
+        print(f"bots compare: warm-up loss {losses[0]:.3f} at step 1; {shown}; saved to {', '.join(map(str, every))}")
     return cfg.replace(model=str(dest), sft_steps=0)

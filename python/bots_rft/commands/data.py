@@ -114,7 +114,9 @@ def add_parser(subparsers: Any) -> None:
     strings.add_argument("--min-length", type=integer(1), default=2, help="shortest word (default: %(default)s)")
     strings.add_argument("--max-length", type=integer(1), default=12, help="longest word (default: %(default)s)")
     strings.add_argument(
-        "--ops", default="reverse", help="comma-separated operations of copy, reverse, drawn equally (default: %(default)s)"
+        "--ops",
+        default="reverse",
+        help="comma-separated operations of copy, reverse, drawn equally (default: %(default)s)",
     )
     strings.add_argument("--seed", type=integer(0), default=0)
     strings.add_argument("--overwrite", action="store_true", help=_OVERWRITE_HELP)

@@ -7,12 +7,12 @@ import pickle
 import threading
 
 from ..errors import DataError, InvalidArgumentError
-from .strings import STRINGS_PREFIX, verify_first_line
 from .base import Verifier
 from .code import verify_code
 from .exact import verify_exact
 from .gym import GYM_PREFIX, verify_gym
 from .math_answer import verify_math
+from .strings import STRINGS_PREFIX, verify_first_line
 
 __all__ = ["register_verifier", "get_verifier", "registered_prefixes", "DEFAULT_VERIFIERS"]
 

@@ -17,8 +17,9 @@ reference models to measure on it, so that one command reproduces a whole compar
         rollouts: 8
 
 The references are the warm-up's own model after ``weak_sft_steps`` and ``strong_sft_steps``
-(the policy starts after ``sft_steps``, usually between them: the paper's weak and strong
-reference models bracket the policy). Their pass rates on every training task are measured by
+steps; the policy starts after ``sft_steps``. The weak reference may be the policy's starting
+point itself (``weak_sft_steps == sft_steps``): the policy then starts on the weak reference and
+moves toward the strong one, the bracket the interpolation assumes. Their pass rates on every training task are measured by
 sampling, as ``bots refeval`` does, into the columns ``weak_sft<k>_pass_rate`` and
 ``strong_sft<k>_pass_rate`` of OUT/pool/train.parquet, and become the config's ``weak_column`` and
 ``strong_column``: the methods that use reference pass rates (``bots``, ``dots``, ``offline``)
