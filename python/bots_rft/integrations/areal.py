@@ -178,7 +178,9 @@ def with_bots(trainer_cls: type) -> type:
             self.bots_task_id_column = str(task_id_column)
             self.bots_release_after = release_after
             self.bots_sampler: BOTSBatchSampler | None = None
-            self.bots_evidence = EvidenceBuffer(bots, success_threshold=success_threshold)
+            self.bots_evidence = EvidenceBuffer(
+                bots, success_threshold=success_threshold, where="bots_rft.integrations.areal (traj['rewards'])"
+            )
             self._bots_metrics: dict[str, float] = {}
             super().__init__(*args, **kwargs)
 

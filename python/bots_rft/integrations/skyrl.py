@@ -99,7 +99,11 @@ def with_bots(trainer_cls: type) -> type:
             self.bots_selector = bots
             self.bots_task_id_column = str(task_id_column)
             self.bots_sampler: BOTSBatchSampler | None = None
-            self.bots_evidence = EvidenceBuffer(bots, success_threshold=success_threshold)
+            self.bots_evidence = EvidenceBuffer(
+                bots,
+                success_threshold=success_threshold,
+                where="bots_rft.integrations.skyrl (rewards summed per trajectory)",
+            )
             self._bots_task_of_row = np.zeros(0, dtype=np.int64)
             super().__init__(*args, **kwargs)
 

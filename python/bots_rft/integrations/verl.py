@@ -26,7 +26,8 @@ What the BOTS trainers change, and nothing else:
   in the async modes, groups dropped as stale (their rollouts are real attempts by a policy at most
   ``max_off_policy_threshold`` versions old; dropping them would again lose evidence selectively).
   A rollout's reward is its ``rm_scores`` summed (one value per session, as DAPO reads it), turned
-  into a success by clipping into [0, 1] or by ``bots.success_threshold``. The evidence of a step is
+  into a success by clipping into [0, 1] (counted in ``bots/clipped_rewards``, the first one logged as
+  a warning) or by ``bots.success_threshold``. The evidence of a step is
   folded into the posterior once, at the end of the step, before the checkpoint is written.
 - **Checkpoints.** The sampler's state (posterior, random stream position, prompts in flight,
   evidence not yet folded) rides in verl's ``data.pt``; the selector alone is also written as
@@ -74,7 +75,7 @@ from ..selector import BOTS
 from .batches import pack_state, unpack_state
 from .gates import Seam, Window, check_framework
 from .step_metrics import calibration_step_metrics, capability_metrics, outcome_metrics, pick_metrics
-from .tasks import column_values, rows_of_tasks, successes_from_rewards
+from .tasks import RewardClip, column_values, rows_of_tasks
 
 SUPPORTED_VERL = "verl 0.9.x (tested with 0.9.1) with its V1 trainer (trainer.use_v1=true)"
 
@@ -249,6 +250,7 @@ class BOTSPromptSampler(Sampler[int]):
         self.selector = selector
         self.chunk_size = int(chunk_size)
         self.success_threshold = None if success_threshold is None else float(success_threshold)
+        self._successes = RewardClip(self.success_threshold, "bots_rft.integrations.verl (rm_scores summed)")
         self.task_id_column = task_id_column
         self._no_row = self.rows_of_task < 0
         self._reset_dynamic_state()
@@ -323,7 +325,7 @@ class BOTSPromptSampler(Sampler[int]):
             raise DataError(f"index: group {uid} reports task {task_id} but was fetched for task {known}")
         if not 0 <= task_id < self.selector.num_tasks:
             raise DataError(f"index: task id {task_id} is outside [0, {self.selector.num_tasks})")
-        succ = successes_from_rewards(rewards, self.success_threshold)
+        succ = self._successes(rewards)
         ok = ~np.isnan(succ)
         self._released.append(task_id)
         if not np.any(ok):
@@ -377,6 +379,7 @@ class BOTSPromptSampler(Sampler[int]):
         metrics["bots/groups_without_rollouts"] = float(self._empty_groups)
         metrics["bots/inflight_tasks"] = float(self.inflight_tasks)
         metrics.update(capability_metrics(self.selector))
+        metrics.update(self._successes.metrics())
         self._ev_tasks, self._ev_successes, self._ev_trials, self._ev_kept = [], [], [], []
         self._released, self._empty_groups, self._select_s, self._picked_means = [], 0, 0.0, []
         return metrics
