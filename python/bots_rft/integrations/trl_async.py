@@ -482,14 +482,17 @@ class AsyncBOTS:
 TESTED_TRL_ASYNC = Window("trl", "1.16.0", "1.16.0", "bots_rft.integrations.trl_async")
 
 
-def check_trl_async() -> list[str]:
+def trl_async_seams() -> list[Seam]:
     """The metrics reach TRL's logs through the rollout worker's ``metrics_queue``, which
-    ``AsyncGRPOTrainer.log`` drains: that method is the seam checked."""
+    ``AsyncGRPOTrainer.log`` drains: that method is the seam."""
     from trl.experimental.async_grpo import AsyncGRPOTrainer
 
-    return check_framework(
-        TESTED_TRL_ASYNC, [Seam(AsyncGRPOTrainer, "log", "(self, logs, start_time=)", "a4014eca8ee76e61")]
-    )
+    return [Seam(AsyncGRPOTrainer, "log", "(self, logs, start_time=)", "a4014eca8ee76e61")]
+
+
+def check_trl_async() -> list[str]:
+    """:func:`trl_async_seams` against the installed trl (:func:`bots_rft.integrations.gates.check_framework`)."""
+    return check_framework(TESTED_TRL_ASYNC, trl_async_seams())
 
 
 def _metrics_callback(trainer: Any, selection: _Selection) -> Any:
