@@ -481,3 +481,42 @@ def test_areals_own_constructor_builds_the_bots_loader_and_trains(tmp_path: Any)
     mean = sel.mean()
     seen_pass, seen_fail = sorted(set(wf.groups) & PASS), sorted(set(wf.groups) & FAIL)
     assert np.all(mean[seen_pass] > 0.5) and np.all(mean[seen_fail] < 0.5)
+
+
+def _picks(trainer: Any) -> list[list[int]]:
+    """Every batch the BOTS sampler chooses from now on, in order."""
+    sampler, chosen = trainer.bots_sampler, []
+    original = sampler.select_batch
+
+    def spy() -> np.ndarray:
+        ids = original()
+        chosen.append(ids.tolist())
+        return ids
+
+    sampler.select_batch = spy
+    return chosen
+
+
+def test_a_resumed_run_chooses_what_an_uninterrupted_one_chooses(tmp_path: Any) -> None:
+    """No filter and no staleness window (every group of a step finishes within it): a run
+    stopped after 3 steps and recovered from AReaL's checkpoint picks the same batches, in the
+    same order, as one that never stopped, and ends with the same posterior."""
+    whole_sel = BOTS(N, n_rollouts=GROUP, seed=7)
+    whole = _trainer(_config(tmp_path / "whole", epochs=1), whole_sel)
+    whole_picks = _picks(whole)
+    _train(whole, TableWorkflow())
+
+    first_sel = BOTS(N, n_rollouts=GROUP, seed=7)
+    first = _trainer(_config(tmp_path / "split", epochs=1, steps=3), first_sel)
+    first_picks = _picks(first)
+    _train(first, TableWorkflow())
+    resumed_sel = BOTS(N, n_rollouts=GROUP, seed=7)
+    resumed = _trainer(_config(tmp_path / "split", epochs=1, resume=True), resumed_sel)
+    resumed_picks = _picks(resumed)
+    _train(resumed, TableWorkflow())
+
+    assert len(first_picks) >= 3 and resumed_picks  # both halves chose batches
+    assert first_picks == whole_picks[: len(first_picks)]
+    assert first_picks + resumed_picks == whole_picks
+    np.testing.assert_array_equal(resumed_sel.alpha, whole_sel.alpha)
+    np.testing.assert_array_equal(resumed_sel.beta, whole_sel.beta)
