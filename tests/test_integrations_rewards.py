@@ -85,3 +85,15 @@ def test_verl_sampler_clips_rm_scores_loudly(warnings_logged: list[str]) -> None
     assert np.array_equal(sampler.selector.alpha, reference.alpha)
     assert metrics["bots/clipped_rewards"] == 1.0
     assert "bots_rft.integrations.verl" in warnings_logged[0]
+
+
+def test_the_warning_survives_a_framework_logging_set_up(warnings_logged: list[str]) -> None:
+    """logging.config.dictConfig (as frameworks call it on import) disables every logger that
+    exists by default, ours included; the clipping warning must still come out."""
+    import logging.config
+
+    logging.getLogger("bots_rft.integrations")  # exists before the framework's set-up
+    logging.config.dictConfig({"version": 1})
+    assert logging.getLogger("bots_rft.integrations").disabled
+    RewardClip(None, "after dictConfig")([2.0])
+    assert warnings_logged and warnings_logged[0].startswith("after dictConfig: reward 2.0")

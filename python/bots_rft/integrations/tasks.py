@@ -144,6 +144,10 @@ class RewardClip:
                     first = self.clipped == 0
                     self.clipped += count
                 if first:
+                    # A framework's logging set-up (logging.config.dictConfig, whose default
+                    # disable_existing_loggers=True) disables loggers made before it, ours
+                    # included; this warning is the point of clipping loudly, so undo that.
+                    logger.disabled = False
                     logger.warning(
                         f"{self.where}: reward {float(r[outside][0])!r} is outside [0, 1]; BOTS reads rewards as "
                         "success rates, so it was clipped into [0, 1] (bots/clipped_rewards counts this and every "
