@@ -3,9 +3,11 @@ asynchronous rollout machinery (``RemoteInfEngine.prepare_batch`` → ``Workflow
 staleness manager, ``GroupedRolloutWorkflow``, ``should_accept_fn`` filtering) and the real recover
 checkpoint (``RecoverHandler``), on CPU in SPMD mode with a one-process gloo group.
 
-Faked, because they need GPUs or inference servers: ``PPOTrainer.__init__`` (it creates the
-training engines, the inference servers and a scheduler; the test base class sets the attributes
-``train`` reads instead), the train engine (``actor``: its ``prepare_batch`` calls the rollout
+Faked, because they need GPUs or inference servers: in most tests ``PPOTrainer.__init__`` (it
+creates the training engines, the inference servers and a scheduler; the test base class sets the
+attributes ``train`` reads instead; one test runs AReaL's real constructor on a CPU ``PPOConfig``
+with only its two engine factories, ``_create_train_engine`` and ``_init_rollout``, standing in),
+the train engine (``actor``: its ``prepare_batch`` calls the rollout
 engine as AReaL's single-rank ``DistRolloutCoordinator`` does; the PPO update, weight update and
 model save do nothing), the inference server (no server is started: the workflow never calls
 one; its rewards come from a table: some tasks always pass, some always fail, some are mixed),
@@ -404,3 +406,117 @@ def test_filter_and_workflow_refuse_bad_input(tmp_path: Any, monkeypatch: pytest
             trainer.train(workflow=TableWorkflow())
     finally:
         trainer.close()
+
+
+# ------------------------------------------------------------------- AReaL's own constructor
+
+
+class TrainEngine(Actor):
+    """What ``_create_train_engine`` builds (an FSDP actor on GPUs): one data-parallel rank; it
+    reaches the rollout engine through ``connect_engine``, as AReaL's actors do."""
+
+    data_parallel_rank = 0
+    data_parallel_world_size = 1
+
+    def __init__(self) -> None:
+        super().__init__(None)  # type: ignore[arg-type]
+
+    def initialize(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def connect_engine(self, rollout: Any, meta: Any) -> None:
+        self.rollout = rollout
+
+
+class CPUEnginesPPOTrainer(rl_trainer.PPOTrainer):  # type: ignore[misc]
+    """AReaL's real ``PPOTrainer.__init__`` (config checks, tokenizer, data loaders, engine
+    initialisation order, weight-update meta, evaluator, saver, recover handler, stats logger),
+    with its two engine factories standing in: the train engine (FSDP on GPUs) and the rollout
+    engine (a real ``RemoteInfEngine`` with no inference server behind it)."""
+
+    def _create_train_engine(self, actor_config: Any, alloc: Any) -> Any:
+        return TrainEngine()
+
+    def _init_rollout(self, rollout_config: Any, is_eval: bool = False, lora_path: str | None = None) -> Any:
+        engine = RemoteInfEngine(
+            InferenceEngineConfig(consumer_batch_size=BATCH, max_head_offpolicyness=0), backend=None
+        )
+        engine.logger = logging.getLogger("bots-test-rollout")
+        engine.workflow_executor = WorkflowExecutor(config=engine.config, inference_engine=engine)
+        engine.workflow_executor.initialize(logger=engine.logger, train_data_parallel_size=1)
+        return Rollout(engine)
+
+    def close(self) -> None:
+        self.rollout.engine.destroy()
+        self.eval_rollout.engine.destroy()
+
+
+def _ppo_config(tmp_path: Any) -> Any:
+    """An AReaL ``PPOConfig`` for this CPU run, with the fields AReaL's launcher would fill."""
+    from areal.api.cli_args import PPOConfig
+
+    from bots_rft.llm.models import byte_tokenizer
+
+    tokenizer = tmp_path / "tokenizer"
+    byte_tokenizer().save_pretrained(tokenizer)
+    cfg = PPOConfig(experiment_name="bots", trial_name="cpu", tokenizer_path=str(tokenizer), total_train_epochs=2)
+    cfg.actor.backend, cfg.rollout.backend = "fsdp:d1", "sglang:d1"
+    cfg.actor.path = str(tokenizer)
+    cfg.gconfig.n_samples = GROUP
+    cfg.train_dataset.batch_size = BATCH
+    cfg.cluster.fileroot = str(tmp_path)
+    for part in (cfg.stats_logger, cfg.recover, cfg.saver, cfg.evaluator):
+        part.experiment_name, part.trial_name, part.fileroot = cfg.experiment_name, cfg.trial_name, str(tmp_path)
+    return cfg
+
+
+def test_areals_own_constructor_builds_the_bots_loader_and_trains(tmp_path: Any) -> None:
+    sel = BOTS(N, n_rollouts=GROUP, seed=6)
+    trainer = with_bots(CPUEnginesPPOTrainer)(_ppo_config(tmp_path), train_dataset=_dataset(), bots=sel)
+    loader = trainer.train_dataloader
+    assert isinstance(loader.sampler, BOTSBatchSampler) and loader.num_workers == 0
+    wf = TableWorkflow()
+    _train(trainer, wf, dynamic_filter_fn=mixed_groups_only)
+    assert sel.num_updates == len(trainer.actor.batches) == 2 * (N // BATCH)
+    mean = sel.mean()
+    seen_pass, seen_fail = sorted(set(wf.groups) & PASS), sorted(set(wf.groups) & FAIL)
+    assert np.all(mean[seen_pass] > 0.5) and np.all(mean[seen_fail] < 0.5)
+
+
+def _picks(trainer: Any) -> list[list[int]]:
+    """Every batch the BOTS sampler chooses from now on, in order."""
+    sampler, chosen = trainer.bots_sampler, []
+    original = sampler.select_batch
+
+    def spy() -> np.ndarray:
+        ids = original()
+        chosen.append(ids.tolist())
+        return ids
+
+    sampler.select_batch = spy
+    return chosen
+
+
+def test_a_resumed_run_chooses_what_an_uninterrupted_one_chooses(tmp_path: Any) -> None:
+    """No filter and no staleness window (every group of a step finishes within it): a run
+    stopped after 3 steps and recovered from AReaL's checkpoint picks the same batches, in the
+    same order, as one that never stopped, and ends with the same posterior."""
+    whole_sel = BOTS(N, n_rollouts=GROUP, seed=7)
+    whole = _trainer(_config(tmp_path / "whole", epochs=1), whole_sel)
+    whole_picks = _picks(whole)
+    _train(whole, TableWorkflow())
+
+    first_sel = BOTS(N, n_rollouts=GROUP, seed=7)
+    first = _trainer(_config(tmp_path / "split", epochs=1, steps=3), first_sel)
+    first_picks = _picks(first)
+    _train(first, TableWorkflow())
+    resumed_sel = BOTS(N, n_rollouts=GROUP, seed=7)
+    resumed = _trainer(_config(tmp_path / "split", epochs=1, resume=True), resumed_sel)
+    resumed_picks = _picks(resumed)
+    _train(resumed, TableWorkflow())
+
+    assert len(first_picks) >= 3 and resumed_picks  # both halves chose batches
+    assert first_picks == whole_picks[: len(first_picks)]
+    assert first_picks + resumed_picks == whole_picks
+    np.testing.assert_array_equal(resumed_sel.alpha, whole_sel.alpha)
+    np.testing.assert_array_equal(resumed_sel.beta, whole_sel.beta)

@@ -10,7 +10,8 @@ the trainer module, and the experiment tracker (records what it is asked to log)
 
 skyrl-train 0.3.1 declares Python 3.12 only but is pure Python; the Makefile installs it with
 ``--python-version 3.12 --no-deps``. It imports ``PlacementGroupSchedulingStrategy`` from
-``ray.util.placement_group``, which ray 2.60 no longer re-exports; the fixture below re-exports it.
+``ray.util.placement_group``, which ray 2.60 no longer re-exports; importing the adapter first
+puts it back, as the docs' snippet does.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
 import json
-import sys
 from types import SimpleNamespace
 from typing import Any
 
@@ -33,18 +33,18 @@ from packed_state import packed_entry
 
 pytest.importorskip("ray")
 pytest.importorskip("datasets")
-import ray.util.placement_group  # noqa: E402,F401
-from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy  # noqa: E402
+# isort: off
+# The adapter first: it lets skyrl-train 0.3.1 (built against ray 2.51) import with ray >= 2.52.
+from bots_rft.integrations.skyrl import with_bots  # noqa: E402
 
-# ray >= 2.52 dropped this re-export, which skyrl-train 0.3.1 (pinned to ray 2.51.1) imports.
-sys.modules["ray.util.placement_group"].PlacementGroupSchedulingStrategy = PlacementGroupSchedulingStrategy  # type: ignore[attr-defined]
 skyrl_trainer = pytest.importorskip("skyrl_train.trainer")
 from skyrl_train.config.utils import get_default_config  # noqa: E402
 from skyrl_train.dataset import PromptDataset  # noqa: E402
 from skyrl_train.generators.base import GeneratorInterface  # noqa: E402
 
 from bots_rft.integrations.batches import BOTSBatchSampler  # noqa: E402
-from bots_rft.integrations.skyrl import with_bots  # noqa: E402
+
+# isort: on
 
 N_PASS, N_FAIL, N_MIXED = 6, 6, 12
 N = N_PASS + N_FAIL + N_MIXED

@@ -4,11 +4,11 @@ What runs for real: Trinity's selector registry (dotted ``selector_type``), ``Fi
 jsonl pool, ``TasksetScheduler`` (read / feedback / state, as the explorer drives it),
 ``StateManager`` (the ``json.dump`` of the explorer state), ``load_config`` on YAML, the
 ``ExperiencePipeline``'s ``process`` with the real ``pass_rate_calculator`` and
-``dapo_dynamic_sampling`` operators and its JSON experience writer, and the authors'
-``DifficultyBasedSelector`` as the reference. Faked: the rollouts (rewards come from each task's
-fixed success pattern) and the pipeline's ``prepare``, whose auxiliary-model setup imports vLLM;
-what it does otherwise (build the operators from the config, add the algorithm's, open the
-output) is done here with the same Trinity calls.
+``dapo_dynamic_sampling`` operators and its JSON experience writer, built by the pipeline's own
+``prepare``, and the authors' ``DifficultyBasedSelector`` as the reference. Faked: the rollouts
+(rewards come from each task's fixed success pattern) and, inside ``prepare``, the module of
+Trinity's model allocator, which imports vLLM (vLLM needs a GPU): a stand-in that serves no model,
+as none is configured (``explorer.auxiliary_models`` is empty), so ``prepare`` never calls it.
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import sys
+import types
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +27,6 @@ import pytest
 pytest.importorskip("trinity")
 torch = pytest.importorskip("torch")
 
-from trinity.buffer.operators.experience_operator import create_operators  # noqa: E402
 from trinity.buffer.pipelines.experience_pipeline import ExperiencePipeline  # noqa: E402
 from trinity.buffer.reader.file_reader import FileReader  # noqa: E402
 from trinity.buffer.selector import SELECTORS  # noqa: E402
@@ -159,12 +160,34 @@ def config_for(
     return cfg
 
 
+class NoModels:
+    """Trinity's ``Allocator`` (its module imports vLLM): places auxiliary models on GPUs."""
+
+    def __init__(self, explorer_config: Any) -> None:
+        pass
+
+    def get_model(self, *args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("no auxiliary model is configured, so prepare() must not ask for one")
+
+
 def pipeline_for(cfg: Config) -> ExperiencePipeline:
+    """The pipeline as the explorer's runner builds it: Trinity's own ``prepare`` (operators from
+    the config, the algorithm's appended, the output opened), the allocator module stood in."""
+    assert not cfg.explorer.auxiliary_models
     pipe = ExperiencePipeline(cfg)
-    # ExperiencePipeline.prepare without its auxiliary-model allocation (which imports vLLM).
-    asyncio.run(pipe.output.acquire())
-    pipe.operators = create_operators(cfg.data_processor.experience_pipeline.operators, {})
-    pipe._set_algorithm_operators(cfg.algorithm)
+    allocator = types.ModuleType("trinity.common.models.allocator")
+    allocator.Allocator = NoModels  # type: ignore[attr-defined]
+    name = "trinity.common.models.allocator"
+    previous = sys.modules.get(name)
+    sys.modules[name] = allocator
+    try:
+        asyncio.run(pipe.prepare())
+    finally:
+        if previous is None:
+            sys.modules.pop(name, None)
+        else:
+            sys.modules[name] = previous
+    assert len(pipe.operators) >= len(cfg.data_processor.experience_pipeline.operators)  # built from the config
     return pipe
 
 

@@ -2,11 +2,14 @@
 
 Real here: verl's config (``ppo_trainer`` composed by hydra, plus the entry point's ``bots``
 section), the ``PPOTrainerSync`` / ``PPOTrainerColocateAsync`` objects (constructor, data loader
-setup, prompt fetching and submission, ``step``, ``_save_checkpoint``/``_load_checkpoint``),
+setup, prompt fetching and submission, ``step``, ``_save_checkpoint``/``_load_checkpoint``, and for
+the sync trainer ``init()`` and the whole ``fit()`` loop, resume included),
 ``RLHFDataset`` over a parquet file, ``StatefulDataLoader``, ``ReplayBuffer``/``ReplayBufferAsync``
 with DAPO filtering, and TransferQueue 0.1.11 on a local Ray instance.
 Faked: what needs a GPU or vLLM. The actor/critic worker groups (a stand-in that saves and loads
-nothing), the PPO update inside a step (``_step_once`` keeps only the replay-buffer sampling), and
+nothing), the PPO update inside a step (``_step_once`` keeps only the replay-buffer sampling), in
+``init()`` the resource pools, workers, rollout servers and weight sync (``_setup`` keeps the rest),
+in ``fit()`` the PPO metrics read from the workers' outputs (``_compute_metrics``), and
 the agent loop (a stand-in writes each prompt's ``n`` rollouts to TransferQueue under verl's key
 and field layout, with rewards from a fixed per-task table).
 """
@@ -410,6 +413,82 @@ def test_data_pt_holds_the_selector_in_our_format_and_a_tampered_one_is_refused(
     resumed = resume_with({"format": "bots-rft/verl-prompt-sampler", "checkpoint": blob})
     resumed._load_checkpoint()
     np.testing.assert_array_equal(resumed.bots_sampler.selector.alpha, first.bots_sampler.selector.alpha)
+
+
+class NoWeightSync:
+    """verl's CheckpointEngineManager: moves weights between the GPU workers and the rollout
+    servers (there are neither here)."""
+
+    def update_weights(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def sleep_replicas(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+
+class FitTrainer(CPUMixin, bv.BOTSPPOTrainerSync):
+    """verl's own ``init()`` and ``fit()`` around the CPU step. ``_setup`` keeps what needs no GPU,
+    in verl's order (data loaders, dump executor, then, after the workers, the checkpoint load)
+    and puts stand-ins where GPU workers, rollout servers and weight sync would be;
+    ``_compute_metrics`` records the step's metrics instead of reading the PPO fields (log-probs,
+    advantages, values) that only the GPU workers write."""
+
+    def _setup(self) -> None:
+        self.tokenizer, self.processor = None, None  # RLHFDataset needs neither without length filtering
+        self._init_dataloader()
+        self._init_dump_executor()
+        self.actor_rollout_wg = NoWorkers()
+        self.checkpoint_manager = NoWeightSync()
+        self.checkpoint_manager.sleep_replicas()
+        self._load_checkpoint()
+        self.logged: list[dict[str, Any]] = []
+
+    def _compute_metrics(self, batch: Any, metrics: dict[str, Any], *args: Any, **kwargs: Any) -> None:
+        self.logged.append(dict(metrics))
+
+
+FIT = (
+    *DAPO,
+    "trainer.logger=[console]",
+    "trainer.val_before_train=false",
+    "trainer.test_freq=-1",
+    "trainer.save_freq=2",
+)
+
+
+def fit(config: Any) -> FitTrainer:
+    trainer = FitTrainer(config)
+    trainer.init()  # verl's: _setup (above), then on_init_end
+    trainer.fit(FakeAgentLoop())
+    return trainer
+
+
+def test_fit_runs_verls_loop_and_a_resumed_fit_selects_what_an_uninterrupted_one_does(
+    cluster: Any, data_dir: str, tmp_path: Any
+) -> None:
+    """verl's real fit(): its step loop, checkpoint cadence (``save_freq``), TransferQueue clean-up
+    and logging; and its resume (``trainer.resume_mode=auto`` in init's checkpoint load)."""
+    whole = fit(make_config(data_dir, str(tmp_path / "whole"), *FIT, "trainer.total_training_steps=4"))
+    assert whole.global_steps == 5  # fit counts past the last step
+    assert len(whole.logged) == 4 and all("bots/etr" in m and "bots/evicted_groups" in m for m in whole.logged)
+    assert sorted(os.listdir(tmp_path / "whole")) == [
+        "global_step_2",
+        "global_step_4",
+        "latest_checkpointed_iteration.txt",
+    ]
+    assert whole.bots_sampler.selector.num_updates == 4
+
+    ckpt = str(tmp_path / "split")
+    first = fit(make_config(data_dir, ckpt, *FIT, "trainer.total_training_steps=2"))
+    n_first = len(first.agent_loop_manager.dispatched)
+    assert first.agent_loop_manager.dispatched == whole.agent_loop_manager.dispatched[:n_first]
+    resumed = fit(make_config(data_dir, ckpt, *FIT, "trainer.total_training_steps=4", "trainer.resume_mode=auto"))
+    assert len(resumed.logged) == 2  # steps 3 and 4 only
+    assert resumed.agent_loop_manager.dispatched == whole.agent_loop_manager.dispatched[n_first:]
+    np.testing.assert_array_equal(resumed.bots_sampler.selector.alpha, whole.bots_sampler.selector.alpha)
+    np.testing.assert_array_equal(resumed.bots_sampler.selector.beta, whole.bots_sampler.selector.beta)
+    saved = BOTS.load(os.path.join(ckpt, "global_step_4", bv.SELECTOR_FILE))
+    np.testing.assert_array_equal(saved.alpha, whole.bots_sampler.selector.alpha)
 
 
 # ------------------------------------------------------------------------------ async

@@ -13,8 +13,12 @@
   AReaL's trainers (``with_bots(TrainerCls)``), fed before their dynamic-sampling filters;
 - :mod:`bots_rft.integrations.ray`: moving selectors between processes (Ray actors,
   multiprocessing) with their arrays out of band;
+- :mod:`~bots_rft.integrations.gates` (each adapter's tested releases and the framework methods it
+  overrides, checked when it is used) and :mod:`~bots_rft.integrations.check`
+  (``python -m bots_rft.integrations.check``: those checks on the installed frameworks, and the
+  docs' version and method tables);
 - shared pieces: :mod:`~bots_rft.integrations.tasks` (task ids <-> dataset rows, rewards ->
-  successes), :mod:`~bots_rft.integrations.batches` (a lazily choosing batch sampler with tasks in
+  successes, clipped loudly), :mod:`~bots_rft.integrations.batches` (a lazily choosing batch sampler with tasks in
   flight excluded, and a per-step evidence buffer), :mod:`~bots_rft.integrations.step_metrics`
   (the ``bots/*`` metrics every integration logs, under one set of names).
 

@@ -48,35 +48,42 @@ from .batches import BOTSBatchSampler, EvidenceBuffer
 from .gates import Seam, Window, check_framework
 from .tasks import column_values, rows_of_tasks, task_id_of
 
-__all__ = ["with_bots", "TaskIdWorkflow", "RecordingFilter", "TASK_ID_KEY", "TESTED_AREAL", "check_areal"]
+__all__ = [
+    "with_bots",
+    "TaskIdWorkflow",
+    "RecordingFilter",
+    "TASK_ID_KEY",
+    "TESTED_AREAL",
+    "check_areal",
+    "areal_seams",
+]
 
 #: The areal releases :func:`with_bots` was tested with (both ends tested).
 TESTED_AREAL = Window("areal", "1.0.4", "1.0.4", "bots_rft.integrations.areal")
 
 
-def check_areal() -> list[str]:
-    """The ``PPOTrainer`` methods :func:`with_bots` overrides (three private ones and ``train``),
-    checked against the installed areal (:func:`bots_rft.integrations.gates.check_framework`)."""
+def areal_seams() -> list[Seam]:
+    """The ``PPOTrainer`` methods :func:`with_bots` overrides (three private ones and ``train``) and
+    the ``RolloutWorkflow`` method :class:`TaskIdWorkflow` implements."""
     from areal.trainer.rl_trainer import PPOTrainer
 
     step = "(self, epoch, epoch_step, global_step)"
     train = (
         "(self, workflow=, eval_workflow=, workflow_kwargs=, eval_workflow_kwargs=, dynamic_filter_fn=, total_epochs=)"
     )
-    return check_framework(
-        TESTED_AREAL,
-        [
-            Seam(
-                PPOTrainer,
-                "_create_dataloader",
-                "(self, dataset, dataset_config, rank, world_size)",
-                "b117df7b243e0567",
-            ),
-            Seam(PPOTrainer, "_save_recover_checkpoint", step, "d14368020fdffd69"),
-            Seam(PPOTrainer, "_export_and_commit_stats", step, "a684771063fd63a9"),
-            Seam(PPOTrainer, "train", train, "676756838adb0cda"),
-        ],
-    )
+    return [
+        Seam(PPOTrainer, "_create_dataloader", "(self, dataset, dataset_config, rank, world_size)", "b117df7b243e0567"),
+        Seam(PPOTrainer, "_save_recover_checkpoint", step, "d14368020fdffd69"),
+        Seam(PPOTrainer, "_export_and_commit_stats", step, "a684771063fd63a9"),
+        Seam(PPOTrainer, "train", train, "676756838adb0cda"),
+        # TaskIdWorkflow wraps the user's workflow through AReaL's public workflow contract.
+        Seam(RolloutWorkflow, "arun_episode", "(self, engine, data)", "9777357deb3fa177"),
+    ]
+
+
+def check_areal() -> list[str]:
+    """:func:`areal_seams` against the installed areal (:func:`bots_rft.integrations.gates.check_framework`)."""
+    return check_framework(TESTED_AREAL, areal_seams())
 
 
 #: Trajectory key that carries the task id from :class:`TaskIdWorkflow` to
@@ -178,7 +185,9 @@ def with_bots(trainer_cls: type) -> type:
             self.bots_task_id_column = str(task_id_column)
             self.bots_release_after = release_after
             self.bots_sampler: BOTSBatchSampler | None = None
-            self.bots_evidence = EvidenceBuffer(bots, success_threshold=success_threshold)
+            self.bots_evidence = EvidenceBuffer(
+                bots, success_threshold=success_threshold, where="bots_rft.integrations.areal (traj['rewards'])"
+            )
             self._bots_metrics: dict[str, float] = {}
             super().__init__(*args, **kwargs)
 

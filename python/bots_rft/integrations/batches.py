@@ -31,7 +31,7 @@ from torch.utils.data import Sampler
 from ..checkpoint import from_bytes, to_bytes
 from ..errors import CheckpointError, DataError, InvalidArgumentError
 from .step_metrics import Pick, calibration_step_metrics, capability_metrics, outcome_metrics, pick_metrics
-from .tasks import successes_from_rewards
+from .tasks import RewardClip
 
 __all__ = ["BOTSBatchSampler", "EvidenceBuffer", "pack_state", "unpack_state"]
 
@@ -269,12 +269,17 @@ class EvidenceBuffer:
     """
 
     def __init__(
-        self, selector: Any, sampler: BOTSBatchSampler | None = None, *, success_threshold: float | None = None
+        self,
+        selector: Any,
+        sampler: BOTSBatchSampler | None = None,
+        *,
+        success_threshold: float | None = None,
+        where: str = "bots_rft.integrations",
     ) -> None:
         self.selector = selector
         self.sampler = sampler
         self.success_threshold = None if success_threshold is None else float(success_threshold)
-        successes_from_rewards([0.0], self.success_threshold)  # validates the threshold now
+        self._successes = RewardClip(self.success_threshold, where)  # validates the threshold now
         self._ids: list[IntArray] = []
         self._rewards: list[FloatArray] = []
         self._lock = threading.Lock()
@@ -317,7 +322,7 @@ class EvidenceBuffer:
             ids = np.concatenate(self._ids) if self._ids else np.zeros(0, np.int64)
             rewards = np.concatenate(self._rewards) if self._rewards else np.zeros(0)
             self._ids, self._rewards = [], []
-        succ = successes_from_rewards(rewards, self.success_threshold)
+        succ = self._successes(rewards)
         ok = ~np.isnan(succ)
         ids, succ = ids[ok], succ[ok]
         metrics: dict[str, float] = {}
@@ -340,5 +345,6 @@ class EvidenceBuffer:
                 predicted = {task: mean for p in picks for task, mean in p.predictions().items()}
                 metrics.update(calibration_step_metrics(ids, succ, 1.0, predicted))
         metrics.update(capability_metrics(self.selector))
+        metrics.update(self._successes.metrics())
         self.last_metrics = metrics
         return metrics

@@ -26,6 +26,7 @@ after the step's update) save it and ``trainer.resume_mode`` restores it. ``bots
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import numpy as np
@@ -36,25 +37,46 @@ from .batches import BOTSBatchSampler, EvidenceBuffer
 from .gates import Seam, Window, check_framework
 from .tasks import column_values, rows_of_tasks
 
-__all__ = ["with_bots", "sequence_rewards", "TESTED_SKYRL", "check_skyrl"]
+__all__ = ["with_bots", "sequence_rewards", "TESTED_SKYRL", "check_skyrl", "skyrl_seams"]
+
+
+def _reexport_placement_group_strategy() -> None:
+    """skyrl-train 0.3.1 (built against ray 2.51) imports ``PlacementGroupSchedulingStrategy`` from
+    ``ray.util.placement_group``; ray 2.52 and later define it only in
+    ``ray.util.scheduling_strategies``, so ``import skyrl_train.trainer`` fails there. Put the same
+    class back under its old name (nothing else changes), so SkyRL imports once this module has
+    been imported; a ray that still has the name, or no ray at all, is left alone."""
+    try:
+        import ray.util.placement_group  # noqa: F401
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+    except ImportError:
+        return
+    # The module, not ray.util.placement_group the attribute: ray.util's function of that name shadows it.
+    placement_group = sys.modules["ray.util.placement_group"]
+    if not hasattr(placement_group, "PlacementGroupSchedulingStrategy"):
+        placement_group.PlacementGroupSchedulingStrategy = PlacementGroupSchedulingStrategy  # type: ignore[attr-defined]
+
+
+_reexport_placement_group_strategy()
 
 #: The skyrl-train releases :func:`with_bots` was tested with (both ends tested).
 TESTED_SKYRL = Window("skyrl-train", "0.3.1", "0.3.1", "bots_rft.integrations.skyrl")
 
 
-def check_skyrl() -> list[str]:
-    """The three ``RayPPOTrainer`` methods :func:`with_bots` overrides, checked against the
-    installed skyrl-train (:func:`bots_rft.integrations.gates.check_framework`)."""
+def skyrl_seams() -> list[Seam]:
+    """The three ``RayPPOTrainer`` methods :func:`with_bots` overrides."""
     from skyrl_train.trainer import RayPPOTrainer
 
-    return check_framework(
-        TESTED_SKYRL,
-        [
-            Seam(RayPPOTrainer, "_build_train_dataloader_and_compute_training_steps", "(self)", "21d264f1ba267159"),
-            Seam(RayPPOTrainer, "handle_dynamic_sampling", "(self, generator_output, uids)", "03cb50a98d2cf3ee"),
-            Seam(RayPPOTrainer, "postprocess_generator_output", "(self, generator_output, uids)", "0ed9410a06c45e43"),
-        ],
-    )
+    return [
+        Seam(RayPPOTrainer, "_build_train_dataloader_and_compute_training_steps", "(self)", "21d264f1ba267159"),
+        Seam(RayPPOTrainer, "handle_dynamic_sampling", "(self, generator_output, uids)", "03cb50a98d2cf3ee"),
+        Seam(RayPPOTrainer, "postprocess_generator_output", "(self, generator_output, uids)", "0ed9410a06c45e43"),
+    ]
+
+
+def check_skyrl() -> list[str]:
+    """:func:`skyrl_seams` against the installed skyrl-train (:func:`bots_rft.integrations.gates.check_framework`)."""
+    return check_framework(TESTED_SKYRL, skyrl_seams())
 
 
 def sequence_rewards(generator_output: Any, step_wise: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
@@ -99,7 +121,11 @@ def with_bots(trainer_cls: type) -> type:
             self.bots_selector = bots
             self.bots_task_id_column = str(task_id_column)
             self.bots_sampler: BOTSBatchSampler | None = None
-            self.bots_evidence = EvidenceBuffer(bots, success_threshold=success_threshold)
+            self.bots_evidence = EvidenceBuffer(
+                bots,
+                success_threshold=success_threshold,
+                where="bots_rft.integrations.skyrl (rewards summed per trajectory)",
+            )
             self._bots_task_of_row = np.zeros(0, dtype=np.int64)
             super().__init__(*args, **kwargs)
 

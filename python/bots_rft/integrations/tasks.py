@@ -7,6 +7,8 @@ integrations translate both ways with a dense ``rows_of_task`` array (-1 where a
 
 from __future__ import annotations
 
+import logging
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -18,7 +20,9 @@ from ..errors import DataError, InvalidArgumentError, InvalidTypeError
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
 
-__all__ = ["column_values", "split_column", "task_id_of", "rows_of_tasks", "successes_from_rewards"]
+__all__ = ["column_values", "split_column", "task_id_of", "rows_of_tasks", "successes_from_rewards", "RewardClip"]
+
+logger = logging.getLogger("bots_rft.integrations")
 
 
 def _dig(value: Any, path: Sequence[str], column: str) -> Any:
@@ -108,3 +112,49 @@ def successes_from_rewards(rewards: Any, threshold: float | None = None) -> Floa
     out = (r > threshold).astype(np.float64)
     out[np.isnan(r)] = np.nan
     return out
+
+
+class RewardClip:
+    """Rewards -> successes for one integration, never silently: :func:`successes_from_rewards`
+    plus a count of the rewards it clipped.
+
+    BOTS reads a reward as a success rate in [0, 1]. A reward outside it (1.5 from a reward function
+    that adds a format bonus, -0.1 from a format penalty, 3 from a sum of three checks) is clipped
+    into [0, 1], not refused: one odd reward must not stop a long training run. The first clipped
+    reward is logged as a warning that names ``where``, the value and the two remedies;
+    :attr:`clipped` counts every clipped reward since construction and :meth:`metrics` reports it
+    as ``bots/clipped_rewards`` from the first one on. With ``threshold`` set nothing is clipped:
+    every reward is compared with it. Safe to call from several threads."""
+
+    def __init__(self, threshold: float | None, where: str) -> None:
+        self.threshold = None if threshold is None else float(threshold)
+        successes_from_rewards([0.0], self.threshold)  # validates the threshold now
+        self.where = where
+        self.clipped = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, rewards: Any) -> FloatArray:
+        r = np.asarray(rewards, dtype=np.float64).reshape(-1)
+        succ = successes_from_rewards(r, self.threshold)
+        if self.threshold is None:
+            outside = (r < 0.0) | (r > 1.0)  # NaN (not a trial) compares false
+            count = int(np.count_nonzero(outside))
+            if count:
+                with self._lock:
+                    first = self.clipped == 0
+                    self.clipped += count
+                if first:
+                    # A framework's logging set-up (logging.config.dictConfig, whose default
+                    # disable_existing_loggers=True) disables loggers made before it, ours
+                    # included; this warning is the point of clipping loudly, so undo that.
+                    logger.disabled = False
+                    logger.warning(
+                        f"{self.where}: reward {float(r[outside][0])!r} is outside [0, 1]; BOTS reads rewards as "
+                        "success rates, so it was clipped into [0, 1] (bots/clipped_rewards counts this and every "
+                        "later one). Feed BOTS a reward on [0, 1], or set success_threshold"
+                    )
+        return succ
+
+    def metrics(self) -> dict[str, float]:
+        """``{"bots/clipped_rewards": count}`` once a reward was clipped, else nothing."""
+        return {"bots/clipped_rewards": float(self.clipped)} if self.clipped else {}

@@ -60,26 +60,27 @@ from .gates import Seam, Window, check_framework
 from .step_metrics import calibration_step_metrics, capability_metrics, outcome_metrics, pick_metrics
 from .tasks import column_values
 
-__all__ = ["BOTSSelector", "AUTHOR_DEFAULTS", "STATE_FORMAT", "TESTED_TRINITY", "check_trinity"]
+__all__ = ["BOTSSelector", "AUTHOR_DEFAULTS", "STATE_FORMAT", "TESTED_TRINITY", "check_trinity", "trinity_seams"]
 
 #: The trinity-rft releases BOTSSelector was tested with (both ends tested).
 TESTED_TRINITY = Window("trinity-rft", "0.6.0", "0.6.0", "bots_rft.integrations.trinity")
 
 
-def check_trinity() -> list[str]:
+def trinity_seams() -> list[Seam]:
     """The selector contract BOTSSelector implements (``BaseSelector``'s methods, which Trinity's
-    reader and scheduler call), checked against the installed trinity-rft
-    (:func:`bots_rft.integrations.gates.check_framework`)."""
-    return check_framework(
-        TESTED_TRINITY,
-        [
-            Seam(BaseSelector, "__init__", "(self, data_source, config)", "72c40e7f241ec5ff"),
-            Seam(BaseSelector, "get_indices", "(self, batch_size, return_extra_info=)", "65dbd5bafee263fd"),
-            Seam(BaseSelector, "feedback", "(self, indices, values)", "f205581fe341d348"),
-            Seam(BaseSelector, "state_dict", "(self)", "ab0d060370db23a7"),
-            Seam(BaseSelector, "load_state_dict", "(self, state_dict)", "e3e1bd5cd3713c62"),
-        ],
-    )
+    reader and scheduler call)."""
+    return [
+        Seam(BaseSelector, "__init__", "(self, data_source, config)", "72c40e7f241ec5ff"),
+        Seam(BaseSelector, "get_indices", "(self, batch_size, return_extra_info=)", "65dbd5bafee263fd"),
+        Seam(BaseSelector, "feedback", "(self, indices, values)", "f205581fe341d348"),
+        Seam(BaseSelector, "state_dict", "(self)", "ab0d060370db23a7"),
+        Seam(BaseSelector, "load_state_dict", "(self, state_dict)", "e3e1bd5cd3713c62"),
+    ]
+
+
+def check_trinity() -> list[str]:
+    """:func:`trinity_seams` against the installed trinity-rft (:func:`bots_rft.integrations.gates.check_framework`)."""
+    return check_framework(TESTED_TRINITY, trinity_seams())
 
 
 STATE_FORMAT = "bots-rft/trinity-selector"

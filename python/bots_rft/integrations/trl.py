@@ -65,7 +65,7 @@ from torch.utils.data import Sampler
 from ..errors import CheckpointError, ConfigError, InvalidArgumentError
 from .gates import Seam, Window, check_framework
 from .step_metrics import Pick, calibration_step_metrics, capability_metrics, outcome_metrics
-from .tasks import column_values, rows_of_tasks, split_column, successes_from_rewards
+from .tasks import RewardClip, column_values, rows_of_tasks, split_column
 
 __all__ = [
     "BOTSRepeatSampler",
@@ -274,6 +274,7 @@ class BOTSTrainerHook:
         self.recorder = recorder
         self.select_at = select_at
         self.success_threshold = success_threshold
+        self._successes = RewardClip(success_threshold, "bots_rft.integrations.trl (the success reward function)")
         self.num_feeds = 0
         self.last_metrics: dict[str, float] = {}
 
@@ -310,7 +311,7 @@ class BOTSTrainerHook:
         (every rank applies the same update, so every rank's selector stays identical) and log
         the ``bots/*`` metrics through ``log_metric`` (TRL's, when called from a reward function)."""
         ids, rewards = self.recorder.take()
-        ids, succ = self._gather(ids, successes_from_rewards(rewards, self.success_threshold))
+        ids, succ = self._gather(ids, self._successes(rewards))
         ok = ~np.isnan(succ)  # a reward of None is not a trial
         metrics: dict[str, float] = {}
         pick = self.sampler.take_pick(ids)
@@ -324,6 +325,7 @@ class BOTSTrainerHook:
             metrics.update(calibration_step_metrics(ids[ok], succ[ok], 1.0, pick.predictions() if pick else None))
             self.num_feeds += 1
         metrics.update(capability_metrics(self.selector))
+        metrics.update(self._successes.metrics())
         self.last_metrics = metrics
         if log_metric is not None:
             for name, value in metrics.items():

@@ -55,7 +55,7 @@ import numpy.typing as npt
 from ..errors import ConfigError, InvalidArgumentError
 from .gates import Seam, Window, check_framework
 from .step_metrics import Pick, pick_metrics
-from .tasks import column_values, rows_of_tasks, successes_from_rewards
+from .tasks import RewardClip, column_values, rows_of_tasks
 from .trl import add_checkpointing, task_ids_and_rewards
 
 __all__ = ["AsyncBOTS", "BOTSPrompts", "RecordingReward"]
@@ -84,6 +84,7 @@ class _Selection:
         self.selector = selector
         self.rows_of_task = rows_of_task
         self.success_threshold = success_threshold
+        self._successes = RewardClip(success_threshold, "bots_rft.integrations.trl_async (the success reward function)")
         self.groups_per_update = groups_per_update
         self.lock = threading.Lock()
         self._no_row = rows_of_task < 0
@@ -142,7 +143,7 @@ class _Selection:
         """One scored group: queue it for the next update (applied once ``groups_per_update``
         groups are queued)."""
         ids = np.asarray(task_ids, dtype=np.int64).reshape(-1)
-        succ = successes_from_rewards(rewards, self.success_threshold)
+        succ = self._successes(rewards)
         if ids.shape != succ.shape:
             raise InvalidArgumentError(f"rewards: {succ.size} rewards for {ids.size} task ids", "rewards")
         if ids.size and (ids.min() < 0 or ids.max() >= len(self.rows_of_task)):
@@ -226,6 +227,7 @@ class _Selection:
         out.update(pick_metrics(means))
         if capability is not None:
             out["bots/capability"] = float(capability)
+        out.update(self._successes.metrics())  # a running count, not a window's
         return out
 
 
@@ -480,14 +482,17 @@ class AsyncBOTS:
 TESTED_TRL_ASYNC = Window("trl", "1.16.0", "1.16.0", "bots_rft.integrations.trl_async")
 
 
-def check_trl_async() -> list[str]:
+def trl_async_seams() -> list[Seam]:
     """The metrics reach TRL's logs through the rollout worker's ``metrics_queue``, which
-    ``AsyncGRPOTrainer.log`` drains: that method is the seam checked."""
+    ``AsyncGRPOTrainer.log`` drains: that method is the seam."""
     from trl.experimental.async_grpo import AsyncGRPOTrainer
 
-    return check_framework(
-        TESTED_TRL_ASYNC, [Seam(AsyncGRPOTrainer, "log", "(self, logs, start_time=)", "a4014eca8ee76e61")]
-    )
+    return [Seam(AsyncGRPOTrainer, "log", "(self, logs, start_time=)", "a4014eca8ee76e61")]
+
+
+def check_trl_async() -> list[str]:
+    """:func:`trl_async_seams` against the installed trl (:func:`bots_rft.integrations.gates.check_framework`)."""
+    return check_framework(TESTED_TRL_ASYNC, trl_async_seams())
 
 
 def _metrics_callback(trainer: Any, selection: _Selection) -> Any:

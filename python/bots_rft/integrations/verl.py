@@ -26,7 +26,8 @@ What the BOTS trainers change, and nothing else:
   in the async modes, groups dropped as stale (their rollouts are real attempts by a policy at most
   ``max_off_policy_threshold`` versions old; dropping them would again lose evidence selectively).
   A rollout's reward is its ``rm_scores`` summed (one value per session, as DAPO reads it), turned
-  into a success by clipping into [0, 1] or by ``bots.success_threshold``. The evidence of a step is
+  into a success by clipping into [0, 1] (counted in ``bots/clipped_rewards``, the first one logged as
+  a warning) or by ``bots.success_threshold``. The evidence of a step is
   folded into the posterior once, at the end of the step, before the checkpoint is written.
 - **Checkpoints.** The sampler's state (posterior, random stream position, prompts in flight,
   evidence not yet folded) rides in verl's ``data.pt``; the selector alone is also written as
@@ -60,6 +61,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import sys
 import time
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -68,13 +70,13 @@ import numpy as np
 import numpy.typing as npt
 from torch.utils.data import Sampler
 
-from ..errors import CheckpointError, ConfigError, DataError, InvalidArgumentError
+from ..errors import BotsError, CheckpointError, ConfigError, DataError, InvalidArgumentError
 from ..evidence import DEFAULT_MIN_GAP, Interpolation
 from ..selector import BOTS
 from .batches import pack_state, unpack_state
 from .gates import Seam, Window, check_framework
 from .step_metrics import calibration_step_metrics, capability_metrics, outcome_metrics, pick_metrics
-from .tasks import column_values, rows_of_tasks, successes_from_rewards
+from .tasks import RewardClip, column_values, rows_of_tasks
 
 SUPPORTED_VERL = "verl 0.9.x (tested with 0.9.1) with its V1 trainer (trainer.use_v1=true)"
 
@@ -101,6 +103,7 @@ _require_supported_verl(str(getattr(_verl, "__version__", "0")))
 import transfer_queue as tq  # noqa: E402  (after the version check: older verl lacks it)
 from omegaconf import DictConfig, OmegaConf, open_dict  # noqa: E402
 from torchdata.stateful_dataloader import StatefulDataLoader  # noqa: E402
+from verl.trainer.main_ppo import TaskRunnerV1 as _TaskRunnerV1  # noqa: E402
 from verl.trainer.ppo.v1 import (  # noqa: E402
     PPOTrainerColocateAsync,
     PPOTrainerSeparateAsync,
@@ -129,6 +132,8 @@ __all__ = [
     "check_config",
     "register",
     "main",
+    "preflight",
+    "check_ray_capacity",
 ]
 
 IntArray = npt.NDArray[np.int64]
@@ -171,7 +176,8 @@ _STATE_FORMAT = "bots-rft/verl-prompt-sampler"
 
 #: The verl releases this module was tested with (both ends tested).
 TESTED_VERL = Window("verl", "0.9.1", "0.9.1", "bots_rft.integrations.verl")
-#: The verl methods the BOTS trainers and replay buffers override (all but ``step`` private).
+#: The verl methods the BOTS trainers, replay buffers and task runner override (all but ``step``, ``run``
+#: and ``__init__`` private).
 VERL_SEAMS = (
     Seam(
         ReplayBuffer,
@@ -203,6 +209,14 @@ VERL_SEAMS = (
     Seam(PPOTrainerSync, "step", "(self, metrics, timing_raw)", "c583b34f7e91cacd"),
     Seam(PPOTrainerColocateAsync, "step", "(self, metrics, timing_raw)", "c583b34f7e91cacd"),
     Seam(PPOTrainerSeparateAsync, "step", "(self, metrics, timing_raw)", "c583b34f7e91cacd"),
+    # BOTSTaskRunner extends the class behind verl's @ray.remote TaskRunnerV1 (Ray keeps it as
+    # __ray_actor_class__); Ray's wrapper adds the _ray_trace_ctx keyword.
+    Seam(
+        _TaskRunnerV1.__ray_actor_class__,  # type: ignore[attr-defined]
+        "run",
+        "(self, config, *, _ray_trace_ctx=)",
+        "69dc336177c55680",
+    ),
 )
 
 
@@ -249,6 +263,7 @@ class BOTSPromptSampler(Sampler[int]):
         self.selector = selector
         self.chunk_size = int(chunk_size)
         self.success_threshold = None if success_threshold is None else float(success_threshold)
+        self._successes = RewardClip(self.success_threshold, "bots_rft.integrations.verl (rm_scores summed)")
         self.task_id_column = task_id_column
         self._no_row = self.rows_of_task < 0
         self._reset_dynamic_state()
@@ -323,7 +338,7 @@ class BOTSPromptSampler(Sampler[int]):
             raise DataError(f"index: group {uid} reports task {task_id} but was fetched for task {known}")
         if not 0 <= task_id < self.selector.num_tasks:
             raise DataError(f"index: task id {task_id} is outside [0, {self.selector.num_tasks})")
-        succ = successes_from_rewards(rewards, self.success_threshold)
+        succ = self._successes(rewards)
         ok = ~np.isnan(succ)
         self._released.append(task_id)
         if not np.any(ok):
@@ -377,6 +392,7 @@ class BOTSPromptSampler(Sampler[int]):
         metrics["bots/groups_without_rollouts"] = float(self._empty_groups)
         metrics["bots/inflight_tasks"] = float(self.inflight_tasks)
         metrics.update(capability_metrics(self.selector))
+        metrics.update(self._successes.metrics())
         self._ev_tasks, self._ev_successes, self._ev_trials, self._ev_kept = [], [], [], []
         self._released, self._empty_groups, self._select_s, self._picked_means = [], 0, 0.0, []
         return metrics
@@ -692,8 +708,6 @@ def register() -> None:
 
 # --------------------------------------------------------------------------------- entry point
 
-from verl.trainer.main_ppo import TaskRunnerV1 as _TaskRunnerV1  # noqa: E402
-
 
 class BOTSTaskRunner(_TaskRunnerV1.__ray_actor_class__):  # type: ignore[misc,name-defined]
     """verl's V1 task runner, registering the BOTS trainers in the Ray actor before verl looks the
@@ -714,6 +728,122 @@ def _default_config() -> dict[str, Any]:
     }
 
 
+def _ray_cpus(config: Any) -> tuple[int, str] | None:
+    """The Ray CPUs a local run gets (``ray_kwargs.ray_init.num_cpus``, else this host's cores) and
+    where that number came from; None when verl joins a running cluster (an ``address``, or
+    ``RAY_ADDRESS``), whose size only that cluster knows."""
+    ray_init = config.get("ray_kwargs", {}).get("ray_init", {}) or {}
+    if ray_init.get("address") or os.environ.get("RAY_ADDRESS"):
+        return None
+    if ray_init.get("num_cpus") is not None:
+        return int(ray_init["num_cpus"]), "ray_kwargs.ray_init.num_cpus"
+    return int(os.cpu_count() or 1), "this host's cores (ray_kwargs.ray_init.num_cpus is unset)"
+
+
+def check_ray_capacity(config: Any) -> str:
+    """Refuse a local Ray too small for TransferQueue; returns a line saying what it holds.
+
+    verl's task runner starts TransferQueue before anything else: its controller and every
+    SimpleStorage unit are Ray actors holding one CPU each for as long as they live, and
+    ``tq.init`` waits (with no timeout) until every unit answers. verl's default of 8 units on a
+    Ray with fewer than 9 CPUs leaves units that can never start, so it waits forever without a
+    message; refusing here names the setting instead."""
+    key = "transfer_queue.backend.SimpleStorage.num_data_storage_units"
+    backend = config.get("transfer_queue", {}).get("backend", {}) or {}
+    if str(backend.get("storage_backend", "SimpleStorage")) != "SimpleStorage":
+        return f"TransferQueue: storage backend {backend.get('storage_backend')} (its CPUs are not checked)"
+    units = int(backend.get("SimpleStorage", {}).get("num_data_storage_units", 8))
+    cpus = _ray_cpus(config)
+    if cpus is None:
+        return f"TransferQueue: {units + 1} Ray CPUs (controller and {units} storage units) on the running cluster"
+    have, source = cpus
+    if units + 1 > have:
+        raise ConfigError(
+            f"{key}: {units} storage units and TransferQueue's controller hold {units + 1} Ray CPUs, but Ray gets "
+            f"{have} ({source}), so verl would wait for them forever; set {key}=1 (or fewer units than the CPUs, "
+            "or raise +ray_kwargs.ray_init.num_cpus)"
+        )
+    return f"Ray: {have} CPUs ({source}); TransferQueue holds {units + 1} of them (its controller and {units} storage unit(s))"
+
+
+def _train_frame(config: Any) -> Any:
+    """verl's training files as one DataFrame (parquet, as ``RLHFDataset`` reads them)."""
+    import pandas as pd  # type: ignore[import-untyped]  # a dependency of verl
+
+    files = config.data.train_files
+    files = [files] if isinstance(files, str) else list(files)
+    for f in files:
+        if not os.path.exists(f):
+            raise ConfigError(f"data.train_files: {f} does not exist")
+    return pd.concat([pd.read_parquet(f) for f in files], ignore_index=True)
+
+
+def preflight(config: DictConfig) -> list[str]:
+    """Everything the entry point can check without a GPU, in the order a run would meet it: the
+    version gate, the BOTS checks of the config, verl's own ``validate_config``, the Ray CPUs
+    TransferQueue needs, and the training data read into the selector (task ids, reference
+    columns, batch size). Returns what a run would do, one line each; raises a :class:`BotsError`
+    naming the key at the first problem. Starts nothing (no Ray, no model, no GPU)."""
+    from hydra.errors import InstantiationException
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+    from verl.utils.device import auto_set_device
+
+    bypassed = check_verl()
+    version = str(getattr(_verl, "__version__", "?"))
+    where = "inside" if TESTED_VERL.contains(version) else "OUTSIDE"
+    lines = [f"verl {version}: {where} the tested window ({TESTED_VERL}); {len(VERL_SEAMS)} methods checked"]
+    if bypassed:
+        lines[-1] += f"; BOTS_ALLOW_UNTESTED=1 bypassed {len(bypassed)}"
+    mode = check_config(config)
+    dapo = config.algorithm.get("filter_groups", {}) or {}
+    lines.append(
+        f"trainer: {config.trainer.v1.trainer_mode} (verl's {mode} mode); DAPO group filter "
+        + (f"on (metric {dapo.get('metric')})" if dapo.get("enable") else "off")
+    )
+    auto_set_device(config)
+    try:
+        validate_config(
+            config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config)
+        )
+    except (AssertionError, ValueError, TypeError, InstantiationException) as exc:
+        # verl's checks are plain asserts and ValueErrors, some raised inside hydra's instantiate:
+        # report the innermost message, on one line.
+        cause: BaseException = exc
+        while cause.__cause__ is not None:
+            cause = cause.__cause__
+        raise ConfigError(f"verl's validate_config: {' '.join(str(cause).split())}") from None
+    lines.append(check_ray_capacity(config))
+    frame = _train_frame(config)
+    sampler = build_sampler(config, frame)
+    sel = sampler.selector
+    params = ", ".join(
+        f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in sel.params.items() if k in _BOTS_KEYS
+    )
+    evidence = _bots_options(config)
+    refs = (
+        f"interpolation evidence from {evidence['weak_column']} / {evidence['strong_column']}"
+        if "weak_column" in evidence
+        else "no reference columns (no implicit evidence)"
+    )
+    lines.append(
+        f"pool: {len(frame)} rows, task ids from {sampler.task_id_column}, {sel.num_tasks} tasks; "
+        f"{sampler.chunk_size} prompts x {config.actor_rollout_ref.rollout.n} rollouts per step"
+    )
+    lines.append(f"selector: BOTS({params}); {refs}")
+    return lines
+
+
+def _preflight(config: DictConfig) -> None:
+    try:
+        lines = preflight(config)
+    except BotsError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)
+    print("\n".join(lines))
+    print("check passed: nothing was started; the same command without --check runs it (GPUs needed)")
+
+
 def _run(config: DictConfig) -> None:
     import ray
     from verl.trainer.main_ppo import run_ppo
@@ -723,20 +853,34 @@ def _run(config: DictConfig) -> None:
 
     check_verl()
     check_config(config)
+    check_ray_capacity(config)  # before Ray starts: a TransferQueue that cannot be placed hangs
     auto_set_device(config)
     validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
     run_ppo(config, task_runner_class=ray.remote(BOTSTaskRunner))
 
 
 def main() -> None:
-    """``python -m bots_rft.integrations.verl <hydra overrides>``: verl's ``main_ppo`` with the BOTS
-    trainers (config: verl's ``ppo_trainer`` plus ``bots.*``, ``trainer.v1.trainer_mode=bots_sync``)."""
+    """``python -m bots_rft.integrations.verl [--check] <hydra overrides>``: verl's ``main_ppo`` with
+    the BOTS trainers (config: verl's ``ppo_trainer`` plus ``bots.*``,
+    ``trainer.v1.trainer_mode=bots_sync``). With ``--check``, only :func:`preflight`: exit status
+    0 and what the run would do, or 2 and one line naming the key at fault."""
     import hydra
     from hydra.core.config_store import ConfigStore
 
+    check_only = "--check" in sys.argv[1:]
+    if check_only:
+        sys.argv.remove("--check")  # hydra parses the rest
+        # A check writes nothing: no hydra output folder, no job log.
+        sys.argv += [
+            "hydra.output_subdir=null",
+            "hydra.run.dir=.",
+            "hydra/job_logging=disabled",
+            "hydra/hydra_logging=disabled",
+        ]
     ConfigStore.instance().store(name="bots_ppo_trainer", node=_default_config())
     config_dir = os.path.join(os.path.dirname(_verl.__file__), "trainer", "config")
-    hydra.main(config_path=config_dir, config_name="bots_ppo_trainer", version_base=None)(_run)()
+    task = _preflight if check_only else _run
+    hydra.main(config_path=config_dir, config_name="bots_ppo_trainer", version_base=None)(task)()
 
 
 if __name__ == "__main__":
