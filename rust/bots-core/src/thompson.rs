@@ -284,6 +284,19 @@ const LN4: f32 = 1.386_294_4;
 /// 0.086071), rounded up.
 const LOG2_CHORD_GAP: f32 = 0.086_1;
 
+/// 1/√x within [`RSQRT_ERROR`] (relative) for positive normal x, without a square root or a
+/// division (the exponent trick and one Newton step, at most 0.175% off): the skip test needs
+/// brackets, not exact values, and a vector square root or division costs as much as a dozen
+/// multiplications.
+#[inline(always)]
+pub(crate) fn rsqrt_approx(x: f32) -> f32 {
+    let y = f32::from_bits(0x5f37_59df_u32.wrapping_sub(x.to_bits() >> 1));
+    y * (1.5 - 0.5 * x * y * y)
+}
+
+/// The relative error [`rsqrt_approx`] stays within, with room for the roundings around it.
+const RSQRT_ERROR: f32 = 0.002;
+
 /// Bounds (lo, hi) on the radius sqrt(−2 ln u) that [`normal_stage`] computes from the uniform
 /// `u`, without a logarithm: with u = 2^e · m (m in [1, 2)), log2 u lies between e + (m − 1) and
 /// that plus [`LOG2_CHORD_GAP`].
@@ -295,7 +308,8 @@ pub(crate) fn radius_bounds(u: f32) -> (f32, f32) {
     let t = e as f32 + (m - 1.0);
     let hi = -LN4 * t * (1.0 + 1e-5) + 1e-5;
     let lo = max(-LN4 * (t + LOG2_CHORD_GAP) * (1.0 - 1e-5) - 1e-5, 0.0);
-    (lo.sqrt(), hi.sqrt())
+    // √x = x / √x; at lo = 0 the approximation is finite, so the product is 0.
+    (lo * rsqrt_approx(lo) * (1.0 - RSQRT_ERROR), hi * rsqrt_approx(hi) * (1.0 + RSQRT_ERROR))
 }
 
 /// Bounds `[sin_lo, sin_hi, cos_lo, cos_hi]` on the (sin 2πu, cos 2πu) that [`sincos_turns`]
@@ -329,20 +343,23 @@ pub(crate) fn sincos_bounds(u: f32) -> [f32; 4] {
 
 /// Bounds (lo, hi) on the candidate d·v³ of a Marsaglia–Tsang attempt (shape >= 1) whose normal
 /// lies in [z_lo, z_hi], and whether the attempt is certainly accepted: v > 0 and the squeeze
-/// accepts for every normal of the interval (same operations as [`gamma_squeeze`], in the same
-/// order, on the interval's ends).
+/// accepts for every normal of the interval. [`gamma_squeeze`] computes c = 1/√(9d) exactly;
+/// here it is bracketed by [`rsqrt_approx`], and every other step is widened by more than the
+/// f32 roundings of both computations (a few 1e-7, absolute for v, relative for d·v³).
 #[inline(always)]
 fn gamma_bounds(shape: f32, z_lo: f32, z_hi: f32, u: f32) -> (f32, f32, bool) {
     let d = shape - 1.0 / 3.0;
-    let c = 1.0 / (9.0 * d).sqrt();
-    let v_lo = 1.0 + c * z_lo;
-    let v_hi = 1.0 + c * z_hi;
+    let c = rsqrt_approx(9.0 * d);
+    let (c_lo, c_hi) = (c * (1.0 - RSQRT_ERROR), c * (1.0 + RSQRT_ERROR));
+    // c > 0: c·z is smallest at z_lo and largest at z_hi, for one of the two ends of c.
+    let v_lo = 1.0 + min(c_lo * z_lo, c_hi * z_lo) - 1e-6;
+    let v_hi = 1.0 + max(c_lo * z_hi, c_hi * z_hi) + 1e-6;
     let z = max(z_lo.abs(), z_hi.abs());
     let z2 = z * z;
-    let sure = (v_lo > 0.0) & (u < 1.0 - 0.0331 * z2 * z2);
+    let sure = (v_lo > 0.0) & (u < 1.0 - 0.0331 * (1.0 + 1e-5) * z2 * z2 - 1e-6);
     let lo3 = v_lo * v_lo * v_lo;
     let hi3 = v_hi * v_hi * v_hi;
-    (d * lo3, d * hi3, sure)
+    (d * lo3 * (1.0 - 1e-6), d * hi3 * (1.0 + 1e-6), sure)
 }
 
 /// Whether task (shapes `a`, `b`, first-try Philox words `w`) needs its exact draw: false only if
@@ -353,19 +370,20 @@ pub(crate) fn needs_draw(a: f32, b: f32, w: [u32; 4], below: f32, above: f32) ->
     let vector_path = (a >= 1.0) & (b >= 1.0) & (a <= f32::MAX) & (b <= f32::MAX);
     let (r_lo, r_hi) = radius_bounds(open01(w[0]));
     let [sin_lo, sin_hi, cos_lo, cos_hi] = sincos_bounds(open01(w[1]));
-    // z1 = r·cos, z2 = r·sin with r >= 0: the extremes are at the corners of the box.
-    let z1_lo = min(r_hi * cos_lo, r_lo * cos_lo);
-    let z1_hi = max(r_hi * cos_hi, r_lo * cos_hi);
-    let z2_lo = min(r_hi * sin_lo, r_lo * sin_lo);
-    let z2_hi = max(r_hi * sin_hi, r_lo * sin_hi);
+    // z1 = r·cos, z2 = r·sin with r >= 0: the extremes are at the corners of the box; 1e-6 more
+    // for the roundings of these products and of the draw's own.
+    let z1_lo = min(r_hi * cos_lo, r_lo * cos_lo) - 1e-6;
+    let z1_hi = max(r_hi * cos_hi, r_lo * cos_hi) + 1e-6;
+    let z2_lo = min(r_hi * sin_lo, r_lo * sin_lo) - 1e-6;
+    let z2_hi = max(r_hi * sin_hi, r_lo * sin_hi) + 1e-6;
     let (x_lo, x_hi, x_sure) = gamma_bounds(a, z1_lo, z1_hi, open01(w[2]));
     let (y_lo, y_hi, y_sure) = gamma_bounds(b, z2_lo, z2_hi, open01(w[3]));
     // The draw x / (x + y) rises with x and falls with y, so it is below `below` if
     // x_hi / (x_hi + y_lo) is, tested without a division as x_hi < below · (x_hi + y_lo). The
-    // draw rounds twice (2^-24 relative each) and this test three times: the factors 1 ± 1e-6
+    // draw rounds twice (2^-24 relative each) and this test three times: the factors 1 ± 2e-6
     // cover all five.
-    let under = x_hi * (1.0 + 1e-6) < below * (x_hi + y_lo);
-    let over = x_lo * (1.0 - 1e-6) > above * (x_lo + y_hi);
+    let under = x_hi * (1.0 + 2e-6) < below * (x_hi + y_lo);
+    let over = x_lo * (1.0 - 2e-6) > above * (x_lo + y_hi);
     let outside = under | over;
     !(vector_path & x_sure & y_sure & outside)
 }
@@ -826,6 +844,23 @@ mod tests {
     }
 
     #[test]
+    fn rsqrt_approx_is_within_its_error_for_every_float() {
+        // The error depends on the mantissa and the exponent's parity only: [1, 4) holds every
+        // case (2^24 floats).
+        let mut x = 1.0f32;
+        while x < 4.0 {
+            let exact = 1.0 / (x as f64).sqrt();
+            let err = ((rsqrt_approx(x) as f64 - exact) / exact).abs();
+            assert!(err < 0.00176, "x = {x}: relative error {err}");
+            for scale in [1e-30f32, 1e-10, 1e10, 1e30] {
+                let (y, e) = (x * scale, 1.0 / ((x * scale) as f64).sqrt());
+                assert!(((rsqrt_approx(y) as f64 - e) / e).abs() < 0.00176, "x = {y}");
+            }
+            x = f32::from_bits(x.to_bits() + 1);
+        }
+    }
+
+    #[test]
     fn sincos_bounds_hold_for_every_uniform() {
         for k in 0..1u32 << 24 {
             let u = open01(k << 8);
@@ -888,52 +923,5 @@ mod tests {
         let mut out = vec![0f32; 3];
         thompson_draws(Backend::Portable, &a, &b, 1, 0, &mut out).unwrap();
         assert!(out[0] > 0.999 && out[1] < 0.001 && (out[2] - 0.5).abs() < 1e-3, "{out:?}");
-    }
-}
-#[cfg(test)]
-mod tmp_timing {
-    use super::*;
-    fn cpu() -> f64 {
-        #[repr(C)]
-        struct Ts { s: i64, ns: i64 }
-        extern "C" { fn clock_gettime(c: i32, t: *mut Ts) -> i32; }
-        let mut t = Ts { s: 0, ns: 0 };
-        unsafe { clock_gettime(3, &mut t) };
-        t.s as f64 + t.ns as f64 * 1e-9
-    }
-    #[test]
-    #[ignore]
-    fn time_bound_stage() {
-        let n = 1 << 20;
-        let mut r = Xoshiro256pp::from_seed(1);
-        let a: Vec<f64> = (0..n).map(|_| 1.0 + 30.0 * r.open01()).collect();
-        let b: Vec<f64> = (0..n).map(|_| 1.0 + 30.0 * r.open01()).collect();
-        let mut sc = Scratch::new();
-        let mut keep = [0u16; BLOCK];
-        let key = philox_key(1, 2);
-        let (mut best1, mut best2, mut best3) = (f64::MAX, f64::MAX, f64::MAX);
-        let mut kept = 0;
-        for _ in 0..7 {
-            let t = cpu();
-            for s in (0..n).step_by(BLOCK) {
-                philox_stage(&mut sc, s, BLOCK, 2, key);
-            }
-            best1 = best1.min(cpu() - t);
-            let t = cpu();
-            kept = 0;
-            for s in (0..n).step_by(BLOCK) {
-                philox_stage(&mut sc, s, BLOCK, 2, key);
-                kept += bound_stage(&mut sc, &a[s..s + BLOCK], &b[s..s + BLOCK], 0.4999, 0.5001, &mut keep);
-            }
-            best2 = best2.min(cpu() - t);
-            let t = cpu();
-            for s in (0..n).step_by(BLOCK) {
-                philox_stage(&mut sc, s, BLOCK, 2, key);
-                normal_stage(&mut sc, &a[s..s + BLOCK], &b[s..s + BLOCK]);
-            }
-            best3 = best3.min(cpu() - t);
-        }
-        let f = 1e9 / n as f64;
-        eprintln!("philox {:.2} ns, philox+bound {:.2} ns, philox+normals {:.2}, kept {:.3}", best1 * f, best2 * f, best3 * f, kept as f64 / n as f64);
     }
 }
