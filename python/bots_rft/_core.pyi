@@ -25,7 +25,6 @@ __all__ = [
     "step",
     "thompson_draws",
     "thompson_draws_at",
-    "thompson_skips",
     "thread_count",
     "__version__",
 ]
@@ -105,6 +104,7 @@ class Pass:
 
     def done(self) -> bool: ...
     def wait(self) -> tuple[npt.NDArray[np.int64], float] | None: ...
+    def wait_take(self, k: int) -> tuple[npt.NDArray[np.int64] | None, float] | None: ...
 
 def step(
     alpha: npt.NDArray[np.float64],
@@ -153,15 +153,6 @@ def thompson_draws_at(
     seed: int,
     counter: int,
 ) -> npt.NDArray[np.float32]: ...
-def thompson_skips(
-    alpha: npt.NDArray[np.float64],
-    beta: npt.NDArray[np.float64],
-    k: int,
-    target: float,
-    seed: int,
-    counter: int,
-    bound_hint: float | None = None,
-) -> tuple[npt.NDArray[np.int64], float, int]: ...
 def available_backends() -> list[str]: ...
 def backend() -> str: ...
 def set_backend(name: str | None = None) -> None: ...

@@ -5,20 +5,16 @@
 //! draw offered to a top-B list; the fused update + draw + offer), on one backend and one thread,
 //! and reports the best of several passes of each in ns per task of the thread's CPU time. A stage's own cost is the
 //! difference between consecutive cumulative figures. The update pass alone is timed too.
-//!
-//! [`thompson_skips`] makes one Thompson selection on the calling thread and counts the tasks
-//! whose draw the skip test proved unnecessary (the skip rate along a run).
 
 use std::time::Instant;
 
 use crate::backend::{multiversion, Backend};
 use crate::lanes::BLOCK;
 use crate::rng::Xoshiro256pp;
-use crate::error::Result;
-use crate::score::{run_score_chunk, run_step_chunk, ChunkScore, Worker};
+use crate::score::{run_step_chunk, ChunkScore, Worker};
 use crate::thompson::{gamma_stage, normal_stage, philox_key, philox_stage, retry_block, Scratch};
 use crate::topk::TopK;
-use crate::types::{invalid_task, pool_len, Evidence, Exclude, Prior, Scoring, SelectArgs, Selection, CHUNK};
+use crate::types::{Evidence, Exclude, Prior, Scoring, CHUNK};
 use crate::update_kernel::ChunkUpdate;
 
 /// Cumulative ns per task of each stage of a Thompson step on one thread.
@@ -76,7 +72,7 @@ fn partial_chunk<const UPTO: u8>(a: &[f64], b: &[f64], base: usize, seed: u64, c
             normal_stage(sc, ab, bb);
         }
         if UPTO >= 3 && !gamma_stage(sc, m) && UPTO >= 4 {
-            retry_block(sc, ab, bb, None, base + start, seed, counter, key);
+            retry_block(sc, ab, bb, base + start, seed, counter, key);
         }
         start += m;
     }
@@ -178,33 +174,4 @@ pub fn thompson_stages(backend: Backend, tasks: usize, reps: usize) -> StageTime
     cumulative.push(("step", step));
     let update = best_of(reps, tasks, |_| fused(&mut a, &mut b, Some(&upd), None));
     StageTimes { backend, tasks, cumulative, update }
-}
-
-/// The Thompson selection of `k` tasks nearest `target` in selection `(seed, counter)`, made on
-/// the calling thread with the admission bound seeded by `hint` (as a selector seeds it with 1.5×
-/// the last k-th distance), and the number of tasks whose draw the skip test left out (a too-tight
-/// hint's second pass included). The selection equals [`select_only`](crate::select_only)'s.
-pub fn thompson_skips(alpha: &[f64], beta: &[f64], k: usize, target: f64, seed: u64, counter: u64, hint: Option<f64>) -> Result<(Selection, u64)> {
-    let n = pool_len(alpha, beta)?;
-    let args = SelectArgs { k, target, scoring: Scoring::Thompson { seed, counter }, exclude: Exclude::None, hint };
-    args.validate(n)?;
-    if k == 0 {
-        return Ok((Selection::empty(), 0));
-    }
-    let backend = crate::backend::backend();
-    let score = ChunkScore { target, scoring: args.scoring, exclude: Exclude::None, first_index: 0 };
-    let mut skipped = 0;
-    for hint in [hint, None] {
-        let shared = TopK::shared_bound(hint);
-        let mut worker = Worker::new(k, &shared);
-        for (c, (ca, cb)) in alpha.chunks(CHUNK).zip(beta.chunks(CHUNK)).enumerate() {
-            run_score_chunk(backend, ca, cb, c * CHUNK, &score, &mut worker);
-        }
-        skipped += worker.skipped();
-        let chosen = worker.finish(0).map_err(|j| invalid_task(alpha, beta, j))?;
-        if chosen.ids.len() == k || hint.is_none() {
-            return Ok((chosen, skipped));
-        }
-    }
-    unreachable!("the second pass has no hint")
 }

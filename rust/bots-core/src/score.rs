@@ -54,11 +54,6 @@ impl<'a> Worker<'a> {
         }
     }
 
-    /// Tasks whose Thompson draw this worker's passes skipped (see `thompson`'s skip test).
-    pub(crate) fn skipped(&self) -> u64 {
-        self.scratch.skipped
-    }
-
     fn flag_invalid(&mut self, j: Option<usize>) {
         if let Some(j) = j {
             self.invalid = Some(self.invalid.map_or(j, |i| i.min(j)));
@@ -86,19 +81,6 @@ impl Offer<'_, '_, '_> {
 }
 
 impl DrawSink for Offer<'_, '_, '_> {
-    /// A draw farther from the target than the admission bound can never be selected.
-    #[inline(always)]
-    fn window(&self) -> Option<(f32, f64)> {
-        Some((self.target, self.top.bound()))
-    }
-
-    #[inline(always)]
-    fn sparse(&mut self, start: usize, offsets: &[u16], draws: &[f32]) {
-        for (&o, &p) in offsets.iter().zip(draws) {
-            self.one(start + o as usize, p);
-        }
-    }
-
     #[inline(always)]
     fn block(&mut self, start: usize, p: &[f32]) {
         // The bound only falls, so one f32 threshold is safe (rounded up) for the whole block.

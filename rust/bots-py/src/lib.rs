@@ -236,30 +236,6 @@ fn thompson_draws_at<'py>(
     Ok(PyArray1::from_vec(py, out))
 }
 
-/// One Thompson selection of `k` tasks on the calling thread (admission bound seeded with
-/// `bound_hint`, as a selector does), and how many tasks' draws the skip test left out:
-/// `(ids, kth_distance, skipped)`. Diagnostics: the skip rate along a run.
-#[pyfunction]
-#[pyo3(signature = (alpha, beta, k, target, seed, counter, bound_hint=None))]
-#[allow(clippy::too_many_arguments)] // mirrors the core function's arguments one to one
-fn thompson_skips<'py>(
-    py: Python<'py>,
-    alpha: PyReadonlyArray1<'py, f64>,
-    beta: PyReadonlyArray1<'py, f64>,
-    k: usize,
-    target: f64,
-    seed: u64,
-    counter: u64,
-    bound_hint: Option<f64>,
-) -> PyResult<(Bound<'py, PyArray1<i64>>, f64, u64)> {
-    let a = slice(&alpha, "alpha")?;
-    let b = slice(&beta, "beta")?;
-    let (chosen, skipped) =
-        py.detach(|| core::profile::thompson_skips(a, b, k, target, seed, counter, bound_hint)).map_err(core_err)?;
-    let (ids, kth) = selection_to_py(py, chosen);
-    Ok((ids, kth, skipped))
-}
-
 /// Backends this CPU can run, slowest first.
 #[pyfunction]
 fn available_backends() -> Vec<&'static str> {
@@ -314,7 +290,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(select, m)?)?;
     m.add_function(wrap_pyfunction!(thompson_draws, m)?)?;
     m.add_function(wrap_pyfunction!(thompson_draws_at, m)?)?;
-    m.add_function(wrap_pyfunction!(thompson_skips, m)?)?;
     m.add_function(wrap_pyfunction!(available_backends, m)?)?;
     m.add_function(wrap_pyfunction!(backend, m)?)?;
     m.add_function(wrap_pyfunction!(set_backend, m)?)?;

@@ -1,7 +1,6 @@
 //! Selection through the public entry points.
 
 use super::pool_with_ties as pool;
-use crate::rng::Xoshiro256pp;
 use crate::{select, select_only, step, Exclude, Scoring, SelectArgs, CHUNK};
 
 fn stable_sort_reference(alpha: &[f64], beta: &[f64], k: usize, target: f64, excluded: &[bool]) -> Vec<usize> {
@@ -191,28 +190,4 @@ fn draws_of_a_few_tasks_equal_the_whole_pass() {
         assert_eq!(some[i].to_bits(), all[j].to_bits(), "task {j}");
     }
     assert_eq!(crate::thompson_draws_at(&a, &b, &[n], 11, 3, &mut some[..1]).unwrap_err().argument, "ids");
-}
-
-#[test]
-fn most_draws_far_from_the_window_are_skipped() {
-    // A pool of confident posteriors spread over [0, 1] (late in a run) and one at the prior
-    // (early): B = 64 of 20 chunks. The selection with skipping equals the plain one, and the
-    // skip test leaves out most draws in both.
-    let n = 20 * CHUNK;
-    let mut r = Xoshiro256pp::from_seed(5);
-    let late: (Vec<f64>, Vec<f64>) = (0..n)
-        .map(|_| {
-            let p = r.open01();
-            (1.0 + 100.0 * p, 1.0 + 100.0 * (1.0 - p))
-        })
-        .unzip();
-    let early = (vec![1.0; n], vec![1.0; n]);
-    for (a, b) in [late, early] {
-        let scoring = Scoring::Thompson { seed: 3, counter: 9 };
-        let want = select(&a, &b, 64, 0.5, scoring, Exclude::None).unwrap();
-        let (got, skipped) = crate::profile::thompson_skips(&a, &b, 64, 0.5, 3, 9, None).unwrap();
-        assert_eq!(got.ids, want);
-        eprintln!("skipped {skipped} of {n}");
-        assert!(skipped as f64 > 0.5 * n as f64, "{skipped} of {n}");
-    }
 }
