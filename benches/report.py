@@ -132,7 +132,7 @@ def step_sections(meta: dict[str, Any], results: list[Result]) -> list[str]:
         "step ÷ floor: the step's median over the memory-streaming floor at the same thread count (last section). "
         "numpy ÷ this: numpy's step median over this row's (the speed-up over the authors' style). "
         "cold step: the same step right after a sweep over more memory than the last-level cache holds "
-        "(`cold_sweep` in bench.json), as when a trainer's own work runs between two steps; its numpy ÷ this "
+        "(`cold_sweep_bytes` in bench.json), as when a trainer's own work runs between two steps; its numpy ÷ this "
         "compares the two cold steps.",
         "",
         "| N | implementation | threads | update | select | step | step ÷ floor | numpy ÷ this | step ÷ bots-rft (same threads) "
