@@ -396,8 +396,13 @@ def readme_summary(meta: dict[str, Any], results: list[Result], critical: list[R
         "Copy bandwidth "
         + ", ".join(f"{b / 1e9:.1f} GB/s with {t} thread{'s' if t > 1 else ''}" for t, b in sorted(bw.items()))
         + f"; load average {meta['load_avg_start'][0]:.2f} at the start of the run, {meta['load_avg_end'][0]:.2f} at "
-        "its end. Medians; select() is called 0.2 s after update(), 2 threads. Cold caches: each step timed right "
-        "after a sweep over more memory than the last-level cache holds, numpy's step likewise.",
+        "its end. Medians; select() is called 0.2 s after update(), 2 threads."
+        + (
+            " Cold caches: each step timed right after a sweep over more memory than the last-level cache holds, "
+            "numpy's step likewise."
+            if any("step_cold" in r["median_ms"] for r in _ok(results))
+            else ""
+        ),
     ]
     return "\n".join(lines)
 
