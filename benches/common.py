@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 import numpy as np
@@ -120,6 +121,29 @@ def cpu_model() -> str:
     import platform
 
     return platform.processor() or "unknown"
+
+
+def llc_bytes() -> int:
+    """Size of the last-level cache of CPU 0 (32 MiB when the system does not say)."""
+    best = 0
+    for index in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
+        try:
+            size = (index / "size").read_text().strip()
+        except OSError:
+            continue
+        units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+        best = max(best, int(size[:-1]) * units[size[-1]] if size[-1] in units else int(size))
+    return best or 32 << 20
+
+
+# The cold-cache step sweeps this much memory first: twice the last-level cache, so that none of
+# the pool is left in it, capped so that a VM reporting a huge shared cache does not spend a
+# second per step on the sweep.
+COLD_SWEEP_MAX_BYTES = 512 << 20
+
+
+def cache_sweep_bytes() -> int:
+    return min(2 * llc_bytes(), COLD_SWEEP_MAX_BYTES)
 
 
 def core_count() -> int:

@@ -1,8 +1,9 @@
 """What the trainer waits for: the time ``select()`` blocks when the trainer calls it a while
 after ``update()`` (its optimiser step, ``--pause`` seconds), with the background pass
 (``prefetch=True``) and without it (``prefetch=False``: update and select run when ``select`` is
-called); the time ``update()`` takes on the caller's thread; and the latency of the streaming
-interface ``take(k)``. One pool size per process. Prints one JSON line on stdout; progress goes
+called); the time ``update()`` takes on the caller's thread; ``update(); select()`` back to back
+(a caller that does not pause) in both modes; and the latency of the streaming interface
+``take(k)``. One pool size per process. Prints one JSON line on stdout; progress goes
 to stderr.
 
     python benches/critical_path.py --num-tasks 1000000 --threads 2
@@ -93,6 +94,27 @@ def select_wait(n: int, threads: int, prefetch: bool, args: argparse.Namespace) 
     }
 
 
+def back_to_back(n: int, threads: int, prefetch: bool, args: argparse.Namespace) -> dict[str, Any]:
+    """A caller that does not pause: ``update(); select()`` timed together, step after step. With
+    prefetch the update's pass starts in the background and ``select()`` waits for it at once; it
+    must cost no more than running the pass in ``select()`` (prefetch off)."""
+    wl = make_workload(n, seed=args.seed)
+    sel = make_selector(wl.weak, wl.strong, threads, prefetch, args.seed)
+    ids = sel.select(BATCH)
+    digest = hashlib.sha256(ids.tobytes())
+    ms: list[float] = []
+    for step in range(args.warmup + args.repeats):
+        succ = wl.successes(ids)
+        t0 = time.perf_counter()
+        sel.update(ids, succ, N_ROLLOUTS)
+        ids = sel.select(BATCH)
+        t1 = time.perf_counter()
+        digest.update(ids.tobytes())
+        if step >= args.warmup:
+            ms.append((t1 - t0) * 1e3)
+    return {"step_ms": summary(ms), "all_ms": ms, "selections_sha256": digest.hexdigest()}
+
+
 def wake_reference(args: argparse.Namespace) -> dict[str, float]:
     """A trivial call (a 256-element numpy add) timed right after the same pause: what any call
     costs on this machine once a thread has slept (caches, frequency, scheduling), the floor
@@ -164,6 +186,20 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             flush=True,
         )
     out["modes"] = modes
+    # The two modes alternate, twice, so that a change in the machine's load shows in both.
+    b2b: dict[str, list[dict[str, Any]]] = {"prefetch": [], "sync": []}
+    for _ in range(2):
+        for name, prefetch in (("prefetch", True), ("sync", False)):
+            b2b[name].append(back_to_back(n, threads, prefetch, args))
+    for name, runs in b2b.items():
+        merged = [x for r in runs for x in r["all_ms"]] if all("all_ms" in r for r in runs) else None
+        modes[name]["back_to_back"] = {
+            "step_ms": summary(merged) if merged else runs[-1]["step_ms"],
+            "selections_sha256": runs[0]["selections_sha256"],
+        }
+        print(f"    {name:8s} update(); select() back to back: median {modes[name]['back_to_back']['step_ms']['median']:.4f} ms",
+              file=sys.stderr, flush=True)  # fmt: skip
+    out["identical_back_to_back"] = len({r["selections_sha256"] for runs in b2b.values() for r in runs}) == 1
     out["wake_ms"] = wake_reference(args)
     print(
         f"    a trivial call after the same pause: median {out['wake_ms']['median']:.4f} ms",

@@ -61,10 +61,12 @@ def test_harness_quick_run_writes_reports(tmp_path: Path) -> None:
     assert ("bots-rft", 1) in got and ("bots-rft", 2) in got and ("numpy", 1) in got
     for r in data["results"]:
         assert r["num_tasks"] == 5000
-        assert set(r["median_ms"]) == {"update", "select", "step"}
+        # step_cold: the step after a sweep that evicts the caches (the interleaved, cold-cache mode).
+        assert set(r["median_ms"]) == {"update", "select", "step", "step_cold"}
+        assert r["cold_sweep_bytes"] >= 64 << 20
         assert r["state_bytes_per_task"] > 0
     md = (tmp_path / "bench.md").read_text()
-    assert "| 5,000 | bots-rft | 1 |" in md and "floor" in md
+    assert "| 5,000 | bots-rft | 1 |" in md and "floor" in md and "numpy ÷ this, cold" in md
     # The per-stage and critical-path parts ran (no timings asserted, only that they were made).
     (st,) = data["stages"]
     assert st["num_tasks"] == 5000 and st["auto_backend"] in st["backends"]
@@ -72,6 +74,9 @@ def test_harness_quick_run_writes_reports(tmp_path: Path) -> None:
         assert set(b["ns_per_task"]) >= {"update", "draw", "greedy_select", "thompson_select"}
     (cp,) = data["critical_path"]
     assert "skipped" not in cp and cp["identical_selections"] is True  # prefetch on/off select the same tasks
+    # update(); select() back to back, both modes, the same selections.
+    assert cp["identical_back_to_back"] is True
+    assert all(cp["modes"][m]["back_to_back"]["step_ms"]["runs"] > 0 for m in ("prefetch", "sync"))
     assert {t["k"] for t in cp["take"]} == {1, 16}
     assert "## Per-stage cost on one core" in md and "## What the trainer waits for" in md
 

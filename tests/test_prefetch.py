@@ -203,6 +203,50 @@ def test_garbage_collection_and_close_with_a_pass_in_flight() -> None:
     assert sel._pass is None
 
 
+def test_a_select_after_update_takes_the_pass_in_one_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The trainer's loop (update, then select with no exclusions) takes the background pass's
+    first k ids directly, running or done, and they equal the synchronous selection; any other
+    call goes the general way."""
+    taken = []
+    original = BOTS._take_prefetched
+
+    def counting(self: BOTS, k: int) -> Any:
+        got = original(self, k)
+        if self is on:
+            taken.append(got is not None)
+        return got
+
+    monkeypatch.setattr(BOTS, "_take_prefetched", counting)
+    on, off = _pair(200_000)
+    for _ in range(4):
+        a, b = on.select(256), off.select(256)
+        np.testing.assert_array_equal(a, b)
+        succ = np.arange(256) % 9
+        on.update(a, succ, 8)
+        off.update(a, succ, 8)
+    np.testing.assert_array_equal(on.select(128), off.select(128))  # fewer than the pass ranked
+    on.update(np.arange(4), np.ones(4), 8)
+    off.update(np.arange(4), np.ones(4), 8)
+    np.testing.assert_array_equal(on.select(256, exclude=np.arange(3)), off.select(256, exclude=np.arange(3)))
+    np.testing.assert_array_equal(on.alpha, off.alpha)
+    # The first select had no pass; the next four (and the smaller one) took it; the one with
+    # an exclusion did not try.
+    assert taken == [False, True, True, True, True]
+
+
+def test_wait_take_returns_the_first_ids_and_the_kth_distance() -> None:
+    a, b = np.ones(5000), np.ones(5000)
+    ids, kth = _core.start_step(a, b, None, _core.SelectSpec(8, seed=1)).wait()
+    first, kth_taken = _core.start_step(a, b, None, _core.SelectSpec(8, seed=1)).wait_take(5)
+    np.testing.assert_array_equal(first, ids[:5])
+    assert kth_taken == kth
+    running = _core.start_step(a, b, None, _core.SelectSpec(8, seed=1))
+    assert running.wait_take(9) == (None, kth)  # the pass ranked fewer than asked
+    with pytest.raises(RuntimeError, match="already collected"):
+        running.wait_take(1)
+    assert _core.start_step(a, b, None, None).wait_take(3) is None
+
+
 def test_a_pass_is_collected_once() -> None:
     a, b = np.ones(5000), np.ones(5000)
     done = _core.start_step(a, b, None, _core.SelectSpec(3, seed=1))

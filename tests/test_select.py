@@ -195,3 +195,44 @@ def test_the_class_is_called_with_the_constructors_parameters() -> None:
     params = inspect.signature(BOTS).parameters
     assert list(params)[0] == "num_tasks"
     assert {"lam", "rho", "target", "backend", "device", "prefetch"} <= set(params)
+
+
+def _run_like_posterior(rng: np.random.Generator, n: int, share_at_prior: float) -> tuple[np.ndarray, np.ndarray]:
+    """Posteriors as a run leaves them: some at the prior, most confident (α + β from 18, the
+    implicit-evidence equilibrium, to 200) around spread success rates, a few with a shape < 1."""
+    p = rng.random(n)
+    total = rng.uniform(18.0, 200.0, n)
+    alpha, beta = 1.0 + p * total, 1.0 + (1.0 - p) * total
+    at_prior = rng.random(n) < share_at_prior
+    alpha[at_prior], beta[at_prior] = 1.0, 1.0
+    small = rng.random(n) < 0.01
+    alpha[small] = rng.uniform(0.05, 1.0, int(small.sum()))
+    return alpha, beta
+
+
+@given(
+    st.integers(_core.CHUNK, 12 * _core.CHUNK),
+    st.integers(0, 2**32 - 1),
+    st.integers(1, 300),
+    st.sampled_from([0.5, 0.3, 0.9]),
+    st.sampled_from([0.0, 0.5, 1.0]),
+    st.integers(0, 2**40),
+)
+def test_thompson_selection_equals_the_full_draw_on_run_like_posteriors(
+    n: int, seed: int, k: int, target: float, share_at_prior: float, counter: int
+) -> None:
+    """The Thompson pass prunes draws beyond the admission bound; its selection equals the top B
+    of the full draw (every task's draw, sorted by (f32 distance, id)), on one and two threads,
+    with and without the selector's bound hint."""
+    rng = np.random.default_rng(seed)
+    alpha, beta = _run_like_posterior(rng, n, share_at_prior)
+    k = min(k, n)
+    draws = _core.thompson_draws(alpha, beta, seed, counter)
+    distance = np.abs(draws - np.float32(target)).astype(np.float64)
+    want = np.lexsort((np.arange(n), distance))[:k]
+    for threads in (1, 2):
+        for hint in (None, 1.5 * float(distance[want[-1]])):
+            spec = _core.SelectSpec(k, target=target, thompson=True, seed=seed, counter=counter, bound_hint=hint)
+            got, kth = _core.select(alpha, beta, spec, threads=threads)
+            np.testing.assert_array_equal(got, want)
+            assert kth == distance[want[-1]]

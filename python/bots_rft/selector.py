@@ -492,6 +492,8 @@ class BOTS(_SelectorParams):
         self._pass_role: _Speculation | _Draw | None = None
         # The next selection computed ahead of time, for `select` to take if it asks for it.
         self._speculation: _Speculation | None = None
+        # A collected pass whose references to the arrays are released later (`_take_prefetched`).
+        self._spent_pass: _core.Pass | None = None
         # What the last `select` asked for (batch size, how many tasks it excluded): the shape of
         # the next speculation. None until the first `select`.
         self._last_request: tuple[int, int] | None = None
@@ -583,6 +585,7 @@ class BOTS(_SelectorParams):
         """Start a pass (the pending update, if any, and a selection, if any) in the background,
         or, without prefetch, run it now. Nothing else may be in flight."""
         assert self._pass is None
+        self._spent_pass = None
         spec = None if role is None else self._select_spec(role.k, role.counter)
         if update is None and spec is None:
             return
@@ -679,8 +682,10 @@ class BOTS(_SelectorParams):
         k = as_int(batch_size, "batch_size", minimum=0)
         mask, ids = _exclusion(exclude, self._num_tasks)
         with self._lock:
-            self._settle()
-            chosen = self._reuse(k, mask, ids)
+            chosen = self._take_prefetched(k) if mask is None and ids is None else None
+            if chosen is None:
+                self._settle()
+                chosen = self._reuse(k, mask, ids)
             if chosen is None:
                 spec = self._select_spec(k, self._num_selections, mask, ids)
                 result = _core.step(self._alpha, self._beta, self._pending, spec, threads=self._threads)
@@ -744,6 +749,35 @@ class BOTS(_SelectorParams):
         if predicted is None:
             predicted = np.full(chosen.size, np.nan)
         return Picks(chosen, theta, -distance, alpha, beta, np.asarray(predicted, dtype=np.float64))
+
+    def _take_prefetched(self, k: int) -> IntArray | None:
+        """The common case of :meth:`_reuse` in one call into the core: no exclusions, and the
+        pass in the background (running or done) is the speculation made for this call. Its
+        first ``k`` ids, or None (then `select` goes the general way, which finds the pass
+        collected and filed). The thread calling this has usually just woken from the trainer's
+        optimiser step with cold caches, where every Python call costs tens of microseconds, so
+        the fewer the better."""
+        role, running = self._pass_role, self._pass
+        if running is None or not isinstance(role, _Speculation) or self._pending is not None:
+            return None
+        if (role.counter, role.target, role.thompson, role.tau, role.seed) != (
+            self._num_selections,
+            self._target,
+            self._thompson,
+            self._tau,
+            self._seed,
+        ):
+            return None
+        self._pass, self._pass_role = None, None
+        result = running.wait_take(k)
+        # Kept until the next pass starts: dropping it now would release its references to the
+        # pool's arrays on this cold path.
+        self._spent_pass = running
+        if result is None:
+            return None
+        first, kth = result
+        self._remember_hint(role.k, kth)
+        return first
 
     def _reuse(self, k: int, mask: np.ndarray | None, ids: np.ndarray | None) -> IntArray | None:
         """The first ``k`` tasks of the speculation's ranking that are not excluded, if the

@@ -171,3 +171,48 @@ proptest! {
         prop_assert_eq!(&fused, &want);
     }
 }
+
+/// Posteriors as a run leaves them: a share at the prior, the rest confident (large counts)
+/// around random success rates, some near the target, some with a shape below 1.
+fn run_pool() -> impl Strategy<Value = (Vec<f64>, Vec<f64>)> {
+    let task = prop_oneof![
+        1 => Just((1.0, 1.0)),
+        4 => (0.0..1.0f64, 2.0..200.0f64).prop_map(|(p, n)| (1.0 + p * n, 1.0 + (1.0 - p) * n)),
+        1 => (0.45..0.55f64, 10.0..2000.0f64).prop_map(|(p, n)| (p * n, (1.0 - p) * n)),
+        1 => (0.05..1.0f64, 1.0..60.0f64),
+    ];
+    (CHUNK..6 * CHUNK).prop_flat_map(move |n| prop::collection::vec(task.clone(), n)).prop_map(|v| v.into_iter().unzip())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 40, ..ProptestConfig::default() })]
+
+    /// A Thompson selection with a small B over pools shaped like a run's (most posteriors
+    /// confident, where the admission bound prunes almost every draw), on 1 to 3 threads, with
+    /// and without a hint, equals the top B of the full draw of every task.
+    #[test]
+    fn pruned_selections_equal_the_full_draw_on_run_like_pools(
+        (alpha, beta) in run_pool(),
+        k in 1..64usize,
+        target in prop_oneof![Just(0.5), 0.0..=1.0f64],
+        seed in any::<u64>(),
+        counter in any::<u64>(),
+        threads in 1..4usize,
+        hint_scale in prop::option::of(0.0..2.0f64),
+    ) {
+        let n = alpha.len();
+        let mut draws = vec![0f32; n];
+        thompson_draws(backend(), &alpha, &beta, seed, counter, &mut draws).unwrap();
+        let distance = |i: usize| (draws[i] - target as f32).abs() as f64;
+        let want = sorted_reference(&distance, n, k, &vec![false; n]);
+        let scoring = Scoring::Thompson { seed, counter };
+        let hint = hint_scale.map(|s| s * want.kth_distance);
+        let args = SelectArgs { k, target, scoring, exclude: Exclude::None, hint };
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+        let got = pool.install(|| select_only(&alpha, &beta, args)).unwrap();
+        prop_assert_eq!(&got, &want);
+        let (mut a, mut b) = (alpha.clone(), beta.clone());
+        let fused = pool.install(|| step(&mut a, &mut b, None, Some(args))).unwrap().unwrap();
+        prop_assert_eq!(&fused, &want);
+    }
+}
