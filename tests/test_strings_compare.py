@@ -202,7 +202,7 @@ def test_compare_section_errors_name_the_key(tmp_path: Path, capsys: pytest.Capt
     cases = (
         (base.replace("jobs: 2 ", "jobs: 0 "), "compare.jobs: expected an integer >= 1, got 0"),
         (
-            base.replace("weak_sft_steps: 300", "weak_sft_steps: 950"),
+            base.replace("weak_sft_steps: 600", "weak_sft_steps: 1300"),
             "compare.references.weak_sft_steps: expected fewer",
         ),
         (base.replace("seeds: [0, 1, 2, 3, 4]", "seeds: [0, 0]"), "compare.seeds: expected distinct non-negative"),
@@ -210,6 +210,7 @@ def test_compare_section_errors_name_the_key(tmp_path: Path, capsys: pytest.Capt
         (base + "pool: elsewhere.parquet\n", "pool: compare.pool builds the training pool; give one of them"),
     )
     for i, (text, message) in enumerate(cases):
+        assert text != base  # each case changes the documented config
         cfg = tmp_path / f"c{i}.yaml"
         cfg.write_text(text, encoding="utf-8")
         out = tmp_path / f"out{i}"

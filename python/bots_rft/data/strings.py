@@ -65,7 +65,7 @@ def string_rows(
     *,
     seed: int = 0,
     min_length: int = 2,
-    max_length: int = 14,
+    max_length: int = 12,
     ops: Mapping[str, float] = DEFAULT_OP_WEIGHTS,
 ) -> list[dict[str, Any]]:
     """``tasks`` distinct questions: an operation drawn with the ``ops`` weights and a word of a
@@ -111,7 +111,7 @@ def build_string_pool(
     eval_tasks: int = 600,
     seed: int = 0,
     min_length: int = 2,
-    max_length: int = 14,
+    max_length: int = 12,
     ops: Mapping[str, float] = DEFAULT_OP_WEIGHTS,
 ) -> PoolPaths:
     """``out/train.parquet`` (``tasks`` rows) and ``out/eval.parquet`` (``eval_tasks`` held-out

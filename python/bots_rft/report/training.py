@@ -427,6 +427,13 @@ def plot_held_out(groups: dict[str, list[RunCurves]], path: str | Path, title: s
         ax.grid(alpha=0.3)
     axes[0].set_ylabel(f"held-out accuracy{f' ({metric})' if metric else ''}")
     axes[0].legend(fontsize=8)
+    return _save_figure(fig, path, title)
+
+
+def _save_figure(fig: Any, path: str | Path, title: str) -> Path:
+    """Title, lay out, write (creating the directory) and close ``fig``; the path written."""
+    import matplotlib.pyplot as plt
+
     if title:
         fig.suptitle(title, fontsize=10)
     fig.tight_layout()
@@ -493,11 +500,4 @@ def plot_runs(runs: list[RunCurves] | dict[str, list[RunCurves]], path: str | Pa
         ax.set_title(name, fontsize=10)
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=8)
-    if title:
-        fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    return out
+    return _save_figure(fig, path, title)
