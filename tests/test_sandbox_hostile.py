@@ -830,6 +830,63 @@ def test_a_candidate_cannot_reach_the_test_side_except_through_the_channel(host:
     assert res.reason == "wrong answer (failed assertion at test line 2)", res
 
 
+# A candidate that plants a module where the test side imports from (its script directory
+# /sandbox, and every other directory on its path): the test's own `import colorsys`, or any
+# module the test side loads later, would then run the candidate's code as the test side, which
+# writes a pass to its verdict pipe and exits cleanly.
+PLANT_A_MODULE = r"""
+import os, sys
+FORGED = '''import json, os
+cfg = json.loads(open('/proc/self/cmdline', 'rb').read().split(b'\\0')[-2])
+os.write(cfg['verdict_fd'], b'{"pass": true}')
+os._exit(0)
+'''
+for folder in {'/sandbox', '/', '/work', *sys.path}:
+    for name in ('colorsys', 'fractions', 'inspect', 'traceback', 'ast', 'math'):
+        try:
+            with open(os.path.join(folder or '.', name + '.py'), 'w') as f:
+                f.write(FORGED)
+        except OSError:
+            pass
+def add(a, b):
+    return a - b
+"""
+
+
+@needs_kernel
+def test_a_candidate_cannot_plant_a_module_for_the_test_side(host: Host) -> None:
+    """Started as a user, the sandbox's root and /dev are tmpfs mounts owned by the program's
+    uid: they are read-only, so nothing the program writes outside /work reaches the test side's
+    imports (and nothing it writes escapes the work dir's size cap)."""
+    truth = json.dumps(
+        {"test": "def check(candidate):\n    import colorsys\n    assert candidate(2, 3) == 5\n", "entry_point": "add"}
+    )
+    res = verify_code("humaneval", answer(PLANT_A_MODULE), truth, {}, limits=LIMITS)
+    assert_zero(res)
+    assert res.reason == "wrong answer (failed assertion at test line 3)", res
+
+
+@needs_kernel
+def test_only_the_work_dir_is_writable() -> None:
+    """The root, /sandbox, /dev and /dev/shm are read-only in both starts (as root and as a
+    user), so the work dir's size and inode caps bound everything the program can write."""
+    code = (
+        "import errno, os\n"
+        "for path in ('/x', '/sandbox/x.py', '/dev/x', '/dev/shm/x', '/proc/x', '/work/x'):\n"
+        "    try:\n        open(path, 'w').close()\n        print(path, 'written')\n"
+        "    except OSError as exc:\n        print(path, errno.errorcode[exc.errno])\n"
+        "for path in ('/y', '/dev/y'):\n"
+        "    try:\n        os.mkdir(path)\n        print(path, 'made')\n"
+        "    except OSError as exc:\n        print(path, errno.errorcode[exc.errno])\n"
+        "open('/dev/null', 'w').write('fine')\n"
+    )
+    run = run_python(code, limits=LIMITS)
+    assert run.ok, run
+    result = dict(line.split() for line in run.stdout.splitlines())
+    assert result.pop("/work/x") == "written", run.stdout
+    assert set(result.values()) <= {"EROFS", "EACCES", "ENOENT"}, run.stdout
+
+
 # Ground truths whose test code lies about the verdict through the test side's own verdict pipe
 # (standing for a test side somehow turned): whatever it writes, the scorer takes from it only a
 # pass/fail bit and a reason code it words itself, one verdict, from a test side that ended well.

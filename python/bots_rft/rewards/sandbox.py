@@ -634,6 +634,10 @@ def _launch_bwrap(
             fd = _memfd("file", text.encode("utf-8"))
             own_fds.append(fd)
             argv += ["--perms", "0644", "--file", str(fd), f"{_WORK}/{name}"]
+        # Read-only from here on: the root and /dev are tmpfs mounts that bubblewrap fills, and,
+        # started as a user, the program's uid owns them. Left writable, the program could put a
+        # module where the test side imports from (/sandbox) and write past workdir_mb.
+        argv += ["--remount-ro", "/", "--remount-ro", "/dev"]
         for key, value in _sandbox_env(_WORK).items():
             argv += ["--setenv", key, value]
         argv += [runtime.python, "-I", "-S", "-B", _AGENT_IN_SANDBOX, json.dumps(cfg)]
