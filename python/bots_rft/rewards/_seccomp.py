@@ -18,6 +18,7 @@ from __future__ import annotations
 import errno
 import platform
 import struct
+from collections.abc import Collection
 
 __all__ = ["seccomp_filter", "DENIED_SYSCALLS"]
 
@@ -81,9 +82,11 @@ def _insn(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
     return struct.pack("=HBBI", code, jt, jf, k)
 
 
-def seccomp_filter(machine: str | None = None) -> bytes | None:
+def seccomp_filter(machine: str | None = None, allow: Collection[str] = ()) -> bytes | None:
     """The filter for ``machine`` (default: this one) as packed ``struct sock_filter`` records,
-    or None when the architecture has no filter here."""
+    or None when the architecture has no filter here. ``allow`` names denied calls to leave out:
+    bubblewrap loads the filter without ``mount`` so that the sandbox's agent can mount the work
+    directory, and the agent then loads the whole filter on top of it before any program runs."""
     arch = (machine or platform.machine()).lower()
     arch = {"amd64": "x86_64", "arm64": "aarch64"}.get(arch, arch)
     if arch not in _NUMBERS:
@@ -99,6 +102,8 @@ def seccomp_filter(machine: str | None = None) -> bytes | None:
     if arch == "x86_64":  # the x32 ABI shares the architecture value: refuse it outright
         prog += [_insn(_JGE_K, _X32_SYSCALL_BIT, jf=1), _insn(_RET_K, _RET_KILL_PROCESS)]
     for name in DENIED_SYSCALLS:
+        if name in allow:
+            continue
         prog += [_insn(_JEQ_K, nr[name], jf=1), _insn(_RET_K, eperm)]
     prog += [
         _insn(_JEQ_K, nr["clone3"], jf=1),

@@ -84,6 +84,7 @@ _CONTEXT_STATEMENTS = (
     ast.ClassDef,
     ast.Assign,
     ast.AnnAssign,
+    ast.AugAssign,
 )
 
 
@@ -92,7 +93,10 @@ def _prompt_context(prompt: str, entry: str | None) -> str:
     entry point's own body, as HumanEval/115 does), helper functions, classes and constants;
     never the entry point itself. A chat model's whole-function answer runs after this text (as
     EvalPlus sanitises answers), and the tests get the prompt's own helpers from it. Statements
-    other than these (docstrings, calls) are left out; a prompt that is not Python is ignored."""
+    other than these are left out (docstrings, ``if __name__ == "__main__":`` blocks, loops), and
+    so is any expression statement that names the entry point (an example call); other calls
+    stay, as ``TABLE.update({...})`` after ``TABLE = {...}`` (a CodeI/O reference). A prompt that is
+    not Python is ignored."""
     if not prompt.strip():
         return ""
     tree = None
@@ -111,7 +115,11 @@ def _prompt_context(prompt: str, entry: str | None) -> str:
         segment = "\n".join(lines[first - 1 : node.end_lineno])
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == entry:
             keep += [ast.unparse(n) for n in node.body if isinstance(n, (ast.Import, ast.ImportFrom))]
-        elif isinstance(node, _CONTEXT_STATEMENTS):
+        elif isinstance(node, _CONTEXT_STATEMENTS) or (
+            isinstance(node, ast.Expr)
+            and not isinstance(node.value, ast.Constant)
+            and not any(isinstance(n, ast.Name) and n.id == entry for n in ast.walk(node))
+        ):
             keep.append(segment)
     return "\n".join(keep) + "\n" if keep else ""
 
