@@ -593,7 +593,7 @@ AS_USER_ENV = "BOTS_HOSTILE_AS_USER"
 AS_USER_TESTS = (
     "isolation_is_detected or unprivileged_and_confined or ctypes_calls or secrets_and_files or tests_run_in_a_sandbox "
     "or reach_the_test_side or lying_test_side or plant_a_module or only_the_work_dir or inodes "
-    "or nothing_is_left or mountinfo or no_pty or forged_verdicts or shadowing"
+    "or nothing_is_left or mountinfo or no_pty or per_user_kernel_counts or forged_verdicts or shadowing"
 )
 
 
@@ -1146,6 +1146,7 @@ def test_known_wrong_variants_of_every_task_fail() -> None:
 # whose code needs a package outside the standard library, or whose reference is not deterministic
 # or not JSON-serialisable, are left out.
 CODEIO_TASKS = 100
+CODEIO_LIMITS = SandboxLimits(timeout_s=10.0, memory_mb=512, output_bytes=64 * 1024, max_processes=16)
 
 
 @pytest.fixture(scope="module")
@@ -1163,7 +1164,8 @@ def codeio_tasks() -> list[dict[str, Any]]:
 def codeio_jobs(jobs: list[tuple[str, str]]) -> list[Any]:
     def one(job: tuple[str, str]) -> Any:
         truth, response = job
-        return verify_code("codeio", response, truth, {}, limits=LIMITS)
+        # (Some references take a second of CPU on their three cases: room for a busy host.)
+        return verify_code("codeio", response, truth, {}, limits=CODEIO_LIMITS)
 
     with ThreadPoolExecutor(2) as pool:
         return list(pool.map(one, jobs))
@@ -1181,6 +1183,32 @@ def test_every_canonical_codeio_solution_passes_as_completion_and_as_whole_funct
         [(t, "completion") for t in codeio_tasks] + [(t, "whole function") for t in codeio_tasks], results
     ) if r.reward != 1.0]  # fmt: skip
     assert failed == []
+
+
+@needs_kernel
+def test_bots_data_codeio_as_the_pool_guide_shows_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The command docs/pools.md shows, run as written in an empty folder, prints what it shows;
+    its tasks are scored by the code verifier."""
+    import shlex
+
+    from bots_rft.cli import main
+    from bots_rft.data import TaskPool
+    from bots_rft.rewards.registry import get_verifier
+
+    guide = (REPO / "docs" / "pools.md").read_text(encoding="utf-8")
+    block = re.search(r"```\n(\$ bots data codeio [^\n]*)\n(.*?)```", guide, re.S)
+    assert block is not None
+    command, shown = block.group(1)[2:], block.group(2).strip()
+    monkeypatch.chdir(tmp_path)
+    assert main(shlex.split(command)[1:]) == 0
+    assert capsys.readouterr().out.strip() == shown
+    pool = TaskPool.load(tmp_path / "pools" / "codeio" / "eval.parquet")
+    assert set(pool.data_sources()) == {"codegen__codeio"}
+    assert get_verifier("codegen__codeio") is verify_code
+    truth = json.loads(pool.ground_truths()[0])
+    assert truth["entry_point"] == "main_solution" and "def check(candidate)" in truth["test"]
 
 
 def _perturbed(v: Any) -> Any:
@@ -1299,6 +1327,28 @@ def test_the_work_dir_holds_a_bounded_number_of_inodes(host: Host) -> None:
     assert run.ok, run
     made, error = run.stdout.split()
     assert error == "ENOSPC" and int(made) <= 512, run.stdout
+
+
+@needs_kernel
+def test_per_user_kernel_counts_are_out_of_reach() -> None:
+    """inotify and fanotify instances and POSIX message queue bytes are counted per user, and,
+    started as a user, the sandbox's uid is the scorer's: a program holding 128 inotify instances
+    made every inotify_init of the scorer's user fail (EMFILE) until its verdict ended. The calls
+    are denied."""
+    code = (
+        "import ctypes, errno, json, os\nlibc = ctypes.CDLL(None, use_errno=True)\nmade = {}\n"
+        "for name, call in (('inotify_init1', lambda: libc.inotify_init1(0)),\n"
+        "                   ('fanotify_init', lambda: libc.fanotify_init(0, 0)),\n"
+        "                   ('mq_open', lambda: libc.mq_open(b'/q', os.O_CREAT | os.O_RDWR, 0o600, None))):\n"
+        "    n = 0\n"
+        "    while n < 200 and call() >= 0:\n        n += 1\n"
+        "    made[name] = (n, errno.errorcode.get(ctypes.get_errno()))\n"
+        "print(json.dumps(made))\n"
+    )
+    run = run_python(code, limits=LIMITS)
+    assert run.ok, run
+    made = json.loads(run.stdout)
+    assert made == {name: [0, "EPERM"] for name in ("inotify_init1", "fanotify_init", "mq_open")}, made
 
 
 # Verdicts of every kind, one sandbox killed with its scorer worker, run in a fresh process whose

@@ -85,7 +85,7 @@ def add_parser(subparsers: Any) -> None:
         description="Write a code pool from the CodeI/O problems reasoning-gym ships: those whose reference "
         "imports only the standard library become HumanEval-style tasks (data source codegen__codeio) whose "
         "tests compare main_solution on 3 seeded inputs with the reference's outputs, computed in the code "
-        "sandbox (about 1 s per 10 problems).",
+        "sandbox (about one CPU-minute for the whole set).",
     )
     cio.add_argument("--out", default="pools/codeio", help="output directory (default: %(default)s)")
     cio.add_argument(
