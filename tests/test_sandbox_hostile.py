@@ -1351,6 +1351,29 @@ def test_per_user_kernel_counts_are_out_of_reach() -> None:
     assert made == {name: [0, "EPERM"] for name in ("inotify_init1", "fanotify_init", "mq_open")}, made
 
 
+SLOW_SET_UP = f"""
+import time
+from bots_rft.rewards import sandbox
+from bots_rft.rewards.code import verify_code
+detect = sandbox._detect
+def slow_detect():
+    time.sleep(6.0)  # a busy host: the probe sandbox, ldd over the runtime
+    return detect()
+sandbox._detect = slow_detect
+res = verify_code("humaneval", {RIGHT_ADD!r}, {ADD!r}, {{}}, limits=sandbox.SandboxLimits(timeout_s=5.0))
+print(res.reward, res.reason)
+"""
+
+
+@needs_kernel
+def test_a_processs_first_verdict_is_not_charged_for_its_set_up() -> None:
+    """A process detects the sandbox at its first verdict (a probe sandbox, the runtime's shared
+    libraries); on a busy host that took longer than a 10 s verdict's limit, and the first right
+    answer of every fresh scorer worker timed out. The set-up happens before the verdict's clock."""
+    run = subprocess.run([sys.executable, "-c", SLOW_SET_UP], capture_output=True, text=True, timeout=120)
+    assert run.stdout.split() == ["1.0", "None"], run.stdout + run.stderr[-2000:]
+
+
 # Verdicts of every kind, one sandbox killed with its scorer worker, run in a fresh process whose
 # temporary directory is a folder of the test's own.
 LEFTOVERS_RUN = f"""
@@ -1358,9 +1381,10 @@ import json
 from bots_rft.rewards import RewardItem, RewardScorer, run_python
 from bots_rft.rewards.code import verify_code
 from bots_rft.rewards.sandbox import SandboxLimits
-limits = SandboxLimits(timeout_s=3.0, memory_mb=256, workdir_inodes=64)
+limits = SandboxLimits(timeout_s=10.0, memory_mb=256, workdir_inodes=64)  # (a busy host)
 ADD = {ADD!r}
-assert verify_code("humaneval", {RIGHT_ADD!r}, ADD, {{}}, limits=limits).reward == 1.0
+right = verify_code("humaneval", {RIGHT_ADD!r}, ADD, {{}}, limits=limits)
+assert right.reward == 1.0, right
 fill = "import os\\nfor i in range(1000):\\n    open(f'/work/f{{i}}', 'w').close()\\n"
 assert not run_python(fill, limits=limits, files={{"data.txt": "x"}}).ok
 stuck = "```python\\nimport time\\ndef add(a, b):\\n    time.sleep(1000)\\n```"

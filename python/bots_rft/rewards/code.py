@@ -36,7 +36,7 @@ from typing import Any
 from .base import RewardResult
 from .extract import extract_code
 from .harness import run_verdict
-from .sandbox import SandboxLimits
+from .sandbox import SandboxLimits, isolation
 
 __all__ = ["verify_code", "DEFAULT_CODE_LIMITS"]
 
@@ -48,6 +48,12 @@ def _parse_spec(ground_truth: Any) -> dict[str, Any]:
     if not isinstance(spec, Mapping):
         raise ValueError(f"code ground truth must be a JSON object, got {type(spec).__name__}")
     return dict(spec)
+
+
+def prepare() -> None:
+    """Detect the code sandbox (a probe sandbox and the runtime's shared libraries: seconds on a
+    busy host) ahead of a scorer worker's first timed call."""
+    isolation()
 
 
 def verify_code(
