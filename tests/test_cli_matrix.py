@@ -68,6 +68,13 @@ DATA = [
     ("gym out unwritable", ["data", "gym", "--out", "afile/gym"], "--out: cannot create 'afile/gym'"),
     ("humaneval limit 0", ["data", "humaneval", "--limit", "0"], "argument --limit: must be >= 1"),
     ("humaneval out exists", ["data", "humaneval", "--out", "pool"], "--out: 'pool' already holds"),
+    ("codeio limit 0", ["data", "codeio", "--limit", "0"], "argument --limit: must be >= 1"),
+    ("codeio out exists", ["data", "codeio", "--out", "pool"], "--out: 'pool' already holds"),
+    (
+        "codeio eval fraction 1",
+        ["data", "codeio", "--eval-fraction", "1"],
+        "argument --eval-fraction: must lie in [0, 1)",
+    ),
     ("arc unknown version", ["data", "arc", "--version", "3"], "argument --version: invalid choice: '3'"),
     ("arc out exists", ["data", "arc", "--out", "pool"], "--out: 'pool' already holds"),
     ("toy tasks 0", ["data", "toy", "--tasks", "0"], "argument --tasks: must be >= 1"),

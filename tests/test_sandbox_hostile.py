@@ -18,6 +18,7 @@ import logging
 import os
 import re
 import secrets
+import shutil
 import socket
 import subprocess
 import sys
@@ -59,10 +60,33 @@ needs_kernel = pytest.mark.skipif(
 
 
 def sandbox_processes() -> list[int]:
-    """Live host processes that belong to a sandbox of this process: the agent (its command line
-    names it) or anything running as one of this process's dedicated uids."""
+    """Live host processes that belong to a sandbox of this process: anything running as one of
+    this process's dedicated uids, or a sandbox agent (its command line names it) that descends
+    from this process (or lost its parent since this process started). Other test runs on the
+    same host have agents of their own."""
     found = []
-    ids = sandbox._identities if sandbox._identities and sandbox._identities.pid == os.getpid() else None
+    me = os.getpid()
+    ids = sandbox._identities if sandbox._identities and sandbox._identities.pid == me else None
+    parents: dict[int, int] = {}
+    started: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as f:
+                    fields = f.read().rsplit(b")", 1)[1].split()
+                parents[int(entry)], started[int(entry)] = int(fields[1]), int(fields[19])
+            except (OSError, IndexError, ValueError):
+                continue
+
+    def ours(pid: int) -> bool:
+        seen = set()
+        while pid > 1 and pid not in seen:
+            seen.add(pid)
+            if pid == me:
+                return True
+            pid = parents.get(pid, 0)
+        return False
+
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -76,8 +100,12 @@ def sandbox_processes() -> list[int]:
         if status.get("State", "").strip().startswith(("Z", "X")):
             continue
         uid = int(status.get("Uid", "0").split()[0])
-        if b"/sandbox/agent.py" in cmdline or (ids is not None and ids.base <= uid < ids.base + sandbox._SLOTS):
-            found.append(int(entry))
+        pid = int(entry)
+        orphan = parents.get(pid) == 1 and started.get(pid, 0) >= started.get(me, 0)
+        if (ids is not None and ids.base <= uid < ids.base + sandbox._SLOTS) or (
+            b"/sandbox/agent.py" in cmdline and (ours(pid) or orphan)
+        ):
+            found.append(pid)
     return found
 
 
@@ -552,8 +580,47 @@ def test_isolation_is_detected_and_described() -> None:
     text = iso.describe()
     if iso.kernel:
         assert "namespaces" in text and "no capabilities" in text
+        assert ("in a user namespace" in iso.identity) == (os.geteuid() != 0), iso
+        if os.environ.get(AS_USER_ENV):  # (run again as a user by the test below)
+            assert "in a user namespace" in iso.identity and iso.workdir_inodes, iso
     else:
         assert iso.missing and iso.missing in text
+
+
+# The tests of the boundary that the start as a user changes (one uid for both sides, the
+# sandbox's mounts owned by that uid, the work dir mounted without root), run again as a user.
+AS_USER_ENV = "BOTS_HOSTILE_AS_USER"
+AS_USER_TESTS = (
+    "isolation_is_detected or unprivileged_and_confined or ctypes_calls or secrets_and_files or tests_run_in_a_sandbox "
+    "or reach_the_test_side or lying_test_side or plant_a_module or only_the_work_dir or inodes "
+    "or nothing_is_left or mountinfo or no_pty or per_user_kernel_counts or forged_verdicts or shadowing"
+)
+
+
+def _can_map_a_user() -> bool:
+    unshare = shutil.which("unshare")
+    if os.geteuid() != 0 or os.environ.get(AS_USER_ENV) or unshare is None:
+        return False
+    probe = subprocess.run([unshare, "--user", "--map-user=1000", "--map-group=1000", "true"], capture_output=True)
+    return probe.returncode == 0
+
+
+@needs_kernel
+@pytest.mark.skipif(not _can_map_a_user(), reason="needs a start as root and util-linux unshare --map-user")
+def test_the_boundary_holds_when_started_as_a_user(tmp_path: Path) -> None:
+    """Started as an ordinary user, the sandbox is bubblewrap's own user namespace, both sides run
+    as that user, and the agent mounts the work dir without root. These tests run again in a
+    process that is uid 1000 in a user namespace of its own, with no capability: what bots sees
+    when a user without root runs it (the same tests also pass run by a real unprivileged uid;
+    see docs/security.md)."""
+    env = {**os.environ, AS_USER_ENV: "1", "PYTHONDONTWRITEBYTECODE": "1"}
+    argv = ["unshare", "--user", "--map-user=1000", "--map-group=1000", sys.executable, "-m", "pytest"]
+    argv += ["-q", "-p", "no:cacheprovider", "-W", "ignore::DeprecationWarning", f"--basetemp={tmp_path / 'as-user'}"]
+    argv += [__file__, "-k", AS_USER_TESTS]
+    run = subprocess.run(argv, env=env, cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    summary = run.stdout.strip().splitlines()[-1]
+    assert re.search(r"\b[3-9]\d passed", summary) and "failed" not in summary, summary
 
 
 def test_refusal_error_is_typed(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -830,6 +897,63 @@ def test_a_candidate_cannot_reach_the_test_side_except_through_the_channel(host:
     assert res.reason == "wrong answer (failed assertion at test line 2)", res
 
 
+# A candidate that plants a module where the test side imports from (its script directory
+# /sandbox, and every other directory on its path): the test's own `import colorsys`, or any
+# module the test side loads later, would then run the candidate's code as the test side, which
+# writes a pass to its verdict pipe and exits cleanly.
+PLANT_A_MODULE = r"""
+import os, sys
+FORGED = '''import json, os
+cfg = json.loads(open('/proc/self/cmdline', 'rb').read().split(b'\\0')[-2])
+os.write(cfg['verdict_fd'], b'{"pass": true}')
+os._exit(0)
+'''
+for folder in {'/sandbox', '/', '/work', *sys.path}:
+    for name in ('colorsys', 'fractions', 'inspect', 'traceback', 'ast', 'math'):
+        try:
+            with open(os.path.join(folder or '.', name + '.py'), 'w') as f:
+                f.write(FORGED)
+        except OSError:
+            pass
+def add(a, b):
+    return a - b
+"""
+
+
+@needs_kernel
+def test_a_candidate_cannot_plant_a_module_for_the_test_side(host: Host) -> None:
+    """Started as a user, the sandbox's root and /dev are tmpfs mounts owned by the program's
+    uid: they are read-only, so nothing the program writes outside /work reaches the test side's
+    imports (and nothing it writes escapes the work dir's size cap)."""
+    truth = json.dumps(
+        {"test": "def check(candidate):\n    import colorsys\n    assert candidate(2, 3) == 5\n", "entry_point": "add"}
+    )
+    res = verify_code("humaneval", answer(PLANT_A_MODULE), truth, {}, limits=LIMITS)
+    assert_zero(res)
+    assert res.reason == "wrong answer (failed assertion at test line 3)", res
+
+
+@needs_kernel
+def test_only_the_work_dir_is_writable() -> None:
+    """The root, /sandbox, /dev and /dev/shm are read-only in both starts (as root and as a
+    user), so the work dir's size and inode caps bound everything the program can write."""
+    code = (
+        "import errno, os\n"
+        "for path in ('/x', '/sandbox/x.py', '/dev/x', '/dev/shm/x', '/proc/x', '/work/x'):\n"
+        "    try:\n        open(path, 'w').close()\n        print(path, 'written')\n"
+        "    except OSError as exc:\n        print(path, errno.errorcode[exc.errno])\n"
+        "for path in ('/y', '/dev/y'):\n"
+        "    try:\n        os.mkdir(path)\n        print(path, 'made')\n"
+        "    except OSError as exc:\n        print(path, errno.errorcode[exc.errno])\n"
+        "open('/dev/null', 'w').write('fine')\n"
+    )
+    run = run_python(code, limits=LIMITS)
+    assert run.ok, run
+    result = dict(line.split() for line in run.stdout.splitlines())
+    assert result.pop("/work/x") == "written", run.stdout
+    assert set(result.values()) <= {"EROFS", "EACCES", "ENOENT"}, run.stdout
+
+
 # Ground truths whose test code lies about the verdict through the test side's own verdict pipe
 # (standing for a test side somehow turned): whatever it writes, the scorer takes from it only a
 # pass/fail bit and a reason code it words itself, one verdict, from a test side that ended well.
@@ -905,6 +1029,23 @@ def whole_function(p: dict[str, Any], name: str | None = None) -> str:
     if name is not None:
         header = header.replace(f"def {p['entry_point']}(", f"def {name}(", 1)
     return header + "\n" + p["canonical_solution"]
+
+
+def test_a_whole_function_gets_the_prompts_setup_calls_but_not_its_example_calls() -> None:
+    """A prompt whose table is filled by a call after its assignment (as CodeI/O references do):
+    a whole-function answer sees the filled table, as prompt + completion would; a call that
+    names the entry point (an example) is not run before the answer defines it."""
+    prompt = (
+        "TABLE = {'a': 1}\nTABLE.update({'b': 2})\nTOTAL = 0\nTOTAL += 5\n"
+        'def lookup(key):\n    """The value of key, plus TOTAL."""\n'
+    )
+    example = prompt.replace("def lookup", "print(lookup('a'))\ndef lookup")
+    test = "def check(candidate):\n    assert candidate('b') == 7\n"
+    whole = answer("def lookup(key):\n    return TABLE[key] + TOTAL")
+    for text in (prompt, example):
+        truth = json.dumps({"prompt": text, "test": test, "entry_point": "lookup"})
+        res = verify_code("humaneval", whole, truth, {}, limits=LIMITS)
+        assert res.reward == 1.0, (text, res)
 
 
 def humaneval_jobs(jobs: list[tuple[str, str]]) -> list[Any]:
@@ -1005,108 +1146,26 @@ def test_known_wrong_variants_of_every_task_fail() -> None:
 # whose code needs a package outside the standard library, or whose reference is not deterministic
 # or not JSON-serialisable, are left out.
 CODEIO_TASKS = 100
-CODEIO_OUTPUTS = (
-    "import json, signal\nfrom random import Random\n"
-    "def norm(v):\n    return json.loads(json.dumps(v, allow_nan=False))\n"
-    "def alarm(*_):\n    raise TimeoutError\n"
-    "signal.signal(signal.SIGALRM, alarm)\nout = {}\n"
-    "for p in json.load(open('problems.json')):\n"
-    "    try:\n"
-    "        signal.alarm(2)\n"
-    "        gen, first, second = {'Random': Random}, {}, {}\n"
-    "        exec(p['input_generator'], gen)\n"
-    "        exec(p['code_sample'], first)\n"
-    "        exec(p['code_sample'], second)\n"
-    "        cases = []\n"
-    "        for seed in range(3):\n"
-    "            args = norm(gen['generate_inputs'](Random(1000 * p['i'] + seed)))\n"
-    "            want = norm(first['main_solution'](**args))\n"
-    "            if norm(second['main_solution'](**norm(args))) != want:\n"
-    "                raise ValueError('not deterministic')\n"
-    "            cases.append([args, want])\n"
-    "        out[p['i']] = cases\n"
-    "    except BaseException:\n"
-    "        pass\n"
-    "    finally:\n"
-    "        signal.alarm(0)\n"
-    "print(json.dumps(out))\n"
-)
+CODEIO_LIMITS = SandboxLimits(timeout_s=10.0, memory_mb=512, output_bytes=64 * 1024, max_processes=16)
 
 
 @pytest.fixture(scope="module")
 def codeio_tasks() -> list[dict[str, Any]]:
-    """CODEIO_TASKS tasks spread over the CodeI/O set: prompt, completion, whole function, test,
-    and the cases (the reference's outputs) the test checks."""
-    import ast
-    import gzip
+    """CODEIO_TASKS tasks spread over the CodeI/O set, as `bots data codeio` builds them (the
+    cases computed by the references in the sandbox), each with its ground truth."""
+    from bots_rft.data.codeio import codeio_tasks
 
-    import reasoning_gym
-
-    path = Path(reasoning_gym.__file__).parent / "data" / "codeio.jsonl.gz"
-    with gzip.open(path, "rt") as f:
-        rows = [json.loads(line) for line in f if line.strip()]
-    stdlib = set(sys.stdlib_module_names)
-    usable = []
-    for i, row in enumerate(rows):
-        source = row["code_sample"] + "\n" + row["input_generator"]
-        modules = {m.split(".")[0] for m in re.findall(r"^\s*(?:from|import)\s+([\w.]+)", source, re.M)}
-        try:
-            tree = ast.parse(row["code_sample"])
-        except SyntaxError:
-            continue
-        last = tree.body[-1] if tree.body else None
-        if modules <= stdlib and isinstance(last, ast.FunctionDef) and last.name == "main_solution":
-            usable.append({"i": i, "code_sample": row["code_sample"], "input_generator": row["input_generator"]})
-    picked = usable[:: max(1, len(usable) // (CODEIO_TASKS + 20))][: CODEIO_TASKS + 20]
-    # Twice, in two processes: string hashing differs between processes, so a reference whose
-    # output shows a set's order (str(set_of_strings)) is not deterministic; it is left out.
-    runs = [
-        run_python(
-            CODEIO_OUTPUTS,
-            files={"problems.json": json.dumps(picked)},
-            limits=SandboxLimits(timeout_s=120.0, memory_mb=1024, output_bytes=16 << 20),
-        )
-        for _ in range(2)
-    ]
-    assert all(run.ok for run in runs), [run.stderr[-2000:] for run in runs]
-    first, second = (json.loads(run.stdout) for run in runs)
-    outputs = {i: cases for i, cases in first.items() if second.get(i) == cases}
-    tasks = []
-    for p in picked:
-        if str(p["i"]) not in outputs:
-            continue
-        code = p["code_sample"]
-        fn = ast.parse(code).body[-1]
-        assert isinstance(fn, ast.FunctionDef)
-        lines = code.splitlines()
-        start = min([fn.lineno, *(d.lineno for d in fn.decorator_list)]) - 1
-        body_start = fn.body[0].lineno - 1
-        prompt = "\n".join(lines[:body_start]) + "\n"
-        completion = "\n".join(lines[body_start:]) + "\n"
-        whole = "\n".join(lines[start:]) + "\n"
-        test = (
-            "import json\nCASES = json.loads(" + repr(json.dumps(outputs[str(p["i"])])) + ")\n"
-            "def check(candidate):\n"
-            "    for args, want in CASES:\n"
-            "        assert json.loads(json.dumps(candidate(**args))) == want\n"
-        )
-        tasks.append(
-            {
-                "id": p["i"],
-                "truth": json.dumps({"prompt": prompt, "test": test, "entry_point": "main_solution"}),
-                "completion": completion,
-                "whole": whole,
-                "cases": outputs[str(p["i"])],
-                "header_line": start,
-            }
-        )
-    return tasks[:CODEIO_TASKS]
+    tasks = codeio_tasks(CODEIO_TASKS)
+    for t in tasks:
+        t["truth"] = json.dumps({"prompt": t["prompt"], "test": t["test"], "entry_point": t["entry_point"]})
+    return tasks
 
 
 def codeio_jobs(jobs: list[tuple[str, str]]) -> list[Any]:
     def one(job: tuple[str, str]) -> Any:
         truth, response = job
-        return verify_code("codeio", response, truth, {}, limits=LIMITS)
+        # (Some references take a second of CPU on their three cases: room for a busy host.)
+        return verify_code("codeio", response, truth, {}, limits=CODEIO_LIMITS)
 
     with ThreadPoolExecutor(2) as pool:
         return list(pool.map(one, jobs))
@@ -1124,6 +1183,32 @@ def test_every_canonical_codeio_solution_passes_as_completion_and_as_whole_funct
         [(t, "completion") for t in codeio_tasks] + [(t, "whole function") for t in codeio_tasks], results
     ) if r.reward != 1.0]  # fmt: skip
     assert failed == []
+
+
+@needs_kernel
+def test_bots_data_codeio_as_the_pool_guide_shows_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The command docs/pools.md shows, run as written in an empty folder, prints what it shows;
+    its tasks are scored by the code verifier."""
+    import shlex
+
+    from bots_rft.cli import main
+    from bots_rft.data import TaskPool
+    from bots_rft.rewards.registry import get_verifier
+
+    guide = (REPO / "docs" / "pools.md").read_text(encoding="utf-8")
+    block = re.search(r"```\n(\$ bots data codeio [^\n]*)\n(.*?)```", guide, re.S)
+    assert block is not None
+    command, shown = block.group(1)[2:], block.group(2).strip()
+    monkeypatch.chdir(tmp_path)
+    assert main(shlex.split(command)[1:]) == 0
+    assert capsys.readouterr().out.strip() == shown
+    pool = TaskPool.load(tmp_path / "pools" / "codeio" / "eval.parquet")
+    assert set(pool.data_sources()) == {"codegen__codeio"}
+    assert get_verifier("codegen__codeio") is verify_code
+    truth = json.loads(pool.ground_truths()[0])
+    assert truth["entry_point"] == "main_solution" and "def check(candidate)" in truth["test"]
 
 
 def _perturbed(v: Any) -> Any:
@@ -1226,10 +1311,11 @@ def test_property_wrong_answers_wrapped_in_any_trick_earn_nothing() -> None:
 
 
 @needs_kernel
-@pytest.mark.skipif(os.geteuid() != 0, reason="the inode cap needs a tmpfs mounted by root on the host")
 def test_the_work_dir_holds_a_bounded_number_of_inodes(host: Host) -> None:
     """Empty files and symlinks cost kernel memory that the work dir's byte size does not count:
-    /work is a tmpfs with an inode cap, so the program runs out of inodes, not the host of memory."""
+    /work is a tmpfs with an inode cap, started as root or as a user, so the program runs out of
+    inodes, not the host of memory."""
+    assert isolation().workdir_inodes, isolation()
     limits = SandboxLimits(timeout_s=20.0, memory_mb=256, workdir_inodes=512)
     code = (
         "import errno, os\nmade = 0\ntry:\n    for i in range(100_000):\n"
@@ -1241,9 +1327,94 @@ def test_the_work_dir_holds_a_bounded_number_of_inodes(host: Host) -> None:
     assert run.ok, run
     made, error = run.stdout.split()
     assert error == "ENOSPC" and int(made) <= 512, run.stdout
-    # Nothing of it stays mounted on the host once the sandbox is up.
-    with open("/proc/self/mountinfo") as f:
-        assert "bots-work-" not in f.read()
+
+
+@needs_kernel
+def test_per_user_kernel_counts_are_out_of_reach() -> None:
+    """inotify and fanotify instances and POSIX message queue bytes are counted per user, and,
+    started as a user, the sandbox's uid is the scorer's: a program holding 128 inotify instances
+    made every inotify_init of the scorer's user fail (EMFILE) until its verdict ended. The calls
+    are denied."""
+    code = (
+        "import ctypes, errno, json, os\nlibc = ctypes.CDLL(None, use_errno=True)\nmade = {}\n"
+        "for name, call in (('inotify_init1', lambda: libc.inotify_init1(0)),\n"
+        "                   ('fanotify_init', lambda: libc.fanotify_init(0, 0)),\n"
+        "                   ('mq_open', lambda: libc.mq_open(b'/q', os.O_CREAT | os.O_RDWR, 0o600, None))):\n"
+        "    n = 0\n"
+        "    while n < 200 and call() >= 0:\n        n += 1\n"
+        "    made[name] = (n, errno.errorcode.get(ctypes.get_errno()))\n"
+        "print(json.dumps(made))\n"
+    )
+    run = run_python(code, limits=LIMITS)
+    assert run.ok, run
+    made = json.loads(run.stdout)
+    assert made == {name: [0, "EPERM"] for name in ("inotify_init1", "fanotify_init", "mq_open")}, made
+
+
+SLOW_SET_UP = f"""
+import time
+from bots_rft.rewards import sandbox
+from bots_rft.rewards.code import verify_code
+detect = sandbox._detect
+def slow_detect():
+    time.sleep(6.0)  # a busy host: the probe sandbox, ldd over the runtime
+    return detect()
+sandbox._detect = slow_detect
+res = verify_code("humaneval", {RIGHT_ADD!r}, {ADD!r}, {{}}, limits=sandbox.SandboxLimits(timeout_s=5.0))
+print(res.reward, res.reason)
+"""
+
+
+@needs_kernel
+def test_a_processs_first_verdict_is_not_charged_for_its_set_up() -> None:
+    """A process detects the sandbox at its first verdict (a probe sandbox, the runtime's shared
+    libraries); on a busy host that took longer than a 10 s verdict's limit, and the first right
+    answer of every fresh scorer worker timed out. The set-up happens before the verdict's clock."""
+    run = subprocess.run([sys.executable, "-c", SLOW_SET_UP], capture_output=True, text=True, timeout=120)
+    assert run.stdout.split() == ["1.0", "None"], run.stdout + run.stderr[-2000:]
+
+
+# Verdicts of every kind, one sandbox killed with its scorer worker, run in a fresh process whose
+# temporary directory is a folder of the test's own.
+LEFTOVERS_RUN = f"""
+import json
+from bots_rft.rewards import RewardItem, RewardScorer, run_python
+from bots_rft.rewards.code import verify_code
+from bots_rft.rewards.sandbox import SandboxLimits
+limits = SandboxLimits(timeout_s=10.0, memory_mb=256, workdir_inodes=64)  # (a busy host)
+ADD = {ADD!r}
+right = verify_code("humaneval", {RIGHT_ADD!r}, ADD, {{}}, limits=limits)
+assert right.reward == 1.0, right
+fill = "import os\\nfor i in range(1000):\\n    open(f'/work/f{{i}}', 'w').close()\\n"
+assert not run_python(fill, limits=limits, files={{"data.txt": "x"}}).ok
+stuck = "```python\\nimport time\\ndef add(a, b):\\n    time.sleep(1000)\\n```"
+with RewardScorer(workers=1, timeout=5.0) as scorer:  # (a right answer's verdict on a busy host)
+    res = scorer.score_batch([RewardItem("humaneval", stuck, ADD, {{}}), RewardItem("humaneval", {RIGHT_ADD!r}, ADD, {{}})])
+assert [r.reward for r in res] == [0.0, 1.0], res
+print("done")
+"""
+
+
+@needs_kernel
+def test_nothing_is_left_mounted_or_on_disk(tmp_path: Path) -> None:
+    """The sandbox mounts nothing on the host (the agent mounts /work inside the sandbox's own
+    mount namespace), and leaves no file or folder in the temporary directory: after verdicts,
+    a work dir filled to its cap, and a scorer worker killed with its sandbox, the host's mount
+    table has no new mount and the temporary directory is empty."""
+
+    def mounts() -> set[str]:
+        with open("/proc/self/mountinfo") as f:
+            return {" ".join(line.split()[3:5]) for line in f}
+
+    before = mounts()
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp)}
+    run = subprocess.run([sys.executable, "-c", LEFTOVERS_RUN], env=env, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0 and run.stdout.split() == ["done"], run.stderr[-3000:]
+    assert sorted(p.name for p in tmp.iterdir()) == []
+    assert [m for m in mounts() - before if str(tmp_path) in m or "bots-" in m] == []
+    assert not [m for m in mounts() - before if m.split()[1].startswith(tempfile.gettempdir())], mounts() - before
 
 
 @needs_kernel

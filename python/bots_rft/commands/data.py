@@ -79,6 +79,23 @@ def add_parser(subparsers: Any) -> None:
     he.add_argument("--overwrite", action="store_true", help=_OVERWRITE_HELP)
     he.set_defaults(func=_humaneval)
 
+    cio = sub.add_parser(
+        "codeio",
+        help="CodeI/O problems from reasoning-gym (code, sandboxed tests; runs the references in the sandbox)",
+        description="Write a code pool from the CodeI/O problems reasoning-gym ships: those whose reference "
+        "imports only the standard library become HumanEval-style tasks (data source codegen__codeio) whose "
+        "tests compare main_solution on 3 seeded inputs with the reference's outputs, computed in the code "
+        "sandbox (about one CPU-minute for the whole set).",
+    )
+    cio.add_argument("--out", default="pools/codeio", help="output directory (default: %(default)s)")
+    cio.add_argument(
+        "--eval-fraction", type=real(0, 1, high_open=True), default=0.2, help="held-out share (default: %(default)s)"
+    )
+    cio.add_argument("--limit", type=integer(1), default=None, help="at most N problems, spread over the set")
+    cio.add_argument("--seed", type=integer(0), default=0)
+    cio.add_argument("--overwrite", action="store_true", help=_OVERWRITE_HELP)
+    cio.set_defaults(func=_codeio)
+
     arc = sub.add_parser("arc", help="ARC-AGI-1 or -2 (grids as text, exact-match answers)")
     arc.add_argument("--out", default=None, help="output directory (default: pools/arc<version>)")
     arc.add_argument("--version", choices=["1", "2"], default="1", help="ARC-AGI version (default: %(default)s)")
@@ -202,6 +219,13 @@ def _humaneval(args: argparse.Namespace) -> int:
 
     check_output_dir(args.out, "--out", overwrite=args.overwrite, names=_SPLITS)
     return _report(build_humaneval_pool(args.out, args.eval_fraction, args.seed, args.limit))
+
+
+def _codeio(args: argparse.Namespace) -> int:
+    from ..data.codeio import build_codeio_pool
+
+    check_output_dir(args.out, "--out", overwrite=args.overwrite, names=_SPLITS)
+    return _report(build_codeio_pool(args.out, args.eval_fraction, args.seed, args.limit))
 
 
 def _arc(args: argparse.Namespace) -> int:

@@ -1,9 +1,11 @@
 """The agent that runs inside the code sandbox: ``python -I -S -B agent.py CONFIG``.
 
 Standard library only and self-contained: the sandbox shows it nothing but the interpreter, its
-standard library and this file. It first gives up the sandbox's setup identity for the dedicated
-unprivileged uid/gid (when the launcher asks for one) and checks that no capability is left, then
-sets the resource limits, then does one of:
+standard library and this file. It first mounts the program's ``/work`` (size and inode caps),
+gives up the capability that did it and loads the whole seccomp filter (see :func:`_mount_work`),
+then gives up the sandbox's setup identity for the dedicated unprivileged uid/gid (when the
+launcher asks for one) and checks that no capability is left, then sets the resource limits, then
+does one of:
 
 - ``script``: run ``/work/main.py`` as ``__main__`` with the standard streams the launcher gave it
   (``run_python``);
@@ -375,11 +377,74 @@ def _verdict(cfg: dict[str, Any]) -> None:
     os._exit(0)
 
 
+def _refuse(why: str) -> None:
+    os.write(2, f"sandbox agent: {why}; refusing to run\n".encode())
+    os._exit(125)
+
+
+def _mount_work(work: dict[str, Any]) -> None:
+    """Mount the program's /work (a tmpfs capped in bytes and in inodes: empty files and symlinks
+    cost kernel memory that a byte cap does not count), put the launcher's files in it, then give
+    up the capability that mounted it and load the whole seccomp filter.
+
+    bubblewrap's own tmpfs takes a size only, so this process, the first to run in the sandbox,
+    mounts /work itself: it holds ``CAP_SYS_ADMIN`` in the sandbox's user namespace, which owns its
+    mount namespace, and bubblewrap's filter leaves ``mount`` out. Both end here, before anything
+    of the program exists in the sandbox."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    ms_nosuid, ms_nodev = 0x2, 0x4
+    opts = f"size={int(work['bytes'])},nr_inodes={int(work['inodes'])},mode=0777"
+    if libc.mount(b"tmpfs", b"/work", b"tmpfs", ms_nosuid | ms_nodev, opts.encode()) != 0:
+        _refuse(f"cannot mount /work (errno {ctypes.get_errno()})")
+    os.chdir("/work")  # bubblewrap's --chdir points at the directory now covered
+    staged = "/sandbox/files"
+    for name in sorted(os.listdir(staged)) if os.path.isdir(staged) else ():
+        with open(os.path.join(staged, name), "rb") as src:
+            data = src.read()
+        fd = os.open(os.path.join("/work", name), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        while data:
+            data = data[os.write(fd, data) :]
+        os.close(fd)
+    # Give up CAP_SYS_ADMIN (bit 21); started as root the setup identity keeps
+    # CAP_SETUID/CAP_SETGID until it switches to the dedicated uid, which clears them too.
+    header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
+    sets = (ctypes.c_uint32 * 6)()  # effective, permitted, inheritable: low words, then high words
+    if libc.capget(header, sets) != 0:
+        _refuse("cannot read its capabilities")
+    for i in (0, 1):
+        sets[i] &= ~(1 << 21)
+    sets[2] = sets[5] = 0  # nothing inheritable either
+    if libc.capset(header, sets) != 0:
+        _refuse("cannot give up CAP_SYS_ADMIN")
+    status = _status()
+    if int(status.get("CapEff", "0"), 16) & (1 << 21) or int(status.get("CapPrm", "0"), 16) & (1 << 21):
+        _refuse("still holds CAP_SYS_ADMIN")
+    # The whole filter, mount included, on top of bubblewrap's (no_new_privs is already set).
+    fd = int(work["seccomp_fd"])
+    bpf = b""
+    while chunk := os.read(fd, 65536):
+        bpf += chunk
+    os.close(fd)
+
+    class _Prog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    insns = ctypes.create_string_buffer(bpf, len(bpf))
+    prog = _Prog(len(bpf) // 8, ctypes.addressof(insns))
+    pr_set_seccomp, seccomp_mode_filter = 22, 2
+    if libc.prctl(pr_set_seccomp, seccomp_mode_filter, ctypes.byref(prog), 0, 0) != 0:
+        _refuse(f"cannot load the seccomp filter (errno {ctypes.get_errno()})")
+
+
 def _probe() -> None:
     status = _status()
     keys = ("CapPrm", "CapEff", "CapAmb", "CapBnd", "NoNewPrivs", "Seccomp")
     info: dict[str, Any] = {k: status.get(k, "") for k in keys}
     info.update(uid=os.getuid(), euid=os.geteuid(), pid=os.getpid(), root=sorted(os.listdir("/")))
+    work = os.statvfs("/work")
+    info.update(work_bytes=work.f_blocks * work.f_frsize, work_inodes=work.f_files)
     print(json.dumps(info), flush=True)
 
 
@@ -406,9 +471,8 @@ def _watch_lifeline(fd: int) -> None:
 
 def main() -> None:
     cfg = json.loads(sys.argv[1])
-    if cfg.get("ready_fd") is not None:  # the launcher detaches /work's host mount on this
-        os.write(int(cfg["ready_fd"]), b"r")
-        os.close(int(cfg["ready_fd"]))
+    if cfg.get("work") is not None:
+        _mount_work(cfg["work"])
     if cfg.get("lifeline_fd") is not None:
         _watch_lifeline(int(cfg["lifeline_fd"]))
     mode = cfg["mode"]

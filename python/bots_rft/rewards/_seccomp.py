@@ -4,8 +4,11 @@ Default allow, with a deny list of the calls a sandboxed program could use to ch
 confinement or reach outside it: mounting (classic and the new mount API), namespaces (``setns``,
 ``unshare``, ``clone`` with a ``CLONE_NEW*`` flag), tracing and reading other processes' memory,
 BPF, kernel keyrings, perf events, kernel modules, kexec, reboot, io_uring (its operations bypass
-seccomp), userfaultfd, the kernel log, swap, quotas, file handles, and System V IPC objects (shared memory,
-message queues, semaphores: kernel memory outside every per-process limit). Denied calls fail with
+seccomp), userfaultfd, the kernel log, swap, quotas, file handles, System V IPC objects (shared memory,
+message queues, semaphores: kernel memory outside every per-process limit), and the calls that
+take from a per-user count of the kernel (inotify and fanotify instances, POSIX message queue
+bytes): started as a user, the sandbox's uid is the scorer's, so a program could use up that
+user's share for the host. Denied calls fail with
 ``EPERM``; ``clone3`` fails with ``ENOSYS`` because its flags live in memory a filter cannot read
 (the C library then falls back to ``clone``, whose flags are checked). A call made through another
 architecture's system-call table (32-bit x86 on x86-64) kills the process; so does any x32 call.
@@ -18,6 +21,7 @@ from __future__ import annotations
 import errno
 import platform
 import struct
+from collections.abc import Collection
 
 __all__ = ["seccomp_filter", "DENIED_SYSCALLS"]
 
@@ -29,7 +33,7 @@ DENIED_SYSCALLS = (
     "init_module", "finit_module", "delete_module", "kexec_load", "kexec_file_load", "reboot",
     "io_uring_setup", "io_uring_enter", "io_uring_register", "userfaultfd", "syslog", "acct",
     "swapon", "swapoff", "quotactl", "quotactl_fd", "name_to_handle_at", "open_by_handle_at",
-    "shmget", "msgget", "semget",
+    "shmget", "msgget", "semget", "inotify_init", "inotify_init1", "fanotify_init", "mq_open",
 )  # fmt: skip
 
 # The numbers from the kernel's unistd tables (asm/unistd_64.h; asm-generic/unistd.h for aarch64).
@@ -43,7 +47,7 @@ _NUMBERS = {
         io_uring_setup=425, io_uring_enter=426, io_uring_register=427, userfaultfd=323,
         syslog=103, acct=163, swapon=167, swapoff=168, quotactl=179, quotactl_fd=443,
         name_to_handle_at=303, open_by_handle_at=304, shmget=29, msgget=68, semget=64, clone=56,
-        clone3=435,
+        clone3=435, inotify_init=253, inotify_init1=294, fanotify_init=300, mq_open=240,
     ),
     "aarch64": dict(
         mount=40, umount2=39, pivot_root=41, open_tree=428, move_mount=429, fsopen=430,
@@ -54,7 +58,7 @@ _NUMBERS = {
         io_uring_setup=425, io_uring_enter=426, io_uring_register=427, userfaultfd=282,
         syslog=116, acct=89, swapon=224, swapoff=225, quotactl=60, quotactl_fd=443,
         name_to_handle_at=264, open_by_handle_at=265, shmget=194, msgget=186, semget=190, clone=220,
-        clone3=435,
+        clone3=435, inotify_init1=26, fanotify_init=262, mq_open=180,  # (no inotify_init here)
     ),
 }  # fmt: skip
 _AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
@@ -81,9 +85,11 @@ def _insn(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
     return struct.pack("=HBBI", code, jt, jf, k)
 
 
-def seccomp_filter(machine: str | None = None) -> bytes | None:
+def seccomp_filter(machine: str | None = None, allow: Collection[str] = ()) -> bytes | None:
     """The filter for ``machine`` (default: this one) as packed ``struct sock_filter`` records,
-    or None when the architecture has no filter here."""
+    or None when the architecture has no filter here. ``allow`` names denied calls to leave out:
+    bubblewrap loads the filter without ``mount`` so that the sandbox's agent can mount the work
+    directory, and the agent then loads the whole filter on top of it before any program runs."""
     arch = (machine or platform.machine()).lower()
     arch = {"amd64": "x86_64", "arm64": "aarch64"}.get(arch, arch)
     if arch not in _NUMBERS:
@@ -99,6 +105,8 @@ def seccomp_filter(machine: str | None = None) -> bytes | None:
     if arch == "x86_64":  # the x32 ABI shares the architecture value: refuse it outright
         prog += [_insn(_JGE_K, _X32_SYSCALL_BIT, jf=1), _insn(_RET_K, _RET_KILL_PROCESS)]
     for name in DENIED_SYSCALLS:
+        if name in allow or name not in nr:
+            continue
         prog += [_insn(_JEQ_K, nr[name], jf=1), _insn(_RET_K, eperm)]
     prog += [
         _insn(_JEQ_K, nr["clone3"], jf=1),

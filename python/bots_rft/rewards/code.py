@@ -36,7 +36,7 @@ from typing import Any
 from .base import RewardResult
 from .extract import extract_code
 from .harness import run_verdict
-from .sandbox import SandboxLimits
+from .sandbox import SandboxLimits, isolation
 
 __all__ = ["verify_code", "DEFAULT_CODE_LIMITS"]
 
@@ -48,6 +48,12 @@ def _parse_spec(ground_truth: Any) -> dict[str, Any]:
     if not isinstance(spec, Mapping):
         raise ValueError(f"code ground truth must be a JSON object, got {type(spec).__name__}")
     return dict(spec)
+
+
+def prepare() -> None:
+    """Detect the code sandbox (a probe sandbox and the runtime's shared libraries: seconds on a
+    busy host) ahead of a scorer worker's first timed call."""
+    isolation()
 
 
 def verify_code(
@@ -84,6 +90,7 @@ _CONTEXT_STATEMENTS = (
     ast.ClassDef,
     ast.Assign,
     ast.AnnAssign,
+    ast.AugAssign,
 )
 
 
@@ -92,7 +99,10 @@ def _prompt_context(prompt: str, entry: str | None) -> str:
     entry point's own body, as HumanEval/115 does), helper functions, classes and constants;
     never the entry point itself. A chat model's whole-function answer runs after this text (as
     EvalPlus sanitises answers), and the tests get the prompt's own helpers from it. Statements
-    other than these (docstrings, calls) are left out; a prompt that is not Python is ignored."""
+    other than these are left out (docstrings, ``if __name__ == "__main__":`` blocks, loops), and
+    so is any expression statement that names the entry point (an example call); other calls
+    stay, as ``TABLE.update({...})`` after ``TABLE = {...}`` (a CodeI/O reference). A prompt that is
+    not Python is ignored."""
     if not prompt.strip():
         return ""
     tree = None
@@ -111,7 +121,11 @@ def _prompt_context(prompt: str, entry: str | None) -> str:
         segment = "\n".join(lines[first - 1 : node.end_lineno])
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == entry:
             keep += [ast.unparse(n) for n in node.body if isinstance(n, (ast.Import, ast.ImportFrom))]
-        elif isinstance(node, _CONTEXT_STATEMENTS):
+        elif isinstance(node, _CONTEXT_STATEMENTS) or (
+            isinstance(node, ast.Expr)
+            and not isinstance(node.value, ast.Constant)
+            and not any(isinstance(n, ast.Name) and n.id == entry for n in ast.walk(node))
+        ):
             keep.append(segment)
     return "\n".join(keep) + "\n" if keep else ""
 

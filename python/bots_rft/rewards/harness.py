@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .base import RewardResult
-from .sandbox import SandboxLimits, _memfd, finish, launch
+from .sandbox import SandboxLimits, _memfd, finish, launch, require_isolation
 
 __all__ = ["run_verdict", "REASON_CODES"]
 
@@ -117,6 +117,10 @@ def _read_verdict(fd: int, deadline: float) -> bytes | None:
 def run_verdict(task: dict[str, Any], limits: SandboxLimits, allow_unsandboxed: bool | None) -> RewardResult:
     """Judge ``task`` (built by :func:`bots_rft.rewards.code.verify_code`) in one sandbox and
     return its reward; the reason, if any, in this module's words."""
+    # The process's one-time set-up (finding the runtime, the probe sandbox, the identities)
+    # happens here, before the clock starts: a process's first verdict on a busy host would
+    # otherwise spend its time limit on it and fail a right answer as timed out.
+    require_isolation(allow_unsandboxed)
     deadline = time.monotonic() + limits.timeout_s
     task_fd = _memfd("task", json.dumps(task).encode("utf-8"))
     verdict_r, verdict_w = os.pipe()

@@ -11,8 +11,9 @@ with new user, PID, mount, network, IPC and UTS namespaces, and the interpreter 
   keyring, perf, module, kexec and reboot calls;
 - sees a minimal read-only view: the interpreter, its standard library (no site-packages) and the
   shared libraries they load, a fresh ``/proc`` of its own PID namespace, a minimal ``/dev``, and
-  a private writable ``/work`` (tmpfs) capped in size and, started as root, in inodes. No host
-  process, ``/tmp``, home directory or repository is visible;
+  a private writable ``/work`` (a tmpfs the agent mounts inside the sandbox) capped in size and
+  in inodes; everything else is read-only. No host process, ``/tmp``, home directory or
+  repository is visible;
 - is bounded as a whole tree: process count (``RLIMIT_NPROC`` of its uid), address space per
   process (``RLIMIT_AS``, so memory <= processes x ``memory_mb``, plus the ``/work`` size), CPU
   seconds per process, bytes per written file, open files, and wall-clock time; when the run
@@ -27,7 +28,6 @@ so once per process. :func:`isolation` reports what this host gives (detected on
 
 from __future__ import annotations
 
-import atexit
 import json
 import logging
 import math
@@ -46,7 +46,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ConfigError, InvalidArgumentError
-from ._leftovers import dead_owner_dirs
 from ._seccomp import seccomp_filter
 
 __all__ = [
@@ -92,8 +91,8 @@ class SandboxLimits:
     max_open_files: int = 64
     max_processes: int = 32  # processes (and threads) the program may have at once
     workdir_mb: int = 64  # size of its private writable /work
-    # Files, directories and symlinks /work may hold (started as root; see _mount_work): each
-    # costs kernel memory that workdir_mb does not count.
+    # Files, directories and symlinks /work may hold (see _sandbox_child._mount_work): each costs
+    # kernel memory that workdir_mb does not count.
     workdir_inodes: int = 4096
     network: bool = False  # True shares the host's network namespace
 
@@ -168,6 +167,7 @@ class Isolation:
     identity: str  # who the program runs as
     seccomp: bool
     missing: str | None  # why there is no kernel sandbox
+    workdir_inodes: bool = False  # /work is capped in inodes as well as in bytes
 
     def describe(self) -> str:
         if not self.kernel:
@@ -177,6 +177,7 @@ class Isolation:
             f"runs as {self.identity}",
             "no capabilities, no_new_privs",
             "seccomp filter" if self.seccomp else "no seccomp filter for this architecture",
+            "/work capped in bytes and inodes" if self.workdir_inodes else "/work capped in bytes only",
             "memory bound: RLIMIT_AS per process x process cap (no cgroup)",
         ]
         return "; ".join(parts)
@@ -244,7 +245,9 @@ def _detect() -> Isolation:
         if os.geteuid() == 0
         else f"uid {os.getuid()} in a user namespace"
     )
-    return Isolation(True, version or "bubblewrap", identity, seccomp, None)
+    # The probe ran with the default limits: its /work holds as many inodes as they allow.
+    inodes = probe.get("work_inodes") == SandboxLimits().workdir_inodes
+    return Isolation(True, version or "bubblewrap", identity, seccomp, None, workdir_inodes=inodes)
 
 
 def _allowed(allow_unsandboxed: bool | None) -> bool:
@@ -575,11 +578,14 @@ def _launch_bwrap(
 ) -> _Launched:
     started = time.monotonic()
     uid = peer_uid = None
-    work: str | None = None
-    ready_r = -1
     own_fds: list[int] = []  # closed here once bwrap has them
     shared_fds: list[int] = []  # kept open for later runs
     argv = [binary]
+    # With a seccomp filter for this architecture, the agent mounts /work itself (size and inode
+    # caps; see _sandbox_child._mount_work) with a CAP_SYS_ADMIN that it gives up, and loads the
+    # whole filter, before the program exists. Without one, bubblewrap's size-only tmpfs.
+    full_bpf = seccomp_filter()
+    agent_mounts = full_bpf is not None
     try:
         if os.geteuid() == 0:
             ids = _get_identities()
@@ -588,19 +594,16 @@ def _launch_bwrap(
             if cfg["mode"] == "verdict":  # the tests and the candidate: two users, one sandbox
                 peer_uid = ids.acquire(started + limits.timeout_s)
                 cfg["candidate_uid"] = peer_uid
-            argv += [
-                "--userns",
-                str(ids.userns_fd),
-                "--cap-drop",
-                "ALL",
-                "--cap-add",
-                "CAP_SETUID",
-                "--cap-add",
-                "CAP_SETGID",
-            ]
+            argv += ["--userns", str(ids.userns_fd), "--cap-drop", "ALL"]
+            argv += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
             shared_fds.append(ids.userns_fd)
         else:
-            argv += ["--unshare-user", "--disable-userns", "--cap-drop", "ALL"]
+            # (--disable-userns would run the agent in a nested user namespace that does not own
+            # the mount namespace, so it could not mount /work; the filter denies new user
+            # namespaces instead: unshare, setns, clone with CLONE_NEWUSER and clone3.)
+            argv += ["--unshare-user", "--cap-drop", "ALL"] + ([] if agent_mounts else ["--disable-userns"])
+        if agent_mounts:
+            argv += ["--cap-add", "CAP_SYS_ADMIN"]
         cfg["require_unprivileged"] = True
         argv += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
         if not limits.network:
@@ -608,36 +611,38 @@ def _launch_bwrap(
         # --as-pid-1: the agent is the namespace's PID 1, a direct child of bwrap, which reaps it
         # only after the kernel has killed and reaped everything else in the namespace.
         argv += ["--as-pid-1", "--die-with-parent", "--new-session", "--clearenv", "--hostname", "sandbox"]
-        bpf = seccomp_filter()
-        if bpf is not None:
+        bpf = seccomp_filter(allow=("mount",)) if agent_mounts else None
+        if bpf is not None and full_bpf is not None:
             fd = _memfd("seccomp", bpf)
             own_fds.append(fd)
             argv += ["--seccomp", str(fd)]
+            fd = _memfd("seccomp-agent", full_bpf)
+            own_fds.append(fd)
+            cfg["work"] = {"bytes": limits.workdir_mb << 20, "inodes": limits.workdir_inodes, "seccomp_fd": fd}
         info_r, info_w = os.pipe()
         own_fds += [info_r, info_w]
         argv += ["--info-fd", str(info_w)]
         argv += runtime.bwrap_args(own_fds)
-        argv += ["--proc", "/proc", "--dev", "/dev"]
-        # No pseudo-terminals: the pty count is a host-wide limit (kernel.pty.max) that every
-        # devpts instance shares, so a program could exhaust it for the host. An empty read-only
-        # directory over /dev/pts leaves /dev/ptmx pointing at nothing.
-        argv += ["--tmpfs", "/dev/pts", "--remount-ro", "/dev/pts"]
-        work = _mount_work(limits)
-        if work is not None:
-            argv += ["--bind", work, _WORK, "--chdir", _WORK]
-            ready_r, ready_w = os.pipe()
-            own_fds += [ready_r, ready_w]
-            cfg["ready_fd"] = ready_w
+        argv += ["--proc", "/proc"] + _dev_args()
+        if agent_mounts:
+            # The agent mounts over /work and copies these in (bubblewrap's copies would be covered).
+            argv += ["--perms", "0755", "--dir", _WORK, "--chdir", _WORK, "--perms", "0700", "--dir", _STAGED_FILES]
+            folder = _STAGED_FILES
         else:
             argv += ["--perms", "0777", "--size", str(limits.workdir_mb << 20), "--tmpfs", _WORK, "--chdir", _WORK]
+            folder = _WORK
         for name, text in (files or {}).items():
             fd = _memfd("file", text.encode("utf-8"))
             own_fds.append(fd)
-            argv += ["--perms", "0644", "--file", str(fd), f"{_WORK}/{name}"]
+            argv += ["--perms", "0644", "--file", str(fd), f"{folder}/{name}"]
+        # Read-only from here on: the root and /dev are tmpfs mounts that bubblewrap fills, and,
+        # started as a user, the program's uid owns them. Left writable, the program could put a
+        # module where the test side imports from (/sandbox) and write past workdir_mb.
+        argv += ["--remount-ro", "/", "--remount-ro", "/dev"]
         for key, value in _sandbox_env(_WORK).items():
             argv += ["--setenv", key, value]
         argv += [runtime.python, "-I", "-S", "-B", _AGENT_IN_SANDBOX, json.dumps(cfg)]
-        inheritable = [fd for fd in own_fds if fd not in (info_r, ready_r)] + shared_fds + list(pass_fds)
+        inheritable = [fd for fd in own_fds if fd != info_r] + shared_fds + list(pass_fds)
         proc = subprocess.Popen(
             argv,
             stdin=stdin if stdin is not None else subprocess.DEVNULL,
@@ -656,16 +661,6 @@ def _launch_bwrap(
                 init_pidfd = os.pidfd_open(int(info["child-pid"]))
             except (OSError, KeyError, ValueError):
                 init_pidfd = -1
-        if work is not None:
-            # (After the PID 1 pidfd is open: a short run may be over by the time it signals.)
-            # The agent says it has started once bubblewrap has bound /work into the sandbox;
-            # from then on the tmpfs needs no host mount point: detached now, it lives as long as
-            # the sandbox does, and nothing of it is left on the host if this process dies.
-            os.close(ready_w)
-            own_fds.remove(ready_w)
-            select.select([ready_r], [], [], max(0.0, started + limits.timeout_s - time.monotonic()))
-            _unmount_work(work)
-            work = None
         launched = _Launched(
             proc, info.get("pid-namespace") if info else None, init_pidfd, uid, started, peer_uid=peer_uid
         )
@@ -681,79 +676,29 @@ def _launch_bwrap(
         for leftover in (uid, peer_uid):
             if leftover is not None:
                 _get_identities().release(leftover)
-        if work is not None:
-            _unmount_work(work)
 
 
-# ----------------------------------------------------------------------- the work directory
-# Started as root, /work is a tmpfs this process mounts on the host with both a size and an inode
-# cap (bubblewrap's own --tmpfs takes a size only, and the sandbox's seccomp filter denies the
-# mount that could set nr_inodes inside), binds into the sandbox, and detaches from the host as
-# soon as the agent has started. Mount points live in a 0700 directory per process; those of dead
-# processes (killed between mount and detach) are detached by the next process that mounts.
-_MS_NOSUID, _MS_NODEV, _MNT_DETACH = 0x2, 0x4, 0x2
-_work_state: dict[str, object] = {}
-_work_lock = threading.Lock()
+# Where bubblewrap puts the launcher's files for the agent to copy into the /work it mounts.
+_STAGED_FILES = "/sandbox/files"
+# Device nodes the program may use, bound from the host's; no tty, and no pseudo-terminals: the
+# pty count is a host-wide limit (kernel.pty.max) that every devpts instance shares, so a program
+# could exhaust it for the host (/dev/pts is an empty directory and there is no /dev/ptmx).
+_DEVICES = ("null", "zero", "full", "random", "urandom")
 
 
-def _libc() -> object:
-    import ctypes
-
-    return ctypes.CDLL(None, use_errno=True)
-
-
-def _work_root() -> str | None:
-    """This process's directory of mount points; None where mounting is impossible here."""
-    with _work_lock:
-        if _work_state.get("pid") != os.getpid():
-            _work_state.clear()
-            _work_state["pid"] = os.getpid()
-            if os.geteuid() != 0 or not sys.platform.startswith("linux"):
-                _work_state["root"] = None
-                return None
-            tmp = tempfile.gettempdir()
-            for entry in dead_owner_dirs(tmp, "bots-work-"):  # mount points of dead processes
-                for sub in os.scandir(entry.path):
-                    _libc().umount2(sub.path.encode(), _MNT_DETACH)  # type: ignore[attr-defined]
-                shutil.rmtree(entry.path, ignore_errors=True)
-            root = tempfile.mkdtemp(prefix=f"bots-work-{os.getpid()}-", dir=tmp)
-            _work_state["root"] = root
-            owner = os.getpid()
-
-            # Empty at exit (each mount point goes once its sandbox is up); a forked child leaves it.
-            def remove_root() -> None:
-                if os.getpid() == owner:
-                    shutil.rmtree(root, ignore_errors=True)
-
-            atexit.register(remove_root)
-        return _work_state["root"]  # type: ignore[return-value]
-
-
-def _mount_work(limits: SandboxLimits) -> str | None:
-    """A fresh tmpfs capped at ``workdir_mb`` and ``workdir_inodes``, mounted on the host; None
-    where this process cannot mount one (not root, or the host forbids it: bubblewrap's tmpfs,
-    capped in size only, is used instead)."""
-    root = _work_root()
-    if root is None:
-        return None
-    point = tempfile.mkdtemp(dir=root)
-    opts = f"size={limits.workdir_mb << 20},nr_inodes={limits.workdir_inodes},mode=0777"
-    libc = _libc()
-    if libc.mount(b"tmpfs", point.encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV, opts.encode()) != 0:  # type: ignore[attr-defined]
-        os.rmdir(point)
-        with _work_lock:
-            _work_state["root"] = None  # mounting is not allowed here: do not try again
-        log.info("code sandbox: cannot mount a tmpfs for /work here; its inode count is not capped")
-        return None
-    return point
-
-
-def _unmount_work(point: str) -> None:
-    _libc().umount2(point.encode(), _MNT_DETACH)  # type: ignore[attr-defined]
-    try:
-        os.rmdir(point)
-    except OSError:
-        pass
+def _dev_args() -> list[str]:
+    """A minimal /dev built by hand rather than with ``--dev``: bubblewrap's ``--dev`` mounts a
+    devpts, which makes it run the program in a second user namespace below the one that owns the
+    mount namespace, where the agent could not mount /work."""
+    args = ["--perms", "0755", "--tmpfs", "/dev"]
+    for name in _DEVICES:
+        if os.path.exists(f"/dev/{name}"):
+            args += ["--dev-bind", f"/dev/{name}", f"/dev/{name}"]
+    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1")):
+        args += ["--symlink", target, f"/dev/{name}"]
+    args += ["--symlink", "/proc/self/fd/2", "/dev/stderr", "--perms", "0755", "--dir", "/dev/shm"]
+    args += ["--perms", "0755", "--dir", "/dev/pts"]
+    return args
 
 
 def _read_info(fd: int, deadline: float) -> dict[str, int] | None:
@@ -825,7 +770,7 @@ def _sandbox_env(workdir: str) -> dict[str, str]:
 
 
 def _probe(binary: str, runtime: _Runtime) -> dict[str, object]:
-    limits = SandboxLimits(timeout_s=20.0)
+    limits = SandboxLimits(timeout_s=20.0)  # the default work dir caps (see _detect)
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         try:
             launched = _launch_bwrap(
