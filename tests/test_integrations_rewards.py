@@ -29,13 +29,21 @@ class Records(logging.Handler):
 def warnings_logged() -> Iterator[list[str]]:
     # A handler on the integrations' own logger: another test's framework may replace the root
     # logger's handlers, which caplog relies on.
+    # Another test's framework may also have raised the root logger's level or disabled logging
+    # globally (logging.disable): these tests log at WARNING on our logger whatever the root's
+    # level, and restore the old state afterwards.
     handler = Records()
     log = logging.getLogger("bots_rft.integrations")
+    level, disabled = log.level, logging.root.manager.disable
+    log.setLevel(logging.WARNING)
+    logging.disable(logging.NOTSET)
     log.addHandler(handler)
     try:
         yield handler.messages
     finally:
         log.removeHandler(handler)
+        log.setLevel(level)
+        logging.disable(disabled)
 
 
 def test_clipped_rewards_are_counted_and_warned_about_once(warnings_logged: list[str]) -> None:

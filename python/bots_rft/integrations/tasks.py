@@ -133,6 +133,15 @@ class RewardClip:
         self.clipped = 0
         self._lock = threading.Lock()
 
+    def __getstate__(self) -> dict[str, Any]:
+        # The lock is this process's; a sampler pickled with its clip (verl's checkpoints, Ray's
+        # object store) gets a fresh one.
+        return {k: v for k, v in self.__dict__.items() if k != "_lock"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
     def __call__(self, rewards: Any) -> FloatArray:
         r = np.asarray(rewards, dtype=np.float64).reshape(-1)
         succ = successes_from_rewards(r, self.threshold)
