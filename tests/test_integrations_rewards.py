@@ -32,8 +32,12 @@ def warnings_logged() -> Iterator[list[str]]:
     # Another test's framework may also have raised the root logger's level or disabled logging
     # globally (logging.disable): these tests log at WARNING on our logger whatever the root's
     # level, and restore the old state afterwards.
+    # The handler goes on the logger object the integrations log to: a framework that reloads
+    # logging can leave getLogger() returning a new object (seen after the AReaL tests).
+    from bots_rft.integrations import tasks
+
     handler = Records()
-    log = logging.getLogger("bots_rft.integrations")
+    log = tasks.logger
     level, disabled = log.level, logging.root.manager.disable
     log.setLevel(logging.WARNING)
     logging.disable(logging.NOTSET)
