@@ -760,13 +760,7 @@ class BOTS(_SelectorParams):
         role, running = self._pass_role, self._pass
         if running is None or not isinstance(role, _Speculation) or self._pending is not None:
             return None
-        if (role.counter, role.target, role.thompson, role.tau, role.seed) != (
-            self._num_selections,
-            self._target,
-            self._thompson,
-            self._tau,
-            self._seed,
-        ):
+        if not self._made_for_this_call(role):
             return None
         self._pass, self._pass_role = None, None
         result = running.wait_take(k)
@@ -778,6 +772,16 @@ class BOTS(_SelectorParams):
         first, kth = result
         self._remember_hint(role.k, kth)
         return first
+
+    def _made_for_this_call(self, spec: Any) -> bool:
+        """Whether a speculation was made at this stream position with these parameters."""
+        return (spec.counter, spec.target, spec.thompson, spec.tau, spec.seed) == (
+            self._num_selections,
+            self._target,
+            self._thompson,
+            self._tau,
+            self._seed,
+        )
 
     def _reuse(self, k: int, mask: np.ndarray | None, ids: np.ndarray | None) -> IntArray | None:
         """The first ``k`` tasks of the speculation's ranking that are not excluded, if the
@@ -791,13 +795,7 @@ class BOTS(_SelectorParams):
         spec = self._speculation
         if spec is None or self._pending is not None:
             return None
-        if (spec.counter, spec.target, spec.thompson, spec.tau, spec.seed) != (
-            self._num_selections,
-            self._target,
-            self._thompson,
-            self._tau,
-            self._seed,
-        ):
+        if not self._made_for_this_call(spec):
             return None
         ranked = spec.candidates
         if mask is not None:
