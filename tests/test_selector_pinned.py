@@ -135,11 +135,18 @@ def _pins() -> dict[str, Any]:
 def test_selector_results_are_the_pinned_ones(kind: str, name: str, tmp_path: Path) -> None:
     if kind == "torch":
         pytest.importorskip("torch")
-    if kind == "sharded":
-        ray = pytest.importorskip("ray")
-        if not ray.is_initialized():
-            ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    assert run_scenario(kind, name, tmp_path) == _pins()[f"{kind}-{name}"]
+    if kind != "sharded":
+        assert run_scenario(kind, name, tmp_path) == _pins()[f"{kind}-{name}"]
+        return
+    ray = pytest.importorskip("ray")
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    try:
+        assert run_scenario(kind, name, tmp_path) == _pins()[f"{kind}-{name}"]
+    finally:
+        if started:  # leave Ray as it was: later tests start their own instance
+            ray.shutdown()
 
 
 if __name__ == "__main__":  # regenerate the pins
