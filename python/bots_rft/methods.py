@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy.typing as npt
 
 from .errors import InvalidArgumentError, InvalidTypeError
-from .evidence import DEFAULT_MIN_GAP
+from .estimators.base import DEFAULT_MIN_GAP
 from .parameters import (
     BOTS_PARAMS,
     CANDIDATE_RATIO,
@@ -192,7 +192,7 @@ def _references(m: Method, weak: Any, strong: Any) -> tuple[Any, Any] | None:
 
 
 def _interpolation(m: Method, weak: Any, strong: Any, p: dict[str, Any]) -> Any:
-    from .evidence import Interpolation
+    from .estimators import Interpolation
 
     refs = _references(m, weak, strong)
     return None if refs is None else Interpolation(refs[0], refs[1], p["momentum"], min_gap=p["min_gap"])

@@ -20,7 +20,7 @@ from typing import Any, Literal
 import numpy as np
 
 from .errors import InvalidArgumentError, InvalidTypeError
-from .evidence import DEFAULT_MIN_GAP
+from .estimators.base import DEFAULT_MIN_GAP
 
 __all__ = [
     "Parameter",

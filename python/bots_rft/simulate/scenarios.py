@@ -32,7 +32,7 @@ import numpy.typing as npt
 
 from ..baselines import RandomSelector
 from ..errors import ConfigError
-from ..evidence import Interpolation
+from ..estimators import Interpolation
 from ..multipool import MultiPool
 from ..parameters import LAM, MIN_GAP, MOMENTUM, RHO, TARGET
 from ..selector import BOTS
