@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 
 from bots_rft import BotsError, CheckpointError, InvalidArgumentError, InvalidTypeError
-from bots_rft.baselines import RollsOut, Selector
 from bots_rft.checkpoint import load_state, save_state
 from bots_rft.methods import METHODS, Method, method, method_names
 from bots_rft.parameters import PARAMETERS, Parameter
+from bots_rft.protocol import RollsOut, Selector
 
 N = 40
 ROLLOUTS = 8

@@ -17,7 +17,7 @@ either of them runs. A method is
   method that rolls out gets the ``rollout`` callback at :meth:`Method.build`; one that spends a
   variable number of rollouts per task (screening, sequential sampling, per-task budgets) calls it
   as ``rollout(task_ids, counts)`` and hands each step's groups, trials and rollouts spent over
-  through :class:`bots_rft.baselines.RollsOut` (base class: :class:`bots_rft.peers.base.SelfRolling`),
+  through :class:`bots_rft.protocol.RollsOut` (base class: :class:`bots_rft.peers.base.SelfRolling`),
   so that every rollout it generates is charged; and whether ``bots train`` can run it
   (``trainer``; it runs every method of this table, those that roll out themselves through a
   callback that generates real completions, :meth:`bots_rft.train.trainer.GRPOTrainer.peer_rollout`);
@@ -86,7 +86,7 @@ from .parameters import (
 from .parameters import shown as _shown
 
 if TYPE_CHECKING:
-    from .baselines import CountedRolloutFn, RolloutFn, Selector
+    from .protocol import CountedRolloutFn, RolloutFn, Selector
 
 __all__ = [
     "Parameter",
@@ -287,7 +287,7 @@ def _build_screen(m: Method, n: int, weak: Any, strong: Any, rollout: Any, threa
 
 
 def _build_random(m: Method, n: int, weak: Any, strong: Any, rollout: Any, threads: Any, p: dict[str, Any]) -> Selector:
-    from .baselines import RandomSelector
+    from .static_selectors import RandomSelector
 
     return RandomSelector(n, seed=p["seed"])
 
@@ -295,7 +295,7 @@ def _build_random(m: Method, n: int, weak: Any, strong: Any, rollout: Any, threa
 def _build_offline(
     m: Method, n: int, weak: Any, strong: Any, rollout: Any, threads: Any, p: dict[str, Any]
 ) -> Selector:
-    from .baselines import OfflineSelector
+    from .static_selectors import OfflineSelector
 
     refs = _references(m, weak, strong)
     assert refs is not None  # required
@@ -308,7 +308,7 @@ def _build_offline(
 def _build_dynamic(
     m: Method, n: int, weak: Any, strong: Any, rollout: Any, threads: Any, p: dict[str, Any]
 ) -> Selector:
-    from .baselines import DynamicSampling
+    from .peers.dapo import DynamicSampling
 
     if rollout is None:
         raise InvalidArgumentError(
@@ -430,7 +430,7 @@ METHODS: Mapping[str, Method] = MappingProxyType(
                 "random",
                 "Random",
                 "uniform without replacement within each batch",
-                "bots_rft.baselines:RandomSelector",
+                "bots_rft.static_selectors:RandomSelector",
                 (SEED,),
                 "unused",
                 _BASELINE_FILE,
@@ -439,7 +439,7 @@ METHODS: Mapping[str, Method] = MappingProxyType(
                 "offline",
                 "Offline",
                 "a static easy-to-hard curriculum by the strong reference pass rate",
-                "bots_rft.baselines:OfflineSelector",
+                "bots_rft.static_selectors:OfflineSelector",
                 (),
                 "required",
                 _BASELINE_FILE,
@@ -469,7 +469,7 @@ METHODS: Mapping[str, Method] = MappingProxyType(
                 "DAPO-DS",
                 "DAPO's dynamic sampling: roll out generation batches in epoch order, keep "
                 "the tasks whose rollouts disagree",
-                "bots_rft.baselines:DynamicSampling",
+                "bots_rft.peers.dapo:DynamicSampling",
                 (ROLLOUTS, OVERSAMPLE, MAX_ROUNDS, SEED),
                 "unused",
                 _BASELINE_FILE,

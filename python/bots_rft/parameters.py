@@ -3,7 +3,7 @@ default and one check that raises :class:`~bots_rft.errors.InvalidTypeError` for
 wrong type and :class:`~bots_rft.errors.InvalidArgumentError` for one out of range, both naming
 the parameter and the value.
 
-This is the bottom of the method layer: the selectors, the peers and the baselines read their
+This is the bottom of the method layer: the selectors, the peers and the static selectors read their
 parameters from here, and :mod:`bots_rft.methods` (the table of methods, which builds those
 selectors) sits on top of it, so the imports run one way.
 """
