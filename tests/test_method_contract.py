@@ -325,3 +325,18 @@ def test_the_classes_accept_the_tables_range() -> None:
         p = PARAMETERS[name]
         for v in _edges(p):
             assert _accepts(Interpolation, weak=weak, strong=strong, **{name: v}) == p.contains(v), (name, v)
+
+
+def test_the_registry_builds_exactly_the_methods_of_the_table() -> None:
+    """bots_rft.method_table states each method; bots_rft.methods adds its class and builder. The
+    two list the same methods in the same order, and each registered method is its table entry."""
+    import dataclasses
+
+    from bots_rft.method_table import SPECS, MethodSpec, spec
+
+    assert list(METHODS) == list(SPECS)
+    for name, m in METHODS.items():
+        entry = SPECS[name]
+        assert all(getattr(m, f.name) == getattr(entry, f.name) for f in dataclasses.fields(MethodSpec)), name
+        for alias in (name, *m.aliases):
+            assert method(alias) is m and spec(alias) is entry
