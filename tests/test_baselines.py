@@ -8,7 +8,7 @@ import pytest
 
 from bots_rft.errors import BotsError, CheckpointError, InvalidArgumentError, InvalidTypeError
 from bots_rft.peers.dapo import DynamicSampling, EpochOrder
-from bots_rft.protocol import Selector
+from bots_rft.selector_protocol import Selector
 from bots_rft.static_selectors import OfflineSelector, RandomSelector
 
 # ------------------------------------------------------------------------------------------
@@ -410,7 +410,7 @@ def test_the_old_baselines_module_re_exports_the_same_objects() -> None:
     object from the module that now defines it."""
     import bots_rft.baselines as old
     import bots_rft.peers.dapo as dapo
-    import bots_rft.protocol as protocol
+    import bots_rft.selector_protocol as protocol
     import bots_rft.static_selectors as static_selectors
 
     for name in old.__all__:

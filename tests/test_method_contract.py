@@ -20,7 +20,7 @@ from bots_rft import BotsError, CheckpointError, InvalidArgumentError, InvalidTy
 from bots_rft.checkpoint import load_state, save_state
 from bots_rft.methods import METHODS, Method, method, method_names
 from bots_rft.parameters import PARAMETERS, Parameter
-from bots_rft.protocol import RollsOut, Selector
+from bots_rft.selector_protocol import RollsOut, Selector
 
 N = 40
 ROLLOUTS = 8
@@ -332,11 +332,11 @@ def test_the_registry_builds_exactly_the_methods_of_the_table() -> None:
     two list the same methods in the same order, and each registered method is its table entry."""
     import dataclasses
 
-    from bots_rft.method_table import SPECS, MethodSpec, spec
+    from bots_rft.method_table import ENTRIES, MethodEntry, entry
 
-    assert list(METHODS) == list(SPECS)
+    assert list(METHODS) == list(ENTRIES)
     for name, m in METHODS.items():
-        entry = SPECS[name]
-        assert all(getattr(m, f.name) == getattr(entry, f.name) for f in dataclasses.fields(MethodSpec)), name
+        listed = ENTRIES[name]
+        assert all(getattr(m, f.name) == getattr(listed, f.name) for f in dataclasses.fields(MethodEntry)), name
         for alias in (name, *m.aliases):
-            assert method(alias) is m and spec(alias) is entry
+            assert method(alias) is m and entry(alias) is listed

@@ -12,7 +12,7 @@ import pytest
 from bots_rft.checkpoint import load_state, save_state
 from bots_rft.errors import CheckpointError, ConfigError, InvalidArgumentError, InvalidTypeError
 from bots_rft.methods import method
-from bots_rft.protocol import RolledBatch, RollsOut, Selector
+from bots_rft.selector_protocol import RolledBatch, RollsOut, Selector
 from bots_rft.simulate import LearnerConfig, SimConfig, SimulatedLearner, make_world
 from bots_rft.simulate.experiment import MethodSpec, make_selector, run_method
 
@@ -191,7 +191,7 @@ def test_peers_live_in_peers_and_the_method_table_points_there() -> None:
     import importlib
 
     import bots_rft.peers as peers
-    import bots_rft.protocol as protocol
+    import bots_rft.selector_protocol as protocol
     import bots_rft.static_selectors as static_selectors
     from bots_rft.methods import METHODS
 

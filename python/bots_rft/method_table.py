@@ -2,7 +2,7 @@
 
 Every entry point reads this table rather than spelling methods itself: ``bots simulate``, ``bots
 train`` and ``bots compare`` take their method names, defaults and ranges from it, and the
-trainer's config and the simulator check their parameters with it. A method (:class:`MethodSpec`)
+trainer's config and the simulator check their parameters with it. A method (:class:`MethodEntry`)
 is
 
 - a **name** (plus accepted aliases) and the label result tables print;
@@ -17,8 +17,8 @@ is
   method that rolls out gets a ``rollout`` callback when its selector is built; one that spends a
   variable number of rollouts per task (screening, sequential sampling, per-task budgets) calls it
   as ``rollout(task_ids, counts)`` and hands each step's groups, trials and rollouts spent over
-  through :class:`bots_rft.protocol.RollsOut` (base class: :class:`bots_rft.peers.base.SelfRolling`),
-  so that every rollout it generates is charged; and whether ``bots train`` can run it
+  through :class:`bots_rft.selector_protocol.RollsOut` (base class:
+  :class:`bots_rft.peers.base.SelfRolling`), so that every rollout it generates is charged; and whether ``bots train`` can run it
   (``trainer``; it runs every method of this table, those that roll out themselves through a
   callback that generates real completions, :meth:`bots_rft.train.trainer.GRPOTrainer.peer_rollout`);
 - the further per-task **signals** it reads (``"references"``: an [N, k] matrix of reference pass
@@ -86,10 +86,10 @@ from .parameters import (
 from .parameters import shown as _shown
 
 __all__ = [
-    "MethodSpec",
+    "MethodEntry",
     "References",
-    "SPECS",
-    "spec",
+    "ENTRIES",
+    "entry",
     "method_names",
 ]
 
@@ -97,7 +97,7 @@ References = Literal["unused", "optional", "required"]
 
 
 @dataclass(frozen=True)
-class MethodSpec:
+class MethodEntry:
     """One selection method as the table states it (see the module docstring for the fields'
     meaning); :class:`bots_rft.methods.Method` adds what builds its selector."""
 
@@ -147,11 +147,11 @@ _BOTS_FILE = "selector.bots"  # BOTS' own file name since the first release
 _BASELINE_FILE = "selector_state.bots"
 
 #: The methods, by canonical name, in the order the trainer lists them.
-SPECS: Mapping[str, MethodSpec] = MappingProxyType(
+ENTRIES: Mapping[str, MethodEntry] = MappingProxyType(
     {
         m.name: m
         for m in (
-            MethodSpec(
+            MethodEntry(
                 "bots",
                 "BOTS",
                 "Bayesian online task selection: explicit and implicit evidence, Thompson sampling",
@@ -159,7 +159,7 @@ SPECS: Mapping[str, MethodSpec] = MappingProxyType(
                 "optional",
                 _BOTS_FILE,
             ),
-            MethodSpec(
+            MethodEntry(
                 "bots-plan",
                 "BOTS-Plan",
                 "BOTS choosing tasks and rollout counts together: the plan with the most expected informative "
@@ -169,7 +169,7 @@ SPECS: Mapping[str, MethodSpec] = MappingProxyType(
                 _BOTS_FILE,
                 rolls_out=True,
             ),
-            MethodSpec(
+            MethodEntry(
                 "bots-screen",
                 "BOTS-Screen",
                 "BOTS proposing the prompts SPEED-RL's screen tries: n_init screening rollouts each, "
@@ -179,7 +179,7 @@ SPECS: Mapping[str, MethodSpec] = MappingProxyType(
                 _BASELINE_FILE,
                 rolls_out=True,
             ),
-            MethodSpec(
+            MethodEntry(
                 "random",
                 "Random",
                 "uniform without replacement within each batch",
@@ -187,7 +187,7 @@ SPECS: Mapping[str, MethodSpec] = MappingProxyType(
                 "unused",
                 _BASELINE_FILE,
             ),
-            MethodSpec(
+            MethodEntry(
                 "offline",
                 "Offline",
                 "a static easy-to-hard curriculum by the strong reference pass rate",
@@ -195,7 +195,7 @@ SPECS: Mapping[str, MethodSpec] = MappingProxyType(
                 "required",
                 _BASELINE_FILE,
             ),
-            MethodSpec(
+            MethodEntry(
                 "mopps",
                 "BOTS-MoPPS",
                 "BOTS on explicit evidence only, without discount (appendix E.6)",
@@ -204,7 +204,7 @@ SPECS: Mapping[str, MethodSpec] = MappingProxyType(
                 _BOTS_FILE,
                 fixed=MOPPS_FIXED,
             ),
-            MethodSpec(
+            MethodEntry(
                 "dots",
                 "BOTS-DOTS",
                 "BOTS on the latest evidence only, greedy on the mean (appendix E.6)",
@@ -213,7 +213,7 @@ SPECS: Mapping[str, MethodSpec] = MappingProxyType(
                 _BOTS_FILE,
                 fixed=DOTS_FIXED,
             ),
-            MethodSpec(
+            MethodEntry(
                 "dynamic",
                 "DAPO-DS",
                 "DAPO's dynamic sampling: roll out generation batches in epoch order, keep "
@@ -224,7 +224,7 @@ SPECS: Mapping[str, MethodSpec] = MappingProxyType(
                 rolls_out=True,
                 aliases=("dapo",),
             ),
-            MethodSpec(
+            MethodEntry(
                 "bots-multiref",
                 "BOTS-MultiRef",
                 "BOTS with implicit evidence from k reference pass rates, weights "
@@ -234,7 +234,7 @@ SPECS: Mapping[str, MethodSpec] = MappingProxyType(
                 _BOTS_FILE,
                 signals=("references",),
             ),
-            MethodSpec(
+            MethodEntry(
                 "bots-sim",
                 "BOTS-Sim",
                 "BOTS with implicit evidence spread to similar tasks through task embeddings (top-k neighbour kernel)",
@@ -243,7 +243,7 @@ SPECS: Mapping[str, MethodSpec] = MappingProxyType(
                 _BOTS_FILE,
                 signals=("embeddings",),
             ),
-            MethodSpec(
+            MethodEntry(
                 "dps",
                 "DPS",
                 "Dynamics-Predictive Sampling: per-task hidden Markov model of the solving state "
@@ -252,7 +252,7 @@ SPECS: Mapping[str, MethodSpec] = MappingProxyType(
                 "optional",
                 _BASELINE_FILE,
             ),
-            MethodSpec(
+            MethodEntry(
                 "greso",
                 "GRESO",
                 "DAPO dynamic sampling that skips, before rollout, prompts whose recent groups had zero "
@@ -262,7 +262,7 @@ SPECS: Mapping[str, MethodSpec] = MappingProxyType(
                 _BASELINE_FILE,
                 rolls_out=True,
             ),
-            MethodSpec(
+            MethodEntry(
                 "speed",
                 "SPEED-RL",
                 "screening rollouts for every candidate, full rollouts only for those whose screening disagrees",
@@ -272,7 +272,7 @@ SPECS: Mapping[str, MethodSpec] = MappingProxyType(
                 rolls_out=True,
                 aliases=("speed-rl",),
             ),
-            MethodSpec(
+            MethodEntry(
                 "adarft",
                 "AdaRFT",
                 "a target difficulty that moves with the batch reward; the tasks nearest it by reference difficulty",
@@ -280,7 +280,7 @@ SPECS: Mapping[str, MethodSpec] = MappingProxyType(
                 "required",
                 _BASELINE_FILE,
             ),
-            MethodSpec(
+            MethodEntry(
                 "knapsack",
                 "Knapsack-RL",
                 "rollouts per task chosen as a knapsack over expected value and cost, same total budget",
@@ -290,7 +290,7 @@ SPECS: Mapping[str, MethodSpec] = MappingProxyType(
                 rolls_out=True,
                 aliases=("knapsack-rl",),
             ),
-            MethodSpec(
+            MethodEntry(
                 "reinforce-ada",
                 "Reinforce-Ada",
                 "sequential sampling in rounds; a prompt stops once it has both correct and incorrect rollouts",
@@ -304,20 +304,20 @@ SPECS: Mapping[str, MethodSpec] = MappingProxyType(
     }
 )
 
-_BY_NAME: dict[str, MethodSpec] = {alias: m for m in SPECS.values() for alias in (m.name, *m.aliases)}
+_BY_NAME: dict[str, MethodEntry] = {alias: m for m in ENTRIES.values() for alias in (m.name, *m.aliases)}
 
 
 def method_names(*, aliases: bool = False) -> tuple[str, ...]:
     """The canonical method names (and, with ``aliases``, every other name accepted for them)."""
-    return tuple(_BY_NAME) if aliases else tuple(SPECS)
+    return tuple(_BY_NAME) if aliases else tuple(ENTRIES)
 
 
-def spec(name: Any, argument: str = "method") -> MethodSpec:
+def entry(name: Any, argument: str = "method") -> MethodEntry:
     """The table entry of the method ``name`` (or an alias of it) names; an unknown one is an
     :class:`InvalidArgumentError` naming ``argument``, the value and the known names."""
     if not isinstance(name, str):
         raise InvalidTypeError(f"{argument}: must be a method name, got {_shown(name)}", argument)
     found = _BY_NAME.get(name.strip().lower())
     if found is None:
-        raise InvalidArgumentError(f"{argument}: expected one of {list(SPECS)}, got {name!r}", argument)
+        raise InvalidArgumentError(f"{argument}: expected one of {list(ENTRIES)}, got {name!r}", argument)
     return found

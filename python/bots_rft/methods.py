@@ -3,7 +3,7 @@
 paired with the class that implements it and what builds its selector.
 
 :data:`METHODS` holds every method as a :class:`Method`: its table entry (every field of
-:class:`~bots_rft.method_table.MethodSpec`, and its checks) plus the **class** that implements it
+:class:`~bots_rft.method_table.MethodEntry`, and its checks) plus the **class** that implements it
 (:attr:`Method.implementation`, ``"module:qualified name"``) and :meth:`Method.build`, which makes
 the selector ``bots simulate`` or ``bots train`` runs. A method that rolls out gets the
 ``rollout`` callback at :meth:`Method.build`; the further per-task signals it reads are passed as
@@ -24,16 +24,16 @@ import numpy.typing as npt
 
 from .errors import InvalidArgumentError
 from .estimators.base import DEFAULT_MIN_GAP
-from .method_table import SPECS, MethodSpec, References, method_names, spec
+from .method_table import ENTRIES, MethodEntry, References, entry, method_names
 from .parameters import PARAMETERS, Parameter
 
 if TYPE_CHECKING:
-    from .protocol import CountedRolloutFn, RolloutFn, Selector
+    from .selector_protocol import CountedRolloutFn, RolloutFn, Selector
 
 __all__ = [
     "Parameter",
     "Method",
-    "MethodSpec",
+    "MethodEntry",
     "References",
     "METHODS",
     "PARAMETERS",
@@ -44,15 +44,15 @@ __all__ = [
 
 
 @dataclass(frozen=True)
-class Method(MethodSpec):
+class Method(MethodEntry):
     """One selection method: its table entry, the class that implements it and its builder."""
 
     implementation: str = field(kw_only=True)  # "module:qualified name" of the class or preset that builds it
 
     @classmethod
-    def registered(cls, entry: MethodSpec, implementation: str) -> Method:
-        """The table entry ``entry``, implemented by ``implementation``."""
-        return cls(**{f.name: getattr(entry, f.name) for f in fields(MethodSpec)}, implementation=implementation)
+    def registered(cls, listed: MethodEntry, implementation: str) -> Method:
+        """The table entry ``listed``, implemented by ``implementation``."""
+        return cls(**{f.name: getattr(listed, f.name) for f in fields(MethodEntry)}, implementation=implementation)
 
     def build(
         self,
@@ -318,11 +318,11 @@ _IMPLEMENTATIONS: dict[str, str] = {
 
 #: The methods, by canonical name, in the order the trainer lists them (the table's order).
 METHODS: Mapping[str, Method] = MappingProxyType(
-    {name: Method.registered(entry, _IMPLEMENTATIONS[name]) for name, entry in SPECS.items()}
+    {name: Method.registered(listed, _IMPLEMENTATIONS[name]) for name, listed in ENTRIES.items()}
 )
 
 
 def method(name: Any, argument: str = "method") -> Method:
     """The method ``name`` (or an alias of it) names; an unknown one is an
     :class:`InvalidArgumentError` naming ``argument``, the value and the known names."""
-    return METHODS[spec(name, argument).name]
+    return METHODS[entry(name, argument).name]

@@ -26,7 +26,7 @@ from .errors import CheckpointError
 from .parameters import GEN_RATIO, MAX_GEN_BATCHES, N_CONTINUE, N_INIT
 from .peers.base import FloatArray, Groups, IdArray
 from .peers.speed import SpeedRL
-from .protocol import RolledBatch, Selector
+from .selector_protocol import RolledBatch, Selector
 
 __all__ = ["ScreenedBOTS"]
 

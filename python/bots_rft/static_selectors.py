@@ -5,8 +5,8 @@
 - :class:`OfflineSelector`: a static easy→hard curriculum by the strong reference pass rate (ties
   by the weak one), served in order.
 
-Both follow the :class:`~bots_rft.protocol.Selector` protocol and still check the feedback they
-ignore, like every selector. BOTS-MoPPS and BOTS-DOTS are presets of :class:`bots_rft.BOTS`
+Both follow the :class:`~bots_rft.selector_protocol.Selector` protocol and still check the
+feedback they ignore, like every selector. BOTS-MoPPS and BOTS-DOTS are presets of :class:`bots_rft.BOTS`
 (``BOTS.mopps`` / ``BOTS.dots``); the selectors from the literature (DAPO's dynamic sampling,
 DPS, GRESO, SPEED-RL, AdaRFT, Knapsack-RL, Reinforce-Ada) are in :mod:`bots_rft.peers`.
 """
@@ -21,7 +21,7 @@ from ._validation import batch_size as _check_batch
 from ._validation import feedback, rates_or_nan, selectable
 from .errors import CheckpointError, InvalidArgumentError
 from .parameters import SEED
-from .protocol import IdArray, check_num_tasks, check_state
+from .selector_protocol import IdArray, check_num_tasks, check_state
 
 __all__ = ["RandomSelector", "OfflineSelector"]
 

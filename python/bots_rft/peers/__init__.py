@@ -7,7 +7,7 @@ its method parameters (:mod:`bots_rft.methods`); docs/peers.md lists each one's 
 and the choices made where the paper leaves something open.
 
 The selectors that spend rollouts themselves (screening, oversampling, sequential sampling,
-per-task budgets) follow the :class:`bots_rft.protocol.RollsOut` protocol through
+per-task budgets) follow the :class:`bots_rft.selector_protocol.RollsOut` protocol through
 :class:`.base.SelfRolling`, so the simulator charges every rollout they generate.
 """
 

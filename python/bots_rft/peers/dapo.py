@@ -13,7 +13,7 @@
   from every rolled-out group, the filtered ones included. It rolls out through a callback, as
   the simulator does; the trainer fills its batches itself (``bots_rft.train.trainer``), and it
   hands its batch over through ``take_rollouts`` (it predates the
-  :class:`~bots_rft.protocol.RollsOut` protocol the other peers follow).
+  :class:`~bots_rft.selector_protocol.RollsOut` protocol the other peers follow).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from .._validation import as_int, feedback, selectable
 from .._validation import batch_size as _check_batch
 from ..errors import CheckpointError, InvalidArgumentError, InvalidTypeError
 from ..parameters import MAX_ROUNDS, OVERSAMPLE, ROLLOUTS, SEED
-from ..protocol import IdArray, RolloutFn, Selector, check_num_tasks, check_state
+from ..selector_protocol import IdArray, RolloutFn, Selector, check_num_tasks, check_state
 
 __all__ = ["EpochOrder", "DynamicSampling"]
 

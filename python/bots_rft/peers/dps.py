@@ -66,7 +66,8 @@ def observed_states(successes: FloatArray, trials: FloatArray) -> IdArray:
 
 
 class DynamicsPredictiveSampling:
-    """DPS as a :class:`~bots_rft.protocol.Selector` (module docstring: model and defaults)."""
+    """DPS as a :class:`~bots_rft.selector_protocol.Selector` (module docstring: model and
+    defaults)."""
 
     kind = "dps"
 

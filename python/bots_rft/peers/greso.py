@@ -52,7 +52,7 @@ import numpy.typing as npt
 
 from ..errors import CheckpointError
 from ..parameters import MAX_ROUNDS, P_EASY, P_HARD, ROLLOUTS, SAMPLING_RATIO, TARGET_ZERO_VARIANCE
-from ..protocol import RolledBatch
+from ..selector_protocol import RolledBatch
 from .base import FloatArray, Groups, IdArray, SelfRolling, saved_array
 from .dapo import EpochOrder
 

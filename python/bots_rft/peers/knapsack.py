@@ -49,7 +49,7 @@ import numpy.typing as npt
 
 from ..errors import CheckpointError, InvalidArgumentError
 from ..parameters import N_HIGH, N_LOW, ROLLOUTS
-from ..protocol import RolledBatch
+from ..selector_protocol import RolledBatch
 from .base import FloatArray, Groups, IdArray, SelfRolling, prior_rates, saved_array
 from .dapo import EpochOrder
 

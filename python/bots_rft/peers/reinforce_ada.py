@@ -42,7 +42,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..parameters import KEEP, ROUND_REPEAT, ROUNDS
-from ..protocol import RolledBatch
+from ..selector_protocol import RolledBatch
 from .base import FloatArray, Groups, IdArray, SelfRolling
 from .dapo import EpochOrder
 

@@ -44,7 +44,7 @@ import numpy.typing as npt
 
 from ..errors import CheckpointError, InvalidArgumentError
 from ..parameters import GEN_RATIO, MAX_GEN_BATCHES, N_CONTINUE, N_INIT
-from ..protocol import RolledBatch
+from ..selector_protocol import RolledBatch
 from .base import FloatArray, Groups, IdArray, SelfRolling
 from .dapo import EpochOrder
 

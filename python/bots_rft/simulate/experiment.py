@@ -35,7 +35,7 @@ from ..parameters import (
     Parameter,
 )
 from ..peers.dapo import DynamicSampling
-from ..protocol import RollsOut, Selector
+from ..selector_protocol import RollsOut, Selector
 from .learner import LearnerConfig, SimulatedLearner, TaskWorld, make_world
 from .signals import simulated_signals
 

@@ -29,7 +29,7 @@ from ..checkpoint import load_state, save_state
 from ..errors import BotsError, CheckpointError, ConfigError
 from ..methods import Method, method
 from ..peers.dapo import DynamicSampling
-from ..protocol import CountedRolloutFn, RolloutFn, Selector
+from ..selector_protocol import CountedRolloutFn, RolloutFn, Selector
 from .config import PEER_PARAMS, TrainConfig
 
 __all__ = ["make_selector", "save_selector", "load_selector", "selector_file"]
