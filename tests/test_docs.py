@@ -38,7 +38,7 @@ def _table_after(text: str, heading: str) -> str:
 
 
 def test_readme_demo_block_ends_with_the_comparison_bots_demo_prints() -> None:
-    from bots_rft.simulate import quick_comparison
+    from bots_rft.report.simulation import quick_comparison
 
     block = _block_after((ROOT / "README.md").read_text(encoding="utf-8"), "bots demo: 1,000,000 tasks")
     printed = quick_comparison(seed=0, progress=False)  # what `bots demo` (seed 0) ends with

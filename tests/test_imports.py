@@ -1,5 +1,26 @@
 """The package's import structure: ``import bots_rft`` stays light (no torch), and no two bots_rft
-modules import each other, directly or through others (module-level imports, read with ast)."""
+modules import each other, directly or through others.
+
+The import graph (:func:`import_graph`, read with ast) has an edge for every import a module can
+run or names, wherever it is written:
+
+- at module level, inside functions, methods and class bodies, and in a module's ``__getattr__``
+  (a lazy re-export): a function-local import defers a dependency, it does not remove it;
+- under ``if TYPE_CHECKING:`` too. Those never run, but a module whose annotations name another
+  module's types depends on it as much as one that calls it: a circle of types is still a circle
+  in the design (neither module can be read, moved or tested without the other), so it counts;
+- module names written out as strings in a module that uses ``importlib`` (``"bots_rft.x"`` or
+  ``"bots_rft.x:attr"``, as the CLI's sub-command list and the integration check use). A name
+  built at run time is not followed; the package writes every such name out in full.
+
+What an import reaches: ``import a.b.c`` and ``from a.b.c import name`` run the packages ``a``
+and ``a.b`` (their ``__init__``) before ``a.b.c``, so they are edges to each; ``from .pkg import
+name`` is an edge to ``pkg`` and, when ``name`` is a submodule, to that submodule as well. The one
+exception is the importing module's own enclosing packages: Python has started them before the
+module runs, so ``from . import sibling`` (``from .. import _core``) is an edge to the submodule
+only. Reading a name that an enclosing package's ``__init__`` defines (``from . import SomeClass``)
+is an edge to that ``__init__``.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +28,8 @@ import ast
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 import bots_rft
 
@@ -20,7 +43,9 @@ def _imports_in_fresh_interpreter(statement: str) -> set[str]:
 
 
 def test_importing_bots_rft_does_not_import_torch() -> None:
-    loaded = _imports_in_fresh_interpreter("import bots_rft, bots_rft.methods, bots_rft.baselines")
+    loaded = _imports_in_fresh_interpreter(
+        "import bots_rft, bots_rft.methods, bots_rft.method_table, bots_rft.static_selectors, bots_rft.peers"
+    )
     assert "bots_rft.selector" in loaded  # the statement ran
     heavy = sorted(m for m in loaded if m.split(".")[0] in ("torch", "transformers", "matplotlib"))
     assert heavy == [], heavy
@@ -35,9 +60,8 @@ def test_cli_parsing_and_configs_do_not_import_torch() -> None:
     assert not any(m.split(".")[0] == "torch" for m in loaded)
 
 
-def _module_name(path: Path) -> str:
-    rel = path.relative_to(PACKAGE.parent).with_suffix("")
-    parts = list(rel.parts)
+def _module_name(root: Path, path: Path) -> str:
+    parts = list(path.relative_to(root.parent).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
@@ -53,138 +77,65 @@ def _resolve(module: str, is_package: bool, level: int, target: str | None) -> s
     return ".".join(base + ([target] if target else []))
 
 
-def _module_level_imports(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]:
-    """Imports executed when the module is imported: at top level or inside top-level if/try
-    blocks, but not under ``if TYPE_CHECKING:`` nor inside functions or classes."""
-    found: list[ast.Import | ast.ImportFrom] = []
-
-    def visit(stmts: list[ast.stmt]) -> None:
-        for node in stmts:
-            if isinstance(node, (ast.Import, ast.ImportFrom)):
-                found.append(node)
-            elif isinstance(node, ast.If):
-                if not (isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"):
-                    visit(node.body)
-                visit(node.orelse)
-            elif isinstance(node, ast.Try):
-                visit(node.body)
-                for handler in node.handlers:
-                    visit(handler.body)
-                visit(node.orelse)
-                visit(node.finalbody)
-
-    visit(tree.body)
-    return found
-
-
-def import_graph() -> dict[str, set[str]]:
-    """bots_rft module -> the bots_rft modules it imports at module level."""
-    modules = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
-    # The compiled core (a .pyi beside the extension) is a module too, importing nothing of ours.
-    compiled = {_module_name(p) for p in PACKAGE.rglob("*.pyi")}
-    graph: dict[str, set[str]] = {name: set() for name in (*modules, *compiled)}
-    for name, path in modules.items():
-        is_package = path.name == "__init__.py"
-        for node in _module_level_imports(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Import):
-                targets = [a.name for a in node.names]
-            else:
-                base = _resolve(name, is_package, node.level, node.module)
-                # `from . import x` imports the submodule x when there is one.
-                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in graph else base for a in node.names]
-            for t in targets:
-                while t and t not in graph:  # `import bots_rft.x.y` names a module or its package
-                    t = t.rpartition(".")[0]
-                if t.startswith("bots_rft") and t != name:
-                    graph[name].add(t)
-    return graph
-
-
-def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
-    """One import cycle, as the list of modules around it, or None."""
-    state: dict[str, int] = {}  # 1: on the current path, 2: done
-    path: list[str] = []
-
-    def visit(node: str) -> list[str] | None:
-        state[node] = 1
-        path.append(node)
-        for nxt in sorted(graph[node]):
-            if state.get(nxt) == 1:
-                return path[path.index(nxt) :] + [nxt]
-            if nxt not in state:
-                found = visit(nxt)
-                if found:
-                    return found
-        path.pop()
-        state[node] = 2
+def _named_in_strings(node: ast.AST, package: str) -> str | None:
+    """The module a ``"pkg.mod"`` or ``"pkg.mod:attr"`` string constant names, if it names one."""
+    if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
         return None
-
-    for start in sorted(graph):
-        if start not in state:
-            found = visit(start)
-            if found:
-                return found
+    name = node.value.partition(":")[0]
+    if name.startswith(f"{package}.") and name.replace(".", "").replace("_", "").isalnum():
+        return name
     return None
 
 
-def test_no_import_cycle_between_bots_rft_modules() -> None:
-    graph = import_graph()
-    assert "bots_rft.methods" in graph and graph["bots_rft.report.training"]  # the graph was read
-    cycle = _cycle(graph)
-    assert cycle is None, " -> ".join(cycle or [])
+def import_graph(root: Path = PACKAGE) -> dict[str, set[str]]:
+    """Every module of the package at ``root`` -> the package's modules it imports (module
+    docstring: every import, wherever written, ``TYPE_CHECKING`` ones included)."""
+    package = root.name
+    sources = {_module_name(root, p): p for p in root.rglob("*.py")}
+    # The compiled core (a .pyi beside the extension) is a module too, importing nothing of ours.
+    known = set(sources) | {_module_name(root, p) for p in root.rglob("*.pyi")}
+    graph: dict[str, set[str]] = {name: set() for name in known}
 
+    def reach(importer: str, target: str) -> None:
+        while target and target not in known:  # `import pkg.x.attr` names a module or its package
+            target = target.rpartition(".")[0]
+        parts = target.split(".")
+        for i in range(1, len(parts) + 1):  # the packages on the way run first
+            module = ".".join(parts[:i])
+            enclosing = importer.startswith(f"{module}.")
+            if module.split(".")[0] == package and module != importer and not enclosing:
+                graph[importer].add(module)
 
-def test_the_cycle_finder_finds_a_cycle() -> None:
-    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
-    assert _cycle({"a": {"b"}, "b": set(), "c": {"a", "b"}}) is None
-
-
-def _type_checking_blocks(tree: ast.Module) -> set[int]:
-    """ids of the import nodes under ``if TYPE_CHECKING:`` (they never run)."""
-    skip: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
-            for inner in node.body:
-                skip.update(id(n) for n in ast.walk(inner))
-    return skip
-
-
-def full_import_graph() -> dict[str, set[str]]:
-    """bots_rft module -> every bots_rft module it may import when it runs: module-level imports,
-    function-local ones, and modules named in strings handed to ``importlib`` (``"pkg.mod"`` or
-    ``"pkg.mod:attr"``, as the method table's builders and lazy re-exports use). Imports under
-    ``if TYPE_CHECKING:`` are left out: they never run."""
-    modules = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
-    compiled = {_module_name(p) for p in PACKAGE.rglob("*.pyi")}
-    graph: dict[str, set[str]] = {name: set() for name in (*modules, *compiled)}
-    for name, path in modules.items():
+    for name, path in sources.items():
         is_package = path.name == "__init__.py"
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        skip = _type_checking_blocks(tree)
-        uses_importlib = "importlib" in path.read_text(encoding="utf-8")
-        for node in ast.walk(tree):
-            if id(node) in skip:
-                continue
-            targets: list[str] = []
+        text = path.read_text(encoding="utf-8")
+        uses_importlib = "importlib" in text
+        for node in ast.walk(ast.parse(text)):
             if isinstance(node, ast.Import):
-                targets = [a.name for a in node.names]
+                for alias in node.names:
+                    reach(name, alias.name)
             elif isinstance(node, ast.ImportFrom):
                 base = _resolve(name, is_package, node.level, node.module)
-                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in graph else base for a in node.names]
-            elif uses_importlib and isinstance(node, ast.Constant) and isinstance(node.value, str):
-                text = node.value.partition(":")[0]
-                if text.startswith("bots_rft.") and text.replace(".", "").replace("_", "").isalnum():
-                    targets = [text]
-            for t in targets:
-                while t and t not in graph:
-                    t = t.rpartition(".")[0]
-                if t.startswith("bots_rft") and t != name:
-                    graph[name].add(t)
+                for alias in node.names:
+                    submodule = f"{base}.{alias.name}"
+                    if submodule in known:
+                        reach(name, submodule)
+                    if submodule not in known or not name.startswith(f"{base}."):
+                        # A name from base's __init__ (an enclosing package's too), or a submodule
+                        # of a package that is not the importer's own: that __init__ runs first.
+                        reach(name, base)
+                        if base in known and base != name:
+                            graph[name].add(base)
+            elif uses_importlib:
+                named = _named_in_strings(node, package)
+                if named:
+                    reach(name, named)
     return graph
 
 
-def _strongly_connected(graph: dict[str, set[str]]) -> list[set[str]]:
-    """The groups of two or more modules that import each other, directly or through others."""
+def circles(graph: dict[str, set[str]]) -> list[set[str]]:
+    """The groups of two or more modules that import each other, directly or through others
+    (strongly connected components, Tarjan's algorithm)."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -218,28 +169,112 @@ def _strongly_connected(graph: dict[str, set[str]]) -> list[set[str]]:
     return groups
 
 
-#: The one circle left: ``BOTS(..., backend="torch")`` returns the torch backend's selector (a
-#: function-local import in ``BOTS.__new__``), and that backend builds on the parameter layer and
-#: checkpoint helpers that live in ``selector.py``. Breaking it means moving that shared layer into
-#: a module of its own, which both backends import.
-KNOWN_CIRCLES = [{"bots_rft.selector", "bots_rft.backends.torch"}]
+def _shown(graph: dict[str, set[str]], group: set[str]) -> str:
+    return "; ".join(f"{m} -> {sorted(graph[m] & group)}" for m in sorted(group))
 
 
-def test_no_import_circle_when_function_local_and_lazy_imports_count() -> None:
-    graph = full_import_graph()
-    # The graph was read, function-local imports included: the method table builds the selectors.
+#: The one circle this checkout still has: ``BOTS(..., backend="torch")`` returns the torch
+#: backend's selector (a function-local import in ``BOTS.__new__`` and ``BOTS.load``), and that
+#: backend builds on the parameter layer and checkpoint helpers that live in ``selector.py``. It
+#: goes with the split of ``selector.py`` into a package whose shared layer both backends import;
+#: until then the strict test below is an expected failure, and an unexpected pass fails the run,
+#: so this entry cannot outlive the circle.
+AWAITING_THE_SELECTOR_SPLIT = {"bots_rft.selector", "bots_rft.backends.torch"}
+
+
+def test_no_import_circle_but_the_one_awaiting_the_selector_split() -> None:
+    graph = import_graph()
+    # The graph was read, with function-local, TYPE_CHECKING and __getattr__ imports.
     assert {"bots_rft.selector", "bots_rft.peers.greso", "bots_rft.screening"} <= graph["bots_rft.methods"]
-    assert _strongly_connected(graph) == KNOWN_CIRCLES
+    assert "bots_rft.train.trainer" in graph["bots_rft.train"]  # the package's lazy __getattr__
+    found = [g for g in circles(graph) if g != AWAITING_THE_SELECTOR_SPLIT]
+    assert found == [], "\n".join(_shown(graph, g) for g in found)
 
 
-def test_the_full_graph_sees_function_local_imports_and_importlib_strings() -> None:
-    tree = ast.parse(
-        "import importlib\n"
-        "def f():\n    from bots_rft import selector\n"
-        "X = 'bots_rft.peers.speed:SpeedRL'\n"
-        "if TYPE_CHECKING:\n    from bots_rft import methods\n"
-    )
-    skip = _type_checking_blocks(tree)
-    seen = [n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and id(n) not in skip]
-    assert [n.module for n in seen] == ["bots_rft"]  # the local import counts, the TYPE_CHECKING one not
-    assert _strongly_connected({"a": {"b"}, "b": {"a", "c"}, "c": set()}) == [{"a", "b"}]
+@pytest.mark.xfail(
+    strict=True,
+    reason="selector.py <-> backends/torch.py, until selector.py is split (AWAITING_THE_SELECTOR_SPLIT)",
+)
+def test_no_import_circle_in_the_package() -> None:
+    graph = import_graph()
+    found = circles(graph)
+    assert found == [], "\n".join(_shown(graph, g) for g in found)
+
+
+def _write(root: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return root / "pkg"
+
+
+_CLEAN = {
+    "pkg/__init__.py": "from .a import f\nfrom .b import g\n",
+    # Its own package's submodules: edges to them, not to pkg's __init__ (which imports a and b).
+    "pkg/a.py": "from . import _core\ndef f():\n    return 1\n",
+    "pkg/b.py": "from . import a\nfrom .sub import h\ndef g():\n    return a.f()\n",
+    "pkg/sub/__init__.py": "def h():\n    return 2\n",
+    "pkg/_core.pyi": "def version() -> str: ...\n",
+}
+
+#: Circles that only the imports the module-level reading misses can show, one per kind of import.
+_PLANTED = {
+    "function-local": {"pkg/a.py": "def f():\n    from .b import g\n    return g()\n"},
+    "TYPE_CHECKING": {
+        "pkg/sub/__init__.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..b import g\n"
+    },
+    "class body": {"pkg/sub/__init__.py": "class H:\n    from ..b import g\n"},
+    "module __getattr__": {
+        "pkg/sub/__init__.py": "def __getattr__(name):\n    from . import lazy\n    return getattr(lazy, name)\n",
+        "pkg/sub/lazy.py": "from ..b import g\n",
+    },
+    "importlib string": {
+        "pkg/sub/__init__.py": "import importlib\nB = 'pkg.b:g'\ndef h():\n    return importlib.import_module('pkg.b')\n"
+    },
+    # `from .sub.deep import x` runs sub/__init__ first, which imports b back.
+    "package on the way": {
+        "pkg/a.py": "from .sub.deep import x\n",
+        "pkg/sub/__init__.py": "from ..b import g\n",
+        "pkg/sub/deep.py": "x = 1\n",
+    },
+    # Reading a name from the enclosing package's __init__, which imports this module.
+    "enclosing package's name": {"pkg/b.py": "from . import f\n"},
+}
+
+
+def test_a_clean_package_has_no_circle(tmp_path: Path) -> None:
+    graph = import_graph(_write(tmp_path, _CLEAN))
+    assert graph["pkg.a"] == {"pkg._core"} and graph["pkg.b"] == {"pkg.a", "pkg.sub"}, graph
+    assert circles(graph) == []
+
+
+@pytest.mark.parametrize("kind", sorted(_PLANTED))
+def test_a_planted_circle_is_reported(tmp_path: Path, kind: str) -> None:
+    graph = import_graph(_write(tmp_path, {**_CLEAN, **_PLANTED[kind]}))
+    found = circles(graph)
+    assert len(found) == 1 and "pkg.b" in found[0], (kind, graph)
+
+
+def test_a_planted_circle_in_a_copy_of_bots_rft_is_reported(tmp_path: Path) -> None:
+    """The same reading on the real package: one function-local import from the bottom layer
+    back up to the selector closes a circle through everything in between."""
+    copy = tmp_path / "bots_rft"
+    for path in PACKAGE.rglob("*.py*"):
+        if path.suffix in (".py", ".pyi"):
+            target = copy / path.relative_to(PACKAGE)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(path.read_bytes())
+    errors = copy / "errors.py"
+    errors.write_text(errors.read_text() + "\n\ndef _planted():\n    from .selector import BOTS\n")
+    found = [g for g in circles(import_graph(copy)) if g != AWAITING_THE_SELECTOR_SPLIT]
+    assert len(found) == 1 and {"bots_rft.errors", "bots_rft.selector"} <= found[0], found
+
+
+def test_the_old_import_paths_are_one_way_shims() -> None:
+    """``bots_rft.evidence`` and ``bots_rft.baselines`` re-export the modules that replaced them,
+    for code written against them; nothing in the package imports them."""
+    graph = import_graph()
+    for shim in ("bots_rft.evidence", "bots_rft.baselines"):
+        importers = sorted(m for m, targets in graph.items() if shim in targets)
+        assert importers == [], (shim, importers)

@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 
 from bots_rft import BotsError, CheckpointError, InvalidArgumentError, InvalidTypeError
-from bots_rft.baselines import RollsOut, Selector
 from bots_rft.checkpoint import load_state, save_state
 from bots_rft.methods import METHODS, Method, method, method_names
 from bots_rft.parameters import PARAMETERS, Parameter
+from bots_rft.selector_protocol import RollsOut, Selector
 
 N = 40
 ROLLOUTS = 8
@@ -325,3 +325,18 @@ def test_the_classes_accept_the_tables_range() -> None:
         p = PARAMETERS[name]
         for v in _edges(p):
             assert _accepts(Interpolation, weak=weak, strong=strong, **{name: v}) == p.contains(v), (name, v)
+
+
+def test_the_registry_builds_exactly_the_methods_of_the_table() -> None:
+    """bots_rft.method_table states each method; bots_rft.methods adds its class and builder. The
+    two list the same methods in the same order, and each registered method is its table entry."""
+    import dataclasses
+
+    from bots_rft.method_table import ENTRIES, MethodEntry, entry
+
+    assert list(METHODS) == list(ENTRIES)
+    for name, m in METHODS.items():
+        listed = ENTRIES[name]
+        assert all(getattr(m, f.name) == getattr(listed, f.name) for f in dataclasses.fields(MethodEntry)), name
+        for alias in (name, *m.aliases):
+            assert method(alias) is m and entry(alias) is listed

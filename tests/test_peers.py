@@ -9,10 +9,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from bots_rft.baselines import RolledBatch, RollsOut, Selector
 from bots_rft.checkpoint import load_state, save_state
 from bots_rft.errors import CheckpointError, ConfigError, InvalidArgumentError, InvalidTypeError
 from bots_rft.methods import method
+from bots_rft.selector_protocol import RolledBatch, RollsOut, Selector
 from bots_rft.simulate import LearnerConfig, SimConfig, SimulatedLearner, make_world
 from bots_rft.simulate.experiment import MethodSpec, make_selector, run_method
 
@@ -185,23 +185,26 @@ def test_rolling_peers_need_a_rollout_callback_and_refuse_a_bad_one(name: str) -
 
 
 def test_peers_live_in_peers_and_the_method_table_points_there() -> None:
-    """One home per peer (bots_rft.peers), so that the baselines module, which the peers build
-    on, imports none of them; every method's implementation path names a real class."""
+    """One home per peer (bots_rft.peers): every peer class is defined there, and the modules the
+    peers build on (the protocol, the static selectors) define none; every method's
+    implementation path names a real class."""
     import importlib
 
-    import bots_rft.baselines as baselines
     import bots_rft.peers as peers
+    import bots_rft.selector_protocol as protocol
+    import bots_rft.static_selectors as static_selectors
     from bots_rft.methods import METHODS
 
     for name in set(peers.__all__) - {"SelfRolling"}:
-        assert not hasattr(baselines, name) and name not in baselines.__all__
+        assert getattr(peers, name).__module__.startswith("bots_rft.peers."), name
+        assert not hasattr(protocol, name) and not hasattr(static_selectors, name), name
     for m in METHODS.values():
         module, _, qualname = m.implementation.partition(":")
         target: Any = importlib.import_module(module)
         for part in qualname.split("."):  # a class, or a preset on one ("BOTS.mopps")
             target = getattr(target, part)
         assert callable(target), m.implementation
-    for name in ("dps", "greso", "speed", "adarft", "knapsack", "reinforce-ada"):
+    for name in ("dynamic", "dps", "greso", "speed", "adarft", "knapsack", "reinforce-ada"):
         assert method(name).implementation.startswith("bots_rft.peers."), name
 
 

@@ -11,7 +11,8 @@ import pytest
 
 from bots_rft.cli import main as cli_main
 from bots_rft.errors import ConfigError
-from bots_rft.simulate import LearnerConfig, SimulatedLearner, make_world, quick_comparison
+from bots_rft.report.simulation import quick_comparison
+from bots_rft.simulate import LearnerConfig, SimulatedLearner, make_world
 from bots_rft.simulate.experiment import MethodSpec, SimConfig, build_groups, run_method
 
 TINY = LearnerConfig(num_tasks=600, num_groups=3, eval_tasks=200)

@@ -18,7 +18,7 @@ from .errors import (
     InvalidArgumentError,
     InvalidTypeError,
 )
-from .evidence import Estimator, ImplicitEvidence, Interpolation, StepEvidence
+from .estimators import Estimator, ImplicitEvidence, Interpolation, StepEvidence
 from .guard import GroupGuard
 from .multipool import MultiPool
 from .planning import Plan

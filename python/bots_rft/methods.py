@@ -1,96 +1,40 @@
-"""The task-selection methods bots-rft implements, in one table.
+"""The registry of task-selection methods: each entry of the method table
+(:mod:`bots_rft.method_table`: names, parameters, defaults, ranges, references, checkpoint file)
+paired with the class that implements it and what builds its selector.
 
-Every entry point reads this table rather than spelling methods itself: ``bots simulate``, ``bots
-train`` and ``bots compare`` take their method names, defaults and ranges from it; the trainer's
-config and the simulator check their parameters with it; :func:`Method.build` makes the selector
-either of them runs. A method is
+:data:`METHODS` holds every method as a :class:`Method`: its table entry (every field of
+:class:`~bots_rft.method_table.MethodEntry`, and its checks) plus the **class** that implements it
+(:attr:`Method.implementation`, ``"module:qualified name"``) and :meth:`Method.build`, which makes
+the selector ``bots simulate`` or ``bots train`` runs. A method that rolls out gets the
+``rollout`` callback at :meth:`Method.build`; the further per-task signals it reads are passed as
+``signals=``.
 
-- a **name** (plus accepted aliases) and the label result tables print;
-- its **parameters**: each a :class:`Parameter` with its type, range and default, and one check
-  that raises :class:`~bots_rft.errors.InvalidTypeError` for a value of the wrong type and
-  :class:`~bots_rft.errors.InvalidArgumentError` for one out of range, both naming the parameter
-  and the value;
-- the parameters it **fixes** (the BOTS-MoPPS and BOTS-DOTS presets are BOTS with λ, ρ and the
-  sampling rule pinned, as the paper's appendix E.6);
-- whether it needs the weak/strong **reference pass rates**, and whether its ``select`` **rolls
-  out** (DAPO's dynamic sampling filters on rollouts, so it calls back into the trainer). A
-  method that rolls out gets the ``rollout`` callback at :meth:`Method.build`; one that spends a
-  variable number of rollouts per task (screening, sequential sampling, per-task budgets) calls it
-  as ``rollout(task_ids, counts)`` and hands each step's groups, trials and rollouts spent over
-  through :class:`bots_rft.baselines.RollsOut` (base class: :class:`bots_rft.peers.base.SelfRolling`),
-  so that every rollout it generates is charged; and whether ``bots train`` can run it
-  (``trainer``; it runs every method of this table, those that roll out themselves through a
-  callback that generates real completions, :meth:`bots_rft.train.trainer.GRPOTrainer.peer_rollout`);
-- the further per-task **signals** it reads, passed to :meth:`Method.build` as ``signals=``
-  (``"references"``: an [N, k] matrix of reference pass rates; ``"embeddings"``: an [N, d] matrix);
-- the **class** that implements it and the **file** its state is checkpointed in. Every selector's
-  state dict is written with :func:`bots_rft.checkpoint.save_state` (JSON plus raw arrays,
-  checksummed; never a pickle), so one reader restores any of them.
-
-Adding a method is adding its class and one :class:`Method` entry here; the contract test
-(``tests/test_method_contract.py``) then runs it through the battery every method passes.
+The selector modules are imported when a method is built, not when this module is imported, so
+that reading the registry costs no more than reading the table.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import numpy.typing as npt
 
-from .errors import InvalidArgumentError, InvalidTypeError
-from .evidence import DEFAULT_MIN_GAP
-from .parameters import (
-    BOTS_PARAMS,
-    CANDIDATE_RATIO,
-    DOTS_FIXED,
-    GEN_RATIO,
-    INITIAL_DIFFICULTY,
-    KEEP,
-    LAM,
-    MAX_GEN_BATCHES,
-    MAX_ROUNDS,
-    MIN_GAP,
-    MOMENTUM,
-    MOPPS_FIXED,
-    N_CONTINUE,
-    N_HIGH,
-    N_INIT,
-    N_LOW,
-    N_MAX,
-    N_MIN,
-    OVERSAMPLE,
-    P_EASY,
-    P_HARD,
-    PARAMETERS,
-    PRIOR_ALPHA,
-    PSEUDO_ROLLOUTS,
-    RHO,
-    ROLLOUTS,
-    ROUND_REPEAT,
-    ROUNDS,
-    RULE_PARAMS,
-    SAMPLING_RATIO,
-    SEED,
-    SENSITIVITY,
-    STEP_SIZE,
-    TARGET,
-    TARGET_REWARD,
-    TARGET_ZERO_VARIANCE,
-    THOMPSON,
-    TRANSITION_DECAY,
-    Parameter,
-)
-from .parameters import shown as _shown
+from .errors import InvalidArgumentError
+from .estimators.base import DEFAULT_MIN_GAP
+from .method_table import ENTRIES, MethodEntry, References, entry, method_names
+from .parameters import PARAMETERS, Parameter
 
 if TYPE_CHECKING:
-    from .baselines import CountedRolloutFn, RolloutFn, Selector
+    from .selector_protocol import CountedRolloutFn, RolloutFn, Selector
 
 __all__ = [
     "Parameter",
     "Method",
+    "MethodEntry",
+    "References",
     "METHODS",
     "PARAMETERS",
     "DEFAULT_MIN_GAP",
@@ -98,54 +42,17 @@ __all__ = [
     "method_names",
 ]
 
-References = Literal["unused", "optional", "required"]
-
 
 @dataclass(frozen=True)
-class Method:
-    """One selection method (see the module docstring for the fields' meaning)."""
+class Method(MethodEntry):
+    """One selection method: its table entry, the class that implements it and its builder."""
 
-    name: str
-    label: str
-    summary: str
-    implementation: str  # "module:qualified name" of the class or preset that builds it
-    params: tuple[Parameter, ...]
-    references: References
-    state_file: str  # the file a trainer checkpoints its state in (bots_rft.checkpoint format)
-    fixed: Mapping[str, Any] = field(default_factory=dict)
-    rolls_out: bool = False
-    aliases: tuple[str, ...] = ()
-    signals: tuple[str, ...] = ()
-    # Whether `bots train` can run it (a method for bots simulate only sets False).
-    trainer: bool = True
+    implementation: str = field(kw_only=True)  # "module:qualified name" of the class or preset that builds it
 
-    def param(self, name: str) -> Parameter:
-        for p in self.params:
-            if p.name == name:
-                return p
-        raise KeyError(name)
-
-    @property
-    def defaults(self) -> dict[str, Any]:
-        return {p.name: p.default for p in self.params}
-
-    def check(self, params: Mapping[str, Any]) -> dict[str, Any]:
-        """Every parameter of this method, from ``params`` or its default, checked. A parameter
-        the method fixes, or does not have, is refused naming it."""
-        names = {p.name for p in self.params}
-        for key in params:
-            if key in self.fixed:
-                raise InvalidArgumentError(
-                    f"{key}: the {self.name} method fixes {', '.join(f'{k}={v!r}' for k, v in self.fixed.items())}; "
-                    f"got {key}={_shown(params[key])}",
-                    key,
-                )
-            if key not in names:
-                raise InvalidArgumentError(
-                    f"{key}: not a parameter of the {self.name} method (it takes {', '.join(sorted(names)) or 'none'})",
-                    key,
-                )
-        return {p.name: p.check(params[p.name]) if p.name in params else p.default for p in self.params}
+    @classmethod
+    def registered(cls, listed: MethodEntry, implementation: str) -> Method:
+        """The table entry ``listed``, implemented by ``implementation``."""
+        return cls(**{f.name: getattr(listed, f.name) for f in fields(MethodEntry)}, implementation=implementation)
 
     def build(
         self,
@@ -172,7 +79,8 @@ class Method:
 
 
 # ---------------------------------------------------------------------------------------------
-# Builders: imported late so that the table itself depends on nothing but the error classes.
+# Builders: each imports its selector's module when called, so that importing the registry
+# imports no selector.
 # ---------------------------------------------------------------------------------------------
 
 
@@ -192,7 +100,7 @@ def _references(m: Method, weak: Any, strong: Any) -> tuple[Any, Any] | None:
 
 
 def _interpolation(m: Method, weak: Any, strong: Any, p: dict[str, Any]) -> Any:
-    from .evidence import Interpolation
+    from .estimators import Interpolation
 
     refs = _references(m, weak, strong)
     return None if refs is None else Interpolation(refs[0], refs[1], p["momentum"], min_gap=p["min_gap"])
@@ -287,7 +195,7 @@ def _build_screen(m: Method, n: int, weak: Any, strong: Any, rollout: Any, threa
 
 
 def _build_random(m: Method, n: int, weak: Any, strong: Any, rollout: Any, threads: Any, p: dict[str, Any]) -> Selector:
-    from .baselines import RandomSelector
+    from .static_selectors import RandomSelector
 
     return RandomSelector(n, seed=p["seed"])
 
@@ -295,7 +203,7 @@ def _build_random(m: Method, n: int, weak: Any, strong: Any, rollout: Any, threa
 def _build_offline(
     m: Method, n: int, weak: Any, strong: Any, rollout: Any, threads: Any, p: dict[str, Any]
 ) -> Selector:
-    from .baselines import OfflineSelector
+    from .static_selectors import OfflineSelector
 
     refs = _references(m, weak, strong)
     assert refs is not None  # required
@@ -308,7 +216,7 @@ def _build_offline(
 def _build_dynamic(
     m: Method, n: int, weak: Any, strong: Any, rollout: Any, threads: Any, p: dict[str, Any]
 ) -> Selector:
-    from .baselines import DynamicSampling
+    from .peers.dapo import DynamicSampling
 
     if rollout is None:
         raise InvalidArgumentError(
@@ -387,197 +295,34 @@ _BUILDERS: dict[str, Callable[..., Selector]] = {
     "bots-screen": _build_screen,
 }
 
-_BOTS_FILE = "selector.bots"  # BOTS' own file name since the first release
-_BASELINE_FILE = "selector_state.bots"
 
-#: The methods, by canonical name, in the order the trainer lists them.
+#: The class or preset that implements each method ("module:qualified name").
+_IMPLEMENTATIONS: dict[str, str] = {
+    "bots": "bots_rft.selector:BOTS",
+    "bots-plan": "bots_rft.planning:PlannedBOTS",
+    "bots-screen": "bots_rft.screening:ScreenedBOTS",
+    "random": "bots_rft.static_selectors:RandomSelector",
+    "offline": "bots_rft.static_selectors:OfflineSelector",
+    "mopps": "bots_rft.selector:BOTS.mopps",
+    "dots": "bots_rft.selector:BOTS.dots",
+    "dynamic": "bots_rft.peers.dapo:DynamicSampling",
+    "bots-multiref": "bots_rft.selector:BOTS",
+    "bots-sim": "bots_rft.selector:BOTS",
+    "dps": "bots_rft.peers.dps:DynamicsPredictiveSampling",
+    "greso": "bots_rft.peers.greso:GRESO",
+    "speed": "bots_rft.peers.speed:SpeedRL",
+    "adarft": "bots_rft.peers.adarft:AdaRFT",
+    "knapsack": "bots_rft.peers.knapsack:KnapsackAllocation",
+    "reinforce-ada": "bots_rft.peers.reinforce_ada:ReinforceAda",
+}
+
+#: The methods, by canonical name, in the order the trainer lists them (the table's order).
 METHODS: Mapping[str, Method] = MappingProxyType(
-    {
-        m.name: m
-        for m in (
-            Method(
-                "bots",
-                "BOTS",
-                "Bayesian online task selection: explicit and implicit evidence, Thompson sampling",
-                "bots_rft.selector:BOTS",
-                BOTS_PARAMS,
-                "optional",
-                _BOTS_FILE,
-            ),
-            Method(
-                "bots-plan",
-                "BOTS-Plan",
-                "BOTS choosing tasks and rollout counts together: the plan with the most expected informative "
-                "groups under a budget of batch × n rollouts (BOTS.plan)",
-                "bots_rft.planning:PlannedBOTS",
-                (*BOTS_PARAMS, N_MIN, N_MAX),
-                "optional",
-                _BOTS_FILE,
-                rolls_out=True,
-            ),
-            Method(
-                "bots-screen",
-                "BOTS-Screen",
-                "BOTS proposing the prompts SPEED-RL's screen tries: n_init screening rollouts each, "
-                "n_continue more for those whose screening disagrees; every rollout is BOTS's evidence",
-                "bots_rft.screening:ScreenedBOTS",
-                (*BOTS_PARAMS, N_INIT, N_CONTINUE, GEN_RATIO, MAX_GEN_BATCHES),
-                "optional",
-                _BASELINE_FILE,
-                rolls_out=True,
-            ),
-            Method(
-                "random",
-                "Random",
-                "uniform without replacement within each batch",
-                "bots_rft.baselines:RandomSelector",
-                (SEED,),
-                "unused",
-                _BASELINE_FILE,
-            ),
-            Method(
-                "offline",
-                "Offline",
-                "a static easy-to-hard curriculum by the strong reference pass rate",
-                "bots_rft.baselines:OfflineSelector",
-                (),
-                "required",
-                _BASELINE_FILE,
-            ),
-            Method(
-                "mopps",
-                "BOTS-MoPPS",
-                "BOTS on explicit evidence only, without discount (appendix E.6)",
-                "bots_rft.selector:BOTS.mopps",
-                (TARGET, PSEUDO_ROLLOUTS, SEED),
-                "unused",
-                _BOTS_FILE,
-                fixed=MOPPS_FIXED,
-            ),
-            Method(
-                "dots",
-                "BOTS-DOTS",
-                "BOTS on the latest evidence only, greedy on the mean (appendix E.6)",
-                "bots_rft.selector:BOTS.dots",
-                (TARGET, PSEUDO_ROLLOUTS, MOMENTUM, MIN_GAP, SEED),
-                "required",
-                _BOTS_FILE,
-                fixed=DOTS_FIXED,
-            ),
-            Method(
-                "dynamic",
-                "DAPO-DS",
-                "DAPO's dynamic sampling: roll out generation batches in epoch order, keep "
-                "the tasks whose rollouts disagree",
-                "bots_rft.baselines:DynamicSampling",
-                (ROLLOUTS, OVERSAMPLE, MAX_ROUNDS, SEED),
-                "unused",
-                _BASELINE_FILE,
-                rolls_out=True,
-                aliases=("dapo",),
-            ),
-            Method(
-                "bots-multiref",
-                "BOTS-MultiRef",
-                "BOTS with implicit evidence from k reference pass rates, weights "
-                "fitted online (weak and strong alone: the interpolation)",
-                "bots_rft.selector:BOTS",
-                (LAM, RHO, TARGET, THOMPSON, PSEUDO_ROLLOUTS, MOMENTUM, MIN_GAP, SEED, *RULE_PARAMS),
-                "required",
-                _BOTS_FILE,
-                signals=("references",),
-            ),
-            Method(
-                "bots-sim",
-                "BOTS-Sim",
-                "BOTS with implicit evidence spread to similar tasks through task embeddings (top-k neighbour kernel)",
-                "bots_rft.selector:BOTS",
-                (LAM, RHO, TARGET, THOMPSON, PSEUDO_ROLLOUTS, SEED, *RULE_PARAMS),
-                "unused",
-                _BOTS_FILE,
-                signals=("embeddings",),
-            ),
-            Method(
-                "dps",
-                "DPS",
-                "Dynamics-Predictive Sampling: per-task hidden Markov model of the solving state "
-                "(unsolved/partial/solved), top-k predicted partial among candidates",
-                "bots_rft.peers.dps:DynamicsPredictiveSampling",
-                (CANDIDATE_RATIO, PRIOR_ALPHA, TRANSITION_DECAY, SEED, ROLLOUTS),
-                "optional",
-                _BASELINE_FILE,
-            ),
-            Method(
-                "greso",
-                "GRESO",
-                "DAPO dynamic sampling that skips, before rollout, prompts whose recent groups had zero "
-                "reward variance, with self-tuning exploration probabilities",
-                "bots_rft.peers.greso:GRESO",
-                (ROLLOUTS, P_EASY, P_HARD, TARGET_ZERO_VARIANCE, SAMPLING_RATIO, MAX_ROUNDS, SEED),
-                "unused",
-                _BASELINE_FILE,
-                rolls_out=True,
-            ),
-            Method(
-                "speed",
-                "SPEED-RL",
-                "screening rollouts for every candidate, full rollouts only for those whose screening disagrees",
-                "bots_rft.peers.speed:SpeedRL",
-                (N_INIT, N_CONTINUE, GEN_RATIO, MAX_GEN_BATCHES, SEED),
-                "unused",
-                _BASELINE_FILE,
-                rolls_out=True,
-                aliases=("speed-rl",),
-            ),
-            Method(
-                "adarft",
-                "AdaRFT",
-                "a target difficulty that moves with the batch reward; the tasks nearest it by reference difficulty",
-                "bots_rft.peers.adarft:AdaRFT",
-                (STEP_SIZE, SENSITIVITY, TARGET_REWARD, INITIAL_DIFFICULTY, SEED),
-                "required",
-                _BASELINE_FILE,
-            ),
-            Method(
-                "knapsack",
-                "Knapsack-RL",
-                "rollouts per task chosen as a knapsack over expected value and cost, same total budget",
-                "bots_rft.peers.knapsack:KnapsackAllocation",
-                (ROLLOUTS, N_LOW, N_HIGH, SEED),
-                "optional",
-                _BASELINE_FILE,
-                rolls_out=True,
-                aliases=("knapsack-rl",),
-            ),
-            Method(
-                "reinforce-ada",
-                "Reinforce-Ada",
-                "sequential sampling in rounds; a prompt stops once it has both correct and incorrect rollouts",
-                "bots_rft.peers.reinforce_ada:ReinforceAda",
-                (ROUNDS, ROUND_REPEAT, KEEP, SEED),
-                "unused",
-                _BASELINE_FILE,
-                rolls_out=True,
-                aliases=("reinforce_ada", "reinforceada"),
-            ),
-        )
-    }
+    {name: Method.registered(listed, _IMPLEMENTATIONS[name]) for name, listed in ENTRIES.items()}
 )
-
-_BY_NAME: dict[str, Method] = {alias: m for m in METHODS.values() for alias in (m.name, *m.aliases)}
-
-
-def method_names(*, aliases: bool = False) -> tuple[str, ...]:
-    """The canonical method names (and, with ``aliases``, every other name accepted for them)."""
-    return tuple(_BY_NAME) if aliases else tuple(METHODS)
 
 
 def method(name: Any, argument: str = "method") -> Method:
     """The method ``name`` (or an alias of it) names; an unknown one is an
     :class:`InvalidArgumentError` naming ``argument``, the value and the known names."""
-    if not isinstance(name, str):
-        raise InvalidTypeError(f"{argument}: must be a method name, got {_shown(name)}", argument)
-    found = _BY_NAME.get(name.strip().lower())
-    if found is None:
-        raise InvalidArgumentError(f"{argument}: expected one of {list(METHODS)}, got {name!r}", argument)
-    return found
+    return METHODS[entry(name, argument).name]

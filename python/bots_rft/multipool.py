@@ -36,7 +36,7 @@ import numpy.typing as npt
 from ._validation import as_ids, as_int, exclusion, feedback
 from .checkpoint import read_checkpoint, write_checkpoint
 from .errors import CheckpointError, InvalidArgumentError, InvalidTypeError
-from .evidence import ImplicitEvidence
+from .estimators import ImplicitEvidence
 from .selector import BOTS
 
 __all__ = ["MultiPool"]

@@ -3,9 +3,10 @@ default and one check that raises :class:`~bots_rft.errors.InvalidTypeError` for
 wrong type and :class:`~bots_rft.errors.InvalidArgumentError` for one out of range, both naming
 the parameter and the value.
 
-This is the bottom of the method layer: the selectors, the peers and the baselines read their
-parameters from here, and :mod:`bots_rft.methods` (the table of methods, which builds those
-selectors) sits on top of it, so the imports run one way.
+This is the bottom of the method layer: the selectors, the peers and the static selectors read
+their parameters from here; :mod:`bots_rft.method_table` (which method takes which parameters)
+and :mod:`bots_rft.methods` (the registry that builds those selectors) sit on top of it, so the
+imports run one way.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any, Literal
 import numpy as np
 
 from .errors import InvalidArgumentError, InvalidTypeError
-from .evidence import DEFAULT_MIN_GAP
+from .estimators.base import DEFAULT_MIN_GAP
 
 __all__ = [
     "Parameter",

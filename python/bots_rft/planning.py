@@ -228,7 +228,8 @@ def _counts_for(t: FloatArray, spare: int, lo: int, spare_max: int) -> IntArray:
 
 class PlannedBOTS:
     """BOTS that plans each step's tasks *and* rollout counts (the ``bots-plan`` method), for loops
-    that roll out through a callback (the simulator; see :class:`bots_rft.baselines.RollsOut`).
+    that roll out through a callback (the simulator; see
+    :class:`bots_rft.selector_protocol.RollsOut`).
 
     ``select(B)`` spends a budget of ``B × n_rollouts`` rollouts — what ``bots`` spends on B tasks
     — as :meth:`bots_rft.BOTS.plan` allocates it with ``n_min ≤ counts ≤ n_max``, rolls the plan
@@ -269,7 +270,7 @@ class PlannedBOTS:
         """Plan a budget of ``batch_size × n_rollouts`` rollouts, roll it out, return the ids."""
         from ._validation import batch_size as _check_batch
         from ._validation import selectable
-        from .baselines import RolledBatch
+        from .selector_protocol import RolledBatch
 
         allowed = selectable(exclude, self.num_tasks)
         available = self.num_tasks if allowed is None else int(allowed.sum())
@@ -284,7 +285,7 @@ class PlannedBOTS:
         return plan.ids.copy()
 
     def take_batch(self) -> Any:
-        """The last selection's :class:`~bots_rft.baselines.RolledBatch`, once; then None."""
+        """The last selection's :class:`~bots_rft.selector_protocol.RolledBatch`, once; then None."""
         pending, self._pending = self._pending, None
         return pending
 

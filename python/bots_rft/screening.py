@@ -22,11 +22,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .baselines import RolledBatch, Selector
 from .errors import CheckpointError
 from .parameters import GEN_RATIO, MAX_GEN_BATCHES, N_CONTINUE, N_INIT
 from .peers.base import FloatArray, Groups, IdArray
 from .peers.speed import SpeedRL
+from .selector_protocol import RolledBatch, Selector
 
 __all__ = ["ScreenedBOTS"]
 

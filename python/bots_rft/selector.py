@@ -38,13 +38,13 @@ from ._validation import (
 from ._validation import exclusion as _exclusion
 from .checkpoint import read_checkpoint, write_checkpoint
 from .errors import CheckpointError, InvalidArgumentError, InvalidTypeError
-from .estimators import estimator_from_state
-from .evidence import (
+from .estimators import (
     Estimator,
     ImplicitEvidence,
     StepEvidence,
     as_estimator,
     checked_prediction,
+    estimator_from_state,
     user_object,
 )
 from .parameters import DOTS_FIXED, MOPPS_FIXED

@@ -51,7 +51,7 @@ from .._validation import (
 from .._validation import exclusion as _exclusion
 from ..checkpoint import read_checkpoint, write_checkpoint
 from ..errors import CheckpointError, InvalidArgumentError, InvalidTypeError
-from ..evidence import (
+from ..estimators import (
     Estimator,
     ImplicitEvidence,
     Interpolation,

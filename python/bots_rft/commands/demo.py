@@ -151,7 +151,7 @@ def main(args: argparse.Namespace) -> int:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps([asdict(r) for r in results], indent=2))
     if not args.no_comparison:
-        from ..simulate import quick_comparison
+        from ..report.simulation import quick_comparison
 
         print("\nEvery method on a simulated learner whose skill grows with what it trains on")
         print("(ETR alone does not show learning; this does):\n")

@@ -1,14 +1,18 @@
-"""Estimators of implicit evidence beyond the paper's two-reference interpolation.
+"""Implicit evidence: estimators that predict the success rate of tasks not rolled out this step.
 
-Each plugs into :class:`~bots_rft.BOTS` as ``evidence=`` through the
-:class:`~bots_rft.evidence.Estimator` interface, and rebuilds from a checkpoint on its own:
+Every estimator plugs into :class:`~bots_rft.BOTS` as ``evidence=`` through one interface,
+:class:`Estimator` (:mod:`.base`, with the :class:`ImplicitEvidence` plug-in protocol for any
+object with a ``predict`` method), and rebuilds from a checkpoint on its own:
 
+- :class:`Interpolation` (:mod:`.interpolation`): the paper's two-reference interpolation, fused
+  into the core's update;
 - :class:`MultiReference`: any number k >= 2 of reference pass rates (and optional per-task
   features), combined with weights fitted online; at k = 2 it is the interpolation estimator.
 - :class:`Similarity`: a step's observed rates spread to the most similar tasks through a
   user-supplied embedding matrix and a top-k neighbour kernel (DOTS-style), fast at 10^6 tasks.
 
-docs/estimators.md has their semantics and a simulator comparison.
+:func:`estimator_from_state` rebuilds any of them from a checkpoint. docs/estimators.md has their
+semantics and a simulator comparison.
 """
 
 from __future__ import annotations
@@ -16,11 +20,34 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import CheckpointError
-from ..evidence import Estimator, Interpolation, as_estimator
+from .base import (
+    DEFAULT_MIN_GAP,
+    Estimator,
+    ImplicitEvidence,
+    StepEvidence,
+    as_estimator,
+    checked_prediction,
+    user_object,
+)
+from .interpolation import Interpolation, smoothed_capability
 from .multi_reference import MultiReference
 from .similarity import Similarity
 
-__all__ = ["MultiReference", "Similarity", "from_state", "estimator_from_state"]
+__all__ = [
+    "DEFAULT_MIN_GAP",
+    "Estimator",
+    "ImplicitEvidence",
+    "StepEvidence",
+    "Interpolation",
+    "MultiReference",
+    "Similarity",
+    "as_estimator",
+    "checked_prediction",
+    "user_object",
+    "smoothed_capability",
+    "from_state",
+    "estimator_from_state",
+]
 
 #: The checkpoint kinds of this package's estimators, and what rebuilds each.
 _KINDS = {"multi-reference": MultiReference.from_state_dict, "similarity": Similarity.from_state_dict}
@@ -47,7 +74,7 @@ def estimator_from_state(state: dict[str, Any] | None, evidence: Any, num_tasks:
     if evidence is None:
         kind = state.get("type") or state.get("kind")
         raise CheckpointError(f"evidence: the state uses a custom estimator ({kind}); pass it as evidence=")
-    # An Estimator wrote its own state; a plain plug-in's sits under "state" (see _PlugIn).
+    # An Estimator wrote its own state; a plain plug-in's sits under "state" (see base._PlugIn).
     inner = state if isinstance(evidence, Estimator) else state.get("state")
     if inner is not None and hasattr(evidence, "load_state_dict"):
         evidence.load_state_dict(inner)

@@ -2,7 +2,7 @@
 
 :class:`MultiReference` generalises the paper's interpolation estimator from two references to
 k >= 2, with weights fitted online from the explicit evidence. See the class docstring for the
-fit and why it reduces exactly to :class:`~bots_rft.evidence.Interpolation` at k = 2.
+fit and why it reduces exactly to :class:`~bots_rft.estimators.Interpolation` at k = 2.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import numpy.typing as npt
 from .. import _core
 from .._validation import FloatArray, as_floats, as_real, rates_or_nan
 from ..errors import CheckpointError, InvalidArgumentError, InvalidTypeError
-from ..evidence import DEFAULT_MIN_GAP, Estimator, StepEvidence
+from .base import DEFAULT_MIN_GAP, Estimator, StepEvidence
 
 __all__ = ["MultiReference"]
 

@@ -15,7 +15,7 @@ import numpy.typing as npt
 from .. import _core
 from .._validation import FloatArray, IntArray, as_floats, as_int, as_real
 from ..errors import CheckpointError, InvalidArgumentError, InvalidTypeError
-from ..evidence import Estimator, StepEvidence
+from .base import Estimator, StepEvidence
 
 __all__ = ["Similarity", "top_k_neighbours"]
 

@@ -30,7 +30,7 @@ from .._validation import as_bool, as_ids, as_int, ids_in_pool, prior
 from .._validation import exclusion as _exclusion
 from ..checkpoint import read_checkpoint, write_checkpoint
 from ..errors import BotsError, InvalidArgumentError
-from ..evidence import Interpolation, StepEvidence, checked_prediction, smoothed_capability
+from ..estimators import Interpolation, StepEvidence, checked_prediction, smoothed_capability
 from ..planning import Plan, allocate_rollouts, check_plan_args
 from ..selector import (
     BOTS,

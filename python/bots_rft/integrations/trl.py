@@ -361,8 +361,8 @@ def attach_bots(
 ) -> BOTSTrainerHook:
     """Make a constructed ``trl.GRPOTrainer`` train on the prompts ``selector`` chooses.
 
-    ``selector``: a :class:`bots_rft.BOTS` (or any :class:`bots_rft.baselines.Selector`) over task
-    ids ``0..num_tasks-1``; build it identically on every process (same seed and data).
+    ``selector``: a :class:`bots_rft.BOTS` (or any :class:`bots_rft.selector_protocol.Selector`) over
+    task ids ``0..num_tasks-1``; build it identically on every process (same seed and data).
     ``task_id_column``: the train dataset's task-id column (dotted path allowed); every row needs
     a distinct id in ``[0, num_tasks)``. ``reward_func``: index or name of the reward function
     whose value is the success signal (rewards are clipped into [0, 1], or thresholded with

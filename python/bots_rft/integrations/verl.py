@@ -71,7 +71,7 @@ import numpy.typing as npt
 from torch.utils.data import Sampler
 
 from ..errors import BotsError, CheckpointError, ConfigError, DataError, InvalidArgumentError
-from ..evidence import DEFAULT_MIN_GAP, Interpolation
+from ..estimators import DEFAULT_MIN_GAP, Interpolation
 from ..selector import BOTS
 from .batches import pack_state, unpack_state
 from .gates import Seam, Window, check_framework

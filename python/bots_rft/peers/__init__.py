@@ -1,11 +1,13 @@
-"""Task selectors from the literature that BOTS is compared with, as simulator (and library) methods.
+"""Task selectors from the literature that BOTS is compared with, as simulator (and library) methods:
+DAPO's dynamic sampling and epoch order (:mod:`.dapo`), DPS, GRESO, SPEED-RL, AdaRFT, Knapsack-RL
+and Reinforce-Ada, one module each.
 
 Each is implemented from its paper and, where public, its code, with the published defaults as
 its method parameters (:mod:`bots_rft.methods`); docs/peers.md lists each one's sources, defaults
 and the choices made where the paper leaves something open.
 
 The selectors that spend rollouts themselves (screening, oversampling, sequential sampling,
-per-task budgets) follow the :class:`bots_rft.baselines.RollsOut` protocol through
+per-task budgets) follow the :class:`bots_rft.selector_protocol.RollsOut` protocol through
 :class:`.base.SelfRolling`, so the simulator charges every rollout they generate.
 """
 
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 from .adarft import AdaRFT
 from .base import SelfRolling
+from .dapo import DynamicSampling, EpochOrder
 from .dps import DynamicsPredictiveSampling
 from .greso import GRESO
 from .knapsack import KnapsackAllocation
@@ -21,6 +24,8 @@ from .speed import SpeedRL
 
 __all__ = [
     "SelfRolling",
+    "EpochOrder",
+    "DynamicSampling",
     "DynamicsPredictiveSampling",
     "GRESO",
     "SpeedRL",

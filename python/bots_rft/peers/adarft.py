@@ -52,7 +52,8 @@ def difficulty_scores(weak: object, strong: object) -> FloatArray:
 
 
 class AdaRFT:
-    """AdaRFT as a :class:`~bots_rft.baselines.Selector` (module docstring: rule and defaults)."""
+    """AdaRFT as a :class:`~bots_rft.selector_protocol.Selector` (module docstring: rule and
+    defaults)."""
 
     kind = "adarft"
 

@@ -1,11 +1,12 @@
-"""The machinery every selector that rolls out itself shares (:class:`bots_rft.baselines.RollsOut`).
+"""The machinery every selector that rolls out itself shares
+(:class:`bots_rft.selector_protocol.RollsOut`).
 
 A subclass implements two hooks:
 
 - ``_roll_step(batch_size, allowed)``: choose tasks, roll them out through :meth:`_roll` (which
   validates the callback's answer and counts every rollout), and return the step's
-  :class:`~bots_rft.baselines.RolledBatch` (the groups to train on, with their own trials, and
-  every rollout spent) plus the groups it wants to learn from at :meth:`update` (usually every
+  :class:`~bots_rft.selector_protocol.RolledBatch` (the groups to train on, with their own trials,
+  and every rollout spent) plus the groups it wants to learn from at :meth:`update` (usually every
   group it rolled out, the discarded ones included);
 - ``_learn(task_ids, successes, trials)``: update its state from those groups;
 
@@ -24,9 +25,9 @@ import numpy.typing as npt
 
 from .._validation import as_int, feedback, selectable
 from .._validation import batch_size as _check_batch
-from ..baselines import RolledBatch, check_state
 from ..errors import CheckpointError, InvalidArgumentError, InvalidTypeError
 from ..parameters import SEED
+from ..selector_protocol import RolledBatch, check_state
 
 __all__ = ["SelfRolling", "Groups", "IdArray", "FloatArray", "restore_rng", "check_state", "saved_array", "prior_rates"]
 

@@ -48,10 +48,10 @@ import numpy.typing as npt
 
 from .._validation import as_int, feedback, selectable
 from .._validation import batch_size as _check_batch
-from ..baselines import EpochOrder
 from ..errors import CheckpointError
 from ..parameters import CANDIDATE_RATIO, PRIOR_ALPHA, ROLLOUTS, SEED, TRANSITION_DECAY
 from .base import FloatArray, IdArray, check_state, prior_rates, saved_array
+from .dapo import EpochOrder
 
 __all__ = ["DynamicsPredictiveSampling", "STATES"]
 
@@ -66,7 +66,8 @@ def observed_states(successes: FloatArray, trials: FloatArray) -> IdArray:
 
 
 class DynamicsPredictiveSampling:
-    """DPS as a :class:`~bots_rft.baselines.Selector` (module docstring: model and defaults)."""
+    """DPS as a :class:`~bots_rft.selector_protocol.Selector` (module docstring: model and
+    defaults)."""
 
     kind = "dps"
 

@@ -50,10 +50,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ..baselines import EpochOrder, RolledBatch
 from ..errors import CheckpointError
 from ..parameters import MAX_ROUNDS, P_EASY, P_HARD, ROLLOUTS, SAMPLING_RATIO, TARGET_ZERO_VARIANCE
+from ..selector_protocol import RolledBatch
 from .base import FloatArray, Groups, IdArray, SelfRolling, saved_array
+from .dapo import EpochOrder
 
 __all__ = ["GRESO"]
 

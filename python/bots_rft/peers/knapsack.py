@@ -47,10 +47,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ..baselines import EpochOrder, RolledBatch
 from ..errors import CheckpointError, InvalidArgumentError
 from ..parameters import N_HIGH, N_LOW, ROLLOUTS
+from ..selector_protocol import RolledBatch
 from .base import FloatArray, Groups, IdArray, SelfRolling, prior_rates, saved_array
+from .dapo import EpochOrder
 
 __all__ = ["KnapsackAllocation", "allocate", "task_value", "sampling_budget"]
 

@@ -41,9 +41,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ..baselines import EpochOrder, RolledBatch
 from ..parameters import KEEP, ROUND_REPEAT, ROUNDS
+from ..selector_protocol import RolledBatch
 from .base import FloatArray, Groups, IdArray, SelfRolling
+from .dapo import EpochOrder
 
 __all__ = ["ReinforceAda", "kept_subset"]
 

@@ -42,10 +42,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ..baselines import EpochOrder, RolledBatch
 from ..errors import CheckpointError, InvalidArgumentError
 from ..parameters import GEN_RATIO, MAX_GEN_BATCHES, N_CONTINUE, N_INIT
+from ..selector_protocol import RolledBatch
 from .base import FloatArray, Groups, IdArray, SelfRolling
+from .dapo import EpochOrder
 
 __all__ = ["SpeedRL"]
 

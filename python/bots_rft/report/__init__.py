@@ -1,8 +1,9 @@
 """Tables and plots of comparisons, simulated or trained.
 
 - :mod:`.tables`: the paper's comparison table (TTB, BSF, ETR, ...) as markdown;
-- :mod:`.simulation`: the tables of a ``bots simulate`` experiment; :mod:`.simulation_plots`: its
-  figures; :mod:`.simulation_files`: every file it writes (markdown, CSV, JSON, PNG);
+- :mod:`.simulation`: the tables of a ``bots simulate`` experiment (and ``bots demo``'s short
+  comparison); :mod:`.simulation_plots`: its figures; :mod:`.simulation_files`: every file it
+  writes (markdown, CSV, JSON, PNG);
 - :mod:`.training`: curves, tables and plots of ``bots compare`` training runs.
 
 Each module imports only what it draws on (matplotlib when a plot is drawn), so nothing is

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InvalidArgumentError
+from ..errors import ConfigError, InvalidArgumentError
 from ..metrics import (
     BSF_BUDGETS,
     TTB_FRACTIONS,
@@ -27,7 +27,8 @@ from ..metrics import (
     rollout_axis,
     time_to_baseline,
 )
-from ..simulate.experiment import ExperimentResult, MethodSpec
+from ..simulate.experiment import ExperimentResult, MethodSpec, SimConfig, run_experiment
+from ..simulate.learner import LearnerConfig
 from .tables import Row, markdown_table
 
 __all__ = [
@@ -41,6 +42,7 @@ __all__ = [
     "summary_markdown",
     "slug",
     "heatmap_of",
+    "quick_comparison",
 ]
 
 GROUP_TITLES = {
@@ -343,3 +345,27 @@ def heatmap_of(result: ExperimentResult, spec: MethodSpec) -> np.ndarray:
     n = result.config.learner.n_rollouts
     rows = [rate_heatmap_from_counts(r.hist) for r in result.records(spec)]
     return np.mean(rows, axis=0) if rows else np.zeros((0, n + 1))
+
+
+def quick_comparison(num_tasks: int = 10_000, steps: int = 40, seed: int = 0, progress: bool = False) -> str:
+    """Every method once on a small simulated pool (one seed, no sweeps; a few seconds) and
+    return the comparison as a short markdown table with a one-line caption."""
+    for name, v, lo in (("num_tasks", num_tasks, 64), ("steps", steps, 4), ("seed", seed, 0)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+            raise ConfigError(f"{name} must be an int >= {lo}, got {v!r}")
+    batch = max(8, min(256, num_tasks // 40))
+    config = SimConfig(
+        learner=LearnerConfig(num_tasks=num_tasks, eval_tasks=2048),
+        steps=steps,
+        batch_size=batch,
+        seeds=(seed,),
+        rho_sweep=(),
+        lam_sweep=(),
+        sampling_ablation=False,
+    )
+    result = run_experiment(config, progress=progress, desc="quick comparison")
+    caption = (
+        f"Simulated learner, {num_tasks:,} tasks, {steps} steps, batch {batch}, "
+        f"{config.learner.n_rollouts} rollouts, seed {seed} (full version: `bots simulate`)."
+    )
+    return caption + "\n\n" + markdown_table(group_rows(result, "methods")) + "\n"

@@ -17,7 +17,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ..baselines import DynamicSampling, RollsOut, Selector
 from ..calibration import calibration_metrics, predicted_pass_rates
 from ..errors import BotsError, ConfigError
 from ..methods import method, method_names
@@ -35,6 +34,8 @@ from ..parameters import (
     TAU,
     Parameter,
 )
+from ..peers.dapo import DynamicSampling
+from ..selector_protocol import RollsOut, Selector
 from .learner import LearnerConfig, SimulatedLearner, TaskWorld, make_world
 from .signals import simulated_signals
 

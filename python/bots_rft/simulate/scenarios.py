@@ -30,12 +30,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ..baselines import RandomSelector
 from ..errors import ConfigError
-from ..evidence import Interpolation
+from ..estimators import Interpolation
 from ..multipool import MultiPool
 from ..parameters import LAM, MIN_GAP, MOMENTUM, RHO, TARGET
 from ..selector import BOTS
+from ..static_selectors import RandomSelector
 from .learner import LearnerConfig, SimulatedLearner, TaskWorld, make_world
 
 __all__ = [

@@ -6,7 +6,7 @@
 - :mod:`.trainer`: the loop as explicit stages (:class:`GRPOTrainer`, :func:`train`), DAPO's
   dynamic-sampling fill loop included; :mod:`.optimise`: the GRPO update of one step;
 - :mod:`.selection`: the run's selector from the method table, and its checkpoints
-  (``method=dynamic`` draws from :class:`bots_rft.baselines.EpochOrder`);
+  (``method=dynamic`` draws from :class:`bots_rft.peers.dapo.EpochOrder`);
 - :mod:`.scoring`: verifier rewards; :mod:`.model`: the policy; :mod:`.distributed`: torchrun;
 - :mod:`.checkpoint`, :mod:`.pool_identity`, :mod:`.evaluate`, :mod:`.logger`, :mod:`.stops`,
   :mod:`.sft`, :mod:`.toy`.

@@ -13,10 +13,10 @@ import numpy as np
 import numpy.typing as npt
 
 from .. import BOTS
-from ..baselines import RandomSelector
 from ..checkpoint import load_state, save_state
 from ..data import TaskPool
 from ..errors import CheckpointError, ConfigError
+from ..static_selectors import RandomSelector
 
 __all__ = ["POOL_IDS_FILE", "PoolChange", "save_pool_ids", "load_pool_ids", "compare_pools", "grown_state"]
 

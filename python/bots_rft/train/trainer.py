@@ -47,7 +47,6 @@ import numpy.typing as npt
 import torch
 
 from .. import BOTS, Picks
-from ..baselines import EpochOrder
 from ..calibration import calibration_metrics
 from ..checkpoint import load_state, save_state
 from ..data import TaskPool
@@ -57,6 +56,7 @@ from ..integrations.step_metrics import pick_distributions
 from ..llm.models import resolve_device
 from ..methods import method
 from ..metrics import effective_ratios
+from ..peers.dapo import EpochOrder
 from ..rewards import RewardScorer
 from .checkpoint import (
     latest_checkpoint,
