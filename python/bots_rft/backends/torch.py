@@ -39,18 +39,10 @@ import numpy as np
 import torch
 
 from .. import _core
-from .._validation import (
-    FloatArray,
-    IntArray,
-    _number,
-    as_floats,
-    as_ids,
-    as_int,
-    ids_in_pool,
-)
+from .._validation import FloatArray, IntArray, _number, as_int, ids_in_pool
 from .._validation import exclusion as _exclusion
-from ..checkpoint import read_checkpoint, write_checkpoint
-from ..errors import CheckpointError, InvalidArgumentError, InvalidTypeError
+from ..checkpoint import read_checkpoint
+from ..errors import CheckpointError, InvalidArgumentError, InvalidTypeError, UnsupportedByBackendError
 from ..evidence import (
     Estimator,
     ImplicitEvidence,
@@ -64,22 +56,14 @@ from ..selector import (
     BOTS,
     ParamsOnLoad,
     Picks,
-    _check_params_on_load,
-    _check_state_header,
-    _lam_for,
-    _predictions_miss,
-    _readonly,
-    _reward_counts,
-    _reward_map,
-    _SelectorParams,
-    _smoothed_drift,
-    _state_params,
-    _state_posterior,
-    feedback_arrays,
-    lag_weighted,
+    lam_for,
+    predictions_miss,
     selector_state,
+    smoothed_drift,
 )
-from . import UnsupportedByBackendError
+from ..selector.feedback import aggregate
+from ..selector.params import readonly
+from ..selector.state import check_params_on_load, check_state_header, state_params, state_posterior
 from ._torch_draws import gumbel_keys, thompson_draws
 
 __all__ = ["TorchBOTS", "CHUNK"]
@@ -108,9 +92,9 @@ _SUPPORTED_SETTABLE = (
 _KNOWN_PARAMS = frozenset(_SUPPORTED_SETTABLE) | {"seed"}
 
 
-class TorchBOTS(_SelectorParams):
+class TorchBOTS(BOTS):
     """:class:`~bots_rft.BOTS` with the posterior in torch tensors on ``device`` (see the module
-    docstring for what differs). ``device``: a torch device or its name (None: ``"cuda"`` when
+    docstring for what differs): what ``BOTS(..., backend="torch")`` builds, a BOTS itself. ``device``: a torch device or its name (None: ``"cuda"`` when
     available, else ``"cpu"``); ``dtype``: ``torch.float32`` (default) or ``torch.float64``, the
     storage of α, β and per-task priors on the device. Other arguments as for BOTS."""
 
@@ -118,6 +102,7 @@ class TorchBOTS(_SelectorParams):
         self,
         num_tasks: int,
         *,
+        backend: str = _BACKEND,
         device: Any = None,
         dtype: Any = None,
         lam: float = 0.1,
@@ -139,6 +124,8 @@ class TorchBOTS(_SelectorParams):
         **unknown: Any,
     ) -> None:
         _refuse_unknown_params(unknown)
+        if backend != _BACKEND:
+            raise InvalidArgumentError(f"backend: TorchBOTS is the torch backend, got {backend!r}", "backend")
         # num_tasks is checked before the device, as it always was; then the shared parameters.
         n = as_int(num_tasks, "num_tasks", minimum=1)
         self._device = _as_device(device)
@@ -207,14 +194,14 @@ class TorchBOTS(_SelectorParams):
         """α of every task: a read-only float64 snapshot copied from the device."""
         with self._lock:
             self._settle()
-            return _readonly(_host(self._alpha))
+            return readonly(_host(self._alpha))
 
     @property
     def beta(self) -> FloatArray:
         """β of every task (see :attr:`alpha`)."""
         with self._lock:
             self._settle()
-            return _readonly(_host(self._beta))
+            return readonly(_host(self._beta))
 
     @property
     def alpha_tensor(self) -> torch.Tensor:
@@ -234,6 +221,9 @@ class TorchBOTS(_SelectorParams):
         # BOTS's parameters that this backend does not implement are at their default (others are
         # refused), and are written as such: the checkpoint layout is BOTS's.
         return _bots_param_defaults() | super()._params_dict()
+
+    def _params_changed(self) -> None:
+        """Nothing is ranked ahead of time here, so nothing is redone when parameters change."""
 
     def _refuse_unsupported(self, changes: dict[str, Any]) -> None:
         for name in changes:
@@ -487,35 +477,10 @@ class TorchBOTS(_SelectorParams):
         raise UnsupportedByBackendError("in_flight", _BACKEND)
 
     # ----------------------------------------------------------------------------- updates
-    def update(
-        self, task_ids: Any, successes: Any, trials: Any, predicted: Any = None, *, policy_lag: Any = None
-    ) -> None:
-        """See :meth:`BOTS.update` (same inputs, checks and errors; ``policy_lag`` weighs stale
-        evidence by ``lag_discount ** lag``)."""
-        ids, succ, tri = feedback_arrays(task_ids, successes, trials)
-        pred = None if predicted is None else as_floats(predicted, "predicted", self._num_tasks)
-        succ, tri = lag_weighted(succ, tri, policy_lag, ids.size, self._lag_discount)
-        self._apply(ids, succ, tri, pred)
-
-    def update_rewards(
-        self,
-        task_ids: Any,
-        rewards: Any,
-        *,
-        reward_range: tuple[float, float] | None = None,
-        success_threshold: float | None = None,
-        policy_lag: Any = None,
-    ) -> None:
-        """See :meth:`BOTS.update_rewards`."""
-        ids = as_ids(task_ids, "task_ids")
-        succ, tri = _reward_counts(rewards, len(ids), _reward_map(reward_range, success_threshold))
-        succ, tri = lag_weighted(succ, tri, policy_lag, ids.size, self._lag_discount)
-        self._apply(ids, succ, tri, None)
-
     def _apply(self, ids: IntArray, succ: FloatArray, tri: FloatArray, pred: FloatArray | None) -> None:
         with self._lock:
             # The core validates the batch and sums repeated ids: same checks, same errors.
-            batch = _core.aggregate(self._num_tasks, ids, succ, tri)
+            batch = aggregate(self._num_tasks, ids, succ, tri)
             estimator = self._estimator if pred is None else None
             if pred is not None:
                 step = StepEvidence({"predicted": checked_prediction(pred, self._num_tasks)})
@@ -523,13 +488,13 @@ class TorchBOTS(_SelectorParams):
                 step = estimator.observe(batch)
             else:
                 step = StepEvidence()
-            halvings = self._rho_halvings + int(self._adaptive_rho and _predictions_miss(step, batch))
+            halvings = self._rho_halvings + int(self._adaptive_rho and predictions_miss(step, batch))
             self._settle()  # this update starts from the previous one's posterior
             drift = self._drift
             if self._adaptive_lam:
                 at = _to_device(batch.ids, self._device)
-                drift = _smoothed_drift(drift, _host(self._alpha[at]), _host(self._beta[at]), batch)
-            lam = _lam_for(self._lam, drift) if self._adaptive_lam else self._lam
+                drift = smoothed_drift(drift, _host(self._alpha[at]), _host(self._beta[at]), batch)
+            lam = lam_for(self._lam, drift) if self._adaptive_lam else self._lam
             evidence = self._evidence_on_device(step, estimator)
             self._update(batch, evidence, lam=lam, rho=self._rho * 0.5**halvings)
             if estimator is not None:
@@ -629,7 +594,7 @@ class TorchBOTS(_SelectorParams):
 
     def load_state_dict(self, state: dict[str, Any], *, params: ParamsOnLoad = "error") -> None:
         """See :meth:`BOTS.load_state_dict` (same ``params`` rule and errors)."""
-        _check_params_on_load(params)
+        check_params_on_load(params)
         fresh = TorchBOTS._from_state(
             state,
             evidence=user_object(self._estimator),
@@ -644,23 +609,23 @@ class TorchBOTS(_SelectorParams):
             kept = (*_KNOWN_PARAMS, "prior_alpha", "prior_beta", "prior_alpha_t", "prior_beta_t")
             self._adopt_state(fresh, params, kept)
 
-    def save(self, path: str | os.PathLike[str]) -> None:
-        """Write a checkpoint atomically (the file :meth:`BOTS.load` reads)."""
-        write_checkpoint(path, self.state_dict())
-
     @classmethod
     def load(
         cls,
         path: str | os.PathLike[str],
         *,
+        threads: int | None = None,
+        evidence: ImplicitEvidence | None = None,
+        prefetch: bool = True,
+        backend: str = _BACKEND,
         device: Any = None,
         dtype: Any = None,
-        evidence: ImplicitEvidence | None = None,
-        threads: int | None = None,
-        prefetch: bool = True,
         kernels: str = "auto",
     ) -> TorchBOTS:
-        """Read a checkpoint written by :meth:`save` or :meth:`BOTS.save` onto ``device``."""
+        """Read a checkpoint written by :meth:`save` or :meth:`BOTS.save` onto ``device``
+        (``threads`` and ``prefetch`` are accepted and have no effect, as in the constructor)."""
+        if backend != _BACKEND:
+            raise InvalidArgumentError(f"backend: TorchBOTS is the torch backend, got {backend!r}", "backend")
         state = read_checkpoint(path)
         return cls._from_state(state, evidence=evidence, device=device, dtype=dtype, threads=threads, kernels=kernels)
 
@@ -675,7 +640,7 @@ class TorchBOTS(_SelectorParams):
         threads: int | None = None,
         kernels: str = "auto",
     ) -> TorchBOTS:
-        _check_state_header(state)
+        check_state_header(state)
         if state.get("stream") is not None:
             raise UnsupportedByBackendError("stream (tasks handed out by take)", _BACKEND)
         try:
@@ -688,10 +653,10 @@ class TorchBOTS(_SelectorParams):
                 dtype=dtype,
                 kernels=kernels,
                 threads=threads,
-                **_state_params(state, p, evidence, n),
+                **state_params(state, p, evidence, n),
                 **extra,
             )
-            alpha, beta = _state_posterior(state, n)
+            alpha, beta = state_posterior(state, n)
             sel._alpha = _to_device(alpha, sel._device, sel._dtype)
             sel._beta = _to_device(beta, sel._device, sel._dtype)
             for name, t in (("alpha", sel._alpha), ("beta", sel._beta)):
