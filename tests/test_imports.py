@@ -218,11 +218,10 @@ def _strongly_connected(graph: dict[str, set[str]]) -> list[set[str]]:
     return groups
 
 
-#: The one circle left: ``BOTS(..., backend="torch")`` returns the torch backend's selector (a
-#: function-local import in ``BOTS.__new__``), and that backend builds on the parameter layer and
-#: checkpoint helpers that live in ``selector.py``. Breaking it means moving that shared layer into
-#: a module of its own, which both backends import.
-KNOWN_CIRCLES = [{"bots_rft.selector", "bots_rft.backends.torch"}]
+#: No circle is left. The last one ran between the selector and its torch backend; the selector's
+#: shared layer is a package of its own now (bots_rft.selector), the backends import it, and the
+#: backends register themselves with BOTS (bots_rft.backends), so nothing imports back.
+KNOWN_CIRCLES: list[set[str]] = []
 
 
 def test_no_import_circle_when_function_local_and_lazy_imports_count() -> None:

@@ -634,10 +634,11 @@ class TorchBOTS(BOTS):
         cls,
         state: dict[str, Any],
         *,
-        evidence: Any,
-        device: Any,
-        dtype: Any,
         threads: int | None = None,
+        evidence: Any,
+        prefetch: bool = True,
+        device: Any = None,
+        dtype: Any = None,
         kernels: str = "auto",
     ) -> TorchBOTS:
         check_state_header(state)

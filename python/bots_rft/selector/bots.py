@@ -33,7 +33,7 @@ from .stream import _MAX_SPECULATIVE_EXTRA, _Draw, _Skip, _sorted_contains, _Spe
 if TYPE_CHECKING:
     from .. import _core
 
-_BackendT = TypeVar("_BackendT", bound="BOTS")
+_ChoiceT = TypeVar("_ChoiceT", bound="_BackendChoice")
 
 
 class PassHandle(Protocol):
@@ -148,14 +148,14 @@ class _BackendChoice:
     its ``__init__``'s."""
 
     def __new__(
-        cls: type[_BackendT], *args: Any, backend: Any = "rust", device: Any = None, **kwargs: Any
-    ) -> _BackendT:
+        cls: type[_ChoiceT], *args: Any, backend: Any = "rust", device: Any = None, **kwargs: Any
+    ) -> _ChoiceT:
         chosen: type[Any] = cls
         if cls is BOTS:
             entry = _backend(backend, device)
             if entry.selector is not None:
                 chosen = entry.selector()
-        return cast(_BackendT, object.__new__(chosen))
+        return cast(_ChoiceT, object.__new__(chosen))
 
 
 class BOTS(_BackendChoice, SelectorBase):
