@@ -25,7 +25,6 @@ from ..selector import (
     SelectorBase,
     lam_for,
     predictions_miss,
-    selector_state,
     smoothed_drift,
 )
 from ..selector.feedback import aggregate
@@ -408,8 +407,9 @@ class ShardedBOTS(SelectorBase):
         self._num_updates += 1
 
     # ------------------------------------------------------------------------- state
-    def state_dict(self) -> dict[str, Any]:
-        """The whole state, gathered, in :meth:`BOTS.state_dict`'s format."""
+    def _state_parts(self) -> tuple[np.ndarray, np.ndarray, dict[str, Any] | None]:
+        """The whole posterior and the estimator's state, gathered from the shards in one request
+        each (:meth:`state_dict` writes them in :meth:`BOTS.state_dict`'s layout)."""
         states = self._gather([a.state.remote() for a in self._shards])
         evidence = None
         if self._momentum is not None:
@@ -419,18 +419,9 @@ class ShardedBOTS(SelectorBase):
             interpolation = Interpolation(weak, strong, self._momentum, min_gap=self._min_gap)
             interpolation.commit(self._capability)
             evidence = interpolation.state_dict()
-        return selector_state(
-            params=self._params,
-            prior_alpha=self._prior_alpha,
-            prior_beta=self._prior_beta,
-            alpha=np.concatenate([s["alpha"] for s in states]),
-            beta=np.concatenate([s["beta"] for s in states]),
-            num_selections=self._num_selections,
-            num_updates=self._num_updates,
-            evidence=evidence,
-            rho_halvings=self._rho_halvings,
-            drift=self._drift,
-        )
+        alpha = np.concatenate([s["alpha"] for s in states])
+        beta = np.concatenate([s["beta"] for s in states])
+        return alpha, beta, evidence
 
     def load_state_dict(self, state: dict[str, Any], *, params: ParamsOnLoad = "error") -> None:
         """Not provided: a sharded selector is rebuilt from a state (its shards are new actors)

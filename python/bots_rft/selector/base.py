@@ -9,15 +9,20 @@ written and read (``state_dict``, ``load``)."""
 from __future__ import annotations
 
 import os
-from abc import abstractmethod
-from typing import Any, NamedTuple
+from abc import ABCMeta, abstractmethod
+from typing import Any, NamedTuple, TypeVar
 
 from .._validation import FloatArray, IntArray, as_floats, as_ids
 from ..checkpoint import write_checkpoint
+from ..errors import CheckpointError
+from ..evidence import user_object
 from ..planning import Plan
 from .feedback import feedback_arrays, reward_counts, reward_map
-from .params import SelectorParams
+from .params import SETTABLE_PARAMS, SelectorParams
 from .rules import lag_weighted
+from .state import ParamsOnLoad, check_params_on_load, selector_state
+
+_SelectorT = TypeVar("_SelectorT", bound="SelectorBase")
 
 
 class Picks(NamedTuple):
@@ -36,7 +41,7 @@ class Picks(NamedTuple):
     predicted: FloatArray
 
 
-class SelectorBase(SelectorParams):
+class SelectorBase(SelectorParams, metaclass=ABCMeta):
     """The shared part of every selector backend (:class:`~bots_rft.BOTS` on the Rust core or on
     torch, and the Ray-sharded selector): the parameters (:class:`SelectorParams`), feedback
     checked and weighted once for all of them, and checkpoints written in one layout. A backend
@@ -115,9 +120,80 @@ class SelectorBase(SelectorParams):
         """(α, β) of the given tasks (new arrays)."""
 
     # ----------------------------------------------------------------------------- state
-    @abstractmethod
+    #: What ``load_state_dict(..., params="current")`` keeps of this selector.
+    _KEPT_ON_LOAD: tuple[str, ...] = (*SETTABLE_PARAMS, "seed", "prior_alpha", "prior_beta")
+    #: How a selector runs, beside its state (``threads``, a device, ...): kept by
+    #: ``load_state_dict``, carried by pickling. Each names an attribute ``_<name>``.
+    _OPTIONS: tuple[str, ...] = ()
+
     def state_dict(self) -> dict[str, Any]:
-        """Everything needed to resume, in the one checkpoint layout every backend reads."""
+        """Everything needed to resume: posterior, priors, parameters, estimator, RNG position,
+        in the one checkpoint layout every backend writes and reads."""
+        with self._lock:
+            alpha, beta, evidence = self._state_parts()
+            return selector_state(
+                params=self._params_dict(),
+                prior_alpha=self._prior_alpha,
+                prior_beta=self._prior_beta,
+                alpha=alpha,
+                beta=beta,
+                num_selections=self._num_selections,
+                num_updates=self._num_updates,
+                evidence=evidence,
+                rho_halvings=self._rho_halvings,
+                drift=self._drift,
+                stream=self._stream_state(),
+            )
+
+    @abstractmethod
+    def _state_parts(self) -> tuple[FloatArray, FloatArray, dict[str, Any] | None]:
+        """α and β of every task with every update applied (float64), and the estimator's
+        state (None: no estimator); under the lock."""
+
+    def _estimator_state(self) -> dict[str, Any] | None:
+        return self._estimator.state_dict() if self._estimator is not None else None
+
+    def _stream_state(self) -> dict[str, Any] | None:
+        """The state of the task stream (None: nothing handed out, or no stream)."""
+        return None
+
+    def load_state_dict(self, state: dict[str, Any], *, params: ParamsOnLoad = "error") -> None:
+        """Restore a :meth:`state_dict` of a selector over the same number of tasks. Validates
+        everything before changing anything.
+
+        ``params`` says what happens when the state's parameters (λ, ρ, p*, n, sampling rule,
+        seed, priors) differ from this selector's: ``"error"`` (the default) refuses with a
+        :class:`CheckpointError` listing the differences; ``"checkpoint"`` takes the state's;
+        ``"current"`` keeps this selector's and takes only the posterior, the random stream's
+        position and the estimator's state. Equal parameters load the same way under all three.
+        The default refuses because either silent choice is wrong for someone: a resume with a
+        changed config would quietly run with the old values, or a mistyped config would quietly
+        replace the values a run was tuned with.
+        """
+        check_params_on_load(params)
+        fresh = self._rebuilt(state, user_object(self._estimator), self._options())
+        if fresh._num_tasks != self._num_tasks:
+            raise CheckpointError(f"state: has {fresh._num_tasks} tasks, this selector has {self._num_tasks}")
+        with self._lock:
+            self._flush_locked()
+            self._adopt_state(fresh, params, self._KEPT_ON_LOAD)
+
+    def _rebuilt(self, state: dict[str, Any], evidence: Any, options: dict[str, Any]) -> SelectorBase:
+        """A selector of this backend built from ``state`` (validated), with ``evidence`` as its
+        custom estimator and these :data:`_OPTIONS`: what ``load_state_dict`` and unpickling
+        adopt."""
+        raise NotImplementedError(f"{type(self).__name__} is not rebuilt from a state in place")
+
+    def _options(self) -> dict[str, Any]:
+        return {name: getattr(self, f"_{name}") for name in self._OPTIONS}
+
+    def _pickled_options(self) -> dict[str, Any]:
+        """:meth:`_options` as they travel in a pickle (plain values)."""
+        return self._options()
+
+    def _flush_locked(self) -> None:
+        """Finish every update made so far (under the lock); a backend that defers work does it
+        here."""
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write a checkpoint atomically (temporary file, fsync, rename). ``path`` is a file;
@@ -127,14 +203,15 @@ class SelectorBase(SelectorParams):
 
     # ----------------------------------------------------------------------------- lifecycle
     def flush(self) -> None:
-        """Finish any update now (a backend that defers work does it here; never needed for
-        correctness)."""
+        """Finish any update now (never needed for correctness: every read does it)."""
+        with self._lock:
+            self._flush_locked()
 
     def close(self) -> None:
         """Finish any work in flight; the selector stays usable. Also called by ``with``."""
         self.flush()
 
-    def __enter__(self) -> SelectorBase:
+    def __enter__(self: _SelectorT) -> _SelectorT:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -25,9 +25,9 @@ from ..evidence import Estimator, ImplicitEvidence, StepEvidence, checked_predic
 from ..planning import Plan, allocate_rollouts, check_plan_args
 from .base import Picks, SelectorBase
 from .feedback import aggregate
-from .params import SETTABLE_PARAMS, readonly
+from .params import readonly
 from .rules import lam_for, predictions_miss, smoothed_drift
-from .state import ParamsOnLoad, check_params_on_load, check_state_header, selector_state, state_params, state_posterior
+from .state import check_state_header, state_params, state_posterior
 from .stream import _MAX_SPECULATIVE_EXTRA, _Draw, _Skip, _sorted_contains, _Speculation, _Stream
 
 if TYPE_CHECKING:
@@ -147,9 +147,7 @@ class _BackendChoice:
     than part of it so that BOTS's own signature (what ``inspect``, ``help()`` and IDEs show) is
     its ``__init__``'s."""
 
-    def __new__(
-        cls: type[_ChoiceT], *args: Any, backend: Any = "rust", device: Any = None, **kwargs: Any
-    ) -> _ChoiceT:
+    def __new__(cls: type[_ChoiceT], *args: Any, backend: Any = "rust", device: Any = None, **kwargs: Any) -> _ChoiceT:
         chosen: type[Any] = cls
         if cls is BOTS:
             entry = _backend(backend, device)
@@ -252,6 +250,9 @@ class BOTS(_BackendChoice, SelectorBase):
         self._bound_hints: dict[int, float] = {}
         self._stream = _Stream()
 
+    #: How this selector runs, beside its state: kept by load_state_dict, carried by pickling.
+    _OPTIONS: tuple[str, ...] = ("threads", "prefetch")
+
     # ----------------------------------------------------------------------------- views
     @property
     def alpha(self) -> FloatArray:
@@ -260,14 +261,14 @@ class BOTS(_BackendChoice, SelectorBase):
         tasks use :meth:`posterior`."""
         with self._lock:
             self._flush_locked()
-            return readonly(self._posterior.arrays()[0].copy())
+            return readonly(self._posterior_arrays()[0].copy())
 
     @property
     def beta(self) -> FloatArray:
         """β of every task (see :attr:`alpha`)."""
         with self._lock:
             self._flush_locked()
-            return readonly(self._posterior.arrays()[1].copy())
+            return readonly(self._posterior_arrays()[1].copy())
 
     def _params_changed(self) -> None:
         # A speculation ranked with the old parameters; start one with the new.
@@ -287,21 +288,24 @@ class BOTS(_BackendChoice, SelectorBase):
     def flush(self) -> None:
         """Finish any update now: wait for a background pass, apply a pending update. Never needed
         for correctness (every read does it); useful to time ``update`` on its own."""
-        with self._lock:
-            self._flush_locked()
+        super().flush()
 
     def close(self) -> None:
         """Wait for any background pass and apply any pending update. The selector stays usable;
         this only guarantees that no work of it is running. Also called by ``with BOTS(...)``."""
         self.flush()
 
-    def __enter__(self) -> BOTS:
-        return self
+    def _posterior_at(self, ids: IntArray) -> tuple[FloatArray, FloatArray]:
+        """(α, β) of tasks ``ids`` as float64 arrays of their own (every update applied)."""
+        return self._posterior.at(ids)
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def _posterior_arrays(self) -> tuple[FloatArray, FloatArray]:
+        """α and β of the whole pool as float64 arrays (every update applied; not copied where
+        the backend keeps them so: read them under the lock)."""
+        return self._posterior.arrays()
 
     def _flush_locked(self) -> None:
+        """Finish every update made so far: wait for the background pass, run a pending update."""
         self._settle()
         if self._pending is not None:
             self._posterior.run(self._pending)
@@ -397,7 +401,7 @@ class BOTS(_BackendChoice, SelectorBase):
         """Posterior means α / (α + β) (a new array)."""
         with self._lock:
             self._flush_locked()
-            alpha, beta = self._posterior.arrays()
+            alpha, beta = self._posterior_arrays()
             return alpha / (alpha + beta)
 
     def posterior(self, task_ids: Any) -> tuple[FloatArray, FloatArray]:
@@ -406,7 +410,7 @@ class BOTS(_BackendChoice, SelectorBase):
         ids = ids_in_pool(task_ids, self._num_tasks)
         with self._lock:
             self._flush_locked()
-            return self._posterior.at(ids)
+            return self._posterior_at(ids)
 
     def predicted(self) -> FloatArray | None:
         """p̃ the interpolation estimator would give every task now (NaN = none), or None."""
@@ -482,7 +486,7 @@ class BOTS(_BackendChoice, SelectorBase):
             return self._explain(chosen, max(self._num_selections - 1, 0))
 
     def _explain(self, chosen: IntArray, counter: int) -> Picks:
-        alpha, beta = self._posterior.at(chosen)
+        alpha, beta = self._posterior_at(chosen)
         theta: FloatArray
         if self._thompson:
             draws = self._posterior.draws_at(chosen, self._seed, counter)
@@ -653,71 +657,56 @@ class BOTS(_BackendChoice, SelectorBase):
             else:
                 step = StepEvidence()
             halvings = self._rho_halvings + int(self._adaptive_rho and predictions_miss(step, batch))
-            # Validated: from here on nothing can fail. Finish the work in flight and any older
-            # pending update, then start this one's pass (with prefetch, fused with the selection
-            # the next select is expected to ask for) or leave it pending for the next pass.
+            # Validated: from here on nothing can fail. Finish every earlier update: this one
+            # starts from their posterior.
             self._flush_locked()
             drift = self._drift
             if self._adaptive_lam:  # reads the posterior the batch lands on: after the flush
-                drift = smoothed_drift(drift, *self._posterior.at(batch.ids), batch)
-            spec = self._update_spec(
+                drift = smoothed_drift(drift, *self._posterior_at(batch.ids), batch)
+            update = self._take_update(
                 batch,
-                step.update_kwargs,
+                step,
+                estimator,
                 rho=self._rho * 0.5**halvings,
                 lam=lam_for(self._lam, drift) if self._adaptive_lam else self._lam,
             )
-            self._speculation = None
             if estimator is not None:
                 estimator.commit(step)
             self._rho_halvings = halvings
             self._drift = drift
             self._num_updates += 1
-            self._stream.in_flight.difference_update(batch.ids.tolist())
-            if self._prefetch:
-                self._start(spec, self._expected_selection())
-            else:
-                self._pending = spec
+            self._after_update(batch, update)
+
+    def _take_update(
+        self, batch: _core.Batch, step: StepEvidence, estimator: Estimator | None, *, rho: float, lam: float
+    ) -> Any:
+        """The update of ``batch`` with the step's implicit evidence, for :meth:`_after_update` to
+        run (a backend that applies it at once does so here, before the estimator commits)."""
+        spec = self._update_spec(batch, step.update_kwargs, rho=rho, lam=lam)
+        self._speculation = None  # ranked from the posterior this update changes
+        return spec
+
+    def _after_update(self, batch: _core.Batch, update: Any) -> None:
+        """After the bookkeeping: the batch's tasks are no longer in flight, and the update's pass
+        starts (with prefetch, fused with the selection the next select is expected to ask for) or
+        waits for the next pass."""
+        self._stream.in_flight.difference_update(batch.ids.tolist())
+        if self._prefetch:
+            self._start(update, self._expected_selection())
+        else:
+            self._pending = update
 
     # ----------------------------------------------------------------------------- state
-    def state_dict(self) -> dict[str, Any]:
-        """Everything needed to resume: posterior, priors, parameters, estimator, RNG position."""
-        with self._lock:
-            self._flush_locked()
-            alpha, beta = self._posterior.arrays()
-            return selector_state(
-                params=self._params_dict(),
-                prior_alpha=self._prior_alpha,
-                prior_beta=self._prior_beta,
-                alpha=alpha,
-                beta=beta,
-                num_selections=self._num_selections,
-                num_updates=self._num_updates,
-                evidence=self._estimator.state_dict() if self._estimator is not None else None,
-                rho_halvings=self._rho_halvings,
-                drift=self._drift,
-                stream=self._stream.state_dict(),
-            )
+    def _state_parts(self) -> tuple[FloatArray, FloatArray, dict[str, Any] | None]:
+        self._flush_locked()
+        alpha, beta = self._posterior_arrays()
+        return alpha, beta, self._estimator_state()
 
-    def load_state_dict(self, state: dict[str, Any], *, params: ParamsOnLoad = "error") -> None:
-        """Restore a :meth:`state_dict` of a selector over the same number of tasks. Validates
-        everything before changing anything.
+    def _stream_state(self) -> dict[str, Any] | None:
+        return self._stream.state_dict()
 
-        ``params`` says what happens when the state's parameters (λ, ρ, p*, n, sampling rule,
-        seed, priors) differ from this selector's: ``"error"`` (the default) refuses with a
-        :class:`CheckpointError` listing the differences; ``"checkpoint"`` takes the state's;
-        ``"current"`` keeps this selector's and takes only the posterior, the random stream's
-        position and the estimator's state. Equal parameters load the same way under all three.
-        The default refuses because either silent choice is wrong for someone: a resume with a
-        changed config would quietly run with the old values, or a mistyped config would quietly
-        replace the values a run was tuned with.
-        """
-        check_params_on_load(params)
-        fresh = BOTS._from_state(state, threads=self._threads, evidence=user_object(self._estimator))
-        if fresh._num_tasks != self._num_tasks:
-            raise CheckpointError(f"state: has {fresh._num_tasks} tasks, this selector has {self._num_tasks}")
-        with self._lock:
-            self._flush_locked()
-            self._adopt_state(fresh, params, (*SETTABLE_PARAMS, "seed", "prior_alpha", "prior_beta"))
+    def _rebuilt(self, state: dict[str, Any], evidence: Any, options: dict[str, Any]) -> BOTS:
+        return BOTS._from_state(state, evidence=evidence, **options)
 
     @classmethod
     def load(
@@ -742,7 +731,9 @@ class BOTS(_BackendChoice, SelectorBase):
         return cls._from_state(read_checkpoint(path), threads=threads, evidence=evidence, prefetch=prefetch)
 
     @classmethod
-    def _from_state(cls, state: dict[str, Any], *, threads: int | None, evidence: Any, prefetch: bool = True) -> BOTS:
+    def _from_state(
+        cls, state: dict[str, Any], *, threads: int | None = None, evidence: Any, prefetch: bool = True
+    ) -> BOTS:
         check_state_header(state)
         try:
             n = int(state["num_tasks"])
@@ -764,15 +755,10 @@ class BOTS(_BackendChoice, SelectorBase):
         state = self.state_dict()
         if self._estimator is not None and not self._estimator.rebuilt_from_state:
             state["evidence_object"] = user_object(self._estimator)
-        state["threads"] = self._threads
-        state["prefetch"] = self._prefetch
+        state.update(self._pickled_options())
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        fresh = BOTS._from_state(
-            state,
-            threads=state.get("threads"),
-            evidence=state.get("evidence_object"),
-            prefetch=state.get("prefetch", True),
-        )
+        options = {name: state[name] for name in self._OPTIONS if name in state}
+        fresh = self._rebuilt(state, state.get("evidence_object"), options)
         self.__dict__.update(fresh.__dict__)
