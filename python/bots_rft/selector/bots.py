@@ -2,9 +2,13 @@
 (explicit evidence) and predictions for the other tasks (implicit evidence), and Thompson
 sampling (or the posterior mean) to pick the tasks nearest a target success rate.
 
-The posterior lives in two float64 numpy arrays owned by this object; the Rust core updates and
-reads them in place, in parallel, with the GIL released. Every public method takes a lock, so one
-selector can be shared between threads.
+:class:`BOTS` owns the selector's logic: the update's checks and adaptive rules, selections made
+ahead of time (prefetch) and the task stream of ``take``. Where the posterior lives and how a pass
+over it runs is its backend's (a :class:`Posterior`: by default the Rust core's, two float64 numpy
+arrays updated and ranked in place, in parallel, with the GIL released); a backend that replaces
+more of BOTS (torch) is a subclass that ``BOTS(..., backend=...)`` builds. Backends register
+themselves (:func:`register_backend`), so this module imports none of them. Every public method
+takes a lock, so one selector can be shared between threads.
 """
 
 from __future__ import annotations
@@ -172,7 +176,8 @@ class BOTS(_BackendChoice, SelectorBase):
     ``threads=None`` uses every core; an int uses a pool of that size. Results never depend on it.
     ``backend="rust"`` (the default) runs on the Rust core; ``backend="torch"`` with
     ``device="cuda"`` (or ``"cpu"``) keeps the posterior in torch tensors on that device and
-    returns a :class:`bots_rft.backends.torch.TorchBOTS` with the same API and checkpoints.
+    returns a :class:`bots_rft.backends.torch.TorchBOTS`, a subclass of BOTS with the same API
+    and checkpoints.
     ``prefetch=True`` (the default) runs each update's pass over the pool in the background,
     fused with the selection the next :meth:`select` is expected to ask for, so that ``select``
     finds it ready; ``prefetch=False`` runs that pass inside ``select``. Results are identical
