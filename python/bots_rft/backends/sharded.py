@@ -256,7 +256,8 @@ class ShardedBOTS(SelectorBase):
 
     @property
     def _params(self) -> dict[str, Any]:
-        return {name: self._params_dict()[name] for name in SHARDED_PARAMS}
+        params = self._params_dict()
+        return {name: params[name] for name in SHARDED_PARAMS}
 
     def __repr__(self) -> str:
         return f"ShardedBOTS(num_tasks={self._num_tasks}, shards={self.num_shards})"
