@@ -36,12 +36,11 @@ _SelectorT = TypeVar("_SelectorT", bound="SelectorParams")
 
 
 class SelectorParams:
-    """What every BOTS backend shares (:class:`BOTS`, and the torch backend's ``TorchBOTS``, which
-    is deliberately not a BOTS: BOTS's constructor dispatches on ``backend``): the validated
-    parameters, their read-only properties, :meth:`set_params` and the presets. A backend's
-    ``__init__`` calls :meth:`_init_params`, then builds only its own state (the posterior, passes,
-    device). Hooks: ``_params_changed`` (after :meth:`set_params`) and ``_refuse_unsupported``
-    (for a backend that lacks a parameter)."""
+    """What every selector backend shares first (:class:`~bots_rft.BOTS` on the Rust core or on
+    torch, and the Ray-sharded selector): the validated parameters, their read-only properties,
+    :meth:`set_params` and the presets. A backend's ``__init__`` calls :meth:`_init_params`, then
+    builds only its own state (the posterior, passes, device). Hooks: ``_params_changed`` (after
+    :meth:`set_params`) and ``_refuse_unsupported`` (for a backend that lacks a parameter)."""
 
     if TYPE_CHECKING:
         # Every backend is built as ``cls(num_tasks, **parameters)`` (what the presets call).
