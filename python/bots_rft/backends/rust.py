@@ -6,7 +6,7 @@ default (``backend="rust"``), and :class:`RustShard`, one shard of a
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -163,3 +163,13 @@ def thompson_draw(alpha: float, beta: float, task: int, seed: int, counter: int)
     ranked = _core.step_ranked(np.array([alpha]), np.array([beta]), None, spec, threads=1)
     assert ranked is not None
     return np.float32(ranked[1][0])
+
+
+if TYPE_CHECKING:
+    from ..selector import BOTS, Posterior, Selector
+
+    def _keeps_the_posterior_contract(posterior: RustPosterior) -> Posterior:
+        return posterior  # mypy checks RustPosterior against the Posterior protocol here
+
+    def _bots_keeps_the_selector_contract(sel: BOTS) -> Selector:
+        return sel  # and BOTS against the Selector protocol

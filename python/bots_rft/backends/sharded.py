@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import inspect
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -533,3 +533,10 @@ def _refuse_other_argument(name: str, value: Any) -> None:
             f"{name}: ShardedBOTS does not support this BOTS argument (only its default {default!r}), got {value!r}",
             name,
         )
+
+
+if TYPE_CHECKING:
+    from ..selector import Selector
+
+    def _keeps_the_selector_contract(sel: ShardedBOTS) -> Selector:
+        return sel  # mypy checks ShardedBOTS against the Selector protocol here

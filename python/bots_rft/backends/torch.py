@@ -33,7 +33,7 @@ import inspect
 import math
 import os
 from dataclasses import dataclass
-from typing import Any, NamedTuple, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 import numpy as np
 import torch
@@ -746,3 +746,10 @@ def _refuse_unknown_params(unknown: dict[str, Any]) -> None:
         default = defaults[name].default
         if default is inspect.Parameter.empty or value != default:
             raise UnsupportedByBackendError(name, _BACKEND)
+
+
+if TYPE_CHECKING:
+    from ..selector import Selector
+
+    def _keeps_the_selector_contract(sel: TorchBOTS) -> Selector:
+        return sel  # mypy checks TorchBOTS against the Selector protocol here
