@@ -125,7 +125,7 @@ def register_backend(
     to build instead (called only when the backend is asked for, so its dependencies are
     imported only then). ``takes_device``: whether the backend takes ``device=``."""
     if (posterior is None) == (selector is None):
-        raise InvalidArgumentError("register_backend: give posterior or selector, not both", "posterior")
+        raise InvalidArgumentError("register_backend: give exactly one of posterior and selector", "posterior")
     _BACKENDS[name] = _Backend(posterior, selector, takes_device)
 
 
