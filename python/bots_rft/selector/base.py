@@ -9,6 +9,7 @@ written and read (``state_dict``, ``load``)."""
 from __future__ import annotations
 
 import os
+import threading
 from abc import ABCMeta, abstractmethod
 from typing import Any, NamedTuple, TypeVar
 
@@ -200,6 +201,15 @@ class SelectorBase(SelectorParams, metaclass=ABCMeta):
         missing parent directories are created. Every backend writes the same layout, and
         reads the others'."""
         write_checkpoint(path, self.state_dict())
+
+    # Pickled as its attributes, but for the lock, which is rebuilt on the other side (a backend
+    # whose state has a more compact form, BOTS, pickles that instead).
+    def __getstate__(self) -> dict[str, Any]:
+        return {name: value for name, value in self.__dict__.items() if name != "_lock"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.RLock()
 
     # ----------------------------------------------------------------------------- lifecycle
     def flush(self) -> None:
