@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import os
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -32,3 +34,14 @@ def toy_pool(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     train_path, _ = write_toy_pool(tmp_path_factory.mktemp("toy"), num_tasks=12, eval_tasks=3)
     return train_path
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _no_ray_left_running_after_a_module() -> Iterator[None]:
+    """A module that starts Ray and leaves it running (the pinned selector results do, starting it
+    only when needed) would make the next module's own ``ray.init`` fail; each module starts from
+    no Ray."""
+    yield
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        ray.shutdown()

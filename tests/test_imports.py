@@ -173,30 +173,11 @@ def _shown(graph: dict[str, set[str]], group: set[str]) -> str:
     return "; ".join(f"{m} -> {sorted(graph[m] & group)}" for m in sorted(group))
 
 
-#: The one circle this checkout still has: ``BOTS(..., backend="torch")`` returns the torch
-#: backend's selector (a function-local import in ``BOTS.__new__`` and ``BOTS.load``), and that
-#: backend builds on the parameter layer and checkpoint helpers that live in ``selector.py``. It
-#: goes with the split of ``selector.py`` into a package whose shared layer both backends import;
-#: until then the strict test below is an expected failure, and an unexpected pass fails the run,
-#: so this entry cannot outlive the circle.
-AWAITING_THE_SELECTOR_SPLIT = {"bots_rft.selector", "bots_rft.backends.torch"}
-
-
-def test_no_import_circle_but_the_one_awaiting_the_selector_split() -> None:
+def test_no_import_circle_in_the_package() -> None:
     graph = import_graph()
     # The graph was read, with function-local, TYPE_CHECKING and __getattr__ imports.
     assert {"bots_rft.selector", "bots_rft.peers.greso", "bots_rft.screening"} <= graph["bots_rft.methods"]
     assert "bots_rft.train.trainer" in graph["bots_rft.train"]  # the package's lazy __getattr__
-    found = [g for g in circles(graph) if g != AWAITING_THE_SELECTOR_SPLIT]
-    assert found == [], "\n".join(_shown(graph, g) for g in found)
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="selector.py <-> backends/torch.py, until selector.py is split (AWAITING_THE_SELECTOR_SPLIT)",
-)
-def test_no_import_circle_in_the_package() -> None:
-    graph = import_graph()
     found = circles(graph)
     assert found == [], "\n".join(_shown(graph, g) for g in found)
 
@@ -267,7 +248,7 @@ def test_a_planted_circle_in_a_copy_of_bots_rft_is_reported(tmp_path: Path) -> N
             target.write_bytes(path.read_bytes())
     errors = copy / "errors.py"
     errors.write_text(errors.read_text() + "\n\ndef _planted():\n    from .selector import BOTS\n")
-    found = [g for g in circles(import_graph(copy)) if g != AWAITING_THE_SELECTOR_SPLIT]
+    found = circles(import_graph(copy))
     assert len(found) == 1 and {"bots_rft.errors", "bots_rft.selector"} <= found[0], found
 
 

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+from . import backends  # noqa: F401  (registers the selector backends with BOTS)
 from ._core import __version__
 from .errors import (
     BotsError,
@@ -22,11 +23,12 @@ from .estimators import Estimator, ImplicitEvidence, Interpolation, StepEvidence
 from .guard import GroupGuard
 from .multipool import MultiPool
 from .planning import Plan
-from .selector import BOTS, Picks
+from .selector import BOTS, Picks, Selector
 
 __all__ = [
     "BOTS",
     "Picks",
+    "Selector",
     "Plan",
     "GroupGuard",
     "MultiPool",

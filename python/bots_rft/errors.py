@@ -57,3 +57,14 @@ class IntegrationError(ConfigError):
     def __init__(self, message: str, framework: str | None = None) -> None:
         super().__init__(message)
         self.framework = framework
+
+
+class UnsupportedByBackendError(BotsError, NotImplementedError):
+    """A feature of :class:`~bots_rft.BOTS` that a backend does not implement (``feature`` names
+    it). Raised when the feature is asked for, never silently ignored. Also importable as
+    ``bots_rft.backends.UnsupportedByBackendError``."""
+
+    def __init__(self, feature: str, backend: str, *, instead: str = "use backend='rust'") -> None:
+        super().__init__(f"{feature}: not supported by the {backend} backend ({instead})")
+        self.feature = feature
+        self.backend = backend

@@ -1,22 +1,35 @@
-"""Alternative implementations of the :class:`~bots_rft.BOTS` selector.
+"""The implementations of the :class:`~bots_rft.BOTS` selector, each behind one contract
+(:class:`bots_rft.Selector`):
 
-``BOTS(..., backend="torch", device="cuda")`` builds :class:`bots_rft.backends.torch.TorchBOTS`,
-which keeps the posterior in torch tensors on a device (``device="cpu"`` runs the same code on
-CPU). It is imported on demand, so this package does not import torch.
+- ``rust`` (:mod:`bots_rft.backends.rust`, the default): the posterior in numpy arrays, updated and
+  ranked by the Rust core;
+- ``torch`` (:mod:`bots_rft.backends.torch`): ``BOTS(..., backend="torch", device="cuda")`` builds a
+  :class:`~bots_rft.backends.torch.TorchBOTS`, which keeps the posterior in torch tensors on a
+  device (``device="cpu"`` runs the same code on CPU). It is imported only when asked for, so
+  importing this package does not import torch;
+- ``sharded`` (:mod:`bots_rft.backends.sharded`): :class:`~bots_rft.backends.sharded.ShardedBOTS`,
+  a pool spread over Ray actors.
+
+Importing this package registers the ``rust`` and ``torch`` backends with ``BOTS`` (``bots_rft``
+imports it when it loads).
 """
 
 from __future__ import annotations
 
-from ..errors import BotsError
+import importlib
+from typing import cast
 
-__all__ = ["UnsupportedByBackendError"]
+from ..errors import UnsupportedByBackendError
+from ..selector.bots import BOTS, register_backend
+from .rust import RustPosterior
+
+__all__ = ["UnsupportedByBackendError", "RustPosterior"]
 
 
-class UnsupportedByBackendError(BotsError, NotImplementedError):
-    """A feature of :class:`~bots_rft.BOTS` that a backend does not implement (``feature`` names
-    it). Raised when the feature is asked for, never silently ignored."""
+def _torch_selector() -> type[BOTS]:
+    # By name, at the first use: importing torch takes seconds and most runs never need it.
+    module = importlib.import_module("bots_rft.backends.torch")
+    return cast(type[BOTS], module.TorchBOTS)
 
-    def __init__(self, feature: str, backend: str) -> None:
-        super().__init__(f"{feature}: not supported by the {backend} backend (use backend='rust')")
-        self.feature = feature
-        self.backend = backend
+
+register_backend("torch", selector=_torch_selector, takes_device=True)

@@ -33,53 +33,29 @@ import inspect
 import math
 import os
 from dataclasses import dataclass
-from typing import Any, NamedTuple, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 import numpy as np
 import torch
 
 from .. import _core
-from .._validation import (
-    FloatArray,
-    IntArray,
-    _number,
-    as_floats,
-    as_ids,
-    as_int,
-    ids_in_pool,
-)
+from .._validation import FloatArray, IntArray, _number, as_int, ids_in_pool
 from .._validation import exclusion as _exclusion
-from ..checkpoint import read_checkpoint, write_checkpoint
-from ..errors import CheckpointError, InvalidArgumentError, InvalidTypeError
+from ..checkpoint import read_checkpoint
+from ..errors import CheckpointError, InvalidArgumentError, InvalidTypeError, UnsupportedByBackendError
 from ..estimators import (
     Estimator,
     ImplicitEvidence,
     Interpolation,
     StepEvidence,
-    checked_prediction,
-    user_object,
 )
 from ..planning import Plan, allocate_rollouts, check_plan_args
 from ..selector import (
     BOTS,
-    ParamsOnLoad,
     Picks,
-    _check_params_on_load,
-    _check_state_header,
-    _lam_for,
-    _predictions_miss,
-    _readonly,
-    _reward_counts,
-    _reward_map,
-    _SelectorParams,
-    _smoothed_drift,
-    _state_params,
-    _state_posterior,
-    feedback_arrays,
-    lag_weighted,
-    selector_state,
 )
-from . import UnsupportedByBackendError
+from ..selector.params import readonly
+from ..selector.state import check_state_header, state_params, state_posterior
 from ._torch_draws import gumbel_keys, thompson_draws
 
 __all__ = ["TorchBOTS", "CHUNK"]
@@ -108,9 +84,9 @@ _SUPPORTED_SETTABLE = (
 _KNOWN_PARAMS = frozenset(_SUPPORTED_SETTABLE) | {"seed"}
 
 
-class TorchBOTS(_SelectorParams):
+class TorchBOTS(BOTS):
     """:class:`~bots_rft.BOTS` with the posterior in torch tensors on ``device`` (see the module
-    docstring for what differs). ``device``: a torch device or its name (None: ``"cuda"`` when
+    docstring for what differs): what ``BOTS(..., backend="torch")`` builds, a BOTS itself. ``device``: a torch device or its name (None: ``"cuda"`` when
     available, else ``"cpu"``); ``dtype``: ``torch.float32`` (default) or ``torch.float64``, the
     storage of α, β and per-task priors on the device. Other arguments as for BOTS."""
 
@@ -118,6 +94,7 @@ class TorchBOTS(_SelectorParams):
         self,
         num_tasks: int,
         *,
+        backend: str = _BACKEND,
         device: Any = None,
         dtype: Any = None,
         lam: float = 0.1,
@@ -139,6 +116,8 @@ class TorchBOTS(_SelectorParams):
         **unknown: Any,
     ) -> None:
         _refuse_unknown_params(unknown)
+        if backend != _BACKEND:
+            raise InvalidArgumentError(f"backend: TorchBOTS is the torch backend, got {backend!r}", "backend")
         # num_tasks is checked before the device, as it always was; then the shared parameters.
         n = as_int(num_tasks, "num_tasks", minimum=1)
         self._device = _as_device(device)
@@ -206,34 +185,37 @@ class TorchBOTS(_SelectorParams):
     def alpha(self) -> FloatArray:
         """α of every task: a read-only float64 snapshot copied from the device."""
         with self._lock:
-            self._settle()
-            return _readonly(_host(self._alpha))
+            self._flush_locked()
+            return readonly(_host(self._alpha))
 
     @property
     def beta(self) -> FloatArray:
         """β of every task (see :attr:`alpha`)."""
         with self._lock:
-            self._settle()
-            return _readonly(_host(self._beta))
+            self._flush_locked()
+            return readonly(_host(self._beta))
 
     @property
     def alpha_tensor(self) -> torch.Tensor:
         """α on the device (a clone: the selector's own tensor is never shared)."""
         with self._lock:
-            self._settle()
+            self._flush_locked()
             return self._alpha.clone()
 
     @property
     def beta_tensor(self) -> torch.Tensor:
         """β on the device (a clone)."""
         with self._lock:
-            self._settle()
+            self._flush_locked()
             return self._beta.clone()
 
     def _params_dict(self) -> dict[str, Any]:
         # BOTS's parameters that this backend does not implement are at their default (others are
         # refused), and are written as such: the checkpoint layout is BOTS's.
         return _bots_param_defaults() | super()._params_dict()
+
+    def _params_changed(self) -> None:
+        """Nothing is ranked ahead of time here, so nothing is redone when parameters change."""
 
     def _refuse_unsupported(self, changes: dict[str, Any]) -> None:
         for name in changes:
@@ -252,11 +234,11 @@ class TorchBOTS(_SelectorParams):
         """Apply a pending update and wait for the device work queued so far (never needed for
         correctness: every read does the first)."""
         with self._lock:
-            self._settle()
+            self._flush_locked()
             if self._device.type == "cuda":
                 torch.cuda.synchronize(self._device)
 
-    def _settle(self) -> None:
+    def _flush_locked(self) -> None:
         """Apply the pending update, if any, on its own (no selection to fuse it with)."""
         pending, self._pending = self._pending, None
         if pending is not None:
@@ -265,34 +247,12 @@ class TorchBOTS(_SelectorParams):
             _triton_kernels.update(self._alpha, self._beta, pending.step)
             pending.overwrite_rolled(self._alpha, self._beta)
 
-    def close(self) -> None:
-        self.flush()
+    def _posterior_at(self, ids: IntArray) -> tuple[FloatArray, FloatArray]:
+        at = _to_device(ids, self._device)
+        return _host(self._alpha[at]), _host(self._beta[at])
 
-    def __enter__(self) -> TorchBOTS:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def mean(self) -> FloatArray:
-        """Posterior means α / (α + β) in float64 (a new array)."""
-        with self._lock:
-            self._settle()
-            a, b = _host(self._alpha), _host(self._beta)
-        return a / (a + b)
-
-    def posterior(self, task_ids: Any) -> tuple[FloatArray, FloatArray]:
-        """(α, β) of the given tasks, float64 (new arrays)."""
-        ids = ids_in_pool(task_ids, self._num_tasks)
-        with self._lock:
-            self._settle()
-            at = _to_device(ids, self._device)
-            return _host(self._alpha[at]), _host(self._beta[at])
-
-    def predicted(self) -> FloatArray | None:
-        """p̃ the estimator would give every task now (NaN = none), or None."""
-        with self._lock:
-            return self._estimator.predict_all() if self._estimator is not None else None
+    def _posterior_arrays(self) -> tuple[FloatArray, FloatArray]:
+        return _host(self._alpha), _host(self._beta)
 
     # ----------------------------------------------------------------------------- selection
     def select(self, batch_size: int, exclude: Any = None) -> IntArray:
@@ -362,7 +322,7 @@ class TorchBOTS(_SelectorParams):
         """The k best selectable tasks in the order (distance, id), chunk by chunk."""
         if self._kernels == "triton" and self._thompson and self._tau == 0.0:
             return self._rank_by_keys(k, counter, excluded)
-        self._settle()
+        self._flush_locked()
         self._check_posterior()
         distances, ids = [], []
         for lo in range(0, self._num_tasks, CHUNK):
@@ -455,7 +415,7 @@ class TorchBOTS(_SelectorParams):
 
     def _explain(self, chosen: IntArray, counter: int) -> Picks:
         with self._lock:
-            self._settle()
+            self._flush_locked()
             at = _to_device(chosen, self._device)
             a, b = self._alpha[at], self._beta[at]
             alpha, beta = _host(a), _host(b)
@@ -487,56 +447,15 @@ class TorchBOTS(_SelectorParams):
         raise UnsupportedByBackendError("in_flight", _BACKEND)
 
     # ----------------------------------------------------------------------------- updates
-    def update(
-        self, task_ids: Any, successes: Any, trials: Any, predicted: Any = None, *, policy_lag: Any = None
+    def _take_update(
+        self, batch: _core.Batch, step: StepEvidence, estimator: Estimator | None, *, rho: float, lam: float
     ) -> None:
-        """See :meth:`BOTS.update` (same inputs, checks and errors; ``policy_lag`` weighs stale
-        evidence by ``lag_discount ** lag``)."""
-        ids, succ, tri = feedback_arrays(task_ids, successes, trials)
-        pred = None if predicted is None else as_floats(predicted, "predicted", self._num_tasks)
-        succ, tri = lag_weighted(succ, tri, policy_lag, ids.size, self._lag_discount)
-        self._apply(ids, succ, tri, pred)
+        """Apply the update on the device now (with the Triton kernels: queue it for the next pass
+        over the pool)."""
+        self._update(batch, self._evidence_on_device(step, estimator), lam=lam, rho=rho)
 
-    def update_rewards(
-        self,
-        task_ids: Any,
-        rewards: Any,
-        *,
-        reward_range: tuple[float, float] | None = None,
-        success_threshold: float | None = None,
-        policy_lag: Any = None,
-    ) -> None:
-        """See :meth:`BOTS.update_rewards`."""
-        ids = as_ids(task_ids, "task_ids")
-        succ, tri = _reward_counts(rewards, len(ids), _reward_map(reward_range, success_threshold))
-        succ, tri = lag_weighted(succ, tri, policy_lag, ids.size, self._lag_discount)
-        self._apply(ids, succ, tri, None)
-
-    def _apply(self, ids: IntArray, succ: FloatArray, tri: FloatArray, pred: FloatArray | None) -> None:
-        with self._lock:
-            # The core validates the batch and sums repeated ids: same checks, same errors.
-            batch = _core.aggregate(self._num_tasks, ids, succ, tri)
-            estimator = self._estimator if pred is None else None
-            if pred is not None:
-                step = StepEvidence({"predicted": checked_prediction(pred, self._num_tasks)})
-            elif estimator is not None:
-                step = estimator.observe(batch)
-            else:
-                step = StepEvidence()
-            halvings = self._rho_halvings + int(self._adaptive_rho and _predictions_miss(step, batch))
-            self._settle()  # this update starts from the previous one's posterior
-            drift = self._drift
-            if self._adaptive_lam:
-                at = _to_device(batch.ids, self._device)
-                drift = _smoothed_drift(drift, _host(self._alpha[at]), _host(self._beta[at]), batch)
-            lam = _lam_for(self._lam, drift) if self._adaptive_lam else self._lam
-            evidence = self._evidence_on_device(step, estimator)
-            self._update(batch, evidence, lam=lam, rho=self._rho * 0.5**halvings)
-            if estimator is not None:
-                estimator.commit(step)
-            self._rho_halvings = halvings
-            self._drift = drift
-            self._num_updates += 1
+    def _after_update(self, batch: _core.Batch, update: Any) -> None:
+        """Nothing left to do: the update was applied (or queued) by :meth:`_take_update`."""
 
     def _evidence_on_device(self, step: StepEvidence, estimator: Estimator | None) -> _DeviceEvidence:
         """The step's implicit evidence on the device: a prediction per task (NaN = none), the
@@ -608,59 +527,45 @@ class TorchBOTS(_SelectorParams):
         return on_device[at].to(torch.float64)
 
     # ----------------------------------------------------------------------------- state
-    def state_dict(self) -> dict[str, Any]:
-        """The checkpoint state, in :meth:`BOTS.state_dict`'s layout (float64 arrays): it loads
-        into BOTS, and a BOTS state loads here."""
-        with self._lock:
-            self._settle()
-            return selector_state(
-                params=self._params_dict(),
-                prior_alpha=self._prior_alpha,
-                prior_beta=self._prior_beta,
-                alpha=_host(self._alpha),
-                beta=_host(self._beta),
-                num_selections=self._num_selections,
-                num_updates=self._num_updates,
-                evidence=self._estimator.state_dict() if self._estimator is not None else None,
-                rho_halvings=self._rho_halvings,
-                drift=self._drift,
-                stream=None,
-            )
+    #: The per-task priors on the device go with the priors when ``params="current"`` keeps them.
+    _KEPT_ON_LOAD = (*_KNOWN_PARAMS, "prior_alpha", "prior_beta", "prior_alpha_t", "prior_beta_t")
+    _OPTIONS = ("device", "dtype", "threads", "kernels")
 
-    def load_state_dict(self, state: dict[str, Any], *, params: ParamsOnLoad = "error") -> None:
-        """See :meth:`BOTS.load_state_dict` (same ``params`` rule and errors)."""
-        _check_params_on_load(params)
-        fresh = TorchBOTS._from_state(
-            state,
-            evidence=user_object(self._estimator),
-            device=self._device,
-            dtype=self._dtype,
-            threads=self._threads,
-            kernels=self._kernels,
-        )
-        if fresh._num_tasks != self._num_tasks:
-            raise CheckpointError(f"state: has {fresh._num_tasks} tasks, this selector has {self._num_tasks}")
-        with self._lock:
-            kept = (*_KNOWN_PARAMS, "prior_alpha", "prior_beta", "prior_alpha_t", "prior_beta_t")
-            self._adopt_state(fresh, params, kept)
+    def _state_parts(self) -> tuple[FloatArray, FloatArray, dict[str, Any] | None]:
+        # The checkpoint is BOTS's layout, float64 arrays: it loads into BOTS, and a BOTS state
+        # loads here.
+        self._flush_locked()
+        alpha, beta = self._posterior_arrays()
+        return alpha, beta, self._estimator_state()
 
-    def save(self, path: str | os.PathLike[str]) -> None:
-        """Write a checkpoint atomically (the file :meth:`BOTS.load` reads)."""
-        write_checkpoint(path, self.state_dict())
+    def _stream_state(self) -> dict[str, Any] | None:
+        return None  # no task stream here (take is not supported)
+
+    def _rebuilt(self, state: dict[str, Any], evidence: Any, options: dict[str, Any]) -> TorchBOTS:
+        return TorchBOTS._from_state(state, evidence=evidence, **options)
+
+    def _pickled_options(self) -> dict[str, Any]:
+        # The device travels by name.
+        options = self._options()
+        return options | {"device": str(self._device), "dtype": str(self._dtype).removeprefix("torch.")}
 
     @classmethod
     def load(
         cls,
         path: str | os.PathLike[str],
         *,
+        threads: int | None = None,
+        evidence: ImplicitEvidence | None = None,
+        prefetch: bool = True,
+        backend: str = _BACKEND,
         device: Any = None,
         dtype: Any = None,
-        evidence: ImplicitEvidence | None = None,
-        threads: int | None = None,
-        prefetch: bool = True,
         kernels: str = "auto",
     ) -> TorchBOTS:
-        """Read a checkpoint written by :meth:`save` or :meth:`BOTS.save` onto ``device``."""
+        """Read a checkpoint written by :meth:`save` or :meth:`BOTS.save` onto ``device``
+        (``threads`` and ``prefetch`` are accepted and have no effect, as in the constructor)."""
+        if backend != _BACKEND:
+            raise InvalidArgumentError(f"backend: TorchBOTS is the torch backend, got {backend!r}", "backend")
         state = read_checkpoint(path)
         return cls._from_state(state, evidence=evidence, device=device, dtype=dtype, threads=threads, kernels=kernels)
 
@@ -669,13 +574,14 @@ class TorchBOTS(_SelectorParams):
         cls,
         state: dict[str, Any],
         *,
-        evidence: Any,
-        device: Any,
-        dtype: Any,
         threads: int | None = None,
+        evidence: Any,
+        prefetch: bool = True,
+        device: Any = None,
+        dtype: Any = None,
         kernels: str = "auto",
     ) -> TorchBOTS:
-        _check_state_header(state)
+        check_state_header(state)
         if state.get("stream") is not None:
             raise UnsupportedByBackendError("stream (tasks handed out by take)", _BACKEND)
         try:
@@ -688,10 +594,10 @@ class TorchBOTS(_SelectorParams):
                 dtype=dtype,
                 kernels=kernels,
                 threads=threads,
-                **_state_params(state, p, evidence, n),
+                **state_params(state, p, evidence, n),
                 **extra,
             )
-            alpha, beta = _state_posterior(state, n)
+            alpha, beta = state_posterior(state, n)
             sel._alpha = _to_device(alpha, sel._device, sel._dtype)
             sel._beta = _to_device(beta, sel._device, sel._dtype)
             for name, t in (("alpha", sel._alpha), ("beta", sel._beta)):
@@ -704,28 +610,6 @@ class TorchBOTS(_SelectorParams):
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise CheckpointError(f"state: malformed selector state ({type(exc).__name__}: {exc})") from None
         return sel
-
-    # Pickling goes through the state dict (arrays as numpy buffers); the device travels by name.
-    def __getstate__(self) -> dict[str, Any]:
-        state = self.state_dict()
-        if self._estimator is not None and not self._estimator.rebuilt_from_state:
-            state["evidence_object"] = user_object(self._estimator)
-        state["device"] = str(self._device)
-        state["dtype"] = str(self._dtype).removeprefix("torch.")
-        state["threads"] = self._threads
-        state["kernels"] = self._kernels
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        fresh = TorchBOTS._from_state(
-            state,
-            evidence=state.get("evidence_object"),
-            device=state.get("device"),
-            dtype=state.get("dtype"),
-            threads=state.get("threads"),
-            kernels=state.get("kernels", "auto"),
-        )
-        self.__dict__.update(fresh.__dict__)
 
 
 @dataclass(frozen=True)
@@ -862,3 +746,10 @@ def _refuse_unknown_params(unknown: dict[str, Any]) -> None:
         default = defaults[name].default
         if default is inspect.Parameter.empty or value != default:
             raise UnsupportedByBackendError(name, _BACKEND)
+
+
+if TYPE_CHECKING:
+    from ..selector import Selector
+
+    def _keeps_the_selector_contract(sel: TorchBOTS) -> Selector:
+        return sel  # mypy checks TorchBOTS against the Selector protocol here
