@@ -12,9 +12,13 @@ so the fixtures' contents are known. ``legacy_tree/`` is the trainer's old layou
            "steps": (1, 2, 3), "note": "legacy", "none": None}
 """
 
-import hashlib, json, sys
+import hashlib
+import json
+import sys
 from pathlib import Path
+
 import numpy as np
+
 from bots_rft import BOTS, Interpolation, checkpoint
 from bots_rft.multipool import MultiPool
 
