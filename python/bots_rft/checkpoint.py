@@ -1,18 +1,34 @@
-"""Checkpoint files: atomic, versioned, checksummed.
+"""The checkpoint codec: every checkpoint bots-rft writes (selector files, the trainer's
+checkpoint parts, states passed between processes as bytes) is one safetensors file.
 
-Layout (little-endian)::
+Layout (a plain safetensors file, readable by any safetensors library)::
 
-    b"BOTSRFT\\0"  magic (8 bytes)
-    u32           format version
-    u64           header length H
-    H bytes       JSON header: the state with every array replaced by {"__array__": i}, plus
-                  each array's dtype, shape, offset and size
-    ...           array payloads, 64-byte aligned
-    32 bytes      SHA-256 of everything before it
+    u64 (little-endian)  header length N
+    N bytes              JSON header: each stored array's dtype, shape and byte range, and
+                         "__metadata__": {"format": "bots-rft", "version": "2",
+                                          "tree": <JSON of the state, arrays replaced by references>,
+                                          "sha256": <checksum, hex>}
+    ...                  the arrays' bytes
 
-A state is a nested dict of JSON scalars, lists and numpy arrays. Writing goes to a temporary file
-in the same folder, is fsynced, then renamed over the target, so a crash never leaves a partial
-file under the final name.
+The tree is the state as JSON: dicts, lists and scalars as themselves, a tuple as
+``{"__tuple__": [...]}``, a dict with keys that are not plain strings as ``{"__dict__": [[k, v], ...]}``,
+a numpy array as ``{"__array__": name}`` and a torch tensor as ``{"__tensor__": name}``, ``name``
+being the array's entry in the file (its path in the state, e.g. ``evidence.weak``). Arrays of
+dtypes safetensors has no name for (strings, big-endian or complex128 numbers) are stored as their
+raw bytes, with ``"dtype"`` and ``"shape"`` in the reference.
+
+Checksum: ``sha256`` is the SHA-256 of the header (as canonical JSON, without ``sha256``) and of
+every byte after it, so a flipped or missing byte anywhere is refused as corrupt before any array
+is read. Writing is atomic: the file is written under a temporary name in the target's folder,
+fsynced, renamed over the target, and the folder fsynced, so a crash leaves either the old file or
+the new one, never a part.
+
+Checkpoints of the legacy format (``BOTSRFT`` binary, format version 1) are still read (see
+:mod:`bots_rft._legacy_checkpoint`); nothing writes them. Nothing here is a pickle: loading a
+checkpoint cannot run code.
+
+Torch is needed only for a state that holds torch tensors (the trainer's); selector states are
+numpy arrays and plain values, stored with ``safetensors.numpy``.
 """
 
 from __future__ import annotations
@@ -20,166 +36,454 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import secrets
 import struct
+import sys
 import tempfile
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 
+from . import _legacy_checkpoint as legacy
 from .errors import CheckpointError
 
-MAGIC = b"BOTSRFT\x00"
-VERSION = 1
-_PREFIX = struct.Struct("<8sIQ")
-_DIGEST = 32
-_ALIGN = 64
+__all__ = [
+    "FORMAT",
+    "VERSION",
+    "to_bytes",
+    "from_bytes",
+    "save_state",
+    "load_state",
+    "write_checkpoint",
+    "read_checkpoint",
+    "save_tree_file",
+    "load_tree_file",
+    "is_checkpoint_file",
+    "atomic_write_bytes",
+]
+
+#: The ``format`` entry of a bots-rft file's safetensors metadata.
+FORMAT = "bots-rft"
+#: Format version written. 1 was the legacy BOTSRFT binary (read, never written); 2 is safetensors.
+VERSION = 2
+
+_TENSOR, _ARRAY, _TUPLE, _DICT = "__tensor__", "__array__", "__tuple__", "__dict__"
+#: An array inlined as a list: how the trainer's JSON + safetensors layout stored numpy arrays.
+_INLINE = "__ndarray__"
+_METADATA = "__metadata__"
+_LEN = struct.Struct("<Q")
+#: safetensors refuses longer headers; anything claiming more is not a checkpoint.
+_MAX_HEADER = 100_000_000
+_CHUNK = 1 << 22
+#: numpy dtypes stored as themselves (safetensors names them in every version we support);
+#: any other array is stored as raw bytes.
+_NATIVE = frozenset(
+    np.dtype(d).str for d in ("|b1", "|u1", "|i1", "<i2", "<u2", "<i4", "<u4", "<i8", "<u8", "<f2", "<f4", "<f8")
+)
 
 
-def _encode(state: Any, arrays: list[np.ndarray]) -> Any:
-    if isinstance(state, np.ndarray):
-        arrays.append(np.ascontiguousarray(state))
-        return {"__array__": len(arrays) - 1}
-    if isinstance(state, dict):
-        if "__array__" in state:
-            raise CheckpointError("state: the key '__array__' is reserved")
-        return {str(k): _encode(v, arrays) for k, v in state.items()}
-    if isinstance(state, (list, tuple)):
-        return [_encode(v, arrays) for v in state]
-    if isinstance(state, np.generic):
-        return state.item()
-    if state is None or isinstance(state, (bool, int, float, str)):
-        return state
-    raise CheckpointError(f"state: cannot store a value of type {type(state).__name__}")
+# ------------------------------------------------------------------------------- the tree
+def _is_tensor(obj: Any) -> bool:
+    # torch is imported by whoever made the tensor; the codec never imports it for numpy states.
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(obj, torch.Tensor)
 
 
-def _decode(node: Any, arrays: list[np.ndarray]) -> Any:
-    if isinstance(node, dict):
-        if set(node) == {"__array__"}:
-            i = node["__array__"]
-            if not isinstance(i, int) or isinstance(i, bool) or not 0 <= i < len(arrays):
-                raise ValueError(f"reference to array {i!r}; the file has {len(arrays)}")
-            return arrays[i]
-        return {k: _decode(v, arrays) for k, v in node.items()}
+class _Encoder:
+    """Turns a state into its JSON tree, collecting the arrays under unique names."""
+
+    def __init__(self) -> None:
+        self.arrays: dict[str, Any] = {}
+        self.refs: dict[str, dict[str, Any]] = {}
+        self.torch = False
+        self._storages: set[int] = set()
+
+    def _name(self, path: list[str]) -> str:
+        base = ".".join(path) or "state"
+        name, n = base, 1
+        while name in self.arrays or name == _METADATA:
+            n += 1
+            name = f"{base}#{n}"
+        return name
+
+    def encode(self, obj: Any, path: list[str]) -> Any:
+        if _is_tensor(obj):
+            t = obj.detach().cpu()
+            storage = t.untyped_storage().data_ptr()
+            # safetensors refuses tensors that share memory (tied weights): each gets its own copy.
+            if storage in self._storages or not t.is_contiguous():
+                t = t.clone().contiguous()
+                storage = t.untyped_storage().data_ptr()
+            if t.numel():
+                self._storages.add(storage)
+            self.torch = True
+            name = self._name(path)
+            self.arrays[name] = t
+            return {_TENSOR: name}
+        if isinstance(obj, np.ndarray):
+            if obj.dtype.hasobject:
+                raise CheckpointError("state: object arrays cannot be stored")
+            if obj.dtype.kind not in "biufcU" or obj.dtype.fields is not None:
+                raise CheckpointError(f"state: arrays of dtype {obj.dtype} cannot be stored")
+            name = self._name(path)
+            a = np.ascontiguousarray(obj)
+            ref: dict[str, Any] = {_ARRAY: name}
+            if a.dtype.str in _NATIVE:
+                self.arrays[name] = a.reshape(obj.shape)  # ascontiguousarray makes 0-d arrays 1-d
+            else:
+                self._raw(name, ref, a.reshape(obj.shape))
+            self.refs[name] = ref
+            return ref
+        if isinstance(obj, np.generic):
+            return obj.item()
+        if isinstance(obj, tuple):
+            return {_TUPLE: [self.encode(v, [*path, str(i)]) for i, v in enumerate(obj)]}
+        if isinstance(obj, list):
+            return [self.encode(v, [*path, str(i)]) for i, v in enumerate(obj)]
+        if isinstance(obj, dict):
+            if all(isinstance(k, str) and not k.startswith("__") for k in obj):
+                return {k: self.encode(v, [*path, k]) for k, v in obj.items()}
+            return {_DICT: [[self.encode(k, [*path, "key"]), self.encode(v, [*path, str(k)])] for k, v in obj.items()]}
+        if obj is None or isinstance(obj, (bool, int, float, str)):
+            return obj
+        raise CheckpointError(f"state: cannot store a value of type {type(obj).__name__}")
+
+    def _raw(self, name: str, ref: dict[str, Any], a: np.ndarray) -> None:
+        self.arrays[name] = np.frombuffer(bytearray(a.tobytes()), dtype=np.uint8)  # writable, as torch wants
+        ref.update(dtype=a.dtype.str, shape=list(a.shape))
+
+    def tensors(self) -> dict[str, Any]:
+        """The arrays as one library's tensors: numpy unless the state holds torch tensors, then
+        torch, with the numpy arrays as raw bytes (torch lacks some of numpy's dtypes)."""
+        if not self.torch:
+            return self.arrays
+        import torch
+
+        for name, ref in self.refs.items():
+            if "dtype" not in ref:
+                self._raw(name, ref, self.arrays[name])
+        return {k: torch.from_numpy(v) if isinstance(v, np.ndarray) else v for k, v in self.arrays.items()}
+
+    def metadata(self, tree: Any) -> tuple[dict[str, Any], dict[str, str], str]:
+        """The tensors and the file's metadata, with a random placeholder where the checksum goes:
+        it is stamped in once the bytes are laid out (same length, so nothing moves)."""
+        tensors = self.tensors()  # may rewrite references, so before the tree is serialised
+        placeholder = secrets.token_hex(32)
+        meta = {
+            "format": FORMAT,
+            "version": str(VERSION),
+            "tree": json.dumps(tree, allow_nan=True, separators=(",", ":")),
+            "sha256": placeholder,
+        }
+        return tensors, meta, placeholder
+
+
+def _decode(node: Any, arrays: dict[str, Any]) -> Any:
     if isinstance(node, list):
         return [_decode(v, arrays) for v in node]
-    return node
+    if not isinstance(node, dict):
+        return node
+    if not any(k.startswith("__") for k in node):
+        return {k: _decode(v, arrays) for k, v in node.items()}
+    keys = set(node)
+    if keys == {_TENSOR}:
+        return _stored(arrays, node[_TENSOR])
+    if keys == {_ARRAY}:
+        a = _stored(arrays, node[_ARRAY])
+        return a if isinstance(a, np.ndarray) else a.numpy()
+    if keys == {_ARRAY, "dtype", "shape"}:
+        a = _stored(arrays, node[_ARRAY])
+        return _from_raw(a if isinstance(a, np.ndarray) else a.numpy(), node["dtype"], node["shape"])
+    if keys == {_INLINE, "dtype", "shape"}:
+        return np.asarray(node[_INLINE], dtype=_dtype(node["dtype"])).reshape(node["shape"])
+    if keys == {_TUPLE}:
+        return tuple(_decode(v, arrays) for v in _list(node[_TUPLE]))
+    if keys == {_DICT}:
+        out = {}
+        for pair in _list(node[_DICT]):
+            if not isinstance(pair, list) or len(pair) != 2:
+                raise ValueError(f"a dict entry is {pair!r:.40}, not a [key, value] pair")
+            key = _decode(pair[0], arrays)
+            out[tuple(key) if isinstance(key, list) else key] = _decode(pair[1], arrays)
+        return out
+    raise ValueError(f"unknown entry {sorted(keys)!r:.80}")
 
 
-def to_bytes(state: dict[str, Any]) -> bytes:
-    arrays: list[np.ndarray] = []
-    tree = _encode(state, arrays)
-    specs: list[dict[str, Any]] = []
-    offset = 0
-    for a in arrays:
-        if a.dtype.hasobject:
-            raise CheckpointError("state: object arrays cannot be stored")
-        offset = -(-offset // _ALIGN) * _ALIGN
-        specs.append({"dtype": a.dtype.str, "shape": list(a.shape), "offset": offset, "nbytes": a.nbytes})
-        offset += a.nbytes
-    header = json.dumps({"state": tree, "arrays": specs}, allow_nan=True).encode()
-    body = bytearray(_PREFIX.pack(MAGIC, VERSION, len(header)))
-    body += header
-    base = len(body)
-    body += bytes(offset)
-    for a, spec in zip(arrays, specs):
-        start = base + spec["offset"]
-        body[start : start + a.nbytes] = a.tobytes()
-    body += hashlib.sha256(body).digest()
-    return bytes(body)
+def _list(value: Any) -> list[Any]:
+    if not isinstance(value, list):
+        raise ValueError(f"expected a list, got {type(value).__name__}")
+    return value
 
 
-def _read_array(data: bytes, base: int, end: int, i: int, spec: Any) -> np.ndarray:
-    """Array ``i`` of the payload, after checking its spec against the file: a plain numeric
-    (or bool/unicode) dtype, a non-negative shape, an aligned offset inside the payload and a
-    size that matches the shape — so a header edited to point elsewhere (into the header, past
-    the end) is refused even when the checksum was recomputed."""
-    if not isinstance(spec, dict):
-        raise ValueError(f"array {i}: spec is not a mapping")
-    dtype = np.dtype(spec["dtype"])
-    if dtype.hasobject or dtype.kind not in "biufcU" or dtype.fields is not None:
-        raise ValueError(f"array {i}: dtype {spec['dtype']!r} is not allowed")
-    shape, offset, nbytes = spec["shape"], spec["offset"], spec["nbytes"]
+def _stored(arrays: dict[str, Any], name: Any) -> Any:
+    if not isinstance(name, str) or name not in arrays:
+        raise ValueError(f"reference to array {name!r}, which the file lacks")
+    return arrays[name]
+
+
+def _dtype(spec: Any) -> np.dtype[Any]:
+    dtype = np.dtype(spec) if isinstance(spec, str) else None
+    if dtype is None or dtype.hasobject or dtype.kind not in "biufcU" or dtype.fields is not None:
+        raise ValueError(f"dtype {spec!r} is not allowed")
+    return dtype
+
+
+def _from_raw(raw: np.ndarray, dtype_spec: Any, shape: Any) -> np.ndarray:
+    dtype = _dtype(dtype_spec)
     if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
-        raise ValueError(f"array {i}: invalid shape {shape!r}")
-    for name, value in (("offset", offset), ("nbytes", nbytes)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            raise ValueError(f"array {i}: invalid {name} {value!r}")
-    count = 1
-    for d in shape:
-        count *= d
-    if count * dtype.itemsize != nbytes:
-        raise ValueError(f"array {i}: {nbytes} bytes do not hold shape {shape} of {dtype}")
-    if offset % _ALIGN:
-        raise ValueError(f"array {i}: offset {offset} is not {_ALIGN}-byte aligned")
-    if base + offset + nbytes > end:
-        raise ValueError(f"array {i}: bytes {offset}..{offset + nbytes} lie outside the {end - base}-byte payload")
-    raw = np.frombuffer(data, dtype=dtype, count=count, offset=base + offset)
-    return raw.reshape(shape).copy()
+        raise ValueError(f"invalid shape {shape!r}")
+    count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+    if raw.dtype != np.uint8 or raw.ndim != 1 or raw.size != count * dtype.itemsize:
+        raise ValueError(f"{raw.size} bytes do not hold shape {shape} of {dtype}")
+    return np.frombuffer(raw.tobytes(), dtype=dtype).reshape(shape).copy()
 
 
-def _check_layout(specs: list[dict[str, Any]], payload: int) -> None:
-    """Arrays do not overlap and the payload ends where the last one does (as written)."""
-    spans = sorted((s["offset"], s["offset"] + s["nbytes"]) for s in specs)
-    for (_, end), (start, _) in zip(spans, spans[1:]):
-        if start < end:
-            raise ValueError(f"arrays overlap at payload byte {start}")
-    last = spans[-1][1] if spans else 0
-    if last != payload:
-        raise ValueError(f"the payload has {payload} bytes, the arrays end at {last}")
+def _uses_torch(node: Any) -> bool:
+    if isinstance(node, list):
+        return any(_uses_torch(v) for v in node)
+    if isinstance(node, dict):
+        return _TENSOR in node or any(_uses_torch(v) for v in node.values())
+    return False
 
 
-def from_bytes(data: bytes, source: str = "checkpoint") -> dict[str, Any]:
-    if len(data) < _PREFIX.size + _DIGEST:
-        raise CheckpointError(f"{source}: truncated ({len(data)} bytes is shorter than any checkpoint)")
-    magic, version, hlen = _PREFIX.unpack_from(data)
-    if magic != MAGIC:
-        raise CheckpointError(f"{source}: not a bots-rft checkpoint (magic {magic!r})")
-    if version > VERSION:
-        raise CheckpointError(
-            f"{source}: written by a newer bots-rft (format version {version}; this version reads up to {VERSION})"
-        )
-    if hashlib.sha256(data[:-_DIGEST]).digest() != data[-_DIGEST:]:
-        end = _PREFIX.size + hlen
-        if end > len(data) - _DIGEST:
-            raise CheckpointError(f"{source}: truncated (header says {hlen} header bytes, file has {len(data)} bytes)")
+# ---------------------------------------------------------------------------- the checksum
+def _digest(header: dict[str, Any], body: Iterable[bytes | memoryview]) -> str:
+    canon = dict(header)
+    meta = dict(canon[_METADATA])
+    meta.pop("sha256", None)
+    canon[_METADATA] = meta
+    h = hashlib.sha256(json.dumps(canon, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode())
+    for chunk in body:
+        h.update(chunk)
+    return h.hexdigest()
+
+
+def _file_chunks(f: IO[bytes]) -> Iterator[bytes]:
+    while chunk := f.read(_CHUNK):
+        yield chunk
+
+
+def _stamp_position(head: bytes, placeholder: str) -> int:
+    at = head.find(placeholder.encode())
+    if at < 0 or head.find(placeholder.encode(), at + 1) >= 0:
+        raise CheckpointError("state: could not place the checksum in the file's header")
+    return at
+
+
+# ------------------------------------------------------------------------------- reading
+class _Head:
+    """A file's safetensors header, checked: what it holds, and how long the file must be."""
+
+    def __init__(self, source: str, prefix: bytes, size: int, read_header: Callable[[int], bytes]) -> None:
+        if len(prefix) < _LEN.size:
+            raise CheckpointError(f"{source}: truncated ({size} bytes is shorter than any checkpoint)")
+        (n,) = _LEN.unpack_from(prefix)
+        if n > _MAX_HEADER:
+            raise CheckpointError(f"{source}: not a bots-rft checkpoint (no safetensors header)")
+        if _LEN.size + n > size:
+            if prefix[_LEN.size : _LEN.size + 1] in (b"{", b""):
+                raise CheckpointError(f"{source}: truncated (header says {n} header bytes, file has {size} bytes)")
+            raise CheckpointError(f"{source}: not a bots-rft checkpoint (no safetensors header)")
+        raw = read_header(n)
+        if not raw.startswith(b"{"):
+            raise CheckpointError(f"{source}: not a bots-rft checkpoint (no safetensors header)")
         try:
-            specs = json.loads(data[_PREFIX.size : end])["arrays"]
-            need = end + max((s["offset"] + s["nbytes"] for s in specs), default=0) + _DIGEST
-        except (ValueError, KeyError, TypeError):
-            need = -1
-        if need > len(data):
-            raise CheckpointError(f"{source}: truncated ({len(data)} bytes, expected {need})")
-        raise CheckpointError(f"{source}: corrupt (checksum mismatch)")
+            header = json.loads(raw)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise CheckpointError(f"{source}: corrupt header ({exc})") from None
+        meta = header.get(_METADATA) if isinstance(header, dict) else None
+        if not isinstance(meta, dict) or (meta.get("format") != FORMAT and "sha256" not in meta):
+            raise CheckpointError(f"{source}: not a bots-rft checkpoint (a safetensors file without bots-rft metadata)")
+        version = meta.get("version")
+        if not isinstance(version, str) or not version.isdigit():
+            raise CheckpointError(f"{source}: corrupt header (format version {version!r})")
+        if int(version) > VERSION:
+            raise CheckpointError(
+                f"{source}: written by a newer bots-rft (format version {version}; this version reads up to {VERSION})"
+            )
+        end = 0
+        for name, entry in header.items():
+            if name == _METADATA:
+                continue
+            offsets = entry.get("data_offsets") if isinstance(entry, dict) else None
+            if (
+                not isinstance(offsets, list)
+                or len(offsets) != 2
+                or not all(isinstance(o, int) and not isinstance(o, bool) and o >= 0 for o in offsets)
+            ):
+                raise CheckpointError(f"{source}: corrupt header (entry {name!r:.60} has no valid byte range)")
+            end = max(end, offsets[1])
+        if _LEN.size + n + end > size:
+            raise CheckpointError(f"{source}: truncated ({size} bytes, expected {_LEN.size + n + end})")
+        self.source, self.header, self.meta, self.body_start = source, header, meta, _LEN.size + n
+
+    def verify(self, body: Iterable[bytes | memoryview]) -> None:
+        if not secrets.compare_digest(str(self.meta.get("sha256")), _digest(self.header, body)):
+            raise CheckpointError(f"{self.source}: corrupt (checksum mismatch)")
+        if self.meta.get("format") != FORMAT:
+            raise CheckpointError(f"{self.source}: not a bots-rft checkpoint (format {self.meta.get('format')!r:.40})")
+
+    def tree(self) -> tuple[Any, bool]:
+        try:
+            tree = json.loads(self.meta["tree"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CheckpointError(f"{self.source}: corrupt header (state: {exc})") from None
+        return tree, _uses_torch(tree)
+
+    def decode(self, tree: Any, load: Callable[[], dict[str, Any]]) -> Any:
+        try:
+            arrays = load()
+        except CheckpointError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - safetensors raises its own error types
+            raise CheckpointError(f"{self.source}: corrupt ({exc})") from None
+        try:
+            return _decode(tree, arrays)
+        except (ValueError, TypeError, KeyError, IndexError) as exc:
+            raise CheckpointError(f"{self.source}: corrupt header ({exc})") from None
+
+
+def _torch_library(source: str) -> Any:
     try:
-        base = _PREFIX.size + hlen
-        if base > len(data) - _DIGEST:
-            raise ValueError(f"header length {hlen} runs past the end of the file")
-        header = json.loads(data[_PREFIX.size : base])
-        specs = header["arrays"]
-        if not isinstance(specs, list):
-            raise ValueError("'arrays' is not a list")
-        arrays = [_read_array(data, base, len(data) - _DIGEST, i, s) for i, s in enumerate(specs)]
-        _check_layout(specs, len(data) - _DIGEST - base)
-        state = _decode(header["state"], arrays)
-    except (ValueError, KeyError, TypeError, IndexError) as exc:
-        raise CheckpointError(f"{source}: corrupt header ({exc})") from None
+        import safetensors.torch
+    except ImportError:
+        raise CheckpointError(f"{source}: holds torch tensors; reading it needs torch") from None
+    return safetensors.torch
+
+
+def _from_bytes_any(data: bytes, source: str) -> Any:
+    if data[: len(legacy.MAGIC)] == legacy.MAGIC:
+        return legacy.from_bytes(data, source=source)
+    view = memoryview(data)
+    head = _Head(source, bytes(view[:16]), len(data), lambda n: bytes(view[_LEN.size : _LEN.size + n]))
+    head.verify([view[head.body_start :]])
+    tree, uses_torch = head.tree()
+    if uses_torch:
+        library = _torch_library(source)
+        return head.decode(tree, lambda: library.load(bytes(data)))
+    import safetensors.numpy
+
+    return head.decode(tree, lambda: safetensors.numpy.load(bytes(data)))
+
+
+def _mapping(state: Any, source: str) -> dict[str, Any]:
     if not isinstance(state, dict):
         raise CheckpointError(f"{source}: corrupt header (state is not a mapping)")
     return state
 
 
-def save_state(path: str | os.PathLike[str], state: dict[str, Any]) -> None:
-    """Write ``state`` to ``path`` atomically."""
-    target = Path(path)
-    data = to_bytes(state)
+def from_bytes(data: bytes, source: str = "checkpoint") -> dict[str, Any]:
+    """The state :func:`to_bytes` encoded (or a legacy-format state); a truncated, corrupt or newer
+    encoding is a :class:`CheckpointError` naming ``source``."""
+    return _mapping(_from_bytes_any(bytes(data), source), source)
+
+
+def load_tree_file(path: str | os.PathLike[str]) -> Any:
+    """What :func:`save_tree_file` wrote (any tree, torch tensors included), checked before any
+    array is read; a legacy-format file is read too."""
+    source = str(path)
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            prefix = f.read(16)
+            if prefix[: len(legacy.MAGIC)] == legacy.MAGIC:
+                return legacy.from_bytes(prefix + f.read(), source=source)
+
+            def read_header(n: int) -> bytes:
+                f.seek(_LEN.size)
+                return f.read(n)
+
+            head = _Head(source, prefix, size, read_header)
+            f.seek(head.body_start)
+            head.verify(_file_chunks(f))
+    except FileNotFoundError:
+        raise CheckpointError(f"path: no checkpoint at {source!r}") from None
+    tree, uses_torch = head.tree()
+    # Read after the check, by the library's own file reader (memory-mapped, no second copy).
+    if uses_torch:
+        library = _torch_library(source)
+        return head.decode(tree, lambda: library.load_file(source))
+    import safetensors.numpy
+
+    return head.decode(tree, lambda: safetensors.numpy.load_file(source))
+
+
+def load_state(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read a state written by :func:`save_state`; refuses truncated, corrupt or newer files."""
+    return _mapping(load_tree_file(path), str(path))
+
+
+def is_checkpoint_file(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` starts like a bots-rft checkpoint (either format); reads only its header."""
+    try:
+        with open(path, "rb") as f:
+            prefix = f.read(16)
+            if prefix[: len(legacy.MAGIC)] == legacy.MAGIC:
+                return True
+            size = os.fstat(f.fileno()).st_size
+
+            def read_header(n: int) -> bytes:
+                f.seek(_LEN.size)
+                return f.read(n)
+
+            _Head(str(path), prefix, size, read_header)
+    except (OSError, CheckpointError):
+        return False
+    return True
+
+
+# ------------------------------------------------------------------------------- writing
+def to_bytes(state: dict[str, Any]) -> bytes:
+    """``state`` as one safetensors file's bytes (for passing between processes)."""
+    enc = _Encoder()
+    tensors, meta, placeholder = enc.metadata(enc.encode(state, []))
+    if enc.torch:
+        import safetensors.torch
+
+        data = bytearray(safetensors.torch.save(tensors, metadata=meta))
+    else:
+        import safetensors.numpy
+
+        data = bytearray(safetensors.numpy.save(tensors, metadata=meta))
+    (n,) = _LEN.unpack_from(data)
+    header = json.loads(data[_LEN.size : _LEN.size + n])
+    at = _LEN.size + _stamp_position(bytes(data[_LEN.size : _LEN.size + n]), placeholder)
+    digest = _digest(header, [memoryview(data)[_LEN.size + n :]])
+    data[at : at + len(digest)] = digest.encode()
+    return bytes(data)
+
+
+def _write_and_stamp(tmp: str, enc: _Encoder, tree: Any) -> None:
+    """Write the encoded state to ``tmp`` with safetensors (streamed, no copy of the arrays in
+    memory), then stamp the checksum into its header in place."""
+    tensors, meta, placeholder = enc.metadata(tree)
+    if enc.torch:
+        import safetensors.torch
+
+        safetensors.torch.save_file(tensors, tmp, metadata=meta)
+    else:
+        import safetensors.numpy
+
+        safetensors.numpy.save_file(tensors, tmp, metadata=meta)
+    with open(tmp, "r+b") as f:
+        (n,) = _LEN.unpack(f.read(_LEN.size))
+        raw = f.read(n)
+        at = _LEN.size + _stamp_position(raw, placeholder)
+        digest = _digest(json.loads(raw), _file_chunks(f))
+        f.seek(at)
+        f.write(digest.encode())
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _atomic(target: Path, write: Callable[[str], None]) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    os.close(fd)
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+        write(tmp)
         os.replace(tmp, target)
     except BaseException:
         try:
@@ -187,23 +491,46 @@ def save_state(path: str | os.PathLike[str], state: dict[str, Any]) -> None:
         except FileNotFoundError:
             pass
         raise
-    try:  # make the rename itself durable
-        dfd = os.open(target.parent, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
+    _fsync_dir(target.parent)
+
+
+def _fsync_dir(directory: Path) -> None:
+    """Make a rename in ``directory`` durable (not every filesystem lets a folder be fsynced)."""
+    try:
+        dfd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(dfd)
     except OSError:
         pass
+    finally:
+        os.close(dfd)
 
 
-def load_state(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read a state written by :func:`save_state`; refuses truncated, corrupt or newer files."""
-    try:
-        data = Path(path).read_bytes()
-    except FileNotFoundError:
-        raise CheckpointError(f"path: no checkpoint at {str(path)!r}") from None
-    return from_bytes(data, source=str(path))
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically (temporary file, fsync, rename, folder fsync)."""
+
+    def write(tmp: str) -> None:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+
+    _atomic(Path(path), write)
+
+
+def save_tree_file(path: str | os.PathLike[str], obj: Any) -> None:
+    """Write ``obj`` (nested dicts, lists, tuples, scalars, numpy arrays, torch tensors) to
+    ``path`` atomically, as one checksummed safetensors file."""
+    enc = _Encoder()
+    tree = enc.encode(obj, [])  # refuses what cannot be stored before the folder is touched
+    _atomic(Path(path), lambda tmp: _write_and_stamp(tmp, enc, tree))
+
+
+def save_state(path: str | os.PathLike[str], state: dict[str, Any]) -> None:
+    """Write ``state`` to ``path`` atomically."""
+    save_tree_file(path, state)
 
 
 def write_checkpoint(path: str | os.PathLike[str], state: dict[str, Any]) -> None:
