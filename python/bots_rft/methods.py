@@ -24,8 +24,8 @@ either of them runs. A method is
 - the further per-task **signals** it reads, passed to :meth:`Method.build` as ``signals=``
   (``"references"``: an [N, k] matrix of reference pass rates; ``"embeddings"``: an [N, d] matrix);
 - the **class** that implements it and the **file** its state is checkpointed in. Every selector's
-  state dict is written with :func:`bots_rft.checkpoint.save_state` (JSON plus raw arrays,
-  checksummed; never a pickle), so one reader restores any of them.
+  state dict is written with :func:`bots_rft.checkpoint.save_state` (a checksummed safetensors
+  file; never a pickle), so one reader restores any of them.
 
 Adding a method is adding its class and one :class:`Method` entry here; the contract test
 (``tests/test_method_contract.py``) then runs it through the battery every method passes.
