@@ -34,3 +34,16 @@ def edit_tree(data: bytes, edit: Callable[[Any], Any]) -> bytes:
         header["__metadata__"]["tree"] = json.dumps(tree)
 
     return rewrite_header(data, change)
+
+
+def is_codec_bytes(data: bytes) -> bool:
+    """Whether ``data`` is a file of the checkpoint codec (a safetensors file with bots-rft's
+    metadata), by its header alone."""
+    if len(data) < 8:
+        return False
+    (n,) = struct.unpack_from("<Q", data)
+    try:
+        header = json.loads(data[8 : 8 + n])
+    except ValueError:
+        return False
+    return isinstance(header, dict) and header.get("__metadata__", {}).get("format") == checkpoint.FORMAT
