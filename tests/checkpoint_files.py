@@ -19,10 +19,11 @@ def rewrite_header(data: bytes, edit: Callable[[dict[str, Any]], Any], *, restam
     body = data[8 + n :]
     edit(header)
     if restamp:
-        header["__metadata__"]["sha256"] = checkpoint._digest(header, [body])
+        header["__metadata__"]["sha256"] = "0" * 64
     raw = json.dumps(header, separators=(",", ":")).encode()
     raw += b" " * (-len(raw) % 8)
-    return struct.pack("<Q", len(raw)) + raw + body
+    out = struct.pack("<Q", len(raw)) + raw + body
+    return checkpoint._stamp(bytearray(out)) if restamp else out
 
 
 def edit_tree(data: bytes, edit: Callable[[Any], Any]) -> bytes:

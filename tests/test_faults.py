@@ -711,7 +711,7 @@ def _entry(name: str, **change: Any) -> Any:
     ("what", "edit", "match"),
     [
         ("alpha reads beta's bytes", lambda h: h["alpha"].update(data_offsets=h["beta"]["data_offsets"]), "corrupt"),
-        ("alpha reads past the end", lambda h: h["alpha"].update(data_offsets=[0, 10**6]), "truncated"),
+        ("alpha reads past the end", lambda h: h["alpha"].update(data_offsets=[0, 10**6]), "do not end where the file"),
         ("shape does not fit the size", _entry("alpha", shape=[3]), "corrupt"),
         ("negative offset", _entry("alpha", data_offsets=[-8, 0]), "no valid byte range"),
         ("object dtype", _entry("alpha", dtype="O"), "corrupt"),

@@ -166,18 +166,17 @@ class _Encoder:
                 self._raw(name, ref, self.arrays[name])
         return {k: torch.from_numpy(v) if isinstance(v, np.ndarray) else v for k, v in self.arrays.items()}
 
-    def metadata(self, tree: Any) -> tuple[dict[str, Any], dict[str, str], str]:
-        """The tensors and the file's metadata, with a random placeholder where the checksum goes:
-        it is stamped in once the bytes are laid out (same length, so nothing moves)."""
+    def metadata(self, tree: Any) -> tuple[dict[str, Any], dict[str, str]]:
+        """The tensors and the file's metadata, with 64 zeros where the checksum goes: it is
+        computed over the file as written, then put in their place (same length, nothing moves)."""
         tensors = self.tensors()  # may rewrite references, so before the tree is serialised
-        placeholder = secrets.token_hex(32)
         meta = {
             "format": FORMAT,
             "version": str(VERSION),
             "tree": json.dumps(tree, allow_nan=True, separators=(",", ":")),
-            "sha256": placeholder,
+            "sha256": _ZEROS.decode(),
         }
-        return tensors, meta, placeholder
+        return tensors, meta
 
 
 def _decode(node: Any, arrays: dict[str, Any]) -> Any:
@@ -249,81 +248,140 @@ def _uses_torch(node: Any) -> bool:
 
 
 # ---------------------------------------------------------------------------- the checksum
-def _digest(header: dict[str, Any], body: Iterable[bytes | memoryview]) -> str:
-    canon = dict(header)
-    meta = dict(canon[_METADATA])
-    meta.pop("sha256", None)
-    canon[_METADATA] = meta
-    h = hashlib.sha256(json.dumps(canon, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode())
-    for chunk in body:
-        h.update(chunk)
+#: How the checksum's entry starts in a header: safetensors writes compact JSON, and inside a
+#: JSON string (the tree) a quote is escaped, so only the metadata's own key matches.
+_STAMP = b'"sha256":"'
+_ZEROS = b"0" * 64
+
+
+def _stamp_at(raw: bytes) -> int | None:
+    """Where in header ``raw`` the checksum's 64 hex digits are; None unless exactly once."""
+    at = raw.find(_STAMP)
+    if at < 0 or raw.find(_STAMP, at + 1) >= 0 or len(raw) < at + len(_STAMP) + len(_ZEROS):
+        return None
+    return at + len(_STAMP)
+
+
+def _digest(parts: Iterable[bytes | memoryview]) -> str:
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(part)
     return h.hexdigest()
 
 
-def _file_chunks(f: IO[bytes]) -> Iterator[bytes]:
-    while chunk := f.read(_CHUNK):
-        yield chunk
-
-
-def _stamp_position(head: bytes, placeholder: str) -> int:
-    at = head.find(placeholder.encode())
-    if at < 0 or head.find(placeholder.encode(), at + 1) >= 0:
+def _stamp(data: bytearray) -> bytes:
+    """``data`` (written with 64 zeros as its checksum) with its checksum filled in."""
+    (n,) = _LEN.unpack_from(data)
+    at = _stamp_at(bytes(data[_LEN.size : _LEN.size + n]))
+    if at is None or data[_LEN.size + at : _LEN.size + at + len(_ZEROS)] != _ZEROS:
         raise CheckpointError("state: could not place the checksum in the file's header")
-    return at
+    at += _LEN.size
+    data[at : at + len(_ZEROS)] = _digest([memoryview(data)]).encode()
+    return bytes(data)
+
+
+class _Bytes:
+    def __init__(self, data: bytes) -> None:
+        self.data, self.size = memoryview(data), len(data)
+
+    def read(self, start: int, n: int) -> bytes:
+        return bytes(self.data[start : start + n])
+
+    def chunks(self, start: int) -> Iterator[bytes | memoryview]:
+        yield self.data[start:]
+
+
+class _File:
+    def __init__(self, f: IO[bytes]) -> None:
+        self.f, self.size = f, os.fstat(f.fileno()).st_size
+
+    def read(self, start: int, n: int) -> bytes:
+        self.f.seek(start)
+        return self.f.read(n)
+
+    def chunks(self, start: int) -> Iterator[bytes | memoryview]:
+        self.f.seek(start)
+        while chunk := self.f.read(_CHUNK):
+            yield chunk
+
+
+def _parse(raw: bytes) -> dict[str, Any] | None:
+    try:
+        header = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    return header if isinstance(header, dict) else None
+
+
+def _data_end(header: dict[str, Any], source: str) -> int:
+    """Where the header says the arrays' bytes end (relative to the start of the data)."""
+    end = 0
+    for name, entry in header.items():
+        if name == _METADATA:
+            continue
+        offsets = entry.get("data_offsets") if isinstance(entry, dict) else None
+        if (
+            not isinstance(offsets, list)
+            or len(offsets) != 2
+            or not all(isinstance(o, int) and not isinstance(o, bool) and o >= 0 for o in offsets)
+        ):
+            raise CheckpointError(f"{source}: corrupt header (entry {name!r:.60} has no valid byte range)")
+        end = max(end, offsets[1])
+    return end
 
 
 # ------------------------------------------------------------------------------- reading
 class _Head:
-    """A file's safetensors header, checked: what it holds, and how long the file must be."""
+    """A file's header, checked against the file: the checksum (over every byte, before anything
+    in the file is trusted), then what the header says."""
 
-    def __init__(self, source: str, prefix: bytes, size: int, read_header: Callable[[int], bytes]) -> None:
-        if len(prefix) < _LEN.size:
+    def __init__(self, source: str, src: _Bytes | _File, *, verify: bool = True) -> None:
+        size = src.size
+        if size < _LEN.size:
             raise CheckpointError(f"{source}: truncated ({size} bytes is shorter than any checkpoint)")
-        (n,) = _LEN.unpack_from(prefix)
-        if n > _MAX_HEADER:
+        prefix = src.read(0, _LEN.size)
+        (n,) = _LEN.unpack(prefix)
+        first = src.read(_LEN.size, 1)
+        if n > _MAX_HEADER or first not in (b"{", b""):
             raise CheckpointError(f"{source}: not a bots-rft checkpoint (no safetensors header)")
         if _LEN.size + n > size:
-            if prefix[_LEN.size : _LEN.size + 1] in (b"{", b""):
-                raise CheckpointError(f"{source}: truncated (header says {n} header bytes, file has {size} bytes)")
-            raise CheckpointError(f"{source}: not a bots-rft checkpoint (no safetensors header)")
-        raw = read_header(n)
-        if not raw.startswith(b"{"):
-            raise CheckpointError(f"{source}: not a bots-rft checkpoint (no safetensors header)")
-        try:
-            header = json.loads(raw)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise CheckpointError(f"{source}: corrupt header ({exc})") from None
-        meta = header.get(_METADATA) if isinstance(header, dict) else None
-        if not isinstance(meta, dict) or (meta.get("format") != FORMAT and "sha256" not in meta):
-            raise CheckpointError(f"{source}: not a bots-rft checkpoint (a safetensors file without bots-rft metadata)")
+            raise CheckpointError(f"{source}: truncated (header says {n} header bytes, file has {size} bytes)")
+        raw = src.read(_LEN.size, n)
+        header = _parse(raw)
+        meta = header.get(_METADATA) if header is not None else None
+        ours = isinstance(meta, dict) and meta.get("format") == FORMAT
+        at = _stamp_at(raw)
+        if at is None:
+            if ours:
+                raise CheckpointError(f"{source}: corrupt header (no checksum)")
+            raise CheckpointError(f"{source}: not a bots-rft checkpoint (no bots-rft metadata)")
+        if ours:
+            # Before the checksum: a newer version may compute it differently.
+            version = meta.get("version") if isinstance(meta, dict) else None
+            if isinstance(version, str) and version.isdigit() and int(version) > VERSION:
+                raise CheckpointError(
+                    f"{source}: written by a newer bots-rft (format version {version}; this version reads up to "
+                    f"{VERSION})"
+                )
+        if verify:
+            stored = raw[at : at + len(_ZEROS)]
+            got = _digest([prefix, raw[:at], _ZEROS, raw[at + len(_ZEROS) :], *src.chunks(_LEN.size + n)])
+            if not secrets.compare_digest(stored, got.encode()):
+                if header is not None:
+                    need = _LEN.size + n + _data_end(header, source)
+                    if need > size:
+                        raise CheckpointError(f"{source}: truncated ({size} bytes, expected {need})")
+                raise CheckpointError(f"{source}: corrupt (checksum mismatch)")
+        if header is None or not isinstance(meta, dict):
+            raise CheckpointError(f"{source}: corrupt header (not a safetensors header)")
+        if not ours:
+            raise CheckpointError(f"{source}: not a bots-rft checkpoint (format {meta.get('format')!r:.40})")
         version = meta.get("version")
         if not isinstance(version, str) or not version.isdigit():
-            raise CheckpointError(f"{source}: corrupt header (format version {version!r})")
-        if int(version) > VERSION:
-            raise CheckpointError(
-                f"{source}: written by a newer bots-rft (format version {version}; this version reads up to {VERSION})"
-            )
-        end = 0
-        for name, entry in header.items():
-            if name == _METADATA:
-                continue
-            offsets = entry.get("data_offsets") if isinstance(entry, dict) else None
-            if (
-                not isinstance(offsets, list)
-                or len(offsets) != 2
-                or not all(isinstance(o, int) and not isinstance(o, bool) and o >= 0 for o in offsets)
-            ):
-                raise CheckpointError(f"{source}: corrupt header (entry {name!r:.60} has no valid byte range)")
-            end = max(end, offsets[1])
-        if _LEN.size + n + end > size:
-            raise CheckpointError(f"{source}: truncated ({size} bytes, expected {_LEN.size + n + end})")
-        self.source, self.header, self.meta, self.body_start = source, header, meta, _LEN.size + n
-
-    def verify(self, body: Iterable[bytes | memoryview]) -> None:
-        if not secrets.compare_digest(str(self.meta.get("sha256")), _digest(self.header, body)):
-            raise CheckpointError(f"{self.source}: corrupt (checksum mismatch)")
-        if self.meta.get("format") != FORMAT:
-            raise CheckpointError(f"{self.source}: not a bots-rft checkpoint (format {self.meta.get('format')!r:.40})")
+            raise CheckpointError(f"{source}: corrupt header (format version {version!r:.40})")
+        if _LEN.size + n + _data_end(header, source) != size:
+            raise CheckpointError(f"{source}: corrupt header (its byte ranges do not end where the file does)")
+        self.source, self.meta = source, meta
 
     def tree(self) -> tuple[Any, bool]:
         try:
@@ -356,16 +414,14 @@ def _torch_library(source: str) -> Any:
 def _from_bytes_any(data: bytes, source: str) -> Any:
     if data[: len(legacy.MAGIC)] == legacy.MAGIC:
         return legacy.from_bytes(data, source=source)
-    view = memoryview(data)
-    head = _Head(source, bytes(view[:16]), len(data), lambda n: bytes(view[_LEN.size : _LEN.size + n]))
-    head.verify([view[head.body_start :]])
+    head = _Head(source, _Bytes(data))
     tree, uses_torch = head.tree()
     if uses_torch:
         library = _torch_library(source)
-        return head.decode(tree, lambda: library.load(bytes(data)))
+        return head.decode(tree, lambda: library.load(data))
     import safetensors.numpy
 
-    return head.decode(tree, lambda: safetensors.numpy.load(bytes(data)))
+    return head.decode(tree, lambda: safetensors.numpy.load(data))
 
 
 def _mapping(state: Any, source: str) -> dict[str, Any]:
@@ -386,18 +442,10 @@ def load_tree_file(path: str | os.PathLike[str]) -> Any:
     source = str(path)
     try:
         with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            prefix = f.read(16)
-            if prefix[: len(legacy.MAGIC)] == legacy.MAGIC:
-                return legacy.from_bytes(prefix + f.read(), source=source)
-
-            def read_header(n: int) -> bytes:
-                f.seek(_LEN.size)
-                return f.read(n)
-
-            head = _Head(source, prefix, size, read_header)
-            f.seek(head.body_start)
-            head.verify(_file_chunks(f))
+            if f.read(len(legacy.MAGIC)) == legacy.MAGIC:
+                f.seek(0)
+                return legacy.from_bytes(f.read(), source=source)
+            head = _Head(source, _File(f))
     except FileNotFoundError:
         raise CheckpointError(f"path: no checkpoint at {source!r}") from None
     tree, uses_torch = head.tree()
@@ -416,19 +464,13 @@ def load_state(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 
 def is_checkpoint_file(path: str | os.PathLike[str]) -> bool:
-    """Whether ``path`` starts like a bots-rft checkpoint (either format); reads only its header."""
+    """Whether ``path`` looks like a bots-rft checkpoint (either format) by its header; its
+    checksum is not computed."""
     try:
         with open(path, "rb") as f:
-            prefix = f.read(16)
-            if prefix[: len(legacy.MAGIC)] == legacy.MAGIC:
+            if f.read(len(legacy.MAGIC)) == legacy.MAGIC:
                 return True
-            size = os.fstat(f.fileno()).st_size
-
-            def read_header(n: int) -> bytes:
-                f.seek(_LEN.size)
-                return f.read(n)
-
-            _Head(str(path), prefix, size, read_header)
+            _Head(str(path), _File(f), verify=False)
     except (OSError, CheckpointError):
         return False
     return True
@@ -438,27 +480,20 @@ def is_checkpoint_file(path: str | os.PathLike[str]) -> bool:
 def to_bytes(state: dict[str, Any]) -> bytes:
     """``state`` as one safetensors file's bytes (for passing between processes)."""
     enc = _Encoder()
-    tensors, meta, placeholder = enc.metadata(enc.encode(state, []))
+    tensors, meta = enc.metadata(enc.encode(state, []))
     if enc.torch:
         import safetensors.torch
 
-        data = bytearray(safetensors.torch.save(tensors, metadata=meta))
-    else:
-        import safetensors.numpy
+        return _stamp(bytearray(safetensors.torch.save(tensors, metadata=meta)))
+    import safetensors.numpy
 
-        data = bytearray(safetensors.numpy.save(tensors, metadata=meta))
-    (n,) = _LEN.unpack_from(data)
-    header = json.loads(data[_LEN.size : _LEN.size + n])
-    at = _LEN.size + _stamp_position(bytes(data[_LEN.size : _LEN.size + n]), placeholder)
-    digest = _digest(header, [memoryview(data)[_LEN.size + n :]])
-    data[at : at + len(digest)] = digest.encode()
-    return bytes(data)
+    return _stamp(bytearray(safetensors.numpy.save(tensors, metadata=meta)))
 
 
 def _write_and_stamp(tmp: str, enc: _Encoder, tree: Any) -> None:
-    """Write the encoded state to ``tmp`` with safetensors (streamed, no copy of the arrays in
-    memory), then stamp the checksum into its header in place."""
-    tensors, meta, placeholder = enc.metadata(tree)
+    """Write the encoded state to ``tmp`` with safetensors (streamed: no copy of the arrays in
+    memory), then put the checksum of the file as written into its header."""
+    tensors, meta = enc.metadata(tree)
     if enc.torch:
         import safetensors.torch
 
@@ -468,11 +503,13 @@ def _write_and_stamp(tmp: str, enc: _Encoder, tree: Any) -> None:
 
         safetensors.numpy.save_file(tensors, tmp, metadata=meta)
     with open(tmp, "r+b") as f:
-        (n,) = _LEN.unpack(f.read(_LEN.size))
-        raw = f.read(n)
-        at = _LEN.size + _stamp_position(raw, placeholder)
-        digest = _digest(json.loads(raw), _file_chunks(f))
-        f.seek(at)
+        src = _File(f)
+        (n,) = _LEN.unpack(src.read(0, _LEN.size))
+        at = _stamp_at(src.read(_LEN.size, n))
+        if at is None:
+            raise CheckpointError("state: could not place the checksum in the file's header")
+        digest = _digest(src.chunks(0))
+        f.seek(_LEN.size + at)
         f.write(digest.encode())
         f.flush()
         os.fsync(f.fileno())
