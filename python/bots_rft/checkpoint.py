@@ -14,12 +14,14 @@ The tree is the state as JSON: dicts, lists and scalars as themselves, a tuple a
 ``{"__tuple__": [...]}``, a dict with keys that are not plain strings as ``{"__dict__": [[k, v], ...]}``,
 a numpy array as ``{"__array__": name}`` and a torch tensor as ``{"__tensor__": name}``, ``name``
 being the array's entry in the file (its path in the state, e.g. ``evidence.weak``). Arrays of
-dtypes safetensors has no name for (strings, big-endian or complex128 numbers) are stored as their
+dtypes safetensors has no name for (strings, big-endian or complex numbers) are stored as their
 raw bytes, with ``"dtype"`` and ``"shape"`` in the reference.
 
-Checksum: ``sha256`` is the SHA-256 of the header (as canonical JSON, without ``sha256``) and of
-every byte after it, so a flipped or missing byte anywhere is refused as corrupt before any array
-is read. Writing is atomic: the file is written under a temporary name in the target's folder,
+Checksum: ``sha256`` is the SHA-256 of the whole file as written, with those 64 hex digits
+themselves read as ``0``; it is written into the header in place once the file is laid out (same
+length, nothing moves). A reader checks it before it trusts anything the header says, so a
+flipped, missing or added byte anywhere is refused as corrupt (or truncated) before any array is
+read. Writing is atomic: the file is written under a temporary name in the target's folder,
 fsynced, renamed over the target, and the folder fsynced, so a crash leaves either the old file or
 the new one, never a part.
 
