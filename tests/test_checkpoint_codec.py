@@ -140,8 +140,19 @@ def test_a_checkpoint_is_a_plain_safetensors_file(tmp_path: Path) -> None:
     assert np.array_equal(arrays["nested.evidence.weak"], np.arange(3, dtype=np.float32))
     with safe_open(str(path), "np") as f:
         meta = f.metadata()
-    assert meta["format"] == "bots-rft" and meta["version"] == str(checkpoint.VERSION)
-    assert len(meta["sha256"]) == 64 and json.loads(meta["tree"])["__dict__"]
+    assert list(meta) == ["bots-rft"]
+    info = json.loads(meta["bots-rft"])
+    assert list(info) == ["format", "version", "sha256", "tree"]
+    assert info["format"] == "bots-rft" and info["version"] == checkpoint.VERSION == 2
+    assert len(info["sha256"]) == 64 and info["tree"]["__dict__"]
+
+
+def test_the_same_state_gives_the_same_bytes(tmp_path: Path) -> None:
+    """Integrations compare packed states byte for byte; a file's bytes depend on its state only."""
+    first = checkpoint.to_bytes(_state())
+    assert all(checkpoint.to_bytes(_state()) == first for _ in range(5))
+    checkpoint.save_state(tmp_path / "a.bots", _state())
+    assert (tmp_path / "a.bots").read_bytes() == first
 
 
 def test_every_value_round_trips_as_it_was(tmp_path: Path) -> None:

@@ -715,9 +715,10 @@ def _entry(name: str, **change: Any) -> Any:
         ("shape does not fit the size", _entry("alpha", shape=[3]), "corrupt"),
         ("negative offset", _entry("alpha", data_offsets=[-8, 0]), "no valid byte range"),
         ("object dtype", _entry("alpha", dtype="O"), "corrupt"),
-        ("unknown version", lambda h: h["__metadata__"].update(version="two"), "format version"),
-        ("no tree", lambda h: h["__metadata__"].pop("tree"), "corrupt header"),
-        ("another format", lambda h: h["__metadata__"].update(format="other"), "not a bots-rft checkpoint"),
+        ("unknown version", lambda h: h["__metadata__"]["bots-rft"].update(version="two"), "format version"),
+        ("no tree", lambda h: h["__metadata__"]["bots-rft"].pop("tree"), "corrupt header"),
+        ("another format", lambda h: h["__metadata__"]["bots-rft"].update(format="other"), "not a bots-rft checkpoint"),
+        ("no metadata", lambda h: h.pop("__metadata__"), "not a bots-rft checkpoint"),
     ],
 )
 def test_selector_file_header_is_checked_against_the_file(tmp_path: Path, what: str, edit: Any, match: str) -> None:

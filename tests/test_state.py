@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from bots_rft import BOTS, BotsError, CheckpointError, Interpolation, checkpoint
-from checkpoint_files import rewrite_header
+from checkpoint_files import edit_info
 
 
 def _pool(n: int = 20_000) -> tuple[np.ndarray, np.ndarray]:
@@ -104,7 +104,7 @@ def test_truncated_corrupt_and_future_files_are_refused(tmp_path: Path) -> None:
     with pytest.raises(CheckpointError, match="corrupt"):
         BOTS.load(tmp_path / "flip.bots")
 
-    future = rewrite_header(data, lambda h: h["__metadata__"].update(version=str(checkpoint.VERSION + 1)))
+    future = edit_info(data, lambda i: i.update(version=checkpoint.VERSION + 1))
     (tmp_path / "future.bots").write_bytes(future)
     with pytest.raises(CheckpointError, match="newer"):
         BOTS.load(tmp_path / "future.bots")

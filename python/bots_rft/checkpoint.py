@@ -5,9 +5,9 @@ Layout (a plain safetensors file, readable by any safetensors library)::
 
     u64 (little-endian)  header length N
     N bytes              JSON header: each stored array's dtype, shape and byte range, and
-                         "__metadata__": {"format": "bots-rft", "version": "2",
-                                          "tree": <JSON of the state, arrays replaced by references>,
-                                          "sha256": <checksum, hex>}
+                         "__metadata__": {"bots-rft": <JSON string of
+                             {"format": "bots-rft", "version": 2, "sha256": <checksum, hex>,
+                              "tree": <the state, arrays replaced by references>}>}
     ...                  the arrays' bytes
 
 The tree is the state as JSON: dicts, lists and scalars as themselves, a tuple as
@@ -75,6 +75,8 @@ _TENSOR, _ARRAY, _TUPLE, _DICT = "__tensor__", "__array__", "__tuple__", "__dict
 #: An array inlined as a list: how the trainer's JSON + safetensors layout stored numpy arrays.
 _INLINE = "__ndarray__"
 _METADATA = "__metadata__"
+#: The one entry of the safetensors metadata, holding format, version, checksum and tree as JSON.
+_KEY = "bots-rft"
 _LEN = struct.Struct("<Q")
 #: safetensors refuses longer headers; anything claiming more is not a checkpoint.
 _MAX_HEADER = 100_000_000
@@ -172,13 +174,11 @@ class _Encoder:
         """The tensors and the file's metadata, with 64 zeros where the checksum goes: it is
         computed over the file as written, then put in their place (same length, nothing moves)."""
         tensors = self.tensors()  # may rewrite references, so before the tree is serialised
-        meta = {
-            "format": FORMAT,
-            "version": str(VERSION),
-            "tree": json.dumps(tree, allow_nan=True, separators=(",", ":")),
-            "sha256": _ZEROS.decode(),
-        }
-        return tensors, meta
+        # One metadata entry: safetensors keeps metadata in a hash map, whose order changes from
+        # call to call, and the same state must give the same bytes. The checksum comes before the
+        # tree, so it is the first "sha256" entry in the header.
+        info = {"format": FORMAT, "version": VERSION, "sha256": _ZEROS.decode(), "tree": tree}
+        return tensors, {_KEY: json.dumps(info, allow_nan=True, separators=(",", ":"))}
 
 
 def _decode(node: Any, arrays: dict[str, Any]) -> Any:
@@ -250,16 +250,16 @@ def _uses_torch(node: Any) -> bool:
 
 
 # ---------------------------------------------------------------------------- the checksum
-#: How the checksum's entry starts in a header: safetensors writes compact JSON, and inside a
-#: JSON string (the tree) a quote is escaped, so only the metadata's own key matches.
-_STAMP = b'"sha256":"'
+#: How the checksum's entry starts in a header (compact JSON inside the metadata's JSON string);
+#: the first match is the checksum, written before the tree.
+_STAMP = b'\\"sha256\\":\\"'
 _ZEROS = b"0" * 64
 
 
 def _stamp_at(raw: bytes) -> int | None:
-    """Where in header ``raw`` the checksum's 64 hex digits are; None unless exactly once."""
+    """Where in header ``raw`` the checksum's 64 hex digits are (None: nowhere)."""
     at = raw.find(_STAMP)
-    if at < 0 or raw.find(_STAMP, at + 1) >= 0 or len(raw) < at + len(_STAMP) + len(_ZEROS):
+    if at < 0 or len(raw) < at + len(_STAMP) + len(_ZEROS):
         return None
     return at + len(_STAMP)
 
@@ -315,6 +315,19 @@ def _parse(raw: bytes) -> dict[str, Any] | None:
     return header if isinstance(header, dict) else None
 
 
+def _info(header: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The bots-rft entry of a header's metadata, parsed; None when there is none."""
+    meta = header.get(_METADATA) if header is not None else None
+    entry = meta.get(_KEY) if isinstance(meta, dict) else None
+    if not isinstance(entry, str):
+        return None
+    try:
+        info = json.loads(entry)
+    except ValueError:
+        return None
+    return info if isinstance(info, dict) else None
+
+
 def _data_end(header: dict[str, Any], source: str) -> int:
     """Where the header says the arrays' bytes end (relative to the start of the data)."""
     end = 0
@@ -350,8 +363,8 @@ class _Head:
             raise CheckpointError(f"{source}: truncated (header says {n} header bytes, file has {size} bytes)")
         raw = src.read(_LEN.size, n)
         header = _parse(raw)
-        meta = header.get(_METADATA) if header is not None else None
-        ours = isinstance(meta, dict) and meta.get("format") == FORMAT
+        meta = _info(header)
+        ours = meta is not None and meta.get("format") == FORMAT
         at = _stamp_at(raw)
         if at is None:
             if ours:
@@ -359,8 +372,8 @@ class _Head:
             raise CheckpointError(f"{source}: not a bots-rft checkpoint (no bots-rft metadata)")
         if ours:
             # Before the checksum: a newer version may compute it differently.
-            version = meta.get("version") if isinstance(meta, dict) else None
-            if isinstance(version, str) and version.isdigit() and int(version) > VERSION:
+            version = meta.get("version") if meta is not None else None
+            if isinstance(version, int) and version > VERSION:
                 raise CheckpointError(
                     f"{source}: written by a newer bots-rft (format version {version}; this version reads up to "
                     f"{VERSION})"
@@ -374,22 +387,21 @@ class _Head:
                     if need > size:
                         raise CheckpointError(f"{source}: truncated ({size} bytes, expected {need})")
                 raise CheckpointError(f"{source}: corrupt (checksum mismatch)")
-        if header is None or not isinstance(meta, dict):
-            raise CheckpointError(f"{source}: corrupt header (not a safetensors header)")
+        if header is None or meta is None:
+            raise CheckpointError(f"{source}: corrupt header (not a safetensors header with bots-rft metadata)")
         if not ours:
             raise CheckpointError(f"{source}: not a bots-rft checkpoint (format {meta.get('format')!r:.40})")
         version = meta.get("version")
-        if not isinstance(version, str) or not version.isdigit():
+        if not isinstance(version, int) or isinstance(version, bool) or version < 1:
             raise CheckpointError(f"{source}: corrupt header (format version {version!r:.40})")
         if _LEN.size + n + _data_end(header, source) != size:
             raise CheckpointError(f"{source}: corrupt header (its byte ranges do not end where the file does)")
         self.source, self.meta = source, meta
 
     def tree(self) -> tuple[Any, bool]:
-        try:
-            tree = json.loads(self.meta["tree"])
-        except (KeyError, TypeError, ValueError) as exc:
-            raise CheckpointError(f"{self.source}: corrupt header (state: {exc})") from None
+        if "tree" not in self.meta:
+            raise CheckpointError(f"{self.source}: corrupt header (no state)")
+        tree = self.meta["tree"]
         return tree, _uses_torch(tree)
 
     def decode(self, tree: Any, load: Callable[[], dict[str, Any]]) -> Any:
