@@ -410,11 +410,17 @@ class _Head:
         except CheckpointError:
             raise
         except Exception as exc:  # noqa: BLE001 - safetensors raises its own error types
-            raise CheckpointError(f"{self.source}: corrupt ({exc})") from None
+            raise CheckpointError(f"{self.source}: corrupt ({_one_line(exc)})") from None
         try:
             return _decode(tree, arrays)
         except (ValueError, TypeError, KeyError, IndexError) as exc:
-            raise CheckpointError(f"{self.source}: corrupt header ({exc})") from None
+            raise CheckpointError(f"{self.source}: corrupt header ({_one_line(exc)})") from None
+
+
+def _one_line(exc: BaseException) -> str:
+    """An exception's message on one line (a library's may span several), cut to a readable length."""
+    text = " ".join(str(exc).split())
+    return text if len(text) <= 200 else text[:197] + "..."
 
 
 def _torch_library(source: str) -> Any:
