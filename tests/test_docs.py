@@ -76,3 +76,16 @@ def test_training_guide_smoke_commands_work_on_a_fresh_checkout(
     assert main(shlex.split(toy)[1:]) == 0
     assert main([*shlex.split(smoke)[1:], "--no-progress"]) == 0
     assert "bots train: done after step 4" in capsys.readouterr().out
+
+
+def test_reliability_guide_checkpoint_example_prints_what_it_says(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The checkpoint format section's example opens a selector file with safetensors alone."""
+    text = (ROOT / "docs" / "reliability.md").read_text(encoding="utf-8")
+    block = _block_after(text, "safe_open(")
+    said = re.search(r"prints `([^`]*)`", text[text.index(block) :])
+    assert said is not None
+    monkeypatch.chdir(tmp_path)
+    exec(compile(block, "reliability.md", "exec"), {})
+    assert capsys.readouterr().out.strip() == said.group(1)

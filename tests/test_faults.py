@@ -657,7 +657,8 @@ def test_checkpoints_hold_no_pickles_and_pickles_are_never_loaded(toy_pool: Path
 
 
 def _rewrite(data: bytes, edit: Any) -> bytes:
-    """A selector file with its JSON header edited and its checksum recomputed."""
+    """A legacy-format (BOTSRFT) selector file with its JSON header edited and its checksum
+    recomputed."""
     import hashlib
     import struct
 
@@ -669,6 +670,9 @@ def _rewrite(data: bytes, edit: Any) -> bytes:
     new_header = json.dumps(header).encode()
     body = prefix.pack(magic, version, len(new_header)) + new_header + payload
     return body + hashlib.sha256(body).digest()
+
+
+LEGACY_SELECTOR = Path(__file__).parent / "data" / "legacy_selector.bots"
 
 
 @pytest.mark.parametrize(
@@ -686,14 +690,77 @@ def _rewrite(data: bytes, edit: Any) -> bytes:
         ("dangling reference", lambda h: h["state"].update(alpha={"__array__": 99}), "reference to array 99"),
     ],
 )
-def test_selector_file_offsets_are_checked_against_the_file(tmp_path: Path, what: str, edit: Any, match: str) -> None:
+def test_legacy_selector_file_offsets_are_checked_against_the_file(
+    tmp_path: Path, what: str, edit: Any, match: str
+) -> None:
+    """Files of the legacy format are still read, with the same checks of their header."""
     from bots_rft import BOTS
     from bots_rft.errors import CheckpointError
+
+    path = tmp_path / "selector.bots"
+    path.write_bytes(_rewrite(LEGACY_SELECTOR.read_bytes(), edit))
+    with pytest.raises(CheckpointError, match=match):
+        BOTS.load(path)
+
+
+def _entry(name: str, **change: Any) -> Any:
+    return lambda h: h[name].update(change)
+
+
+@pytest.mark.parametrize(
+    ("what", "edit", "match"),
+    [
+        ("alpha reads beta's bytes", lambda h: h["alpha"].update(data_offsets=h["beta"]["data_offsets"]), "corrupt"),
+        ("alpha reads past the end", lambda h: h["alpha"].update(data_offsets=[0, 10**6]), "do not end where the file"),
+        ("shape does not fit the size", _entry("alpha", shape=[3]), "corrupt"),
+        ("negative offset", _entry("alpha", data_offsets=[-8, 0]), "no valid byte range"),
+        ("object dtype", _entry("alpha", dtype="O"), "corrupt"),
+        ("unknown version", lambda h: h["__metadata__"]["bots-rft"].update(version="two"), "format version"),
+        ("no tree", lambda h: h["__metadata__"]["bots-rft"].pop("tree"), "corrupt header"),
+        ("another format", lambda h: h["__metadata__"]["bots-rft"].update(format="other"), "not a bots-rft checkpoint"),
+        ("no metadata", lambda h: h.pop("__metadata__"), "not a bots-rft checkpoint"),
+    ],
+)
+def test_selector_file_header_is_checked_against_the_file(tmp_path: Path, what: str, edit: Any, match: str) -> None:
+    """A header edited to point elsewhere is refused even when the checksum was recomputed."""
+    from bots_rft import BOTS
+    from bots_rft.errors import CheckpointError
+    from checkpoint_files import rewrite_header
 
     sel = BOTS(40, seed=1)
     sel.update([0, 1], [1.0, 2.0], 4.0)
     path = tmp_path / "selector.bots"
     sel.save(path)
-    path.write_bytes(_rewrite(path.read_bytes(), edit))
+    path.write_bytes(rewrite_header(path.read_bytes(), edit))
+    with pytest.raises(CheckpointError, match=rf"^{path}: .*{match}"):
+        BOTS.load(path)
+
+
+@pytest.mark.parametrize(
+    ("what", "edit", "match"),
+    [
+        ("dangling reference", lambda t: t.update(alpha={"__array__": "nope"}), "reference to array 'nope'"),
+        ("unknown marker", lambda t: t.update(alpha={"__pickle__": "x"}), "unknown entry"),
+        (
+            "raw bytes as objects",
+            lambda t: t.update(alpha={"__array__": "alpha", "dtype": "|O", "shape": [40]}),
+            "not allowed",
+        ),
+        (
+            "raw bytes, wrong shape",
+            lambda t: t.update(alpha={"__array__": "alpha", "dtype": "<f8", "shape": [41]}),
+            "do not hold",
+        ),
+    ],
+)
+def test_selector_file_tree_is_checked(tmp_path: Path, what: str, edit: Any, match: str) -> None:
+    from bots_rft import BOTS
+    from bots_rft.errors import CheckpointError
+    from checkpoint_files import edit_tree
+
+    sel = BOTS(40, seed=1)
+    path = tmp_path / "selector.bots"
+    sel.save(path)
+    path.write_bytes(edit_tree(path.read_bytes(), edit))
     with pytest.raises(CheckpointError, match=match):
         BOTS.load(path)

@@ -29,6 +29,7 @@ import numpy as np
 import pytest
 
 from bots_rft import BOTS, CheckpointError, ConfigError, DataError
+from checkpoint_files import is_codec_bytes
 from packed_state import packed_entry
 
 pytest.importorskip("ray")
@@ -296,7 +297,7 @@ def test_data_pt_holds_the_selector_in_our_format_and_a_tampered_one_is_refused(
     # weights_only: torch's restricted unpickler, which loads no class of ours (nor any other).
     state = torch.load(data_pt, map_location="cpu", weights_only=True)
     packed = packed_entry(state, "bots-rft/batch-sampler")
-    assert set(packed) == {"format", "checkpoint"} and packed["checkpoint"].startswith(b"BOTSRFT\x00")
+    assert set(packed) == {"format", "checkpoint"} and is_codec_bytes(packed["checkpoint"])
     good = dict(packed)
     resume = {"trainer.resume_mode": "from_path", "trainer.resume_path": str(data_pt.parent)}
 

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from bots_rft import BOTS, BotsError, CheckpointError, Interpolation, checkpoint
+from checkpoint_files import edit_info
 
 
 def _pool(n: int = 20_000) -> tuple[np.ndarray, np.ndarray]:
@@ -103,11 +104,16 @@ def test_truncated_corrupt_and_future_files_are_refused(tmp_path: Path) -> None:
     with pytest.raises(CheckpointError, match="corrupt"):
         BOTS.load(tmp_path / "flip.bots")
 
-    future = bytearray(data)
-    future[8:12] = (checkpoint.VERSION + 1).to_bytes(4, "little")
-    (tmp_path / "future.bots").write_bytes(bytes(future))
+    future = edit_info(data, lambda i: i.update(version=checkpoint.VERSION + 1))
+    (tmp_path / "future.bots").write_bytes(future)
     with pytest.raises(CheckpointError, match="newer"):
         BOTS.load(tmp_path / "future.bots")
+    # A file of the legacy format (BOTSRFT) from a newer version, too.
+    legacy = bytearray((Path(__file__).parent / "data" / "legacy_selector.bots").read_bytes())
+    legacy[8:12] = (checkpoint.legacy.VERSION + 1).to_bytes(4, "little")
+    (tmp_path / "future-legacy.bots").write_bytes(bytes(legacy))
+    with pytest.raises(CheckpointError, match="newer"):
+        BOTS.load(tmp_path / "future-legacy.bots")
 
     (tmp_path / "other.bin").write_bytes(b"PK\x03\x04" + bytes(100))
     with pytest.raises(CheckpointError, match="not a bots-rft checkpoint"):

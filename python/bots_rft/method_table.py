@@ -24,7 +24,7 @@ is
 - the further per-task **signals** it reads (``"references"``: an [N, k] matrix of reference pass
   rates; ``"embeddings"``: an [N, d] matrix);
 - the **file** its state is checkpointed in. Every selector's state dict is written with
-  :func:`bots_rft.checkpoint.save_state` (JSON plus raw arrays, checksummed; never a pickle), so
+  :func:`bots_rft.checkpoint.save_state` (a checksummed safetensors file; never a pickle), so
   one reader restores any of them.
 
 The table names no selector class: it sits below the selectors, beside

@@ -9,9 +9,16 @@ The policy's part is its trainable weights only: everything for full fine-tuning
 the trained layers' weights when only the top layers train; the frozen rest is the base model,
 loaded again from the run's ``model`` spec on resume.
 
-Nothing here is a pickle, so loading a checkpoint cannot run code: tensors are stored with
-safetensors, everything else as JSON (``NAME.json`` holds the structure, with each tensor replaced
-by a reference into ``NAME.safetensors``). Python's and numpy's RNG states are plain integers.
+Each part (model, optimizer, scheduler, RNG states, ...) is one file of bots-rft's checkpoint
+codec (:mod:`bots_rft.checkpoint`), the format the selector's file has too: ``NAME.safetensors``
+holds the tensors and arrays, with the rest of the structure as JSON in its metadata, checksummed
+and written atomically. The model's tensors are stored under their parameter names, so
+``model.safetensors`` loads with safetensors alone. Beside it, ``NAME.json`` is a short manifest
+(format, version, file name) that says the part exists. Nothing here is a pickle, so loading a
+checkpoint cannot run code. Python's and numpy's RNG states are plain integers.
+
+Checkpoints written before the codec was shared (``NAME.json`` holding the structure, tensors in
+``NAME.safetensors`` under numbered names) are still read.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .. import checkpoint as codec
 from ..errors import CheckpointError
 from .distributed import Dist
 from .lora import is_adapter_model, is_partly_frozen
@@ -40,14 +48,14 @@ __all__ = [
     "load_model_state",
     "save_tree",
     "load_tree",
+    "tree_exists",
     "CHECKPOINT_VERSION",
     "ADAPTER_DIR",
 ]
 
-#: 2: safetensors + JSON (version 1 was torch pickles, which are no longer loaded).
+#: 2: safetensors + JSON (version 1 was torch pickles, which are no longer loaded). The layout of
+#: each part's files is the codec's business (:mod:`bots_rft.checkpoint`), not this version's.
 CHECKPOINT_VERSION = 2
-
-_TENSOR, _TUPLE, _DICT, _NDARRAY = "__tensor__", "__tuple__", "__dict__", "__ndarray__"
 
 #: A LoRA run's checkpoint keeps its adapter in this subdirectory (peft's layout).
 ADAPTER_DIR = "adapter"
@@ -73,82 +81,49 @@ def set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
-# ---------------------------------------------------------------------- tensors + JSON
-def _encode(obj: Any, tensors: dict[str, torch.Tensor], seen: set[int]) -> Any:
-    if isinstance(obj, torch.Tensor):
-        t = obj.detach().cpu()
-        if t.data_ptr() in seen or not t.is_contiguous():  # tied weights: safetensors wants one owner
-            t = t.clone().contiguous()
-        if t.numel():
-            seen.add(t.data_ptr())
-        key = str(len(tensors))
-        tensors[key] = t
-        return {_TENSOR: key}
-    if isinstance(obj, np.ndarray):
-        if obj.dtype.hasobject:
-            raise CheckpointError("state: object arrays cannot be stored")
-        return {_NDARRAY: obj.tolist(), "dtype": obj.dtype.str, "shape": list(obj.shape)}
-    if isinstance(obj, np.generic):
-        return obj.item()
-    if isinstance(obj, tuple):
-        return {_TUPLE: [_encode(v, tensors, seen) for v in obj]}
-    if isinstance(obj, list):
-        return [_encode(v, tensors, seen) for v in obj]
-    if isinstance(obj, dict):
-        if all(isinstance(k, str) and not k.startswith("__") for k in obj):
-            return {k: _encode(v, tensors, seen) for k, v in obj.items()}
-        return {_DICT: [[_encode(k, tensors, seen), _encode(v, tensors, seen)] for k, v in obj.items()]}
-    if obj is None or isinstance(obj, (bool, int, float, str)):
-        return obj
-    raise CheckpointError(f"state: cannot store a value of type {type(obj).__name__}")
-
-
-def _decode(node: Any, tensors: dict[str, torch.Tensor], where: str) -> Any:
-    if isinstance(node, list):
-        return [_decode(v, tensors, where) for v in node]
-    if not isinstance(node, dict):
-        return node
-    if _TENSOR in node:
-        key = node[_TENSOR]
-        if key not in tensors:
-            raise CheckpointError(f"{where}: refers to tensor {key!r}, which its .safetensors file lacks")
-        return tensors[key]
-    if _NDARRAY in node:
-        return np.asarray(node[_NDARRAY], dtype=np.dtype(node["dtype"])).reshape(node["shape"])
-    if _TUPLE in node:
-        return tuple(_decode(v, tensors, where) for v in node[_TUPLE])
-    if _DICT in node:
-        return {_hashable(_decode(k, tensors, where)): _decode(v, tensors, where) for k, v in node[_DICT]}
-    return {k: _decode(v, tensors, where) for k, v in node.items()}
-
-
-def _hashable(key: Any) -> Any:
-    return tuple(key) if isinstance(key, list) else key
-
-
+# ---------------------------------------------------------------------- the parts' files
 def save_tree(directory: Path, name: str, obj: Any) -> None:
-    """``obj`` (nested dicts, lists, tuples, scalars, tensors, small numpy arrays) as
-    ``directory/name.json`` plus, when it holds tensors, ``directory/name.safetensors``."""
-    from safetensors.torch import save_file
+    """``obj`` (nested dicts, lists, tuples, scalars, tensors, numpy arrays) as
+    ``directory/NAME.safetensors`` (the checkpoint codec's file), plus the manifest ``NAME.json``."""
+    codec.save_tree_file(directory / f"{name}.safetensors", obj)
+    manifest = {"format": codec.FORMAT, "version": codec.VERSION, "file": f"{name}.safetensors"}
+    codec.atomic_write_bytes(directory / f"{name}.json", (json.dumps(manifest) + "\n").encode())
 
-    tensors: dict[str, torch.Tensor] = {}
-    tree = _encode(obj, tensors, set())
-    if tensors:
-        save_file(tensors, str(directory / f"{name}.safetensors"))
-    (directory / f"{name}.json").write_text(json.dumps({"tree": tree, "tensors": len(tensors)}, allow_nan=True))
+
+def tree_exists(directory: Path, name: str) -> bool:
+    """Whether checkpoint ``directory`` holds the part :func:`save_tree` wrote as ``name``."""
+    return (directory / f"{name}.json").exists() or (directory / f"{name}.safetensors").exists()
 
 
 def load_tree(directory: Path, name: str) -> Any:
     """What :func:`save_tree` wrote; a missing, truncated or corrupt file is a CheckpointError."""
+    meta = directory / f"{name}.json"
+    data = directory / f"{name}.safetensors"
+    if codec.is_checkpoint_file(data):  # the manifest is not needed to read it
+        return codec.load_tree_file(data)
+    doc: Any = None
+    try:
+        doc = json.loads(meta.read_text())
+    except FileNotFoundError:
+        pass
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise CheckpointError(f"checkpoint file {str(meta)!r} is corrupt or truncated ({exc})") from None
+    if isinstance(doc, dict) and "tree" in doc:
+        return _load_legacy_tree(directory, name, doc)
+    if not data.exists():
+        raise CheckpointError(f"checkpoint {str(directory)!r} is incomplete: missing {data.name!r}")
+    return codec.load_tree_file(data)
+
+
+def _load_legacy_tree(directory: Path, name: str, doc: dict[str, Any]) -> Any:
+    """A part in the layout before the codec was shared: ``NAME.json`` holds the structure,
+    ``NAME.safetensors`` (only when there are tensors) the tensors under numbered names."""
     from safetensors.torch import load_file
 
     meta = directory / f"{name}.json"
     try:
-        doc = json.loads(meta.read_text())
         tree, count = doc["tree"], int(doc["tensors"])
-    except FileNotFoundError:
-        raise CheckpointError(f"checkpoint {str(directory)!r} is incomplete: missing {meta.name!r}") from None
-    except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
+    except (ValueError, KeyError, TypeError) as exc:
         raise CheckpointError(f"checkpoint file {str(meta)!r} is corrupt or truncated ({exc})") from None
     tensors: dict[str, torch.Tensor] = {}
     if count:
@@ -162,8 +137,8 @@ def load_tree(directory: Path, name: str) -> Any:
         if len(tensors) != count:
             raise CheckpointError(f"checkpoint file {str(path)!r} holds {len(tensors)} tensors, expected {count}")
     try:
-        return _decode(tree, tensors, str(meta))
-    except (ValueError, TypeError, KeyError) as exc:
+        return codec._decode(tree, tensors)
+    except (ValueError, TypeError, KeyError, IndexError) as exc:
         raise CheckpointError(f"checkpoint file {str(meta)!r} is corrupt ({exc})") from None
 
 
@@ -290,9 +265,7 @@ def save_checkpoint(
         if final.exists():
             shutil.rmtree(final)
         os.replace(tmp, final)
-        pointer = root / ".latest.tmp"
-        pointer.write_text(final.name + "\n")
-        os.replace(pointer, root / "latest")
+        codec.atomic_write_bytes(root / "latest", (final.name + "\n").encode())  # fsyncs root too
         done = sorted(p for p in root.glob("step_*") if p.is_dir())
         for old in done[:-keep]:
             shutil.rmtree(old, ignore_errors=True)
@@ -312,7 +285,7 @@ def latest_checkpoint(root: Path) -> Path | None:
 
 def load_training_state(path: Path, dist_: Dist) -> dict[str, Any]:
     """Everything but the selector, checked: ``{"trainer", "model", "optimizer", "scheduler", "rng"}``."""
-    if (path / "trainer.pt").exists() and not (path / "trainer.json").exists():
+    if (path / "trainer.pt").exists() and not tree_exists(path, "trainer"):
         raise CheckpointError(
             f"checkpoint {str(path)!r} was written by an older bots-rft as torch pickles, which this version does "
             "not load (loading a pickle can run arbitrary code); start a new run, or resume it with the version "

@@ -2,7 +2,7 @@
 checkpoints.
 
 The method and its parameters come from :data:`bots_rft.methods.METHODS`. Every selector's state
-is saved in bots-rft's checkpoint format (JSON plus raw arrays, checksummed; never a pickle), in the
+is saved in bots-rft's checkpoint format (a checksummed safetensors file; never a pickle), in the
 file the method table names.
 
 For ``method=bots-plan`` the selector is the BOTS posterior the trainer's plans draw from

@@ -8,7 +8,8 @@ several calls, such as SPEED-RL's screening and continuation, accumulates its ro
 order). After ``select``, each trained task's group is taken from its kept rows by
 :func:`trained_rows`; rows of tasks the selector no longer queues are dropped at the end of the
 step, and the queued ones are saved with each checkpoint (:meth:`KeptRows.state`: tensors in
-safetensors, the rest in JSON, through :func:`bots_rft.train.checkpoint.save_tree`)."""
+the checkpoint codec's safetensors file, the rest as JSON in its metadata, through
+:func:`bots_rft.train.checkpoint.save_tree`)."""
 
 from __future__ import annotations
 
