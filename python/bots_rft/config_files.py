@@ -3,16 +3,27 @@
 The trainer's config (``bots train``) and the spread pool's spec (``bots data spread``) are both
 read here, so a missing file, an unknown suffix, a parse error or a file that is not a mapping is
 reported the same way (:class:`~bots_rft.errors.ConfigError` naming the file) by every command.
+
+The configs themselves are pydantic models (:class:`ConfigModel`): types, ranges and unknown keys
+are checked by pydantic, and its report becomes one :class:`~bots_rft.errors.ConfigError` line
+naming the key and the value (:func:`config_error`).
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
-from typing import Any
+from types import UnionType
+from typing import Annotated, Any, Union, get_args, get_origin
 
-from .errors import ConfigError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, TypeAdapter, ValidationError
+from pydantic.fields import FieldInfo
+from pydantic_core import PydanticCustomError
+from typing_extensions import Self
 
-__all__ = ["read_mapping"]
+from .errors import BotsError, ConfigError
+
+__all__ = ["read_mapping", "ConfigModel", "Invalid", "config_error", "field_adapter", "Int", "Float", "JsonDict"]
 
 
 def _toml() -> Any:
@@ -49,3 +60,148 @@ def read_mapping(path: str | Path) -> dict[str, Any]:
     if not isinstance(loaded, dict):
         raise ConfigError(f"config: {str(p)!r} must hold a mapping of keys, got {type(loaded).__name__}")
     return loaded
+
+
+# ------------------------------------------------------------------------------ typed configs
+def _null_text(value: Any) -> Any:
+    """``null``, ``none`` or ``~`` as text (a ``key=null`` override) means null."""
+    if isinstance(value, str) and value.strip().lower() in ("null", "none", "~"):
+        return None
+    return value
+
+
+def _no_bool(value: Any) -> Any:
+    """YAML's ``true`` is not the number 1: a bool where a number belongs is refused."""
+    if isinstance(value, bool):
+        raise PydanticCustomError("bool_type", "a bool is not a number")
+    return value
+
+
+def _json_mapping(value: Any) -> Any:
+    """A mapping given as JSON text (``verifiers={"x": "m:f"}`` on the command line) as a dict."""
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError as exc:
+            raise PydanticCustomError("json_invalid", "not JSON: {error}", {"error": str(exc)}) from None
+    return value
+
+
+#: Numbers as the configs take them: a bool is refused; text (from the command line) is parsed.
+Int = Annotated[int, BeforeValidator(_no_bool)]
+Float = Annotated[float, BeforeValidator(_no_bool)]
+#: A mapping that may come as JSON text.
+JsonDict = Annotated[dict[str, Any], BeforeValidator(_json_mapping)]
+
+
+class Invalid(ValueError):
+    """Raised in a config model's field validator: why the value is refused. The one-line error
+    names the key and the value around it (``key: <why>, got <value>``)."""
+
+
+class ConfigModel(BaseModel):
+    """A config read from a file or the command line: unknown keys are refused, numbers may come as
+    text, and every way construction can fail is one :class:`~bots_rft.errors.ConfigError` line
+    naming the key and the value (:func:`config_error`)."""
+
+    model_config = ConfigDict(extra="forbid", coerce_numbers_to_str=True, frozen=True)
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise config_error(exc, type(self)) from None
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump()
+
+    def replace(self, **changes: Any) -> Self:
+        """A copy with ``changes``, validated as a new config is."""
+        return type(self)(**{**self.model_dump(), **changes})
+
+
+def _optional(annotation: Any) -> bool:
+    return type(None) in get_args(annotation)
+
+
+def _type_name(annotation: Any) -> str:
+    """``int``, ``int | None``: the type a key takes, without its validators."""
+    if get_origin(annotation) is Annotated:
+        return _type_name(get_args(annotation)[0])
+    if get_origin(annotation) in (Union, UnionType):
+        return " | ".join(_type_name(a) for a in get_args(annotation))
+    if annotation is type(None):
+        return "None"
+    return annotation.__name__ if isinstance(annotation, type) else str(annotation).replace("typing.", "")
+
+
+def _bounds_text(info: FieldInfo, ctx: dict[str, Any], integer: bool) -> str:
+    """The field's numeric range as the error states it: ``must lie in (0, 1]`` when bounded on
+    both sides, ``must be an integer >= 1`` or ``must be > 0`` when bounded below."""
+    low: tuple[str, Any] | None = None
+    high: tuple[str, Any] | None = None
+    for m in info.metadata:
+        for attr, side in (("gt", "("), ("ge", "["), ("lt", ")"), ("le", "]")):
+            bound = getattr(m, attr, None)
+            if bound is not None:
+                if attr in ("gt", "ge"):
+                    low = (side, bound)
+                else:
+                    high = (side, bound)
+    if low is None and high is None:  # the constraint sits inside an optional type: the error says which
+        for attr, side in (("gt", "("), ("ge", "["), ("lt", ")"), ("le", "]")):
+            if attr in ctx:
+                low, high = ((side, ctx[attr]), None) if attr in ("gt", "ge") else (None, (side, ctx[attr]))
+    if low is not None and high is not None:
+        return f"must lie in {low[0]}{low[1]:g}, {high[1]:g}{high[0]}"
+    finite = any(getattr(m, "allow_inf_nan", None) is False for m in info.metadata)
+    kind = "an integer " if integer else ("a finite number " if finite else "")
+    if low is not None:
+        return f"must be {kind}{'>' if low[0] == '(' else '>='} {low[1]:g}"
+    assert high is not None
+    return f"must be {kind}{'<' if high[0] == ')' else '<='} {high[1]:g}"
+
+
+_BOUND_ERRORS = ("greater_than", "greater_than_equal", "less_than", "less_than_equal", "finite_number")
+
+
+def config_error(exc: ValidationError, model: type[BaseModel], key: str | None = None) -> ConfigError:
+    """Pydantic's report of a config model ``model`` as one line naming the key and the value:
+    ``lr: must be a finite number > 0, got -1``. A validator's own typed error (a method name, a
+    selection parameter's range) is kept as it was raised; of several errors, the first is told.
+    ``key``: the error is :func:`field_adapter`'s for that key."""
+    errors = [{**e, "loc": (key, *e["loc"])} for e in exc.errors()] if key else exc.errors()
+    unknown = sorted(str(e["loc"][0]) for e in errors if e["type"] == "extra_forbidden")
+    if unknown:
+        return ConfigError(f"unknown key(s) {unknown}; known keys: {sorted(model.model_fields)}")
+    err = errors[0]
+    cause = (err.get("ctx") or {}).get("error")
+    if isinstance(cause, BotsError):
+        return ConfigError(str(cause))
+    loc = [str(p) for p in err["loc"]]
+    key = ".".join(loc) or model.__name__
+    value = err.get("input")
+    info = model.model_fields.get(loc[0]) if loc else None
+    if isinstance(cause, Invalid):
+        return ConfigError(f"{key}: {cause}, got {value!r}")
+    if info is None or len(loc) > 1:
+        return ConfigError(f"{key}: {err['msg']}, got {value!r}")
+    nullable = _optional(info.annotation)
+    if value is None and not nullable:
+        return ConfigError(f"{key}: may not be null")
+    if err["type"] in _BOUND_ERRORS:
+        integer = "int" in _type_name(info.annotation).split(" | ")
+        why = _bounds_text(info, err.get("ctx") or {}, integer)
+        return ConfigError(f"{key}: {why}{' or null' if nullable else ''}, got {value!r}")
+    if err["type"] == "literal_error":
+        return ConfigError(f"{key}: expected one of {list(get_args(info.annotation))}, got {value!r}")
+    return ConfigError(f"{key}: expected {_type_name(info.annotation)}, got {value!r} ({err['msg']})")
+
+
+def field_adapter(model: type[BaseModel], key: str) -> TypeAdapter[Any]:
+    """Validates one field of ``model`` alone (its type and constraints, not the model's
+    cross-field checks): how a ``key=value`` override becomes a typed value."""
+    info = model.model_fields[key]
+    if not info.metadata:
+        return TypeAdapter(info.annotation)
+    return TypeAdapter(Annotated[(info.annotation, *info.metadata)])  # type: ignore[valid-type]
