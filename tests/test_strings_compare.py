@@ -124,7 +124,7 @@ def test_warmup_snapshots_equal_shorter_warmups(tmp_path: Path) -> None:
         cfg = _cfg(tmp_path, sft_steps=steps)
         model, tok = load_policy(cfg.model, "cpu", cfg.dtype, cfg.seed)
         pool = TaskPool.load(cfg.pool)
-        sft_warmup(model, tok, pool, pool.prompts(system_prompt=""), cfg, torch.device("cpu"))
+        sft_warmup(model, tok, pool, pool.prompts(system_prompt=""), cfg.sft, torch.device("cpu"))
         return model
 
     seen: dict[int, dict[str, torch.Tensor]] = {}
@@ -136,7 +136,7 @@ def test_warmup_snapshots_equal_shorter_warmups(tmp_path: Path) -> None:
 
     pool = TaskPool.load(cfg.pool)
     sft_warmup(
-        model, tok, pool, pool.prompts(system_prompt=""), cfg, torch.device("cpu"), snapshots={2: grab(2), 6: grab(6)}
+        model, tok, pool, pool.prompts(system_prompt=""), cfg.sft, torch.device("cpu"), snapshots={2: grab(2), 6: grab(6)}
     )
     for k in (2, 6):
         short = warm(k)

@@ -278,7 +278,9 @@ def test_selector_gets_the_configured_estimator(toy_pool: Path) -> None:
     from bots_rft.train import load_config
     from bots_rft.train.selection import make_selector
 
-    cfg = load_config(None, {"pool": str(toy_pool), "momentum": 0.5, "min_gap": 0.05})
+    # dots needs the reference columns named (make_selector takes their rates as given here).
+    refs = {"weak_column": "weak", "strong_column": "strong"}
+    cfg = load_config(None, {"pool": str(toy_pool), "momentum": 0.5, "min_gap": 0.05, **refs})
     weak, strong = np.array([0.1, 0.2]), np.array([0.3, 0.4])
     sel = make_selector(cfg, 2, weak, strong)
     ev = sel.evidence  # type: ignore[attr-defined]
@@ -316,8 +318,6 @@ def test_tensorboard_scalars_and_resume_purge(toy_pool: Path, tmp_path: Path) ->
 def test_print_config_is_a_config_file(toy_pool: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """``--print-config`` shows every key as resolved (file + overrides) and reads back as the
     same config; nothing is trained."""
-    import dataclasses
-
     src = tmp_path / "c.yaml"
     src.write_text(f"pool: {toy_pool}\nsteps: 7\nmethod: mopps\n")
     assert cli_main(["train", "--config", str(src), "--print-config", "lr=3e-5", "min_gap=0.05"]) == 0
@@ -327,7 +327,7 @@ def test_print_config_is_a_config_file(toy_pool: Path, tmp_path: Path, capsys: p
     cfg = load_config(printed)
     assert (cfg.steps, cfg.method, cfg.lr, cfg.min_gap) == (7, "mopps", 3e-5, 0.05)
     assert cfg == load_config(src, ["lr=3e-5", "min_gap=0.05"])
-    assert all(f"\n{f.name}:" in "\n" + text for f in dataclasses.fields(cfg))
+    assert all(f"\n{f}:" in "\n" + text for f in type(cfg).model_fields)
     assert not (Path(cfg.out_dir) / "metrics.jsonl").exists()
 
 

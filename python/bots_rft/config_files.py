@@ -162,6 +162,17 @@ def _bounds_text(info: FieldInfo, ctx: dict[str, Any], integer: bool) -> str:
     return f"must be {kind}{'<' if high[0] == ')' else '<='} {high[1]:g}"
 
 
+def _as_parsed(value: Any) -> Any:
+    """A number given as text (``steps=-1``) as the number it was read as, for the message."""
+    if isinstance(value, str):
+        for parse in (int, float):
+            try:
+                return parse(value.strip())
+            except ValueError:
+                pass
+    return value
+
+
 _BOUND_ERRORS = ("greater_than", "greater_than_equal", "less_than", "less_than_equal", "finite_number")
 
 
@@ -183,7 +194,7 @@ def config_error(exc: ValidationError, model: type[BaseModel], key: str | None =
     value = err.get("input")
     info = model.model_fields.get(loc[0]) if loc else None
     if isinstance(cause, Invalid):
-        return ConfigError(f"{key}: {cause}, got {value!r}")
+        return ConfigError(f"{key}: {cause}, got {_as_parsed(value)!r}")
     if info is None or len(loc) > 1:
         return ConfigError(f"{key}: {err['msg']}, got {value!r}")
     nullable = _optional(info.annotation)
@@ -192,7 +203,7 @@ def config_error(exc: ValidationError, model: type[BaseModel], key: str | None =
     if err["type"] in _BOUND_ERRORS:
         integer = "int" in _type_name(info.annotation).split(" | ")
         why = _bounds_text(info, err.get("ctx") or {}, integer)
-        return ConfigError(f"{key}: {why}{' or null' if nullable else ''}, got {value!r}")
+        return ConfigError(f"{key}: {why}{' or null' if nullable else ''}, got {_as_parsed(value)!r}")
     if err["type"] == "literal_error":
         return ConfigError(f"{key}: expected one of {list(get_args(info.annotation))}, got {value!r}")
     return ConfigError(f"{key}: expected {_type_name(info.annotation)}, got {value!r} ({err['msg']})")

@@ -151,7 +151,7 @@ def _differences(recorded: dict[str, Any], current: dict[str, Any], keys: Any) -
     other than its default (a new key's default keeps what runs computed before it existed)."""
     from ..train.config import TrainConfig
 
-    defaults = TrainConfig().to_dict()
+    defaults = TrainConfig.defaults()
     out = []
     for k in keys:
         then = recorded[k] if k in recorded else defaults.get(k)
@@ -246,7 +246,7 @@ def _output_dir(args: argparse.Namespace, cfg: Any, override: str | None) -> Pat
     if args.out is not None and override is not None and Path(args.out) != Path(override):
         raise ConfigError(f"--out: {args.out!r} and out_dir={override!r} disagree; give one")
     chosen = args.out or override
-    if chosen is None and cfg.out_dir != TrainConfig.out_dir:
+    if chosen is None and cfg.out_dir != TrainConfig.defaults()["out_dir"]:
         chosen = cfg.out_dir  # set in the config file
     return Path(chosen or "runs/compare")
 
@@ -601,7 +601,7 @@ def _shared_warmup(cfg: object, dest: Path, reuse: bool, refs: Any = None, ref_d
             tok,
             pool,
             pool.prompts(system_prompt=cfg.system_prompt),
-            cfg.replace(sft_steps=last),
+            cfg.replace(sft_steps=last).sft,
             device,
             snapshots={k: saver(d) for k, d in targets.items()},
         )

@@ -309,10 +309,11 @@ class TrainConfig(ConfigModel):
     # response); 0 scores in-process (a timer stops Python-level hangs only); None: 2.
     reward_workers: OptCount0 = 1
     reward_timeout: Positive = 30.0
-    verifier_error_stop: Annotated[Float, Field(gt=0, le=1)] = 1.0  # stop (exit 3) when this share of a step's verifications are verifier errors
+    verifier_error_stop: Annotated[Float, Field(gt=0, le=1)] = (
+        1.0  # stop (exit 3) when this share of a step's verifications are verifier errors
+    )
     threads: OptCount = None  # torch CPU threads
     distributed: Distributed = "ddp"  # ddp | fsdp (when launched under torchrun)
-
 
     # ------------------------------------------------------------------ validation
     # Each key's type and range is in its annotation above; these are the checks pydantic cannot
