@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from types import UnionType
-from typing import Annotated, Any, Union, get_args, get_origin
+from typing import Annotated, Any, Union, cast, get_args, get_origin
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, TypeAdapter, ValidationError
 from pydantic.fields import FieldInfo
@@ -181,7 +181,7 @@ def config_error(exc: ValidationError, model: type[BaseModel], key: str | None =
     ``lr: must be a finite number > 0, got -1``. A validator's own typed error (a method name, a
     selection parameter's range) is kept as it was raised; of several errors, the first is told.
     ``key``: the error is :func:`field_adapter`'s for that key."""
-    errors = [{**e, "loc": (key, *e["loc"])} for e in exc.errors()] if key else exc.errors()
+    errors: list[dict[str, Any]] = [{**e, "loc": (key, *e["loc"]) if key else e["loc"]} for e in exc.errors()]
     unknown = sorted(str(e["loc"][0]) for e in errors if e["type"] == "extra_forbidden")
     if unknown:
         return ConfigError(f"unknown key(s) {unknown}; known keys: {sorted(model.model_fields)}")
@@ -214,5 +214,6 @@ def field_adapter(model: type[BaseModel], key: str) -> TypeAdapter[Any]:
     cross-field checks): how a ``key=value`` override becomes a typed value."""
     info = model.model_fields[key]
     if not info.metadata:
-        return TypeAdapter(info.annotation)
-    return TypeAdapter(Annotated[(info.annotation, *info.metadata)])  # type: ignore[valid-type]
+        return TypeAdapter(cast(Any, info.annotation))
+    annotated = (info.annotation, *info.metadata)
+    return TypeAdapter(cast(Any, Annotated)[annotated])
