@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from types import UnionType
-from typing import Annotated, Any, Union, cast, get_args, get_origin
+from typing import Annotated, Any, ClassVar, Union, cast, get_args, get_origin
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, TypeAdapter, ValidationError
 from pydantic.fields import FieldInfo
@@ -94,6 +94,17 @@ Float = Annotated[float, BeforeValidator(_no_bool)]
 JsonDict = Annotated[dict[str, Any], BeforeValidator(_json_mapping)]
 
 
+class _ModelError(ConfigError):
+    """A config model's one-line error, raised by its constructor. When that model is a value
+    inside another (``compare.pool``), the outer one names the key by its whole path: ``keyed``
+    says whether the text starts with a key (``tasks: must be ...``), to be prefixed ``pool.``."""
+
+    def __init__(self, text: str, keyed: bool) -> None:
+        super().__init__(text)
+        self.text = text
+        self.keyed = keyed
+
+
 class Invalid(ValueError):
     """Raised in a config model's field validator: why the value is refused. The one-line error
     names the key and the value around it (``key: <why>, got <value>``)."""
@@ -105,12 +116,15 @@ class ConfigModel(BaseModel):
     naming the key and the value (:func:`config_error`)."""
 
     model_config = ConfigDict(extra="forbid", coerce_numbers_to_str=True, frozen=True)
+    #: The section of a config file this model reads (``compare``): its keys are named
+    #: ``compare.jobs`` in errors. None: the keys are top-level.
+    section: ClassVar[str | None] = None
 
     def __init__(self, **data: Any) -> None:
         try:
             super().__init__(**data)
         except ValidationError as exc:
-            raise config_error(exc, type(self)) from None
+            raise config_error(exc, type(self), where=self.section) from None
 
     def to_dict(self) -> dict[str, Any]:
         return self.model_dump()
@@ -132,6 +146,9 @@ def _type_name(annotation: Any) -> str:
         return " | ".join(_type_name(a) for a in get_args(annotation))
     if annotation is type(None):
         return "None"
+    if get_origin(annotation) is not None and get_args(annotation):
+        inner = ", ".join(_type_name(a) for a in get_args(annotation))
+        return f"{getattr(get_origin(annotation), '__name__', get_origin(annotation))}[{inner}]"
     return annotation.__name__ if isinstance(annotation, type) else str(annotation).replace("typing.", "")
 
 
@@ -176,37 +193,79 @@ def _as_parsed(value: Any) -> Any:
 _BOUND_ERRORS = ("greater_than", "greater_than_equal", "less_than", "less_than_equal", "finite_number")
 
 
-def config_error(exc: ValidationError, model: type[BaseModel], key: str | None = None) -> ConfigError:
+def _nested_model(annotation: Any) -> type[BaseModel] | None:
+    """The config model a field holds (``PoolSpec | None`` holds ``PoolSpec``), if any."""
+    for candidate in (annotation, *get_args(annotation)):
+        if isinstance(candidate, type) and issubclass(candidate, BaseModel):
+            return candidate
+    return None
+
+
+def _field_at(model: type[BaseModel], loc: list[str]) -> tuple[type[BaseModel] | None, FieldInfo | None]:
+    """The model holding the key at ``loc`` (nested models followed) and that key's field; a
+    field of None where ``loc`` leads into a value that is no model (a mapping's entry)."""
+    holder: type[BaseModel] | None = model
+    for depth, part in enumerate(loc):
+        if holder is None or part not in holder.model_fields:
+            return holder, None
+        info = holder.model_fields[part]
+        if depth == len(loc) - 1:
+            return holder, info
+        holder = _nested_model(info.annotation)
+    return holder, None
+
+
+def config_error(
+    exc: ValidationError, model: type[BaseModel], *, field: str | None = None, where: str | None = None
+) -> ConfigError:
     """Pydantic's report of a config model ``model`` as one line naming the key and the value:
     ``lr: must be a finite number > 0, got -1``. A validator's own typed error (a method name, a
     selection parameter's range) is kept as it was raised; of several errors, the first is told.
-    ``key``: the error is :func:`field_adapter`'s for that key."""
-    errors: list[dict[str, Any]] = [{**e, "loc": (key, *e["loc"]) if key else e["loc"]} for e in exc.errors()]
-    unknown = sorted(str(e["loc"][0]) for e in errors if e["type"] == "extra_forbidden")
-    if unknown:
-        return ConfigError(f"unknown key(s) {unknown}; known keys: {sorted(model.model_fields)}")
+    ``field``: the report is :func:`field_adapter`'s for that key. ``where``: the keys are those
+    of a section (``compare``), named ``compare.jobs``."""
+    errors: list[dict[str, Any]] = [{**e, "loc": (field, *e["loc"]) if field else e["loc"]} for e in exc.errors()]
+
+    def named(loc: list[str]) -> str:
+        return ".".join([where, *loc] if where else loc)
+
+    def keyed(loc: list[str], detail: str) -> ConfigError:
+        return _ModelError(f"{named(loc)}: {detail}", keyed=True)
+
+    for err in errors:
+        if err["type"] == "extra_forbidden":
+            parent = [str(p) for p in err["loc"][:-1]]
+            holder, _ = _field_at(model, [*parent, "?"])
+            same = [e for e in errors if e["type"] == "extra_forbidden" and e["loc"][:-1] == err["loc"][:-1]]
+            unknown = sorted(str(e["loc"][-1]) for e in same)
+            text = f"unknown key(s) {unknown}; known keys: {sorted(holder.model_fields) if holder else []}"
+            return keyed(parent, text) if parent or where else _ModelError(text, keyed=False)
     err = errors[0]
-    cause = (err.get("ctx") or {}).get("error")
-    if isinstance(cause, BotsError):
-        return ConfigError(str(cause))
     loc = [str(p) for p in err["loc"]]
-    key = ".".join(loc) or model.__name__
+    cause = (err.get("ctx") or {}).get("error")
+    if isinstance(cause, _ModelError) and loc:  # a config model inside this one: its path in this one
+        return _ModelError(f"{named(loc)}{'.' if cause.keyed else ': '}{cause.text}", keyed=True)
+    if isinstance(cause, BotsError):
+        return _ModelError(str(cause), keyed=True)
     value = err.get("input")
-    info = model.model_fields.get(loc[0]) if loc else None
     if isinstance(cause, Invalid):
-        return ConfigError(f"{key}: {cause}, got {_as_parsed(value)!r}")
-    if info is None or len(loc) > 1:
-        return ConfigError(f"{key}: {err['msg']}, got {value!r}")
+        return keyed(loc, f"{cause}, got {_as_parsed(value)!r}")
+    if err["type"] == "missing":
+        return keyed(loc, "required")
+    _, info = _field_at(model, loc)
+    if info is None:
+        return keyed(loc, f"{err['msg']}, got {value!r}")
     nullable = _optional(info.annotation)
     if value is None and not nullable:
-        return ConfigError(f"{key}: may not be null")
+        return keyed(loc, "may not be null")
     if err["type"] in _BOUND_ERRORS:
         integer = "int" in _type_name(info.annotation).split(" | ")
         why = _bounds_text(info, err.get("ctx") or {}, integer)
-        return ConfigError(f"{key}: {why}{' or null' if nullable else ''}, got {_as_parsed(value)!r}")
+        return keyed(loc, f"{why}{' or null' if nullable else ''}, got {_as_parsed(value)!r}")
     if err["type"] == "literal_error":
-        return ConfigError(f"{key}: expected one of {list(get_args(info.annotation))}, got {value!r}")
-    return ConfigError(f"{key}: expected {_type_name(info.annotation)}, got {value!r} ({err['msg']})")
+        return keyed(loc, f"expected one of {list(get_args(info.annotation))}, got {value!r}")
+    if err["type"] == "model_type":
+        return keyed(loc, f"expected a mapping, got {value!r}")
+    return keyed(loc, f"expected {_type_name(info.annotation)}, got {value!r} ({err['msg']})")
 
 
 def field_adapter(model: type[BaseModel], key: str) -> TypeAdapter[Any]:

@@ -501,7 +501,7 @@ def parse_overrides(pairs: list[str]) -> dict[str, Any]:
         try:
             out[key] = field_adapter(TrainConfig, key).validate_python(value)
         except ValidationError as exc:
-            raise config_error(exc, TrainConfig, key) from None
+            raise config_error(exc, TrainConfig, field=key) from None
     return out
 
 
