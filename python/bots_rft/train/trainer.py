@@ -37,12 +37,14 @@ and the step's record charges every rollout generated (``RolledBatch.rollouts``)
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
 import shutil
 import signal
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -399,94 +401,103 @@ class GRPOTrainer:
         return self.sft_losses
 
     def run(self) -> TrainResult:
-        """The run: the warm-up (:meth:`warm_up`), then training to ``steps``. SIGTERM/SIGINT stop the run within seconds, even while a verifier is
-        stuck: a step still rolling out or scoring is abandoned, one in its optimizer updates is
-        finished; the last finished step is checkpointed and the result says ``interrupted``.
-        A step whose verifications are verifier errors at or above ``verifier_error_stop`` raises
-        :class:`~bots_rft.train.stops.VerifierErrorStop` after checkpointing the step before."""
-        cfg = self.cfg
-        from tqdm.auto import tqdm
-
+        """The run: the warm-up (:meth:`warm_up`), then training to ``steps`` (:meth:`_train_steps`),
+        then the final checkpoint. SIGTERM/SIGINT stop the run within seconds, even while a
+        verifier is stuck: a step still rolling out or scoring is abandoned, one in its optimizer
+        updates is finished; the last finished step is checkpointed and the result says
+        ``interrupted``. A step whose verifications are verifier errors at or above
+        ``verifier_error_stop`` raises :class:`~bots_rft.train.stops.VerifierErrorStop` after
+        checkpointing the step before."""
+        history: list[dict[str, Any]] = []
         try:
             self.warm_up()  # before the signal handlers: a signal stops a warm-up as it always did
-        except BaseException:
-            self._close_outputs()
-            raise
-        handlers_set = threading.current_thread() is threading.main_thread()
-        previous: dict[int, Any] = {}
-        if handlers_set:
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                previous[sig] = signal.signal(sig, self._on_signal)
-        history: list[dict[str, Any]] = []
-        final_eval = None
-        failure: VerifierErrorStop | None = None
-        checkpoint: Path | None = None
-        try:
-            if self.dist.is_main:
-                self.logger.write(
-                    {
-                        "kind": "config",
-                        "step": self.step,
-                        "config": cfg.to_dict(),
-                        "world_size": self.dist.world,
-                        "device": str(self.device),
-                        "pool_tasks": len(self.pool),
-                        "eval_tasks": len(self.eval_rows),
-                        "sft_losses": self.sft_losses[-5:] if self.sft_losses else None,
-                    }
-                )
-            bar = tqdm(
-                total=cfg.steps,
-                initial=self.step,
-                desc=f"grpo {cfg.method}",
-                unit="step",
-                disable=not (cfg.progress and self.dist.is_main),
-            )
-            try:
-                self._finished_step()
-                if self.step == 0:
-                    final_eval = self.evaluate()
-                    self._log_eval(final_eval)
-                while self.step < cfg.steps:
-                    rec = self.train_step()
-                    self._abortable = False
-                    if self.dist.is_main:
-                        self.logger.write(rec)
-                        history.append(rec)
-                        bar.set_postfix(reward=f"{rec['reward_mean']:.3f}", etr=f"{rec['etr']:.2f}")
-                    bar.update(1)
-                    self._finished_step()
-                    if (cfg.eval_every and self.step % cfg.eval_every == 0) or self.step == cfg.steps:
-                        final_eval = self.evaluate()
-                        self._log_eval(final_eval)
-                    self._abortable = False
-                    if cfg.save_every and self.step % cfg.save_every == 0 and self.step < cfg.steps:
-                        self.save()
-                    # Collective, so that every rank stops after the same step.
-                    if self.dist.sum(1.0 if self._signal is not None else 0.0) > 0:
-                        if self._signal is None:
-                            self._signal = int(signal.SIGTERM)  # another rank was signalled
-                        break
-                    self._abortable = not self.dist.enabled
-                    if self._signal is not None and self._abortable:
-                        raise RunInterrupted(self._signal)  # came after the check above
-            except RunInterrupted:
-                self._rewind()
-            except VerifierErrorStop as exc:
-                self._rewind()
-                failure = exc
-            self._abortable = False
-            bar.close()
-            checkpoint = self.save()
+            with self._signal_handlers():
+                self._log_start()
+                final_eval, failure = self._train_steps(history)
+                checkpoint = self.save()
         finally:
             self._abortable = False
-            for signum, handler in previous.items():
-                signal.signal(signum, handler)
             self._close_outputs()
         if failure is not None:
             failure.saved(self.step, str(checkpoint))
             raise failure  # its message is the report (the CLI prints it once; logging it too doubled it)
-        interrupted = self._signal is not None and self.step < cfg.steps
+        return self._result(final_eval, history, checkpoint)
+
+    def _log_start(self) -> None:
+        """The run's first record: its config, world, pool sizes and the warm-up's last losses."""
+        if self.dist.is_main:
+            self.logger.write(
+                {
+                    "kind": "config",
+                    "step": self.step,
+                    "config": self.cfg.to_dict(),
+                    "world_size": self.dist.world,
+                    "device": str(self.device),
+                    "pool_tasks": len(self.pool),
+                    "eval_tasks": len(self.eval_rows),
+                    "sft_losses": self.sft_losses[-5:] if self.sft_losses else None,
+                }
+            )
+
+    def _train_steps(self, history: list[dict[str, Any]]) -> tuple[dict[str, Any] | None, VerifierErrorStop | None]:
+        """Steps until ``steps`` or a stop, each logged (and kept in ``history`` on rank 0), with
+        the evaluations and periodic checkpoints between them. A step abandoned by a signal or
+        stopped for verifier errors is rewound (:meth:`_rewind`). Returns the last evaluation and
+        the verifier-error stop, if that ended the run."""
+        cfg = self.cfg
+        from tqdm.auto import tqdm
+
+        final_eval = None
+        bar = tqdm(
+            total=cfg.steps,
+            initial=self.step,
+            desc=f"grpo {cfg.method}",
+            unit="step",
+            disable=not (cfg.progress and self.dist.is_main),
+        )
+        try:
+            self._finished_step()
+            if self.step == 0:
+                final_eval = self.evaluate()
+                self._log_eval(final_eval)
+            while self.step < cfg.steps:
+                rec = self.train_step()
+                self._abortable = False
+                if self.dist.is_main:
+                    self.logger.write(rec)
+                    history.append(rec)
+                    bar.set_postfix(reward=f"{rec['reward_mean']:.3f}", etr=f"{rec['etr']:.2f}")
+                bar.update(1)
+                self._finished_step()
+                if (cfg.eval_every and self.step % cfg.eval_every == 0) or self.step == cfg.steps:
+                    final_eval = self.evaluate()
+                    self._log_eval(final_eval)
+                self._abortable = False
+                if cfg.save_every and self.step % cfg.save_every == 0 and self.step < cfg.steps:
+                    self.save()
+                # Collective, so that every rank stops after the same step.
+                if self.dist.sum(1.0 if self._signal is not None else 0.0) > 0:
+                    if self._signal is None:
+                        self._signal = int(signal.SIGTERM)  # another rank was signalled
+                    break
+                self._abortable = not self.dist.enabled
+                if self._signal is not None and self._abortable:
+                    raise RunInterrupted(self._signal)  # came after the check above
+        except RunInterrupted:
+            self._rewind()
+        except VerifierErrorStop as exc:
+            self._rewind()
+            return final_eval, exc
+        finally:
+            self._abortable = False  # from here on a signal waits for the final checkpoint
+            bar.close()
+        return final_eval, None
+
+    def _result(
+        self, final_eval: dict[str, Any] | None, history: list[dict[str, Any]], checkpoint: Path
+    ) -> TrainResult:
+        """What the run did; a run stopped by a signal says so (and logs where to resume from)."""
+        interrupted = self._signal is not None and self.step < self.cfg.steps
         if interrupted and self.dist.is_main:
             assert self._signal is not None
             log.warning(
@@ -508,6 +519,21 @@ class GRPOTrainer:
             verifier_errors=sum(totals.values()),
             verifier_error_kinds=totals,
         )
+
+    @contextlib.contextmanager
+    def _signal_handlers(self) -> Iterator[None]:
+        """SIGTERM and SIGINT handled by :meth:`_on_signal` (in the main thread only, where Python
+        delivers signals), the previous handlers restored afterwards."""
+        previous: dict[int, Any] = {}
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                previous[sig] = signal.signal(sig, self._on_signal)
+        try:
+            yield
+        finally:
+            self._abortable = False
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
 
     def _finished_step(self) -> None:
         """The state after the last finished step, kept so that a step abandoned half-way (by a
