@@ -23,7 +23,17 @@ from typing_extensions import Self
 
 from .errors import BotsError, ConfigError
 
-__all__ = ["read_mapping", "ConfigModel", "Invalid", "config_error", "field_adapter", "Int", "Float", "JsonDict"]
+__all__ = [
+    "read_mapping",
+    "ConfigModel",
+    "Invalid",
+    "config_error",
+    "field_adapter",
+    "null_text",
+    "Int",
+    "Float",
+    "JsonDict",
+]
 
 
 def _toml() -> Any:
@@ -63,7 +73,7 @@ def read_mapping(path: str | Path) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------ typed configs
-def _null_text(value: Any) -> Any:
+def null_text(value: Any) -> Any:
     """``null``, ``none`` or ``~`` as text (a ``key=null`` override) means null."""
     if isinstance(value, str) and value.strip().lower() in ("null", "none", "~"):
         return None

@@ -15,7 +15,17 @@ from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from ..config_files import ConfigModel, Float, Int, Invalid, JsonDict, config_error, field_adapter, read_mapping
+from ..config_files import (
+    ConfigModel,
+    Float,
+    Int,
+    Invalid,
+    JsonDict,
+    config_error,
+    field_adapter,
+    null_text,
+    read_mapping,
+)
 from ..errors import BotsError, ConfigError
 from ..llm.models import DTYPE_NAMES
 from ..methods import method as method_spec
@@ -108,21 +118,14 @@ _TABLE_PARAMS: dict[str, Parameter] = {
 METHODS = method_names()
 
 
-def _null_text(value: Any) -> Any:
-    """``null``, ``none`` or ``~`` as text (``system_prompt=null`` on the command line) is null."""
-    if isinstance(value, str) and value.strip().lower() in ("null", "none", "~"):
-        return None
-    return value
-
-
 # The value types of the keys; a range violated reads as the error (``must be an integer >= 1``).
 Count = Annotated[Int, Field(ge=1)]
 Count0 = Annotated[Int, Field(ge=0)]
 Positive = Annotated[Float, Field(gt=0, allow_inf_nan=False)]
 NonNegative = Annotated[Float, Field(ge=0)]
-OptCount = Annotated[Count | None, BeforeValidator(_null_text)]
-OptCount0 = Annotated[Count0 | None, BeforeValidator(_null_text)]
-OptStr = Annotated[str | None, BeforeValidator(_null_text)]
+OptCount = Annotated[Count | None, BeforeValidator(null_text)]
+OptCount0 = Annotated[Count0 | None, BeforeValidator(null_text)]
+OptStr = Annotated[str | None, BeforeValidator(null_text)]
 
 
 class PolicyAdaptation(BaseModel):
