@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BeforeValidator, Field, ValidationError, field_validator, model_validator
 
 from ..config_files import (
     ConfigModel,
@@ -128,11 +128,9 @@ OptCount0 = Annotated[Count0 | None, BeforeValidator(null_text)]
 OptStr = Annotated[str | None, BeforeValidator(null_text)]
 
 
-class PolicyAdaptation(BaseModel):
+class PolicyAdaptation(ConfigModel):
     """Parameter-efficient training (:func:`.lora.adapt_policy`): LoRA adapters of rank ``lora_r``
     (0: none), and/or only the top ``train_top_layers`` decoder layers trained."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     lora_r: Count0 = 0
     lora_alpha: Count = 16
@@ -141,11 +139,9 @@ class PolicyAdaptation(BaseModel):
     train_top_layers: Count | None = None
 
 
-class SFTWarmup(BaseModel):
+class SFTWarmup(ConfigModel):
     """The supervised warm-up on the pool's gold answers (:func:`.sft.sft_warmup`): ``steps`` AdamW
     steps at ``lr`` on ``batch_size`` random rows, each completion ``template`` with the answer."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     steps: Count0
     lr: Positive
@@ -158,11 +154,9 @@ class SFTWarmup(BaseModel):
     progress: bool = True
 
 
-class GRPOUpdate(BaseModel):
+class GRPOUpdate(ConfigModel):
     """The optimise stage's knobs (:func:`.optimise.grpo_update`): the batch's split into
     mini-batches (one optimizer update each) and micro-batches, and the clipped surrogate's terms."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     batch_size: Count
     mini_batch: Count  # tasks per optimizer update
