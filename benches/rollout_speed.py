@@ -172,11 +172,11 @@ def main(argv: list[str] | None = None) -> int:
     variants: tuple[str, ...] = ENGINES
     twin = None
     if args.int8:
-        from bots_rft.train.config import TrainConfig
+        from bots_rft.train.config import PolicyAdaptation
         from bots_rft.train.lora import adapt_policy
         from bots_rft.train.sampling_copy import int8_twin
 
-        model = adapt_policy(model, TrainConfig(pool="-", lora_r=8, lora_alpha=16))
+        model = adapt_policy(model, PolicyAdaptation(lora_r=8, lora_alpha=16))
         twin = int8_twin(model)
         variants = (*ENGINES, INT8)
     load_before = round(os.getloadavg()[0], 2)

@@ -463,10 +463,10 @@ def test_bots_train_takes_the_peers_that_choose_their_own_rollouts(name: str) ->
 
     # The trainer runs them through its rollout callback (tests/test_train_peers.py).
     assert method(name).trainer
-    assert TrainConfig(pool="p.parquet", method=name).validate().method == name
+    assert TrainConfig(pool="p.parquet", method=name).method == name
     # They build their batches themselves: DAPO's filter on top is refused, naming the key.
     with pytest.raises(ConfigError, match=rf"dynamic_sampling: method '{name}' rolls out inside its own selection"):
-        TrainConfig(pool="p.parquet", method=name, dynamic_sampling=True).validate()
+        TrainConfig(pool="p.parquet", method=name, dynamic_sampling=True)
     for plain in ("dps", "adarft", "dynamic"):
         assert method(plain).trainer
 

@@ -128,7 +128,7 @@ def test_cli_builds_then_draws(spec_path: Path, tmp_path: Path, capsys: pytest.C
 
 def test_spec_defaults_validate() -> None:
     with pytest.raises(ConfigError, match="families"):
-        SpreadSpec().validate()
+        SpreadSpec()
 
 
 @pytest.mark.parametrize("name", ["smollm2_compare_cpu.yaml", "smollm2_compare_gpu.yaml", "smollm2_warmup_cpu.yaml"])

@@ -124,7 +124,7 @@ def test_warmup_snapshots_equal_shorter_warmups(tmp_path: Path) -> None:
         cfg = _cfg(tmp_path, sft_steps=steps)
         model, tok = load_policy(cfg.model, "cpu", cfg.dtype, cfg.seed)
         pool = TaskPool.load(cfg.pool)
-        sft_warmup(model, tok, pool, pool.prompts(system_prompt=""), cfg, torch.device("cpu"))
+        sft_warmup(model, tok, pool, pool.prompts(system_prompt=""), cfg.sft, torch.device("cpu"))
         return model
 
     seen: dict[int, dict[str, torch.Tensor]] = {}
@@ -136,7 +136,13 @@ def test_warmup_snapshots_equal_shorter_warmups(tmp_path: Path) -> None:
 
     pool = TaskPool.load(cfg.pool)
     sft_warmup(
-        model, tok, pool, pool.prompts(system_prompt=""), cfg, torch.device("cpu"), snapshots={2: grab(2), 6: grab(6)}
+        model,
+        tok,
+        pool,
+        pool.prompts(system_prompt=""),
+        cfg.sft,
+        torch.device("cpu"),
+        snapshots={2: grab(2), 6: grab(6)},
     )
     for k in (2, 6):
         short = warm(k)
@@ -200,7 +206,7 @@ def test_paired_table_by_hand() -> None:
 def test_compare_section_errors_name_the_key(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     base = (ROOT / "configs" / "strings_compare_cpu.yaml").read_text(encoding="utf-8")
     cases = (
-        (base.replace("jobs: 2 ", "jobs: 0 "), "compare.jobs: expected an integer >= 1, got 0"),
+        (base.replace("jobs: 2 ", "jobs: 0 "), "compare.jobs: must be an integer >= 1, got 0"),
         (
             base.replace("weak_sft_steps: 600", "weak_sft_steps: 1300"),
             "compare.references.weak_sft_steps: expected fewer",

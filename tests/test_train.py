@@ -183,6 +183,27 @@ def test_sigterm_checkpoints_and_stops(toy_pool: Path, tmp_path: Path) -> None:
     assert (tmp_path / "checkpoints" / "latest").read_text().strip() == "step_000002"
 
 
+def test_building_a_trainer_trains_nothing_and_run_warms_up_first(toy_pool: Path, tmp_path: Path) -> None:
+    """The constructor builds policy, optimizer and selector; the supervised warm-up is run()'s
+    first stage, and its losses reach the run's first record. The KL reference is the warmed-up
+    policy."""
+    trainer = GRPOTrainer(cfg(toy_pool, tmp_path, steps=1, sft_steps=2, sft_batch_size=2, kl_coef=0.1))
+    try:
+        built = [p.detach().clone() for p in trainer.model.parameters()]
+        assert trainer.sft_losses == [] and trainer.step == 0
+        assert len(trainer.warm_up()) == 2
+        warmed = [p.detach().clone() for p in trainer.model.parameters()]
+        assert not all(torch.equal(a, b) for a, b in zip(built, warmed))
+        assert trainer.ref_model is not None
+        assert all(torch.equal(a, b) for a, b in zip(warmed, trainer.ref_model.parameters()))
+        res = trainer.run()  # the warm-up already ran: run() does not repeat it
+    finally:
+        trainer.close()
+    assert res.steps_done == 1 and len(trainer.sft_losses) == 2
+    first = read_metrics(tmp_path / "metrics.jsonl")[0]
+    assert first["kind"] == "config" and first["sft_losses"] == trainer.sft_losses
+
+
 def test_corrupt_checkpoint_is_refused(toy_pool: Path, tmp_path: Path) -> None:
     train(cfg(toy_pool, tmp_path, steps=1))
     ckpt = tmp_path / "checkpoints" / "step_000001"
@@ -229,6 +250,24 @@ def test_config_errors_name_key_and_value(tmp_path: Path, text: str, overrides: 
         load_config(y, overrides)
     with pytest.raises(ConfigError, match="does not exist"):
         load_config(tmp_path / "missing.yaml")
+
+
+def test_a_config_is_valid_once_built_and_hands_the_leaves_their_part() -> None:
+    """Building, loading and replacing all validate; an alias resolves to the canonical method;
+    errors are one line naming key and value; the leaves' views carry the config's values."""
+    from bots_rft.train.config import GRPOUpdate, PolicyAdaptation, SFTWarmup, TrainConfig
+
+    c = load_config(None, {"pool": "p.parquet", "method": "dapo", "sft_steps": "3", "lora_r": 4})
+    assert c.method == "dynamic" and c.sft_steps == 3
+    with pytest.raises(ConfigError, match=r"^lr: must be a finite number > 0, got -1$"):
+        c.replace(lr=-1)
+    with pytest.raises(ConfigError, match=r"^eval_limit: must be an integer >= 1 or null, got 0$"):
+        TrainConfig(pool="p.parquet", eval_limit=0)
+    with pytest.raises(ConfigError, match=r"^steps: expected int, got True"):
+        TrainConfig(pool="p.parquet", steps=True)
+    assert isinstance(c.grpo, GRPOUpdate) and (c.grpo.mini_batch, c.grpo.clip_eps) == (c.batch_size, c.clip_eps)
+    assert isinstance(c.sft, SFTWarmup) and (c.sft.steps, c.sft.lr, c.sft.seed) == (3, c.sft_lr, c.seed)
+    assert c.adaptation == PolicyAdaptation(lora_r=4)
 
 
 def test_cli_train(toy_pool: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -278,7 +317,9 @@ def test_selector_gets_the_configured_estimator(toy_pool: Path) -> None:
     from bots_rft.train import load_config
     from bots_rft.train.selection import make_selector
 
-    cfg = load_config(None, {"pool": str(toy_pool), "momentum": 0.5, "min_gap": 0.05})
+    # dots needs the reference columns named (make_selector takes their rates as given here).
+    refs = {"weak_column": "weak", "strong_column": "strong"}
+    cfg = load_config(None, {"pool": str(toy_pool), "momentum": 0.5, "min_gap": 0.05, **refs})
     weak, strong = np.array([0.1, 0.2]), np.array([0.3, 0.4])
     sel = make_selector(cfg, 2, weak, strong)
     ev = sel.evidence  # type: ignore[attr-defined]
@@ -316,8 +357,6 @@ def test_tensorboard_scalars_and_resume_purge(toy_pool: Path, tmp_path: Path) ->
 def test_print_config_is_a_config_file(toy_pool: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """``--print-config`` shows every key as resolved (file + overrides) and reads back as the
     same config; nothing is trained."""
-    import dataclasses
-
     src = tmp_path / "c.yaml"
     src.write_text(f"pool: {toy_pool}\nsteps: 7\nmethod: mopps\n")
     assert cli_main(["train", "--config", str(src), "--print-config", "lr=3e-5", "min_gap=0.05"]) == 0
@@ -327,7 +366,7 @@ def test_print_config_is_a_config_file(toy_pool: Path, tmp_path: Path, capsys: p
     cfg = load_config(printed)
     assert (cfg.steps, cfg.method, cfg.lr, cfg.min_gap) == (7, "mopps", 3e-5, 0.05)
     assert cfg == load_config(src, ["lr=3e-5", "min_gap=0.05"])
-    assert all(f"\n{f.name}:" in "\n" + text for f in dataclasses.fields(cfg))
+    assert all(f"\n{f}:" in "\n" + text for f in type(cfg).model_fields)
     assert not (Path(cfg.out_dir) / "metrics.jsonl").exists()
 
 

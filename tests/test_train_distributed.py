@@ -67,6 +67,10 @@ def _worker(rank: int, world: int, port: int, pool: str, out: str, method: str) 
             method=method,
             oversample=2.0,
             max_rounds=2,
+            # "dynamic" starts with a warm-up: rank 0 runs it in run(), then every rank holds
+            # its weights (the replicas compared below would differ otherwise).
+            sft_steps=2 if method == "dynamic" else 0,
+            sft_batch_size=4,
         ),
     )
     trainer = GRPOTrainer(cfg)

@@ -81,7 +81,7 @@ def test_each_peer_trains_on_the_groups_it_rolled_out_and_is_charged_every_rollo
         steps[-1]["trained"] = (ro.task_ids, ro.counts, ro.task_rewards())
         stats = optimise(ro)
         steps[-1]["kept_after"] = sorted(trainer.kept.rows)
-        steps[-1]["queued_after"] = sorted(trainer._queued_ids())
+        steps[-1]["queued_after"] = sorted(trainer.queued_ids())
         return stats
 
     sel.rollout, sel.select, sel.take_batch, trainer.optimise = spy_rollout, spy_select, spy_take_batch, spy_optimise  # type: ignore[method-assign]

@@ -188,7 +188,7 @@ def test_update_over_planned_groups_equals_the_fixed_size_update(tiny: tuple[Any
     for batch in (ro, planned):
         net = copy.deepcopy(model)
         opt = torch.optim.AdamW(net.parameters(), lr=config.lr)
-        stats = grpo_update(net, opt, batch, config, Dist(0, 1, 0, False), torch.device("cpu"))
+        stats = grpo_update(net, opt, batch, config.grpo, Dist(0, 1, 0, False), torch.device("cpu"))
         results.append((stats, [p.detach().clone() for p in net.parameters()]))
     (s_fixed, w_fixed), (s_plan, w_plan) = results
     assert s_plan == s_fixed and s_fixed["optimizer_updates"] == 2

@@ -151,7 +151,7 @@ def _differences(recorded: dict[str, Any], current: dict[str, Any], keys: Any) -
     other than its default (a new key's default keeps what runs computed before it existed)."""
     from ..train.config import TrainConfig
 
-    defaults = TrainConfig().to_dict()
+    defaults = TrainConfig.defaults()
     out = []
     for k in keys:
         then = recorded[k] if k in recorded else defaults.get(k)
@@ -172,7 +172,6 @@ def _recorded_config(run_dir: Path) -> dict[str, Any] | None:
 def _check_existing(out: Path, runs: list[tuple[Path, Any]], warmup: Any, reuse: bool, spec: Any = None) -> None:
     """Before any work: every run directory (and the built pool and warm-up) that holds something
     is either refused (no --reuse) or was made with the same settings as it would be now."""
-    import dataclasses
     import json
 
     from ..errors import ConfigError
@@ -187,7 +186,7 @@ def _check_existing(out: Path, runs: list[tuple[Path, Any]], warmup: Any, reuse:
             saved_pool = json.loads((pool / POOL_RECORD).read_text(encoding="utf-8"))
         except (OSError, ValueError):
             saved_pool = None
-        if saved_pool != json.loads(json.dumps(dataclasses.asdict(spec.pool))):
+        if saved_pool != json.loads(json.dumps(spec.pool.to_dict())):
             raise ConfigError(
                 f"--reuse: the pool in {str(pool)!r} was built from other settings ({saved_pool!r}); "
                 "remove it or choose another --out"
@@ -246,7 +245,7 @@ def _output_dir(args: argparse.Namespace, cfg: Any, override: str | None) -> Pat
     if args.out is not None and override is not None and Path(args.out) != Path(override):
         raise ConfigError(f"--out: {args.out!r} and out_dir={override!r} disagree; give one")
     chosen = args.out or override
-    if chosen is None and cfg.out_dir != TrainConfig.out_dir:
+    if chosen is None and cfg.out_dir != TrainConfig.defaults()["out_dir"]:
         chosen = cfg.out_dir  # set in the config file
     return Path(chosen or "runs/compare")
 
@@ -254,7 +253,6 @@ def _output_dir(args: argparse.Namespace, cfg: Any, override: str | None) -> Pat
 def _smoke(cfg: Any, spec: Any) -> tuple[Any, Any]:
     """The same pipeline at a size that runs in about a minute: a check that every stage works
     (pool, warm-up, references, every method, the report), not a result."""
-    import dataclasses
 
     from ..train.comparison import ReferenceSpec
 
@@ -270,13 +268,15 @@ def _smoke(cfg: Any, spec: Any) -> tuple[Any, Any]:
         save_every=0,
     )
     if spec.pool is not None:
-        spec = dataclasses.replace(spec, pool=dataclasses.replace(spec.pool, tasks=120, eval_tasks=16))
+        spec = spec.replace(pool=spec.pool.replace(tasks=120, eval_tasks=16))
     if spec.references is not None and cfg.sft_steps > 0:
-        spec = dataclasses.replace(
-            spec, references=ReferenceSpec(max(1, cfg.sft_steps // 2), cfg.sft_steps * 2, rollouts=2)
+        spec = spec.replace(
+            references=ReferenceSpec(
+                weak_sft_steps=max(1, cfg.sft_steps // 2), strong_sft_steps=cfg.sft_steps * 2, rollouts=2
+            )
         )
     if spec.seeds is not None:
-        spec = dataclasses.replace(spec, seeds=spec.seeds[:2])
+        spec = spec.replace(seeds=spec.seeds[:2])
     return cfg, spec
 
 
@@ -497,7 +497,6 @@ def _train_all(todo: list[tuple[str, Path, Any]], jobs: int, progress: bool) -> 
 def _build_pool(spec: Any, dest: Path, reuse: bool) -> None:
     """The ``compare.pool`` pool in ``dest`` (kept when it is there and was built from the same
     spec, which ``_check_existing`` has verified)."""
-    import dataclasses
     import json
 
     from ..data.strings import build_string_pool
@@ -514,7 +513,7 @@ def _build_pool(spec: Any, dest: Path, reuse: bool) -> None:
         max_length=p.max_length,
         ops=p.ops,
     )
-    (dest / POOL_RECORD).write_text(json.dumps(dataclasses.asdict(p), indent=1), encoding="utf-8")
+    (dest / POOL_RECORD).write_text(json.dumps(p.to_dict(), indent=1), encoding="utf-8")
     print(f"bots compare: built a pool of {p.tasks} + {p.eval_tasks} held-out string tasks in {dest}")
 
 
@@ -601,7 +600,7 @@ def _shared_warmup(cfg: object, dest: Path, reuse: bool, refs: Any = None, ref_d
             tok,
             pool,
             pool.prompts(system_prompt=cfg.system_prompt),
-            cfg.replace(sft_steps=last),
+            cfg.replace(sft_steps=last).sft,
             device,
             snapshots={k: saver(d) for k, d in targets.items()},
         )

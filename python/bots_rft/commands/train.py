@@ -67,12 +67,12 @@ def config_from_args(args: argparse.Namespace) -> object:
 
 def config_yaml(cfg: object) -> str:
     """Every key of a config with its value, as YAML that ``--config`` reads back."""
-    import dataclasses
-
     import yaml  # type: ignore[import-untyped]
 
-    assert dataclasses.is_dataclass(cfg) and not isinstance(cfg, type)
-    return str(yaml.safe_dump(dataclasses.asdict(cfg), sort_keys=False, allow_unicode=True))
+    from ..train.config import TrainConfig
+
+    assert isinstance(cfg, TrainConfig)
+    return str(yaml.safe_dump(cfg.to_dict(), sort_keys=False, allow_unicode=True))
 
 
 def main(args: argparse.Namespace) -> int:

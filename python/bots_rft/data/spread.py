@@ -27,13 +27,13 @@ the same pool. :func:`pass_rate_histogram` draws the histogram of a measured col
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
+from pydantic import BeforeValidator, Field, field_validator, model_validator
 
-from ..config_files import read_mapping
+from ..config_files import ConfigModel, Float, Int, Invalid, read_mapping
 from ..errors import ConfigError, InvalidArgumentError
 from ..rewards.extract import ANSWER_MODE_KEY, FORMAT_WEIGHT_KEY, answer_mode_of, format_weight_of
 from .gym import gym_rows
@@ -43,46 +43,46 @@ from .split import PoolPaths, split_rows, write_split
 __all__ = ["SpreadSpec", "load_spread_spec", "spread_rows", "build_spread_pool", "pass_rate_histogram"]
 
 
-@dataclass
-class SpreadSpec:
-    """What a spread pool is made of (see the module docstring)."""
+def _levels(levels: Any) -> list[int]:
+    if (
+        not isinstance(levels, Sequence)
+        or isinstance(levels, str)
+        or not levels
+        or any(not isinstance(v, int) or isinstance(v, bool) or v < 0 for v in levels)
+    ):
+        raise Invalid("expected a non-empty list of levels >= 0")
+    return list(levels)
 
-    families: dict[str, list[int]] = field(default_factory=dict)
-    per_level: int = 24
-    eval_fraction: float = 0.25
-    seed: int = 0
+
+class SpreadSpec(ConfigModel):
+    """What a spread pool is made of (see the module docstring). Built from a mapping, it is
+    validated; a bad value is one :class:`~bots_rft.errors.ConfigError` line naming key and value."""
+
+    families: dict[str, Annotated[list[int], BeforeValidator(_levels)]] = Field(
+        default_factory=dict, validate_default=True
+    )
+    per_level: Annotated[Int, Field(ge=1)] = 24
+    eval_fraction: Annotated[Float, Field(gt=0, lt=1)] = 0.25
+    seed: Annotated[Int, Field(ge=0)] = 0
     system_prompt: str | None = "Reply with only the final answer."
     answer_mode: str = "last_number"
     format_weight: float = 0.0
     item_timeout: float | None = 5.0
 
-    def validate(self) -> SpreadSpec:
-        def bad(key: str, why: str) -> ConfigError:
-            return ConfigError(f"{key}: {why}, got {getattr(self, key)!r}")
+    @field_validator("families", mode="before")
+    @classmethod
+    def _some_families(cls, families: Any) -> Any:
+        if not isinstance(families, Mapping) or not families:
+            raise Invalid("expected a mapping of generator name -> list of levels")
+        return {str(k): v for k, v in families.items()}
 
-        if not isinstance(self.families, Mapping) or not self.families:
-            raise bad("families", "expected a mapping of generator name -> list of levels")
-        for name, levels in self.families.items():
-            if (
-                not isinstance(levels, Sequence)
-                or isinstance(levels, str)
-                or not levels
-                or any(not isinstance(v, int) or isinstance(v, bool) or v < 0 for v in levels)
-            ):
-                raise ConfigError(f"families.{name}: expected a non-empty list of levels >= 0, got {levels!r}")
-        if not isinstance(self.per_level, int) or isinstance(self.per_level, bool) or self.per_level < 1:
-            raise bad("per_level", "must be an integer >= 1")
-        if not isinstance(self.seed, int) or isinstance(self.seed, bool) or self.seed < 0:
-            raise bad("seed", "must be an integer >= 0")
-        if not isinstance(self.eval_fraction, (int, float)) or not 0.0 < float(self.eval_fraction) < 1.0:
-            raise bad("eval_fraction", "must lie in (0, 1): the experiment needs a held-out split")
+    @model_validator(mode="after")
+    def _verifier_reads_it(self) -> SpreadSpec:
         try:  # the verifier's own checks, as the config's error class
             answer_mode_of({ANSWER_MODE_KEY: self.answer_mode})
             format_weight_of({FORMAT_WEIGHT_KEY: self.format_weight})
         except InvalidArgumentError as exc:
             raise ConfigError(str(exc)) from None
-        if self.system_prompt is not None and not isinstance(self.system_prompt, str):
-            raise bad("system_prompt", "expected a string or null")
         return self
 
 
@@ -91,20 +91,15 @@ def load_spread_spec(path: str | Path) -> SpreadSpec:
     keys and bad values are :class:`ConfigError` naming the key and value."""
     p = Path(path)
     data = read_mapping(p)
-    known = set(SpreadSpec.__dataclass_fields__)
-    unknown = sorted(set(data) - known)
+    unknown = sorted(set(data) - set(SpreadSpec.model_fields))
     if unknown:
-        raise ConfigError(f"config {p.name}: unknown key(s) {unknown}; known keys: {sorted(known)}")
-    families = data.get("families")
-    if isinstance(families, Mapping):
-        data["families"] = {str(k): v for k, v in families.items()}
-    return SpreadSpec(**data).validate()
+        raise ConfigError(f"config {p.name}: unknown key(s) {unknown}; known keys: {sorted(SpreadSpec.model_fields)}")
+    return SpreadSpec(**data)
 
 
 def spread_rows(spec: SpreadSpec) -> list[dict[str, Any]]:
     """The pool's rows (split not yet set), generator by generator in the spec's order, each
     row's ``extra_info`` carrying the answer mode and format weight its verifier reads."""
-    spec.validate()
     rows: list[dict[str, Any]] = []
     seen: set[str] = set()
     for name, levels in spec.families.items():

@@ -27,11 +27,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 import numpy.typing as npt
+from pydantic import ConfigDict, SkipValidation, field_validator
 
+from ..config_files import ConfigModel, Int, Invalid
 from ..errors import ConfigError
 from ..methods import method
 from ..metrics import best_so_far, mean_ci, rollout_axis, time_to_baseline
@@ -171,22 +173,39 @@ ENTRANTS: tuple[Entrant, ...] = (
 )
 
 
-@dataclass(frozen=True)
-class ScoreboardConfig:
-    regimes: tuple[Regime, ...] = REGIMES
-    entrants: tuple[Entrant, ...] = ENTRANTS
+class ScoreboardConfig(ConfigModel):
+    """The matrix ``bots scoreboard`` runs: regimes x information settings x entrants, each on
+    ``seeds``. A bad value is one :class:`~bots_rft.errors.ConfigError` line naming the key."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    # The regimes and rows are this module's own (frozen dataclasses, built above), taken as given.
+    regimes: Annotated[tuple[Regime, ...], SkipValidation] = REGIMES
+    entrants: Annotated[tuple[Entrant, ...], SkipValidation] = ENTRANTS
     information: tuple[str, ...] = INFORMATION
-    seeds: tuple[int, ...] = tuple(range(8))
+    seeds: tuple[Int, ...] = tuple(range(8))
     quick: bool = False
 
-    def __post_init__(self) -> None:
-        if len(self.seeds) < 2 or len(set(self.seeds)) != len(self.seeds) or min(self.seeds) < 0:
-            raise ConfigError(f"seeds: need at least 2 distinct seeds >= 0 for intervals, got {self.seeds!r}")
-        bad = [i for i in self.information if i not in INFORMATION]
-        if bad or not self.information:
-            raise ConfigError(f"information: expected some of {list(INFORMATION)}, got {list(self.information)}")
-        if not self.entrants or self.entrants[0].kind != "random":
+    @field_validator("seeds")
+    @classmethod
+    def _seeds_for_intervals(cls, seeds: tuple[int, ...]) -> tuple[int, ...]:
+        if len(seeds) < 2 or len(set(seeds)) != len(seeds) or min(seeds) < 0:
+            raise Invalid("need at least 2 distinct seeds >= 0 for intervals")
+        return seeds
+
+    @field_validator("information")
+    @classmethod
+    def _known_information(cls, information: tuple[str, ...]) -> tuple[str, ...]:
+        if not information or any(i not in INFORMATION for i in information):
+            raise Invalid(f"expected some of {list(INFORMATION)}")
+        return information
+
+    @field_validator("entrants")
+    @classmethod
+    def _random_first(cls, entrants: tuple[Entrant, ...]) -> tuple[Entrant, ...]:
+        if not entrants or entrants[0].kind != "random":
             raise ConfigError("entrants: the first row must be Random (every ratio is against it)")
+        return entrants
 
 
 def _quick(regime: Regime) -> Regime:

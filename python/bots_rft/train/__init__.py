@@ -1,10 +1,14 @@
 """GRPO reinforcement finetuning fed by a task selector (BOTS or a baseline): ``bots train``.
 
-- :mod:`.config`: :class:`TrainConfig`, YAML/TOML loading and ``key=value`` overrides;
+- :mod:`.config`: :class:`TrainConfig` (a pydantic model, valid once built), YAML/TOML loading and
+  ``key=value`` overrides, and the leaves' views of it (:class:`PolicyAdaptation`,
+  :class:`SFTWarmup`, :class:`GRPOUpdate`);
 - :mod:`.grpo`: advantages, log-probs, the clipped surrogate loss;
 - :mod:`.rollout`: batched sampling of n completions per task (or of a plan's own count per task);
-- :mod:`.trainer`: the loop as explicit stages (:class:`GRPOTrainer`, :func:`train`), DAPO's
-  dynamic-sampling fill loop included; :mod:`.optimise`: the GRPO update of one step;
+- :mod:`.trainer`: the loop as explicit stages (:class:`GRPOTrainer`: built, it has trained
+  nothing; ``run()`` warms up and trains; :func:`train`), DAPO's dynamic-sampling fill loop
+  included; :mod:`.optimise`: the GRPO update of one step; :mod:`.resume`: continuing a run from
+  its latest checkpoint;
 - :mod:`.selection`: the run's selector from the method table, and its checkpoints
   (``method=dynamic`` draws from :class:`bots_rft.peers.dapo.EpochOrder`);
 - :mod:`.scoring`: verifier rewards; :mod:`.model`: the policy; :mod:`.distributed`: torchrun;

@@ -28,12 +28,13 @@ see these; the others see none.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from ..config_files import read_mapping
+from pydantic import Field, field_validator
+
+from ..config_files import ConfigModel, Float, Int, Invalid, read_mapping
 from ..errors import ConfigError
 
 __all__ = ["PoolSpec", "ReferenceSpec", "CompareSpec", "read_compare_section", "SECTION"]
@@ -41,69 +42,33 @@ __all__ = ["PoolSpec", "ReferenceSpec", "CompareSpec", "read_compare_section", "
 SECTION = "compare"
 
 
-def _int(section: str, key: str, value: Any, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ConfigError(f"{section}.{key}: expected an integer >= {low}, got {value!r}")
-    return value
-
-
-def _known(section: str, data: Mapping[str, Any], known: Sequence[str]) -> None:
-    unknown = sorted(set(data) - set(known))
-    if unknown:
-        raise ConfigError(f"{section}: unknown key(s) {unknown}; known keys are {sorted(known)}")
-
-
-@dataclass(frozen=True)
-class PoolSpec:
+class PoolSpec(ConfigModel):
     """A procedural string pool (:func:`bots_rft.data.strings.build_string_pool`)."""
 
-    tasks: int = 6000
-    eval_tasks: int = 600
-    seed: int = 0
-    min_length: int = 2
-    max_length: int = 12
-    ops: dict[str, float] = field(default_factory=lambda: {"reverse": 1.0})
-
-    @classmethod
-    def parse(cls, data: Any) -> PoolSpec:
-        where = f"{SECTION}.pool"
-        if not isinstance(data, Mapping):
-            raise ConfigError(f"{where}: expected a mapping, got {data!r}")
-        _known(where, data, list(cls.__dataclass_fields__))
-        spec = cls(**dict(data))
-        for key, low in (("tasks", 2), ("eval_tasks", 1), ("seed", 0), ("min_length", 1), ("max_length", 1)):
-            _int(where, key, getattr(spec, key), low)
-        return spec
+    tasks: Annotated[Int, Field(ge=2)] = 6000
+    eval_tasks: Annotated[Int, Field(ge=1)] = 600
+    seed: Annotated[Int, Field(ge=0)] = 0
+    min_length: Annotated[Int, Field(ge=1)] = 2
+    max_length: Annotated[Int, Field(ge=1)] = 12
+    ops: dict[str, Float] = Field(default_factory=lambda: {"reverse": 1.0})
 
 
-@dataclass(frozen=True)
-class ReferenceSpec:
+class ReferenceSpec(ConfigModel):
     """Weak and strong references: the warm-up after these many steps, measured with
     ``rollouts`` samples per training task."""
 
-    weak_sft_steps: int
-    strong_sft_steps: int
-    rollouts: int = 8
+    # The strong reference first: the weak one is checked against it.
+    strong_sft_steps: Annotated[Int, Field(ge=1)]
+    weak_sft_steps: Annotated[Int, Field(ge=1)]
+    rollouts: Annotated[Int, Field(ge=1)] = 8
 
+    @field_validator("weak_sft_steps")
     @classmethod
-    def parse(cls, data: Any) -> ReferenceSpec:
-        where = f"{SECTION}.references"
-        if not isinstance(data, Mapping):
-            raise ConfigError(f"{where}: expected a mapping, got {data!r}")
-        _known(where, data, list(cls.__dataclass_fields__))
-        missing = [k for k in ("weak_sft_steps", "strong_sft_steps") if k not in data]
-        if missing:
-            raise ConfigError(f"{where}: missing {missing}")
-        spec = cls(**dict(data))
-        _int(where, "weak_sft_steps", spec.weak_sft_steps, 1)
-        _int(where, "strong_sft_steps", spec.strong_sft_steps, 1)
-        _int(where, "rollouts", spec.rollouts, 1)
-        if spec.weak_sft_steps >= spec.strong_sft_steps:
-            raise ConfigError(
-                f"{where}.weak_sft_steps: expected fewer than strong_sft_steps ({spec.strong_sft_steps}), "
-                f"got {spec.weak_sft_steps}"
-            )
-        return spec
+    def _weaker(cls, weak: int, info: Any) -> int:
+        strong = info.data.get("strong_sft_steps")
+        if strong is not None and weak >= strong:
+            raise Invalid(f"expected fewer than strong_sft_steps ({strong})")
+        return weak
 
     @property
     def weak_column(self) -> str:
@@ -114,28 +79,51 @@ class ReferenceSpec:
         return f"strong_sft{self.strong_sft_steps}_pass_rate"
 
 
-@dataclass(frozen=True)
-class CompareSpec:
+class CompareSpec(ConfigModel):
     """The ``compare:`` section (every key optional; the CLI's ``--methods``/``--seeds``/
     ``--jobs`` win over it)."""
 
+    section = SECTION
+
     methods: tuple[str, ...] | None = None
-    seeds: tuple[int, ...] | None = None
-    jobs: int = 1
+    seeds: tuple[Int, ...] | None = None
+    jobs: Annotated[Int, Field(ge=1)] = 1
     pool: PoolSpec | None = None
     references: ReferenceSpec | None = None
+
+    @field_validator("methods", mode="before")
+    @classmethod
+    def _method_names(cls, methods: Any) -> Any:
+        if methods is not None and (
+            not isinstance(methods, (list, tuple)) or not methods or not all(isinstance(m, str) and m for m in methods)
+        ):
+            raise Invalid("expected a list of method names")
+        return methods
+
+    @field_validator("seeds", mode="before")
+    @classmethod
+    def _distinct_seeds(cls, seeds: Any) -> Any:
+        if seeds is not None and (
+            not isinstance(seeds, (list, tuple))
+            or not seeds
+            or any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in seeds)
+            or len(set(seeds)) != len(seeds)
+        ):
+            raise Invalid("expected distinct non-negative integers")
+        return seeds
 
     def record(self) -> dict[str, Any]:
         """What the pool and references depend on (compared on ``--reuse``)."""
         return {
-            "pool": None if self.pool is None else asdict(self.pool),
-            "references": None if self.references is None else asdict(self.references),
+            "pool": None if self.pool is None else self.pool.to_dict(),
+            "references": None if self.references is None else self.references.to_dict(),
         }
 
 
 def read_compare_section(path: str | Path | None) -> CompareSpec:
     """The ``compare:`` section of the config file at ``path`` (an empty spec when there is no
-    file or no section)."""
+    file or no section); a bad key or value is one :class:`ConfigError` line naming it
+    (``compare.jobs: must be an integer >= 1, got 0``)."""
     if path is None:
         return CompareSpec()
     data = read_mapping(Path(path)).get(SECTION)
@@ -143,24 +131,4 @@ def read_compare_section(path: str | Path | None) -> CompareSpec:
         return CompareSpec()
     if not isinstance(data, Mapping):
         raise ConfigError(f"{SECTION}: expected a mapping, got {data!r}")
-    _known(SECTION, data, list(CompareSpec.__dataclass_fields__))
-    methods = data.get("methods")
-    if methods is not None and (
-        not isinstance(methods, list) or not methods or not all(isinstance(m, str) and m for m in methods)
-    ):
-        raise ConfigError(f"{SECTION}.methods: expected a list of method names, got {methods!r}")
-    seeds = data.get("seeds")
-    if seeds is not None and (
-        not isinstance(seeds, list)
-        or not seeds
-        or any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in seeds)
-        or len(set(seeds)) != len(seeds)
-    ):
-        raise ConfigError(f"{SECTION}.seeds: expected distinct non-negative integers, got {seeds!r}")
-    return CompareSpec(
-        methods=None if methods is None else tuple(methods),
-        seeds=None if seeds is None else tuple(seeds),
-        jobs=_int(SECTION, "jobs", data.get("jobs", 1), 1),
-        pool=None if data.get("pool") is None else PoolSpec.parse(data["pool"]),
-        references=None if data.get("references") is None else ReferenceSpec.parse(data["references"]),
-    )
+    return CompareSpec(**{str(k): v for k, v in data.items()})

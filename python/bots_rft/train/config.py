@@ -1,19 +1,35 @@
-"""The trainer's configuration: one flat dataclass, read from YAML or TOML, overridden by
-``key=value`` pairs from the command line, and validated with errors that name the key and value."""
+"""The trainer's configuration: one flat pydantic model (:class:`TrainConfig`), read from YAML or
+TOML, overridden by ``key=value`` pairs from the command line. Types, ranges and unknown keys are
+pydantic's to check; every error is one :class:`~bots_rft.errors.ConfigError` line naming the key
+and the value (``lr: must be a finite number > 0, got -1``).
+
+The training code's leaves take small typed views of it instead of the whole config:
+:class:`PolicyAdaptation` (LoRA / frozen layers, :func:`.lora.adapt_policy`), :class:`SFTWarmup`
+(the supervised warm-up, :func:`.sft.sft_warmup`) and :class:`GRPOUpdate` (the optimise stage,
+:func:`.optimise.grpo_update`)."""
 
 from __future__ import annotations
 
-import dataclasses
-import json
-import math
-from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, get_type_hints
+from typing import Annotated, Any, Literal, get_args
 
-from ..config_files import read_mapping
+from pydantic import BeforeValidator, Field, ValidationError, field_validator, model_validator
+
+from ..config_files import (
+    ConfigModel,
+    Float,
+    Int,
+    Invalid,
+    JsonDict,
+    config_error,
+    field_adapter,
+    null_text,
+    read_mapping,
+)
 from ..errors import BotsError, ConfigError
 from ..llm.models import DTYPE_NAMES
-from ..methods import method, method_names
+from ..methods import method as method_spec
+from ..methods import method_names
 from ..parameters import (
     ADAPTIVE_LAM,
     ADAPTIVE_RHO,
@@ -40,20 +56,38 @@ from ..parameters import (
     TARGET_ZERO_VARIANCE,
     TAU,
     THOMPSON,
+    Parameter,
 )
 
-__all__ = ["TrainConfig", "METHODS", "ROLLOUT_ENGINES", "ROLLOUT_PRECISIONS", "load_config", "parse_overrides"]
+__all__ = [
+    "TrainConfig",
+    "PolicyAdaptation",
+    "SFTWarmup",
+    "GRPOUpdate",
+    "METHODS",
+    "ROLLOUT_ENGINES",
+    "ROLLOUT_PRECISIONS",
+    "load_config",
+    "parse_overrides",
+]
+
+RolloutEngine = Literal["hf", "fast"]
+RolloutPrecision = Literal["fp32", "int8"]
+GuardGroups = Literal["data_source", "ability"]
+ResumeParams = Literal["error", "config", "checkpoint"]
+LossAgg = Literal["token-mean", "seq-mean-token-mean"]
+Distributed = Literal["ddp", "fsdp"]
 
 #: Rollout engines (``rollout_engine``): Hugging Face ``generate``, or the shared-prefix decode loop.
-ROLLOUT_ENGINES = ("hf", "fast")
+ROLLOUT_ENGINES: tuple[str, ...] = get_args(RolloutEngine)
 #: ``rollout_precision``: sample with the policy itself, or with an int8 twin (frozen weights int8).
-ROLLOUT_PRECISIONS = ("fp32", "int8")
+ROLLOUT_PRECISIONS: tuple[str, ...] = get_args(RolloutPrecision)
 
 #: Pool columns whose labels group the tasks for the guard (``guard_groups``).
-GUARD_GROUPS = ("data_source", "ability")
+GUARD_GROUPS: tuple[str, ...] = get_args(GuardGroups)
 
 #: What a resumed run does when the selection parameters differ from the checkpoint's.
-RESUME_PARAMS = ("error", "config", "checkpoint")
+RESUME_PARAMS: tuple[str, ...] = get_args(ResumeParams)
 #: Selection parameters a resumed BOTS run may change (see ``resume_params``).
 SELECTION_PARAMS = ("lam", "rho", "target", "thompson", "tau", "adaptive_rho", "adaptive_lam")
 
@@ -73,25 +107,84 @@ PEER_PARAMS = (
     TARGET_ZERO_VARIANCE,
     SAMPLING_RATIO,
 )
+#: The selection parameters whose ranges the method table defines (one definition per meaning).
+_TABLE_PARAMS: dict[str, Parameter] = {
+    p.name: p
+    for p in (LAM, RHO, TARGET, THOMPSON, TAU, ADAPTIVE_RHO, ADAPTIVE_LAM, MOMENTUM, MIN_GAP, OVERSAMPLE, N_MIN, N_MAX)
+    + PEER_PARAMS
+}
 
 #: Selection methods ``method=`` accepts (:data:`bots_rft.methods.METHODS`; their aliases too).
 METHODS = method_names()
 
 
-@dataclass
-class TrainConfig:
+# The value types of the keys; a range violated reads as the error (``must be an integer >= 1``).
+Count = Annotated[Int, Field(ge=1)]
+Count0 = Annotated[Int, Field(ge=0)]
+Positive = Annotated[Float, Field(gt=0, allow_inf_nan=False)]
+NonNegative = Annotated[Float, Field(ge=0)]
+OptCount = Annotated[Count | None, BeforeValidator(null_text)]
+OptCount0 = Annotated[Count0 | None, BeforeValidator(null_text)]
+OptStr = Annotated[str | None, BeforeValidator(null_text)]
+
+
+class PolicyAdaptation(ConfigModel):
+    """Parameter-efficient training (:func:`.lora.adapt_policy`): LoRA adapters of rank ``lora_r``
+    (0: none), and/or only the top ``train_top_layers`` decoder layers trained."""
+
+    lora_r: Count0 = 0
+    lora_alpha: Count = 16
+    lora_dropout: Annotated[Float, Field(ge=0, lt=1)] = 0.0
+    lora_target_modules: str = "all-linear"
+    train_top_layers: Count | None = None
+
+
+class SFTWarmup(ConfigModel):
+    """The supervised warm-up on the pool's gold answers (:func:`.sft.sft_warmup`): ``steps`` AdamW
+    steps at ``lr`` on ``batch_size`` random rows, each completion ``template`` with the answer."""
+
+    steps: Count0
+    lr: Positive
+    batch_size: Count
+    template: str
+    seed: Count0
+    max_prompt_tokens: Count | None
+    grad_clip: Positive
+    bf16: bool = True
+    progress: bool = True
+
+
+class GRPOUpdate(ConfigModel):
+    """The optimise stage's knobs (:func:`.optimise.grpo_update`): the batch's split into
+    mini-batches (one optimizer update each) and micro-batches, and the clipped surrogate's terms."""
+
+    batch_size: Count
+    mini_batch: Count  # tasks per optimizer update
+    micro_batch_size: Count
+    ppo_epochs: Count
+    temperature: Positive
+    clip_eps: Positive
+    kl_coef: NonNegative
+    loss_agg: LossAgg
+    adv_eps: Positive
+    grad_clip: Positive
+    bf16: bool = True
+
+
+class TrainConfig(ConfigModel):
     """Every knob of ``bots train``. Defaults follow the paper's GRPO setting
-    except the sizes, which are CPU-friendly; the example configs in ``configs/`` scale them up."""
+    except the sizes, which are CPU-friendly; the example configs in ``configs/`` scale them up.
+    ``method`` holds the canonical name once validated (an alias such as ``dapo`` resolves)."""
 
     # --- data
     pool: str = ""  # training pool (verl/GURU parquet or JSONL)
-    eval_pool: str | None = None  # held-out pool; default: eval.parquet beside a train.parquet
-    eval_limit: int | None = None  # evaluate on at most this many held-out tasks
-    weak_column: str | None = None  # reference pass rates for BOTS' interpolation / offline
-    strong_column: str | None = None
-    system_prompt: str | None = None  # None: keep the pool's; "": drop system messages; else replace
-    max_prompt_tokens: int | None = 1024
-    verifiers: dict[str, str] = field(default_factory=dict)  # extra {prefix: "module:function"}
+    eval_pool: OptStr = None  # held-out pool; default: eval.parquet beside a train.parquet
+    eval_limit: OptCount = None  # evaluate on at most this many held-out tasks
+    weak_column: OptStr = None  # reference pass rates for BOTS' interpolation / offline
+    strong_column: OptStr = None
+    system_prompt: OptStr = None  # None: keep the pool's; "": drop system messages; else replace
+    max_prompt_tokens: OptCount = 1024
+    verifiers: JsonDict = Field(default_factory=dict)  # extra {prefix: "module:function"}
     # --- model
     model: str = "tiny"  # tiny | tiny-HxL | smollm2 | local HF directory | .gguf file
     device: str = "auto"  # auto: CUDA when present
@@ -100,103 +193,103 @@ class TrainConfig:
     gradient_checkpointing: bool = False  # CUDA memory saver (allowed on CPU too)
     # --- parameter-efficient training (docs/training.md): only the adapter or the top layers
     # train, and checkpoints hold only them
-    lora_r: int = 0  # > 0: train LoRA adapters of this rank (peft) instead of the weights
-    lora_alpha: int = 16  # LoRA scale numerator (the update is scaled by lora_alpha / lora_r)
-    lora_dropout: float = 0.0
+    lora_r: Count0 = 0  # > 0: train LoRA adapters of this rank (peft) instead of the weights
+    lora_alpha: Count = 16  # LoRA scale numerator (the update is scaled by lora_alpha / lora_r)
+    lora_dropout: Annotated[Float, Field(ge=0, lt=1)] = 0.0
     lora_target_modules: str = "all-linear"  # or comma-separated linear-layer names ("q_proj,v_proj")
-    train_top_layers: int | None = None  # train only the top k decoder layers (with lora_r: adapt only them)
+    train_top_layers: OptCount = None  # train only the top k decoder layers (with lora_r: adapt only them)
     # --- selection
     method: str = "bots"  # a name of bots_rft.methods.METHODS
-    lam: float = LAM.default
-    rho: float = RHO.default
-    target: float = TARGET.default
+    lam: Float = LAM.default
+    rho: Float = RHO.default
+    target: Float = TARGET.default
     thompson: bool = THOMPSON.default
-    tau: float = TAU.default  # 0: the B tasks nearest the target; > 0: softmax sampling (BOTS)
+    tau: Float = TAU.default  # 0: the B tasks nearest the target; > 0: softmax sampling (BOTS)
     adaptive_rho: bool = ADAPTIVE_RHO.default  # halve rho when predictions miss (the authors' rule)
     adaptive_lam: bool = ADAPTIVE_LAM.default  # scale lambda by the learner's drift
-    momentum: float = MOMENTUM.default
-    min_gap: float = MIN_GAP.default  # interpolation: skip batches with |St - W| below this
+    momentum: Float = MOMENTUM.default
+    min_gap: Float = MIN_GAP.default  # interpolation: skip batches with |St - W| below this
     # DAPO's dynamic sampling on top of the method: roll out generation batches the method
     # proposes, train on the groups whose rollouts disagree; the method still learns from every
     # rolled-out group. method=dynamic is the paper's baseline (epoch order + this filter).
     dynamic_sampling: bool = False
-    oversample: float = OVERSAMPLE.default  # dynamic sampling: generation batch = oversample * batch_size
+    oversample: Float = OVERSAMPLE.default  # dynamic sampling: generation batch = oversample * batch_size
     # Dynamic sampling: generation batches per step at most. Fewer than the method's 16: on a
     # trainer each round is a generation pass of the model, not a simulated one.
-    max_rounds: int = 4
+    max_rounds: Count = 4
     # method=bots-plan: each step plans tasks and a rollout count per task (BOTS.plan) with a
     # budget of batch_size * rollouts rollouts, n_min <= count <= n_max
-    n_min: int = N_MIN.default
-    n_max: int = N_MAX.default
+    n_min: Int = N_MIN.default
+    n_max: Int = N_MAX.default
     # The methods that roll out inside their own selection (docs/peers.md), each reading its own:
     # speed / bots-screen: n_init screening rollouts per fresh prompt, n_continue more for those
     # whose screening disagrees, generation batches of gen_ratio * batch_size prompts, at most
     # max_gen_batches generation rounds per step;
-    n_init: int = N_INIT.default
-    n_continue: int = N_CONTINUE.default
-    gen_ratio: float = GEN_RATIO.default
-    max_gen_batches: int = MAX_GEN_BATCHES.default
+    n_init: Int = N_INIT.default
+    n_continue: Int = N_CONTINUE.default
+    gen_ratio: Float = GEN_RATIO.default
+    max_gen_batches: Int = MAX_GEN_BATCHES.default
     # reinforce-ada: at most `rounds` rounds of round_repeat rollouts per active prompt, trained on
     # a balanced subset of `keep` of them;
-    rounds: int = ROUNDS.default
-    round_repeat: int = ROUND_REPEAT.default
-    keep: int = KEEP.default
+    rounds: Int = ROUNDS.default
+    round_repeat: Int = ROUND_REPEAT.default
+    keep: Int = KEEP.default
     # knapsack: n_low <= rollouts per prompt <= n_high, rollouts * batch_size in all;
-    n_low: int = N_LOW.default
-    n_high: int = N_HIGH.default
+    n_low: Int = N_LOW.default
+    n_high: Int = N_HIGH.default
     # greso: exploration probabilities, zero-variance target, generation batch (sampling_ratio *
     # batch_size) and max_rounds generation rounds per step.
-    p_easy: float = P_EASY.default
-    p_hard: float = P_HARD.default
-    target_zero_variance: float = TARGET_ZERO_VARIANCE.default
-    sampling_ratio: float = SAMPLING_RATIO.default
+    p_easy: Float = P_EASY.default
+    p_hard: Float = P_HARD.default
+    target_zero_variance: Float = TARGET_ZERO_VARIANCE.default
+    sampling_ratio: Float = SAMPLING_RATIO.default
     # The starvation / verifier-failure guard (bots_rft.GroupGuard), on with guard=true: per group
     # of tasks (guard_groups: the pool's data_source or ability), a warning once a group's rollouts
     # all failed in guard_zero_streak updates in a row, and each batch holding at least
     # ceil(guard_min_share * batch_size) tasks of every group (0: no floor; at most 1 / groups)
     guard: bool = False
-    guard_groups: str = "data_source"
-    guard_min_share: float = 0.0
-    guard_zero_streak: int = 3
+    guard_groups: GuardGroups = "data_source"
+    guard_min_share: Annotated[Float, Field(ge=0, le=1)] = 0.0
+    guard_zero_streak: Count = 3
     # --- GRPO
-    steps: int = 20
-    batch_size: int = 8  # tasks per step (paper: 256)
-    rollouts: int = 4  # rollouts per task (paper: 16)
-    mini_batch_size: int | None = None  # tasks per optimizer update (paper: 32); None: batch_size
-    micro_batch_size: int = 16  # sequences per forward/backward (gradient accumulation)
-    ppo_epochs: int = 1
-    temperature: float = 1.0
-    top_p: float = 1.0
-    max_new_tokens: int = 64
-    generation_batch_size: int = 64  # sequences decoded together
+    steps: Count = 20
+    batch_size: Count = 8  # tasks per step (paper: 256)
+    rollouts: Count = 4  # rollouts per task (paper: 16)
+    mini_batch_size: OptCount = None  # tasks per optimizer update (paper: 32); None: batch_size
+    micro_batch_size: Count = 16  # sequences per forward/backward (gradient accumulation)
+    ppo_epochs: Count = 1
+    temperature: Positive = 1.0
+    top_p: Annotated[Float, Field(gt=0, le=1)] = 1.0
+    max_new_tokens: Count = 64
+    generation_batch_size: Count = 64  # sequences decoded together
     # fast (default): each prompt encoded once for its n rollouts, the prompts'
     # common prefix once, finished rows leave the batch (same sampling distribution)
-    rollout_engine: str = "fast"
+    rollout_engine: RolloutEngine = "fast"
     # fp32: sample with the policy; int8 (CPU, with lora_r or train_top_layers): with a twin whose
     # frozen linear layers are int8 (faster; the loss's log-probs still come from the policy)
-    rollout_precision: str = "fp32"
-    lr: float = 1e-6
-    warmup_steps: int = 10
-    weight_decay: float = 0.1
-    grad_clip: float = 1.0
-    clip_eps: float = 0.2
-    kl_coef: float = 0.0  # > 0 keeps a frozen reference model and adds k3 KL
-    loss_agg: str = "token-mean"  # token-mean | seq-mean-token-mean
-    adv_eps: float = 1e-6
+    rollout_precision: RolloutPrecision = "fp32"
+    lr: Positive = 1e-6
+    warmup_steps: Count0 = 10
+    weight_decay: NonNegative = 0.1
+    grad_clip: Positive = 1.0
+    clip_eps: Positive = 0.2
+    kl_coef: NonNegative = 0.0  # > 0 keeps a frozen reference model and adds k3 KL
+    loss_agg: LossAgg = "token-mean"  # token-mean | seq-mean-token-mean
+    adv_eps: Positive = 1e-6
     # --- optional supervised warm-up on the pool's gold answers (before step 0)
-    sft_steps: int = 0
-    sft_lr: float = 1e-3
-    sft_batch_size: int = 16
+    sft_steps: Count0 = 0
+    sft_lr: Positive = 1e-3
+    sft_batch_size: Count = 16
     sft_template: str = "<answer>{answer}</answer>"
     # --- evaluation, logging, checkpoints
-    eval_every: int = 5  # 0: only at the start and the end
-    eval_max_new_tokens: int | None = None  # default: max_new_tokens
+    eval_every: Count0 = 5  # 0: only at the start and the end
+    eval_max_new_tokens: OptCount = None  # default: max_new_tokens
     # 0: held-out accuracy is greedy decoding's; k >= 1: the mean reward of k samples per task at
     # the training temperature (avg@k), a smoother measure of the policy RL actually trains.
-    eval_samples: int = 0
+    eval_samples: Count0 = 0
     out_dir: str = "runs/train"
-    save_every: int = 0  # 0: only on SIGTERM and at the end
-    keep_checkpoints: int = 2
+    save_every: Count0 = 0  # 0: only on SIGTERM and at the end
+    keep_checkpoints: Count = 2
     resume: bool = False
     overwrite: bool = False  # replace a previous run in out_dir (else a run there is refused unless resuming)
     extend_pool: bool = False  # resume on a pool with new tasks (they start at the prior); removed tasks: error
@@ -204,144 +297,118 @@ class TrainConfig:
     # adaptive_lam) than the checkpoint's:
     # "error" refuses, "config" applies the new values from the resumed step on (recorded in the
     # next checkpoint), "checkpoint" keeps the saved ones.
-    resume_params: str = "error"
+    resume_params: ResumeParams = "error"
     tensorboard: bool = True  # when the tensorboard package is installed
     progress: bool = True
     # --- misc
-    seed: int = 0
+    seed: Count0 = 0
     # Verifier processes: >= 1 bounds every hang by reward_timeout (about 60 us of IPC per
     # response); 0 scores in-process (a timer stops Python-level hangs only); None: 2.
-    reward_workers: int | None = 1
-    reward_timeout: float = 30.0
-    verifier_error_stop: float = 1.0  # stop (exit 3) when this share of a step's verifications are verifier errors
-    threads: int | None = None  # torch CPU threads
-    distributed: str = "ddp"  # ddp | fsdp (when launched under torchrun)
+    reward_workers: OptCount0 = 1
+    reward_timeout: Positive = 30.0
+    verifier_error_stop: Annotated[Float, Field(gt=0, le=1)] = (
+        1.0  # stop (exit 3) when this share of a step's verifications are verifier errors
+    )
+    threads: OptCount = None  # torch CPU threads
+    distributed: Distributed = "ddp"  # ddp | fsdp (when launched under torchrun)
 
     # ------------------------------------------------------------------ validation
-    def validate(self) -> TrainConfig:
-        def bad(key: str, why: str) -> ConfigError:
-            return ConfigError(f"{key}: {why}, got {getattr(self, key)!r}")
-
-        if not self.pool:
-            raise ConfigError("pool: a training pool path is required (pool=PATH)")
+    # Each key's type and range is in its annotation above; these are the checks pydantic cannot
+    # state as a type: the method table's names and ranges, and how the keys fit together.
+    @field_validator("method")
+    @classmethod
+    def _resolve_method(cls, name: str) -> str:
+        """The canonical name of ``name`` (an alias such as ``dapo`` resolves), a trainer method."""
         try:
-            self.method = method(self.method).name  # an alias ("dapo") becomes the canonical name
-            if not method(self.method).trainer:
-                raise ConfigError(f"method: {self.method!r} runs in bots simulate only (docs/peers.md)")
-            for param in (
-                LAM,
-                RHO,
-                TARGET,
-                THOMPSON,
-                TAU,
-                ADAPTIVE_RHO,
-                ADAPTIVE_LAM,
-                MOMENTUM,
-                MIN_GAP,
-                OVERSAMPLE,
-                N_MIN,
-                N_MAX,
-                *PEER_PARAMS,
-            ):
-                param.check(getattr(self, param.name))
+            m = method_spec(name)
         except BotsError as exc:  # the method table's message, as the config's error class
             raise ConfigError(str(exc)) from None
-        for key in (
-            "steps",
-            "batch_size",
-            "rollouts",
-            "micro_batch_size",
-            "ppo_epochs",
-            "max_new_tokens",
-            "generation_batch_size",
-            "max_rounds",
-            "sft_batch_size",
-            "keep_checkpoints",
-        ):
-            v = getattr(self, key)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise bad(key, "must be an integer >= 1")
-        if self.rollouts < 2:  # a group of one has no spread: its GRPO advantage is always zero
-            raise ConfigError(f"rollouts: GRPO needs at least 2 rollouts per task, got {self.rollouts}")
+        if not m.trainer:
+            raise ConfigError(f"method: {m.name!r} runs in bots simulate only (docs/peers.md)")
+        return m.name
+
+    @field_validator(*_TABLE_PARAMS)
+    @classmethod
+    def _in_table_range(cls, value: Any, info: Any) -> Any:
+        try:
+            return _TABLE_PARAMS[info.field_name].check(value)
+        except BotsError as exc:
+            raise ConfigError(str(exc)) from None
+
+    @field_validator("rollouts")
+    @classmethod
+    def _a_group(cls, n: int) -> int:
+        if n < 2:  # a group of one has no spread: its GRPO advantage is always zero
+            raise Invalid("GRPO needs at least 2 rollouts per task")
+        return n
+
+    @field_validator("dtype")
+    @classmethod
+    def _dtype(cls, name: str) -> str:
+        if name != "auto" and name not in DTYPE_NAMES:
+            raise Invalid(f"expected 'auto' or one of {sorted(DTYPE_NAMES)}")
+        return name
+
+    @field_validator("lora_target_modules")
+    @classmethod
+    def _module_names(cls, spec: str) -> str:
+        if not all(t.strip().replace("_", "").replace("-", "").isalnum() for t in spec.split(",")):
+            raise Invalid("expected 'all-linear' or comma-separated module names")
+        return spec
+
+    @field_validator("sft_template")
+    @classmethod
+    def _template(cls, template: str) -> str:
+        if "{answer}" not in template:
+            raise Invalid("must contain '{answer}'")
+        return template
+
+    @field_validator("verifiers")
+    @classmethod
+    def _verifier_targets(cls, verifiers: dict[str, Any]) -> dict[str, Any]:
+        for prefix, target in verifiers.items():
+            if not isinstance(target, str) or ":" not in target:
+                raise ConfigError(f"verifiers.{prefix}: expected 'module:function', got {target!r}")
+        return {str(k): v for k, v in verifiers.items()}
+
+    @model_validator(mode="after")
+    def _fits_together(self) -> TrainConfig:
+        """The checks that involve more than one key."""
+        m = method_spec(self.method)
+        if not self.pool:
+            raise ConfigError("pool: a training pool path is required (pool=PATH)")
+        if self.mini_batch_size is not None and self.batch_size % self.mini_batch_size:
+            raise ConfigError(
+                f"mini_batch_size: must divide batch_size={self.batch_size}, got {self.mini_batch_size!r}"
+            )
         if self.method == "bots-plan":
-            self._validate_plan()
-        if method(self.method).rolls_out and self.method not in ("bots-plan", "dynamic") and self.dynamic_sampling:
+            self._check_plan()
+        if m.rolls_out and self.method not in ("bots-plan", "dynamic") and self.dynamic_sampling:
             raise ConfigError(
                 f"dynamic_sampling: method {self.method!r} rolls out inside its own selection and builds its "
                 "batches itself; got True"
             )
-        self._validate_guard()
-        for key in ("warmup_steps", "sft_steps", "eval_every", "eval_samples", "save_every", "seed"):
-            v = getattr(self, key)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
-                raise bad(key, "must be an integer >= 0")
-        for key in ("eval_limit", "max_prompt_tokens", "eval_max_new_tokens", "mini_batch_size", "threads"):
-            v = getattr(self, key)
-            if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
-                raise bad(key, "must be an integer >= 1 or null")
-        if self.mini_batch_size is not None and self.batch_size % self.mini_batch_size:
-            raise bad("mini_batch_size", f"must divide batch_size={self.batch_size}")
-        if not (self.temperature > 0 and math.isfinite(self.temperature)):
-            raise bad("temperature", "must be > 0")
-        if not 0.0 < self.top_p <= 1.0:
-            raise bad("top_p", "must lie in (0, 1]")
-        for key in ("lr", "sft_lr", "clip_eps", "grad_clip", "reward_timeout", "adv_eps"):
-            v = getattr(self, key)
-            if not (v > 0 and math.isfinite(v)):
-                raise bad(key, "must be a finite number > 0")
-        for key in ("weight_decay", "kl_coef"):
-            if not getattr(self, key) >= 0:
-                raise bad(key, "must be >= 0")
-        if self.resume_params not in RESUME_PARAMS:
-            raise bad("resume_params", f"expected one of {list(RESUME_PARAMS)}")
-        if self.loss_agg not in ("token-mean", "seq-mean-token-mean"):
-            raise bad("loss_agg", "expected 'token-mean' or 'seq-mean-token-mean'")
-        if self.rollout_engine not in ROLLOUT_ENGINES:
-            raise bad("rollout_engine", f"expected one of {list(ROLLOUT_ENGINES)}")
-        if self.rollout_precision not in ROLLOUT_PRECISIONS:
-            raise bad("rollout_precision", f"expected one of {list(ROLLOUT_PRECISIONS)}")
-        if self.rollout_precision == "int8" and not self.lora_r and self.train_top_layers is None:
-            raise bad("rollout_precision", "'int8' quantizes the frozen weights: set lora_r or train_top_layers")
-        if not isinstance(self.lora_r, int) or isinstance(self.lora_r, bool) or self.lora_r < 0:
-            raise bad("lora_r", "must be an integer >= 0 (0: no LoRA)")
-        if not isinstance(self.lora_alpha, int) or isinstance(self.lora_alpha, bool) or self.lora_alpha < 1:
-            raise bad("lora_alpha", "must be an integer >= 1")
-        if not 0.0 <= self.lora_dropout < 1.0:
-            raise bad("lora_dropout", "must lie in [0, 1)")
-        targets = [t.strip() for t in self.lora_target_modules.split(",")]
-        if not all(t.replace("_", "").replace("-", "").isalnum() for t in targets):
-            raise bad("lora_target_modules", "expected 'all-linear' or comma-separated module names")
-        if self.train_top_layers is not None and (
-            not isinstance(self.train_top_layers, int)
-            or isinstance(self.train_top_layers, bool)
-            or self.train_top_layers < 1
-        ):
-            raise bad("train_top_layers", "must be an integer >= 1 or null")
-        if self.dtype != "auto" and self.dtype not in DTYPE_NAMES:
-            raise bad("dtype", f"expected 'auto' or one of {sorted(DTYPE_NAMES)}")
-        if self.distributed not in ("ddp", "fsdp"):
-            raise bad("distributed", "expected 'ddp' or 'fsdp'")
-        if not 0.0 < self.verifier_error_stop <= 1.0:
-            raise bad("verifier_error_stop", "must lie in (0, 1]")
-        if self.reward_workers is not None and self.reward_workers < 0:
-            raise bad("reward_workers", "must be >= 0 or null")
-        if method(self.method).references == "required" and not (self.weak_column and self.strong_column):
+        if self.guard and (m.rolls_out or self.method == "bots-plan" or self.dynamic_sampling):
+            # These fill or plan their batches themselves: there is no single select to hold the floor.
             raise ConfigError(
-                f"method: {self.method!r} needs reference pass rates ({method(self.method).summary}); "
-                "set weak_column and strong_column"
+                f"guard: works with methods that select a batch and then learn from it; method "
+                f"{self.method!r} with dynamic_sampling={self.dynamic_sampling} builds its batches itself, got True"
+            )
+        if self.rollout_precision == "int8" and not self.lora_r and self.train_top_layers is None:
+            raise ConfigError(
+                "rollout_precision: 'int8' quantizes the frozen weights: set lora_r or train_top_layers, got 'int8'"
+            )
+        if m.references == "required" and not (self.weak_column and self.strong_column):
+            raise ConfigError(
+                f"method: {self.method!r} needs reference pass rates ({m.summary}); set weak_column and strong_column"
             )
         if (self.weak_column is None) != (self.strong_column is None):
             raise ConfigError(
                 f"weak_column/strong_column: set both or neither, got {self.weak_column!r} and {self.strong_column!r}"
             )
-        if "{answer}" not in self.sft_template:
-            raise bad("sft_template", "must contain '{answer}'")
-        for prefix, target in self.verifiers.items():
-            if not isinstance(target, str) or ":" not in target:
-                raise ConfigError(f"verifiers.{prefix}: expected 'module:function', got {target!r}")
         return self
 
-    def _validate_plan(self) -> None:
+    def _check_plan(self) -> None:
         """method=bots-plan: the plan's bounds fit GRPO and its budget of batch_size * rollouts."""
         if self.n_min < 2:  # a group of one has zero advantage: its rollout would be spent for nothing
             raise ConfigError(f"n_min: GRPO needs at least 2 rollouts per planned task, got {self.n_min}")
@@ -359,95 +426,63 @@ class TrainConfig:
                 "to be informative, and has no generation batches to filter; got True"
             )
 
-    def _validate_guard(self) -> None:
-        """The guard's keys (checked on or off); its share's upper bound, 1 / groups, needs the pool
-        and is checked where the trainer builds it."""
-        if self.guard_groups not in GUARD_GROUPS:
-            raise ConfigError(f"guard_groups: expected one of {list(GUARD_GROUPS)}, got {self.guard_groups!r}")
-        share = self.guard_min_share
-        if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0.0 <= share <= 1.0:
-            raise ConfigError(f"guard_min_share: must lie in [0, 1 / groups], got {share!r}")
-        streak = self.guard_zero_streak
-        if not isinstance(streak, int) or isinstance(streak, bool) or streak < 1:
-            raise ConfigError(f"guard_zero_streak: must be an integer >= 1, got {streak!r}")
-        if self.guard and (method(self.method).rolls_out or self.method == "bots-plan" or self.dynamic_sampling):
-            # These fill or plan their batches themselves: there is no single select to hold the floor.
-            raise ConfigError(
-                f"guard: works with methods that select a batch and then learn from it; method "
-                f"{self.method!r} with dynamic_sampling={self.dynamic_sampling} builds its batches itself, got True"
-            )
-
+    # ------------------------------------------------------------------ views for the leaves
     @property
     def mini_batch(self) -> int:
+        """Tasks per optimizer update (``mini_batch_size``, default the whole batch)."""
         return self.mini_batch_size or self.batch_size
 
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+    @property
+    def adaptation(self) -> PolicyAdaptation:
+        return PolicyAdaptation(
+            lora_r=self.lora_r,
+            lora_alpha=self.lora_alpha,
+            lora_dropout=self.lora_dropout,
+            lora_target_modules=self.lora_target_modules,
+            train_top_layers=self.train_top_layers,
+        )
 
-    def replace(self, **changes: Any) -> TrainConfig:
-        return dataclasses.replace(self, **changes)
+    @property
+    def sft(self) -> SFTWarmup:
+        return SFTWarmup(
+            steps=self.sft_steps,
+            lr=self.sft_lr,
+            batch_size=self.sft_batch_size,
+            template=self.sft_template,
+            seed=self.seed,
+            max_prompt_tokens=self.max_prompt_tokens,
+            grad_clip=self.grad_clip,
+            bf16=self.bf16,
+            progress=self.progress,
+        )
 
+    @property
+    def grpo(self) -> GRPOUpdate:
+        return GRPOUpdate(
+            batch_size=self.batch_size,
+            mini_batch=self.mini_batch,
+            micro_batch_size=self.micro_batch_size,
+            ppo_epochs=self.ppo_epochs,
+            temperature=self.temperature,
+            clip_eps=self.clip_eps,
+            kl_coef=self.kl_coef,
+            loss_agg=self.loss_agg,
+            adv_eps=self.adv_eps,
+            grad_clip=self.grad_clip,
+            bf16=self.bf16,
+        )
 
-_HINTS: dict[str, Any] | None = None
-
-
-def _hints() -> dict[str, Any]:
-    global _HINTS
-    if _HINTS is None:
-        _HINTS = get_type_hints(TrainConfig)
-    return _HINTS
-
-
-def _coerce(key: str, value: Any) -> Any:
-    """``value`` (from a file, or a string from the command line) as the type of ``key``."""
-    raw = _hints()[key]
-    hint = raw.__name__ if isinstance(raw, type) else str(raw).replace("typing.", "")
-    optional = "None" in hint or "Optional" in hint
-    if isinstance(value, str) and optional and value.strip().lower() in ("null", "none", "~"):
-        return None
-    if value is None:
-        if optional:
-            return None
-        raise ConfigError(f"{key}: may not be null")
-    base = hint.split("|")[0].strip().replace("Optional[", "").rstrip("]")
-    try:
-        if base.startswith("dict"):
-            if isinstance(value, str):
-                value = json.loads(value)
-            if not isinstance(value, dict):
-                raise TypeError("not a mapping")
-            return {str(k): v for k, v in value.items()}
-        if base == "bool":
-            if isinstance(value, bool):
-                return value
-            text = str(value).strip().lower()
-            if text in ("1", "true", "yes", "on"):
-                return True
-            if text in ("0", "false", "no", "off"):
-                return False
-            raise ValueError("not a boolean")
-        if base == "int":
-            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
-                raise ValueError("not an integer")
-            return int(value) if not isinstance(value, str) else int(value.strip())
-        if base == "float":
-            if isinstance(value, bool):
-                raise ValueError("not a number")
-            return float(value)
-        if base == "str":
-            if not isinstance(value, (str, int, float)) or isinstance(value, bool):
-                raise ValueError("not a string")
-            return str(value)
-    except (TypeError, ValueError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"{key}: expected {hint}, got {value!r} ({exc})") from None
-    return value
+    @classmethod
+    def defaults(cls) -> dict[str, Any]:
+        """Every key's default (a config without a pool is not valid, so this is no config)."""
+        return {k: f.get_default(call_default_factory=True) for k, f in cls.model_fields.items()}
 
 
 def _check_keys(data: dict[str, Any], where: str) -> None:
-    known = {f.name for f in fields(TrainConfig)}
-    unknown = sorted(set(data) - known)
+    """Unknown keys, named with where they came from (a file, or the overrides)."""
+    unknown = sorted(set(data) - set(TrainConfig.model_fields))
     if unknown:
-        raise ConfigError(f"{where}: unknown key(s) {unknown}; known keys: {sorted(known)}")
+        raise ConfigError(f"{where}: unknown key(s) {unknown}; known keys: {sorted(TrainConfig.model_fields)}")
 
 
 def parse_overrides(pairs: list[str]) -> dict[str, Any]:
@@ -460,7 +495,10 @@ def parse_overrides(pairs: list[str]) -> dict[str, Any]:
         if not sep or not key:
             raise ConfigError(f"override: expected KEY=VALUE, got {pair!r}")
         _check_keys({key: None}, "override")
-        out[key] = _coerce(key, value)
+        try:
+            out[key] = field_adapter(TrainConfig, key).validate_python(value)
+        except ValidationError as exc:
+            raise config_error(exc, TrainConfig, field=key) from None
     return out
 
 
@@ -480,11 +518,11 @@ def load_config(
         if set(loaded) == {"train"} and isinstance(loaded["train"], dict):
             loaded = loaded["train"]
         _check_keys(loaded, f"config {p.name}")
-        data = {k: _coerce(k, v) for k, v in loaded.items()}
         # Relative pool paths in a config file are relative to the current directory (like CLI paths).
+        data = dict(loaded)
     if isinstance(overrides, dict):
         _check_keys(overrides, "override")
-        data.update({k: _coerce(k, v) for k, v in overrides.items()})
+        data.update(overrides)
     elif overrides:
         data.update(parse_overrides(list(overrides)))
-    return TrainConfig(**data).validate()
+    return TrainConfig(**data)

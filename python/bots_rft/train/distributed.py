@@ -80,6 +80,15 @@ class Dist:
         dist.all_reduce(t)
         return float(t.item())
 
+    def sync_params(self, module: torch.nn.Module) -> None:
+        """Rank 0's parameters and buffers on every rank, after rank 0 alone changed them (the
+        warm-up, which runs on rank 0 after DDP's broadcast at wrapping)."""
+        if not self.enabled:
+            return
+        with torch.no_grad():
+            for tensor in [*module.parameters(), *module.buffers()]:
+                dist.broadcast(tensor.data, src=0)
+
     def barrier(self) -> None:
         if self.enabled:
             dist.barrier()

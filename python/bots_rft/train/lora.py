@@ -14,7 +14,7 @@ import torch
 from ..errors import ConfigError
 
 if TYPE_CHECKING:
-    from .config import TrainConfig
+    from .config import PolicyAdaptation
 
 __all__ = ["adapt_policy", "is_adapter_model", "is_partly_frozen", "decoder_layers", "lora_target_names"]
 
@@ -90,8 +90,8 @@ def _freeze_below(model: Any, k: int) -> None:
         norm.requires_grad_(True)
 
 
-def adapt_policy(model: Any, cfg: TrainConfig, *, sharded: bool = False) -> Any:
-    """``model`` set up for the configured parameter-efficient training: wrapped in LoRA
+def adapt_policy(model: Any, cfg: PolicyAdaptation, *, sharded: bool = False) -> Any:
+    """``model`` set up for the parameter-efficient training ``cfg`` describes: wrapped in LoRA
     adapters when ``lora_r > 0`` (only on the top ``train_top_layers`` layers when that is set),
     else with everything below the top ``train_top_layers`` layers frozen; unchanged otherwise.
     ``sharded``: the run wraps the model in FSDP, which this does not support (use DDP)."""

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .config import TrainConfig
+from .config import GRPOUpdate
 from .distributed import Dist
 from .grpo import group_advantages, grpo_loss
 from .model import autocast, sequence_logprobs
@@ -40,7 +40,7 @@ def loss_dtype(model: Any) -> torch.dtype:
     return torch.float64 if next(model.parameters()).dtype == torch.float64 else torch.float32
 
 
-def _logprobs_nograd(model: Any, ro: Rollouts, cfg: TrainConfig, device: torch.device) -> torch.Tensor:
+def _logprobs_nograd(model: Any, ro: Rollouts, cfg: GRPOUpdate, device: torch.device) -> torch.Tensor:
     """``[S, T]`` log-probs of the completions under ``model``, without a graph."""
     out = torch.zeros(ro.completion_mask.shape, dtype=loss_dtype(model), device=device)
     mb = cfg.micro_batch_size
@@ -58,7 +58,7 @@ def grpo_update(
     model: Any,
     optimizer: torch.optim.Optimizer,
     ro: Rollouts | PlannedRollouts,
-    cfg: TrainConfig,
+    cfg: GRPOUpdate,
     dist: Dist,
     device: torch.device,
     ref_model: Any = None,

@@ -14,7 +14,7 @@ from tqdm.auto import tqdm
 
 from ..data import TaskPool
 from ..llm.models import apply_chat_template, compute_float
-from .config import TrainConfig
+from .config import SFTWarmup
 from .model import autocast, position_ids
 
 __all__ = ["sft_warmup"]
@@ -44,24 +44,24 @@ def sft_warmup(
     tok: Any,
     pool: TaskPool,
     chats: list[Any],
-    cfg: TrainConfig,
+    cfg: SFTWarmup,
     device: torch.device,
     snapshots: Mapping[int, Callable[[], None]] | None = None,
 ) -> list[float]:
-    """``cfg.sft_steps`` AdamW steps of next-token loss on gold completions of random training
+    """``cfg.steps`` AdamW steps of next-token loss on gold completions of random training
     rows; returns the loss curve. Uses its own RNG so that RL's random streams are unaffected.
     ``snapshots[k]()`` is called after step k: the learning rate is constant, so the model there
     is exactly what a warm-up of k steps gives (a weaker reference and the policy's start from one
     stream)."""
     rng = np.random.default_rng(cfg.seed + 7919)
     truths = pool.ground_truths()
-    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=cfg.sft_lr, weight_decay=0.0)
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=cfg.lr, weight_decay=0.0)
     losses: list[float] = []
     model.train()
-    for step in tqdm(range(1, cfg.sft_steps + 1), desc="sft warm-up", unit="step", disable=not cfg.progress):
-        rows = rng.choice(len(pool), size=min(cfg.sft_batch_size, len(pool)), replace=False)
+    for step in tqdm(range(1, cfg.steps + 1), desc="sft warm-up", unit="step", disable=not cfg.progress):
+        rows = rng.choice(len(pool), size=min(cfg.batch_size, len(pool)), replace=False)
         prompts = [apply_chat_template(tok, chats[r]) for r in rows]
-        targets = [cfg.sft_template.format(answer=truths[r]) for r in rows]
+        targets = [cfg.template.format(answer=truths[r]) for r in rows]
         b = _batch(tok, prompts, targets, device, cfg.max_prompt_tokens)
         with autocast(device, cfg.bf16):
             logits = model(

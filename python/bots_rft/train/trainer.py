@@ -1,5 +1,10 @@
 """The GRPO training loop fed by a task selector (the paper's GRPO setting).
 
+:class:`GRPOTrainer` reads top to bottom: its constructor builds the run (process group, pool,
+policy, optimizer, selector, counters; restored from the latest checkpoint with ``resume``, see
+:mod:`.resume`) and trains nothing; :meth:`GRPOTrainer.run` does the work: the supervised warm-up
+(``sft_steps``, :meth:`GRPOTrainer.warm_up`), then the steps, evaluations and checkpoints.
+
 Each step runs six stages, each a method of :class:`GRPOTrainer`, top to bottom in
 :meth:`GRPOTrainer.train_step`:
 
@@ -32,12 +37,14 @@ and the step's record charges every rollout generated (``RolledBatch.rollouts``)
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
 import shutil
 import signal
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,9 +55,9 @@ import torch
 
 from .. import BOTS, Picks
 from ..calibration import calibration_metrics
-from ..checkpoint import load_state, save_state
+from ..checkpoint import save_state
 from ..data import TaskPool
-from ..errors import CheckpointError, ConfigError, InvalidArgumentError
+from ..errors import ConfigError, InvalidArgumentError
 from ..guard import GroupGuard
 from ..integrations.step_metrics import pick_distributions
 from ..llm.models import resolve_device
@@ -58,28 +65,20 @@ from ..methods import method
 from ..metrics import effective_ratios
 from ..peers.dapo import EpochOrder
 from ..rewards import RewardScorer
-from .checkpoint import (
-    latest_checkpoint,
-    load_model_state,
-    load_training_state,
-    load_tree,
-    rng_state,
-    save_checkpoint,
-    save_tree,
-    set_rng_state,
-)
-from .config import PEER_PARAMS, SELECTION_PARAMS, TrainConfig
+from .checkpoint import latest_checkpoint, rng_state, save_checkpoint, save_tree, set_rng_state
+from .config import TrainConfig
 from .distributed import Dist
 from .evaluate import evaluate
 from .logger import MetricsLogger
 from .lora import adapt_policy
 from .model import load_policy, unwrap
 from .optimise import grpo_update
-from .pool_identity import compare_pools, grown_state, load_pool_ids, save_pool_ids
+from .pool_identity import save_pool_ids
+from .resume import GUARD_FILE, ROWS_FILE, restore, restore_guard
 from .rollout import PlannedRollouts, Rollouts, concat_rollouts, generate_planned_rollouts, generate_rollouts
 from .sampling_copy import int8_twin
 from .scoring import VerifierErrors, register_config_verifiers, score_texts
-from .selection import load_selector, make_selector, save_selector, selector_file
+from .selection import make_selector, save_selector
 from .self_rolling import KeptRows
 from .sft import sft_warmup
 from .stops import RunInterrupted, VerifierErrorStop, signal_name
@@ -88,26 +87,6 @@ __all__ = ["GRPOTrainer", "TrainResult", "train", "resolve_eval_pool"]
 
 log = logging.getLogger("bots_rft.train")
 
-# Config keys that must match for a checkpoint to be resumed (the pool is checked by identity).
-_RESUME_KEYS = (
-    "method",
-    "batch_size",
-    "rollouts",
-    "seed",
-    "mini_batch_size",
-    "ppo_epochs",
-    "lora_r",
-    "lora_target_modules",
-    "train_top_layers",
-)
-# ... and for bots-plan, the plan's bounds.
-_PLAN_KEYS = ("n_min", "n_max")
-# ... and for the methods that roll out inside their selection, their rollout parameters.
-_PEER_KEYS = tuple(p.name for p in PEER_PARAMS)
-# The completion rows of the prompts such a selector still queues, in a checkpoint (save_tree).
-_ROWS_FILE = "queued_rows"
-# The guard's counters (bots_rft.GroupGuard) in a checkpoint, beside the selector's file.
-_GUARD_FILE = "guard_state.bots"
 # What a run writes into out_dir; a directory holding any is refused unless resuming or overwriting.
 _RUN_OUTPUTS = ("metrics.jsonl", "checkpoints", "tensorboard")
 
@@ -218,13 +197,48 @@ class _StepResults:
     gen_tokens: int  # all ranks'
 
 
+def _frozen_copy(model: Any) -> Any:
+    """A frozen copy of the policy in eval mode: the reference of the KL penalty."""
+    return copy.deepcopy(model).eval().requires_grad_(False)
+
+
 class GRPOTrainer:
-    """GRPO on ``cfg.pool`` with ``cfg.method`` choosing each step's tasks. :meth:`run` trains to
-    ``steps`` (checkpoints, evaluation, signals); :meth:`train_step` is one step, stage by stage."""
+    """GRPO on ``cfg.pool`` with ``cfg.method`` choosing each step's tasks.
+
+    Building one trains nothing: it joins the process group, loads the pool and the policy (LoRA
+    or frozen layers as configured), builds the optimizer, the selector and the run's state, and
+    with ``resume`` restores them from the latest checkpoint (:mod:`.resume`). :meth:`run` does
+    the work: the supervised warm-up (``sft_steps``) on a fresh run, then ``steps`` steps with
+    evaluation, checkpoints and signal handling; :meth:`train_step` is one step, stage by stage."""
 
     def __init__(self, cfg: TrainConfig) -> None:
-        cfg.validate()
-        self.cfg = cfg
+        self.cfg = cfg  # valid by construction (a TrainConfig checks itself)
+        self._join_processes()
+        self.out_dir = Path(cfg.out_dir)
+        self.ckpt_root = self.out_dir / "checkpoints"
+        self._check_out_dir()
+        self._load_data()
+        self.resume_from = latest_checkpoint(self.ckpt_root) if cfg.resume else None
+        self._build_policy()
+        self._build_run_state()
+        if self.resume_from is not None:
+            restore(self, self.resume_from)
+        # guard=true: selection and updates go through the guard around the (restored) selector.
+        self.guard: GroupGuard | None = self._make_guard() if cfg.guard and self.dist.is_main else None
+        if self.guard is not None and self.resume_from is not None:
+            restore_guard(self, self.resume_from)
+        self.logger = MetricsLogger(
+            self.out_dir,
+            enabled=self.dist.is_main,
+            tensorboard=cfg.tensorboard,
+            resume_step=self.step if self.resume_from is not None else None,
+        )
+
+    # ------------------------------------------------------------------------ construction
+    def _join_processes(self) -> None:
+        """The device, the data-parallel group (under ``torchrun``) and what the method asks of
+        it; the verifiers the config adds."""
+        cfg = self.cfg
         register_config_verifiers(cfg.verifiers)
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
@@ -250,10 +264,19 @@ class GRPOTrainer:
                 f"method: {cfg.method!r} trains on one process (its tasks have their own rollout counts, "
                 f"which this trainer does not split over data-parallel ranks), got {w} processes"
             )
-        self.out_dir = Path(cfg.out_dir)
-        self.ckpt_root = self.out_dir / "checkpoints"
-        self._check_out_dir()
+        if cfg.sft_steps and not cfg.resume and self.dist.enabled and cfg.distributed == "fsdp":
+            # The warm-up trains rank 0's whole policy, which FSDP holds sharded over the ranks.
+            raise ConfigError(
+                f"sft_steps: the warm-up runs on one process or under distributed=ddp, not fsdp; warm up "
+                f"first (bots compare --warmup-only) and train from that model, got {cfg.sft_steps}"
+            )
+        # Every rank takes the same path through a step, so this comes from the config, not
+        # from the selector only rank 0 holds.
+        self.dynamic_sampling = (self.method.name == "dynamic") or cfg.dynamic_sampling
 
+    def _load_data(self) -> None:
+        """The training pool (its prompts, reference columns, identity) and the held-out rows."""
+        cfg = self.cfg
         self.pool = TaskPool.load(cfg.pool)
         if cfg.batch_size > len(self.pool):
             raise ConfigError(f"batch_size: {cfg.batch_size} exceeds the pool's {len(self.pool)} tasks")
@@ -269,25 +292,22 @@ class GRPOTrainer:
             order = np.random.default_rng(12345).permutation(len(self.eval_pool))
             self.eval_rows = sorted(order[: cfg.eval_limit or len(order)].tolist())
 
+    def _build_policy(self) -> None:
+        """The policy (seeded, adapted for LoRA or frozen layers), the frozen KL reference when
+        ``kl_coef > 0``, the data-parallel wrapper, AdamW and the learning-rate schedule."""
+        cfg = self.cfg
         torch.manual_seed(cfg.seed)
-        self.resume_from = latest_checkpoint(self.ckpt_root) if cfg.resume else None
-        model, self.tok = load_policy(cfg.model, str(device), cfg.dtype, cfg.seed)
-        # LoRA adapters / frozen lower layers, when configured
-        model = adapt_policy(model, cfg, sharded=self.dist.enabled and cfg.distributed == "fsdp")
-        self.sft_losses: list[float] = []
-        if cfg.sft_steps and self.resume_from is None and self.dist.is_main:
-            # Rank 0 only: DDP/FSDP broadcast its weights to the other ranks when wrapping.
-            self.sft_losses = sft_warmup(model, self.tok, self.pool, self.chats, cfg, device)
+        model, self.tok = load_policy(cfg.model, str(self.device), cfg.dtype, cfg.seed)
+        sharded = self.dist.enabled and cfg.distributed == "fsdp"
+        model = adapt_policy(model, cfg.adaptation, sharded=sharded)
         if cfg.gradient_checkpointing:
             import warnings
 
             with warnings.catch_warnings():  # transformers 5 renames it; the old name still works
                 warnings.simplefilter("ignore", FutureWarning)
                 model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        self.ref_model = None
-        if cfg.kl_coef > 0:
-            self.ref_model = copy.deepcopy(model).eval().requires_grad_(False)
-        self.model = self.dist.wrap(model, cfg.distributed, device)
+        self.ref_model = _frozen_copy(model) if cfg.kl_coef > 0 else None
+        self.model = self.dist.wrap(model, cfg.distributed, self.device)
         self.optimizer = torch.optim.AdamW(
             [p for p in self.model.parameters() if p.requires_grad], lr=cfg.lr, weight_decay=cfg.weight_decay
         )
@@ -295,10 +315,13 @@ class GRPOTrainer:
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lambda s: min(1.0, (s + 1) / warm) if warm else 1.0
         )
+        # The warm-up's loss curve (run() fills it; a resumed run has none).
+        self.sft_losses: list[float] = []
+
+    def _build_run_state(self) -> None:
+        """The verifiers' scorer, rank 0's selector, and the counters a checkpoint records."""
+        cfg = self.cfg
         self.scorer = RewardScorer(workers=cfg.reward_workers, timeout=cfg.reward_timeout)
-        # Every rank takes the same path through a step, so this comes from the config, not
-        # from the selector only rank 0 holds.
-        self.dynamic_sampling = (self.method.name == "dynamic") or cfg.dynamic_sampling
         # A self-rolling selector's kept completion rows, and its current step's generation.
         self.kept = KeptRows(int(self.tok.pad_token_id))
         self._rounds = 0
@@ -316,18 +339,6 @@ class GRPOTrainer:
         self._snapshot: dict[str, Any] | None = None
         self._step_errors = VerifierErrors()
         self._times = _StepTimes()
-        if self.resume_from is not None:
-            self._restore(self.resume_from)
-        # guard=true: selection and updates go through the guard around the (restored) selector.
-        self.guard: GroupGuard | None = self._make_guard() if cfg.guard and self.dist.is_main else None
-        if self.guard is not None and self.resume_from is not None:
-            self._load_guard(self.resume_from)
-        self.logger = MetricsLogger(
-            self.out_dir,
-            enabled=self.dist.is_main,
-            tensorboard=cfg.tensorboard,
-            resume_step=self.step if self.resume_from is not None else None,
-        )
 
     def _make_selector(self) -> Any:
         """The selector of ``method``; with dynamic sampling, the one that proposes each
@@ -355,7 +366,6 @@ class GRPOTrainer:
             )
             raise ConfigError(f"{key}: {exc}") from None
 
-    # ------------------------------------------------------------------------ checkpoints
     def _check_out_dir(self) -> None:
         """A directory holding another run is refused (nothing is written) unless resuming it or
         told to overwrite it; overwriting removes that run's outputs first."""
@@ -375,126 +385,229 @@ class GRPOTrainer:
                 shutil.rmtree(target) if target.is_dir() else target.unlink()
         self.dist.barrier()
 
-    def _check_pool(self, path: Path, saved: dict[str, Any] | None) -> Any:
-        """None when the pool is the checkpoint's; else the function that grows the saved selector
-        state to this pool (``extend_pool``), or a ConfigError saying what changed."""
-        if saved is None:
-            raise CheckpointError(f"checkpoint {str(path)!r} does not record its pool's identity")
-        change = compare_pools(saved, load_pool_ids(path), self.pool)
-        if change is None:
-            return None
-        if not self.cfg.extend_pool:
-            raise ConfigError(
-                f"pool: {self.cfg.pool!r} is not the pool the checkpoint in {str(path)!r} was trained on "
-                f"({change.describe()}); resume on that pool, or pass --extend-pool (extend_pool=true) to add tasks"
-            )
-        if change.removed_ids.size:
-            grown_state({}, change, self.selector)  # raises: names the removed ids, even when extending
-        if not change.added.size and not change.reordered:
-            log.warning("pool: resuming on changed task content (%s)", change.describe())
-            return None
-        fresh = self.selector
-        log.warning("pool: extending the checkpoint's pool (%s); new tasks start at the prior", change.describe())
-        return lambda state: grown_state(state, change, fresh)
+    # -------------------------------------------------------------------------------- run
+    def warm_up(self) -> list[float]:
+        """The supervised warm-up on the pool's gold answers (``sft_steps``; a fresh run only):
+        rank 0 trains the policy (:func:`.sft.sft_warmup`), every rank then holds its weights, and
+        the KL reference becomes the warmed-up policy. Returns the loss curve."""
+        if not self.cfg.sft_steps or self.resume_from is not None or self.sft_losses:
+            return self.sft_losses
+        policy = unwrap(self.model)
+        if self.dist.is_main:
+            self.sft_losses = sft_warmup(policy, self.tok, self.pool, self.chats, self.cfg.sft, self.device)
+        self.dist.sync_params(policy)
+        if self.ref_model is not None:
+            self.ref_model = _frozen_copy(policy)
+        return self.sft_losses
 
-    def _changed_selection_params(self, path: Path, saved: dict[str, Any]) -> dict[str, Any]:
-        """The selection parameters to change on resume ({} when none differ or the run keeps
-        the checkpoint's); refuses a difference unless ``resume_params`` says what to do."""
-        # Only the ones the method takes: the presets fix lam, rho and the sampling rule (and do not
-        # take them), the baselines take none.
-        takes = {p.name for p in self.method.params}
-        keys = [k for k in SELECTION_PARAMS if k in takes]
-        diff = {k: getattr(self.cfg, k) for k in keys if k in saved and saved[k] != getattr(self.cfg, k)}
-        if not diff:
-            return {}
-        if self.cfg.resume_params == "error":
-            first = next(iter(diff))
-            raise ConfigError(
-                f"{first}: the checkpoint in {str(path)!r} was trained with {saved[first]!r}, now {diff[first]!r}; "
-                "pass resume_params=config to continue with the new value(s), or resume_params=checkpoint to keep the saved ones"
-            )
-        if self.cfg.resume_params == "checkpoint":
-            log.warning(
-                "resume: keeping the checkpoint's selection parameters (%s)",
-                ", ".join(f"{k}={saved[k]!r}" for k in diff),
-            )
-            return {}
-        return diff
-
-    def _restore(self, path: Path) -> None:
-        state = load_training_state(path, self.dist)
-        adapt = self._check_pool(path, state["trainer"].get("pool")) if self.dist.is_main else None
-        saved = state["trainer"].get("config", {})
-        takes = {p.name for p in self.method.params}
-        for key in _RESUME_KEYS + (_PLAN_KEYS if self.plans else ()) + tuple(k for k in _PEER_KEYS if k in takes):
-            if key in saved and saved[key] != getattr(self.cfg, key):
-                raise ConfigError(
-                    f"{key}: the checkpoint in {str(path)!r} was trained with {saved[key]!r}, now {getattr(self.cfg, key)!r}"
-                )
+    def run(self) -> TrainResult:
+        """The run: the warm-up (:meth:`warm_up`), then training to ``steps`` (:meth:`_train_steps`),
+        then the final checkpoint. SIGTERM/SIGINT stop the run within seconds, even while a
+        verifier is stuck: a step still rolling out or scoring is abandoned, one in its optimizer
+        updates is finished; the last finished step is checkpointed and the result says
+        ``interrupted``. A step whose verifications are verifier errors at or above
+        ``verifier_error_stop`` raises :class:`~bots_rft.train.stops.VerifierErrorStop` after
+        checkpointing the step before."""
+        history: list[dict[str, Any]] = []
         try:
-            if self.dist.is_fsdp(self.model):
-                from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+            self.warm_up()  # before the signal handlers: a signal stops a warm-up as it always did
+            with self._signal_handlers():
+                self._log_start()
+                final_eval, failure = self._train_steps(history)
+                checkpoint = self.save()
+        finally:
+            self._abortable = False
+            self._close_outputs()
+        if failure is not None:
+            failure.saved(self.step, str(checkpoint))
+            raise failure  # its message is the report (the CLI prints it once; logging it too doubled it)
+        return self._result(final_eval, history, checkpoint)
 
-                load_model_state(self.model, state["model"], self.dist)
-                osd = FSDP.optim_state_dict_to_load(self.model, self.optimizer, self.dist.broadcast(state["optimizer"]))
-                self.optimizer.load_state_dict(osd)
-            else:
-                load_model_state(self.model, state["model"], self.dist)
-                self.optimizer.load_state_dict(state["optimizer"])
-            self.scheduler.load_state_dict(state["scheduler"])
-        except (RuntimeError, KeyError, ValueError) as exc:
-            raise CheckpointError(f"checkpoint {str(path)!r} does not fit this model/optimizer ({exc})") from None
-        set_rng_state(state["rng"])
-        changed = self._changed_selection_params(path, saved)
+    def _log_start(self) -> None:
+        """The run's first record: its config, world, pool sizes and the warm-up's last losses."""
         if self.dist.is_main:
-            self.selector = self._load_selector(path, adapt)
-            if changed and isinstance(self.selector, BOTS):
-                self.selector.set_params(**changed)
-                log.warning(
-                    "resume: selection parameters changed from step %d on: %s",
-                    int(state["trainer"]["step"]) + 1,
-                    ", ".join(f"{k}={v!r}" for k, v in changed.items()),
-                )
-        if self.rolls_itself and self.dist.is_main:
-            self._load_kept_rows(path)
-        t = state["trainer"]
-        self.step = int(t["step"])
-        self.cum_rollouts = int(t.get("cum_rollouts", 0))
-        self.cum_gen_tokens = int(t.get("cum_gen_tokens", 0))
-        if self.dist.is_main:
-            log.info("resumed from %s at step %d", path, self.step)
-
-    def _load_selector(self, path: Path, adapt: Any) -> Any:
-        """The selector restored from checkpoint ``path``. A dynamic-sampling run checkpointed
-        before the trainer filled its batches itself saved a wrapper whose state holds the
-        method's (``proposer``); that state is restored into the method's selector."""
-        wrapped = path / "selector_state.bots"
-        if self.dynamic_sampling and not selector_file(path, self.selector).exists() and wrapped.exists():
-            state = load_state(wrapped)
-            if state.get("kind") == "dynamic_sampling" and isinstance(state.get("proposer"), dict):
-                inner = adapt(state["proposer"]) if adapt is not None else state["proposer"]
-                if isinstance(self.selector, BOTS):
-                    self.selector.load_state_dict(inner, params="checkpoint")
-                else:
-                    self.selector.load_state_dict(inner)
-                return self.selector
-        return load_selector(self.selector, path, adapt)
-
-    def _load_kept_rows(self, path: Path) -> None:
-        """The completion rows of the prompts the restored selector queues (SPEED-RL's and
-        bots-screen's qualified and ready prompts): every queued prompt must have its rows."""
-        if (path / f"{_ROWS_FILE}.json").exists():
-            self.kept.load_state(load_tree(path, _ROWS_FILE), str(path))
-        queued = self._queued_ids()
-        missing = sorted(set(queued) - set(self.kept.rows))
-        if missing:
-            raise CheckpointError(
-                f"checkpoint {str(path)!r} queues task {missing[0]} for training but holds no completions of it "
-                f"({_ROWS_FILE}.json)"
+            self.logger.write(
+                {
+                    "kind": "config",
+                    "step": self.step,
+                    "config": self.cfg.to_dict(),
+                    "world_size": self.dist.world,
+                    "device": str(self.device),
+                    "pool_tasks": len(self.pool),
+                    "eval_tasks": len(self.eval_rows),
+                    "sft_losses": self.sft_losses[-5:] if self.sft_losses else None,
+                }
             )
-        self.kept.keep_only(queued)
 
-    def _queued_ids(self) -> list[int]:
+    def _train_steps(self, history: list[dict[str, Any]]) -> tuple[dict[str, Any] | None, VerifierErrorStop | None]:
+        """Steps until ``steps`` or a stop, each logged (and kept in ``history`` on rank 0), with
+        the evaluations and periodic checkpoints between them. A step abandoned by a signal or
+        stopped for verifier errors is rewound (:meth:`_rewind`). Returns the last evaluation and
+        the verifier-error stop, if that ended the run."""
+        cfg = self.cfg
+        from tqdm.auto import tqdm
+
+        final_eval = None
+        bar = tqdm(
+            total=cfg.steps,
+            initial=self.step,
+            desc=f"grpo {cfg.method}",
+            unit="step",
+            disable=not (cfg.progress and self.dist.is_main),
+        )
+        try:
+            self._finished_step()
+            if self.step == 0:
+                final_eval = self.evaluate()
+                self._log_eval(final_eval)
+            while self.step < cfg.steps:
+                rec = self.train_step()
+                self._abortable = False
+                if self.dist.is_main:
+                    self.logger.write(rec)
+                    history.append(rec)
+                    bar.set_postfix(reward=f"{rec['reward_mean']:.3f}", etr=f"{rec['etr']:.2f}")
+                bar.update(1)
+                self._finished_step()
+                if (cfg.eval_every and self.step % cfg.eval_every == 0) or self.step == cfg.steps:
+                    final_eval = self.evaluate()
+                    self._log_eval(final_eval)
+                self._abortable = False
+                if cfg.save_every and self.step % cfg.save_every == 0 and self.step < cfg.steps:
+                    self.save()
+                # Collective, so that every rank stops after the same step.
+                if self.dist.sum(1.0 if self._signal is not None else 0.0) > 0:
+                    if self._signal is None:
+                        self._signal = int(signal.SIGTERM)  # another rank was signalled
+                    break
+                self._abortable = not self.dist.enabled
+                if self._signal is not None and self._abortable:
+                    raise RunInterrupted(self._signal)  # came after the check above
+        except RunInterrupted:
+            self._rewind()
+        except VerifierErrorStop as exc:
+            self._rewind()
+            return final_eval, exc
+        finally:
+            self._abortable = False  # from here on a signal waits for the final checkpoint
+            bar.close()
+        return final_eval, None
+
+    def _result(
+        self, final_eval: dict[str, Any] | None, history: list[dict[str, Any]], checkpoint: Path
+    ) -> TrainResult:
+        """What the run did; a run stopped by a signal says so (and logs where to resume from)."""
+        interrupted = self._signal is not None and self.step < self.cfg.steps
+        if interrupted and self.dist.is_main:
+            assert self._signal is not None
+            log.warning(
+                "%s: stopped; checkpoint of step %d saved in %s (continue with --resume)",
+                signal_name(self._signal),
+                self.step,
+                checkpoint,
+            )
+        totals = self._verifier_error_totals()
+        return TrainResult(
+            self.out_dir,
+            self.step,
+            interrupted,
+            final_eval,
+            self.logger.path,
+            history,
+            signal=self._signal if interrupted else None,
+            checkpoint=checkpoint,
+            verifier_errors=sum(totals.values()),
+            verifier_error_kinds=totals,
+        )
+
+    @contextlib.contextmanager
+    def _signal_handlers(self) -> Iterator[None]:
+        """SIGTERM and SIGINT handled by :meth:`_on_signal` (in the main thread only, where Python
+        delivers signals), the previous handlers restored afterwards."""
+        previous: dict[int, Any] = {}
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                previous[sig] = signal.signal(sig, self._on_signal)
+        try:
+            yield
+        finally:
+            self._abortable = False
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+
+    def _finished_step(self) -> None:
+        """The state after the last finished step, kept so that a step abandoned half-way (by a
+        signal, or for verifier errors) can be checkpointed as if it never began: its selection
+        moved the selector's random stream and its sampling the RNGs, its update the posterior."""
+        self._snapshot = {
+            "step": self.step,
+            "cum_rollouts": self.cum_rollouts,
+            "cum_gen_tokens": self.cum_gen_tokens,
+            "rng": rng_state(),
+            # With the guard, its counters too (its state holds the selector's).
+            "selector": copy.deepcopy(self._selection().state_dict()) if self.dist.is_main else None,
+            "kept": dict(self.kept.rows),  # entries are replaced, never changed in place
+        }
+        self._step_errors = VerifierErrors()
+        # Abandoning a step mid-way is only safe where no other rank waits in a collective.
+        self._abortable = not self.dist.enabled
+
+    def _rewind(self) -> None:
+        snap = self._snapshot
+        assert snap is not None
+        self.step, self.cum_rollouts, self.cum_gen_tokens = snap["step"], snap["cum_rollouts"], snap["cum_gen_tokens"]
+        set_rng_state(snap["rng"])
+        if self.dist.is_main:
+            self._selection().load_state_dict(snap["selector"])
+        self.kept.rows = dict(snap["kept"])
+
+    def _selection(self) -> Any:
+        """What selects and learns: the guard around the selector when configured, else the selector."""
+        return self.selector if self.guard is None else self.guard
+
+    def _stop_on_verifier_errors(self, errors: VerifierErrors) -> None:
+        if errors.scored and errors.count and errors.rate >= self.cfg.verifier_error_stop:
+            raise VerifierErrorStop(self.step, errors.count, errors.scored, errors.first, self.cfg.verifier_error_stop)
+
+    def _verifier_error_totals(self) -> dict[str, int]:
+        """Verifier errors of the whole run (resumed parts included), by kind, from metrics.jsonl."""
+        from .logger import read_metrics
+
+        totals: dict[str, int] = {}
+        if not (self.dist.is_main and self.logger.path.exists()):
+            return totals
+        for rec in read_metrics(self.logger.path):
+            for kind, n in (rec.get("verifier_error_kinds") or {}).items():
+                totals[kind] = totals.get(kind, 0) + int(n)
+        return dict(sorted(totals.items()))
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        first = self._signal is None
+        self._signal = signum
+        if self._abortable:
+            # Rolling out or scoring (perhaps stuck in a verifier): abandon the step now.
+            self._abortable = False
+            raise RunInterrupted(signum)
+        if first:
+            # Updating weights or saving: never stop half-way; the loop stops after this.
+            log.warning("%s: finishing step %d, then checkpointing it", signal_name(signum), self.step)
+
+    def _close_outputs(self) -> None:
+        self.logger.close()
+        self.scorer.close()
+
+    def close(self) -> None:
+        self.dist.close()
+
+    def save_pretrained(self, directory: str | Path) -> None:
+        """The policy as a Hugging Face directory (rank 0)."""
+        if self.dist.is_main:
+            net = unwrap(self.model)
+            net.save_pretrained(str(directory))
+            self.tok.save_pretrained(str(directory))
+
+    # ------------------------------------------------------------------------ checkpoints
+    def queued_ids(self) -> list[int]:
         """The prompts a self-rolling selector still queues with rollouts of earlier steps."""
         queued = getattr(self.selector, "queued_ids", None)
         return [int(i) for i in queued()] if callable(queued) else []
@@ -503,20 +616,7 @@ class GRPOTrainer:
         """Beside the selector: the pool's ids, and a self-rolling selector's queued rows."""
         save_pool_ids(directory, self.pool)
         if self.rolls_itself:
-            save_tree(directory, _ROWS_FILE, self.kept.state())
-
-    def _load_guard(self, path: Path) -> None:
-        """The guard's counters from checkpoint ``path``; a checkpoint of a run without the guard
-        has none, and the guard starts from zero. Its share and streak stay the config's."""
-        assert self.guard is not None
-        file = path / _GUARD_FILE
-        if not file.exists():
-            log.warning("guard: checkpoint %s has no guard state; the guard starts from zero", path)
-            return
-        state = load_state(file)
-        state["selector"] = self.selector.state_dict()  # restored already, from its own file
-        self.guard.load_state_dict(state)
-        self.guard.min_share, self.guard.zero_streak = self.cfg.guard_min_share, self.cfg.guard_zero_streak
+            save_tree(directory, ROWS_FILE, self.kept.state())
 
     def _save_selection(self, directory: Path) -> None:
         """The selector's file, and the guard's counters (without the selector) beside it."""
@@ -524,7 +624,7 @@ class GRPOTrainer:
         if self.guard is not None:
             state = self.guard.state_dict()
             del state["selector"]
-            save_state(directory / _GUARD_FILE, state)
+            save_state(directory / GUARD_FILE, state)
 
     def save(self) -> Path:
         return save_checkpoint(
@@ -612,7 +712,7 @@ class GRPOTrainer:
             for position, i in enumerate(members):
                 order[i] = (len(parts), position)
             parts.append(concat_rollouts([groups[i] for i in members], pad))
-        self.kept.keep_only(self._queued_ids())
+        self.kept.keep_only(self.queued_ids())
         trained = np.asarray(counts, dtype=np.float64)
         return _Batch(
             ids,
@@ -861,7 +961,7 @@ class GRPOTrainer:
         # From here on the step changes the weights: a signal lets it finish (see _on_signal).
         self._abortable = False
         stats = (
-            grpo_update(self.model, self.optimizer, ro, self.cfg, self.dist, self.device, self.ref_model)
+            grpo_update(self.model, self.optimizer, ro, self.cfg.grpo, self.dist, self.device, self.ref_model)
             if ro is not None
             else {}
         )
@@ -975,181 +1075,6 @@ class GRPOTrainer:
     def _log_eval(self, res: dict[str, Any] | None) -> None:
         if res is not None:
             self.logger.write({"kind": "eval", "step": self.step, "cum_rollouts": self.cum_rollouts, **res})
-
-    # -------------------------------------------------------------------------------- run
-    def run(self) -> TrainResult:
-        """Train to ``steps``. SIGTERM/SIGINT stop the run within seconds, even while a verifier is
-        stuck: a step still rolling out or scoring is abandoned, one in its optimizer updates is
-        finished; the last finished step is checkpointed and the result says ``interrupted``.
-        A step whose verifications are verifier errors at or above ``verifier_error_stop`` raises
-        :class:`~bots_rft.train.stops.VerifierErrorStop` after checkpointing the step before."""
-        cfg = self.cfg
-        from tqdm.auto import tqdm
-
-        handlers_set = threading.current_thread() is threading.main_thread()
-        previous: dict[int, Any] = {}
-        if handlers_set:
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                previous[sig] = signal.signal(sig, self._on_signal)
-        history: list[dict[str, Any]] = []
-        final_eval = None
-        failure: VerifierErrorStop | None = None
-        checkpoint: Path | None = None
-        try:
-            if self.dist.is_main:
-                self.logger.write(
-                    {
-                        "kind": "config",
-                        "step": self.step,
-                        "config": cfg.to_dict(),
-                        "world_size": self.dist.world,
-                        "device": str(self.device),
-                        "pool_tasks": len(self.pool),
-                        "eval_tasks": len(self.eval_rows),
-                        "sft_losses": self.sft_losses[-5:] if self.sft_losses else None,
-                    }
-                )
-            bar = tqdm(
-                total=cfg.steps,
-                initial=self.step,
-                desc=f"grpo {cfg.method}",
-                unit="step",
-                disable=not (cfg.progress and self.dist.is_main),
-            )
-            try:
-                self._finished_step()
-                if self.step == 0:
-                    final_eval = self.evaluate()
-                    self._log_eval(final_eval)
-                while self.step < cfg.steps:
-                    rec = self.train_step()
-                    self._abortable = False
-                    if self.dist.is_main:
-                        self.logger.write(rec)
-                        history.append(rec)
-                        bar.set_postfix(reward=f"{rec['reward_mean']:.3f}", etr=f"{rec['etr']:.2f}")
-                    bar.update(1)
-                    self._finished_step()
-                    if (cfg.eval_every and self.step % cfg.eval_every == 0) or self.step == cfg.steps:
-                        final_eval = self.evaluate()
-                        self._log_eval(final_eval)
-                    self._abortable = False
-                    if cfg.save_every and self.step % cfg.save_every == 0 and self.step < cfg.steps:
-                        self.save()
-                    # Collective, so that every rank stops after the same step.
-                    if self.dist.sum(1.0 if self._signal is not None else 0.0) > 0:
-                        if self._signal is None:
-                            self._signal = int(signal.SIGTERM)  # another rank was signalled
-                        break
-                    self._abortable = not self.dist.enabled
-                    if self._signal is not None and self._abortable:
-                        raise RunInterrupted(self._signal)  # came after the check above
-            except RunInterrupted:
-                self._rewind()
-            except VerifierErrorStop as exc:
-                self._rewind()
-                failure = exc
-            self._abortable = False
-            bar.close()
-            checkpoint = self.save()
-        finally:
-            self._abortable = False
-            for signum, handler in previous.items():
-                signal.signal(signum, handler)
-            self.logger.close()
-            self.scorer.close()
-        if failure is not None:
-            failure.saved(self.step, str(checkpoint))
-            raise failure  # its message is the report (the CLI prints it once; logging it too doubled it)
-        interrupted = self._signal is not None and self.step < cfg.steps
-        if interrupted and self.dist.is_main:
-            assert self._signal is not None
-            log.warning(
-                "%s: stopped; checkpoint of step %d saved in %s (continue with --resume)",
-                signal_name(self._signal),
-                self.step,
-                checkpoint,
-            )
-        totals = self._verifier_error_totals()
-        return TrainResult(
-            self.out_dir,
-            self.step,
-            interrupted,
-            final_eval,
-            self.logger.path,
-            history,
-            signal=self._signal if interrupted else None,
-            checkpoint=checkpoint,
-            verifier_errors=sum(totals.values()),
-            verifier_error_kinds=totals,
-        )
-
-    def _finished_step(self) -> None:
-        """The state after the last finished step, kept so that a step abandoned half-way (by a
-        signal, or for verifier errors) can be checkpointed as if it never began: its selection
-        moved the selector's random stream and its sampling the RNGs, its update the posterior."""
-        self._snapshot = {
-            "step": self.step,
-            "cum_rollouts": self.cum_rollouts,
-            "cum_gen_tokens": self.cum_gen_tokens,
-            "rng": rng_state(),
-            # With the guard, its counters too (its state holds the selector's).
-            "selector": copy.deepcopy(self._selection().state_dict()) if self.dist.is_main else None,
-            "kept": dict(self.kept.rows),  # entries are replaced, never changed in place
-        }
-        self._step_errors = VerifierErrors()
-        # Abandoning a step mid-way is only safe where no other rank waits in a collective.
-        self._abortable = not self.dist.enabled
-
-    def _rewind(self) -> None:
-        snap = self._snapshot
-        assert snap is not None
-        self.step, self.cum_rollouts, self.cum_gen_tokens = snap["step"], snap["cum_rollouts"], snap["cum_gen_tokens"]
-        set_rng_state(snap["rng"])
-        if self.dist.is_main:
-            self._selection().load_state_dict(snap["selector"])
-        self.kept.rows = dict(snap["kept"])
-
-    def _selection(self) -> Any:
-        """What selects and learns: the guard around the selector when configured, else the selector."""
-        return self.selector if self.guard is None else self.guard
-
-    def _stop_on_verifier_errors(self, errors: VerifierErrors) -> None:
-        if errors.scored and errors.count and errors.rate >= self.cfg.verifier_error_stop:
-            raise VerifierErrorStop(self.step, errors.count, errors.scored, errors.first, self.cfg.verifier_error_stop)
-
-    def _verifier_error_totals(self) -> dict[str, int]:
-        """Verifier errors of the whole run (resumed parts included), by kind, from metrics.jsonl."""
-        from .logger import read_metrics
-
-        totals: dict[str, int] = {}
-        if not (self.dist.is_main and self.logger.path.exists()):
-            return totals
-        for rec in read_metrics(self.logger.path):
-            for kind, n in (rec.get("verifier_error_kinds") or {}).items():
-                totals[kind] = totals.get(kind, 0) + int(n)
-        return dict(sorted(totals.items()))
-
-    def _on_signal(self, signum: int, frame: Any) -> None:
-        first = self._signal is None
-        self._signal = signum
-        if self._abortable:
-            # Rolling out or scoring (perhaps stuck in a verifier): abandon the step now.
-            self._abortable = False
-            raise RunInterrupted(signum)
-        if first:
-            # Updating weights or saving: never stop half-way; the loop stops after this.
-            log.warning("%s: finishing step %d, then checkpointing it", signal_name(signum), self.step)
-
-    def close(self) -> None:
-        self.dist.close()
-
-    def save_pretrained(self, directory: str | Path) -> None:
-        """The policy as a Hugging Face directory (rank 0)."""
-        if self.dist.is_main:
-            net = unwrap(self.model)
-            net.save_pretrained(str(directory))
-            self.tok.save_pretrained(str(directory))
 
 
 def train(cfg: TrainConfig) -> TrainResult:
