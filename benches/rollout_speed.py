@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     import transformers
 
-    from bots_rft.train.model import load_policy
+    from bots_rft.train.policy import load_policy
 
     torch.set_num_threads(args.threads)
     sizes = [int(s) for s in args.tasks.split(",")]

@@ -74,7 +74,7 @@ def test_a_legacy_multipool_file_loads_to_the_same_state_and_picks() -> None:
 
 def test_a_legacy_trainer_part_loads() -> None:
     torch = pytest.importorskip("torch")
-    from bots_rft.train.checkpoint import load_tree
+    from bots_rft.train.run_checkpoint import load_tree
 
     tree = load_tree(DATA / "legacy_tree", "tree")
     assert torch.equal(tree["weights"]["layer.weight"], torch.arange(12, dtype=torch.float32).reshape(3, 4) / 7)
@@ -283,7 +283,7 @@ def test_trainer_parts_are_codec_files(tmp_path: Path) -> None:
     torch = pytest.importorskip("torch")
     from safetensors.torch import load_file
 
-    from bots_rft.train.checkpoint import load_tree, save_tree, tree_exists
+    from bots_rft.train.run_checkpoint import load_tree, save_tree, tree_exists
 
     weights = {"layer.weight": torch.ones(2, 2), "layer.bias": torch.zeros(2)}
     save_tree(tmp_path, "model", weights)

@@ -54,7 +54,7 @@ def test_importing_bots_rft_does_not_import_torch() -> None:
 def test_cli_parsing_and_configs_do_not_import_torch() -> None:
     """``bots --help`` and config validation are for machines without the train extra too."""
     loaded = _imports_in_fresh_interpreter(
-        "import bots_rft.cli, bots_rft.train.config, bots_rft.train.selection, bots_rft.simulate, bots_rft.llm, "
+        "import bots_rft.cli, bots_rft.train.config, bots_rft.train.run_selector, bots_rft.simulate, bots_rft.llm, "
         "bots_rft.report"
     )
     assert not any(m.split(".")[0] == "torch" for m in loaded)

@@ -18,7 +18,7 @@ from safetensors.torch import load_file  # noqa: E402
 from bots_rft.errors import ConfigError  # noqa: E402
 from bots_rft.train.logger import read_metrics  # noqa: E402
 from bots_rft.train.lora import is_adapter_model  # noqa: E402
-from bots_rft.train.model import load_policy  # noqa: E402
+from bots_rft.train.policy import load_policy  # noqa: E402
 from bots_rft.train.toy import toy_config  # noqa: E402
 from bots_rft.train.trainer import GRPOTrainer, train  # noqa: E402
 

@@ -211,7 +211,7 @@ def test_bots_train_builds_bots_plan_as_the_bots_its_plans_draw_from() -> None:
     """bots train rolls out each planned task its own count (tests/test_train_plan.py), so the
     method's selector there is the BOTS posterior it plans from, with the method's parameters."""
     from bots_rft.train.config import TrainConfig
-    from bots_rft.train.selection import make_selector
+    from bots_rft.train.run_selector import make_selector
 
     sel = make_selector(TrainConfig(pool="p.parquet", method="bots-plan", lam=0.3, seed=4), 10, None, None)
     assert isinstance(sel, BOTS) and sel.lam == 0.3

@@ -14,7 +14,7 @@ pytest.importorskip("transformers")
 from bots_rft.errors import ConfigError  # noqa: E402
 from bots_rft.llm.generation import next_token_probs, sample_completions, shared_prefix_len  # noqa: E402
 from bots_rft.llm.models import encode_chats  # noqa: E402
-from bots_rft.train.model import load_policy, sequence_logprobs  # noqa: E402
+from bots_rft.train.policy import load_policy, sequence_logprobs  # noqa: E402
 from bots_rft.train.rollout import completion_mask, generate_rollouts  # noqa: E402
 
 # Prompts of different lengths sharing a system prompt (the shared prefix the engine runs once).

@@ -1,4 +1,4 @@
-"""The selector contract (:class:`bots_rft.Selector`), run on every backend: the Rust core, torch on
+"""The selector contract (:class:`bots_rft.PosteriorSelector`), run on every backend: the Rust core, torch on
 CPU and the Ray-sharded pool. Each backend takes the same calls, refuses the same bad input with
 the same error class and argument, writes one checkpoint layout and reads the others'. What a
 backend does not provide is part of the contract too, and is checked here as such."""
@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from bots_rft import BOTS, Interpolation, Selector
+from bots_rft import BOTS, Interpolation, PosteriorSelector, Selector
 from bots_rft.errors import CheckpointError, InvalidArgumentError, InvalidTypeError, UnsupportedByBackendError
 from bots_rft.selector import SelectorBase
 
@@ -92,7 +92,7 @@ def _feed(sel: Any, steps: int = 3, seed: int = 0) -> list[np.ndarray]:
 # ------------------------------------------------------------------------------------ the type
 def test_every_backend_is_a_selector_on_the_shared_base(make: Callable[..., Any], backend: str) -> None:
     sel = make()
-    assert isinstance(sel, Selector)
+    assert isinstance(sel, PosteriorSelector) and isinstance(sel, Selector)
     assert isinstance(sel, SelectorBase)
     # BOTS's backends are BOTS; the sharded pool is its own class on the shared base.
     assert isinstance(sel, BOTS) == (backend != "sharded")

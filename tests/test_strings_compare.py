@@ -117,7 +117,7 @@ def _cfg(tmp_path: Path, **extra: object):  # type: ignore[no-untyped-def]
 def test_warmup_snapshots_equal_shorter_warmups(tmp_path: Path) -> None:
     """The model saved after k steps of a longer warm-up is the k-step warm-up, bit for bit
     (the references and the policy come from one stream)."""
-    from bots_rft.train.model import load_policy
+    from bots_rft.train.policy import load_policy
     from bots_rft.train.sft import sft_warmup
 
     def warm(steps: int) -> torch.nn.Module:

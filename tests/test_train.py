@@ -315,7 +315,7 @@ def test_selector_gets_the_configured_estimator(toy_pool: Path) -> None:
     """momentum and min_gap reach the interpolation estimator the trainer builds."""
     from bots_rft import Interpolation
     from bots_rft.train import load_config
-    from bots_rft.train.selection import make_selector
+    from bots_rft.train.run_selector import make_selector
 
     # dots needs the reference columns named (make_selector takes their rates as given here).
     refs = {"weak_column": "weak", "strong_column": "strong"}

@@ -95,7 +95,7 @@ def test_dynamic_sampling_resume_is_exact(toy_pool: Path, tmp_path: Path) -> Non
 
 def test_dynamic_sampling_is_refused_without_rollouts(toy_pool: Path) -> None:
     from bots_rft.errors import ConfigError
-    from bots_rft.train.selection import make_selector
+    from bots_rft.train.run_selector import make_selector
 
     with pytest.raises(ConfigError, match="dynamic_sampling"):
         make_selector(_cfg(toy_pool, Path("unused")), 12, None, None, rollout=None)

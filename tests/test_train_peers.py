@@ -145,7 +145,7 @@ def test_trained_rows_takes_every_row_when_the_counts_match_else_the_highest_the
 
 
 def test_kept_rows_merge_calls_and_round_trip_through_a_checkpoint(tmp_path: Path) -> None:
-    from bots_rft.train.checkpoint import load_tree, save_tree
+    from bots_rft.train.run_checkpoint import load_tree, save_tree
     from bots_rft.train.self_rolling import KeptRows
 
     def part(tid: int, n: int, width: int, plen: int, reward: float) -> Rollouts:
@@ -190,7 +190,7 @@ def test_a_resumed_peer_run_is_exact(method: str, extra: dict[str, Any], toy_poo
     from safetensors.torch import load_file
 
     from bots_rft.checkpoint import load_state
-    from bots_rft.train.checkpoint import load_tree
+    from bots_rft.train.run_checkpoint import load_tree
 
     def latest(out: Path) -> Path:
         return out / "checkpoints" / (out / "checkpoints" / "latest").read_text().strip()

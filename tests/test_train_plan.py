@@ -19,8 +19,8 @@ from bots_rft.errors import ConfigError  # noqa: E402
 from bots_rft.train import load_config  # noqa: E402
 from bots_rft.train.distributed import Dist  # noqa: E402
 from bots_rft.train.logger import read_metrics  # noqa: E402
-from bots_rft.train.model import load_policy  # noqa: E402
 from bots_rft.train.optimise import grpo_update  # noqa: E402
+from bots_rft.train.policy import load_policy  # noqa: E402
 from bots_rft.train.rollout import PlannedRollouts, generate_planned_rollouts, generate_rollouts  # noqa: E402
 from bots_rft.train.toy import toy_config  # noqa: E402
 from bots_rft.train.trainer import GRPOTrainer, train  # noqa: E402

@@ -23,12 +23,14 @@ from .estimators import Estimator, ImplicitEvidence, Interpolation, StepEvidence
 from .guard import GroupGuard
 from .multipool import MultiPool
 from .planning import Plan
-from .selector import BOTS, Picks, Selector
+from .selector import BOTS, Picks, PosteriorSelector
+from .selector_protocol import Selector
 
 __all__ = [
     "BOTS",
     "Picks",
     "Selector",
+    "PosteriorSelector",
     "Plan",
     "GroupGuard",
     "MultiPool",

@@ -2,7 +2,7 @@
 the last version whose checkpoint.py wrote the BOTSRFT v1 format (``python make_legacy_fixtures.py
 tests/data`` there). It cannot run on later versions, which no longer write that format; it is kept
 so the fixtures' contents are known. ``legacy_tree/`` is the trainer's old layout (``tree.json`` +
-``tree.safetensors``), written by that version's ``bots_rft.train.checkpoint.save_tree`` with::
+``tree.safetensors``), written by that version's ``bots_rft.train.run_checkpoint.save_tree`` with::
 
     obj = {"weights": {"layer.weight": torch.arange(12, dtype=torch.float32).reshape(3, 4) / 7,
                        "layer.bias": torch.tensor([1.5, -2.0], dtype=torch.bfloat16)},

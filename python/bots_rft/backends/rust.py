@@ -166,10 +166,10 @@ def thompson_draw(alpha: float, beta: float, task: int, seed: int, counter: int)
 
 
 if TYPE_CHECKING:
-    from ..selector import BOTS, Posterior, Selector
+    from ..selector import BOTS, Posterior, PosteriorSelector
 
     def _keeps_the_posterior_contract(posterior: RustPosterior) -> Posterior:
         return posterior  # mypy checks RustPosterior against the Posterior protocol here
 
-    def _bots_keeps_the_selector_contract(sel: BOTS) -> Selector:
-        return sel  # and BOTS against the Selector protocol
+    def _bots_keeps_the_selector_contract(sel: BOTS) -> PosteriorSelector:
+        return sel  # and BOTS against the PosteriorSelector protocol

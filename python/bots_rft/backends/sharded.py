@@ -536,7 +536,7 @@ def _refuse_other_argument(name: str, value: Any) -> None:
 
 
 if TYPE_CHECKING:
-    from ..selector import Selector
+    from ..selector import PosteriorSelector
 
-    def _keeps_the_selector_contract(sel: ShardedBOTS) -> Selector:
-        return sel  # mypy checks ShardedBOTS against the Selector protocol here
+    def _keeps_the_selector_contract(sel: ShardedBOTS) -> PosteriorSelector:
+        return sel  # mypy checks ShardedBOTS against the PosteriorSelector protocol here

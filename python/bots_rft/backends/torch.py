@@ -749,7 +749,7 @@ def _refuse_unknown_params(unknown: dict[str, Any]) -> None:
 
 
 if TYPE_CHECKING:
-    from ..selector import Selector
+    from ..selector import PosteriorSelector
 
-    def _keeps_the_selector_contract(sel: TorchBOTS) -> Selector:
-        return sel  # mypy checks TorchBOTS against the Selector protocol here
+    def _keeps_the_selector_contract(sel: TorchBOTS) -> PosteriorSelector:
+        return sel  # mypy checks TorchBOTS against the PosteriorSelector protocol here

@@ -563,7 +563,7 @@ def _shared_warmup(cfg: object, dest: Path, reuse: bool, refs: Any = None, ref_d
 
     from ..data import TaskPool
     from ..train.config import TrainConfig
-    from ..train.model import load_policy
+    from ..train.policy import load_policy
     from ..train.sft import sft_warmup
 
     assert isinstance(cfg, TrainConfig)

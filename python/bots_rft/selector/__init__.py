@@ -13,7 +13,7 @@ The package holds what every backend shares, one concern per module:
 - :mod:`~bots_rft.selector.base`: :class:`SelectorBase`, feedback in and checkpoints out for
   every backend;
 - :mod:`~bots_rft.selector.bots`: :class:`BOTS`, the public selector, which picks its backend;
-- :mod:`~bots_rft.selector.protocol`: :class:`Selector`, the contract every backend keeps.
+- :mod:`~bots_rft.selector.protocol`: :class:`PosteriorSelector`, the contract every backend keeps.
 
 The backends themselves live in :mod:`bots_rft.backends` (the Rust core, torch, Ray shards).
 """
@@ -24,7 +24,7 @@ from .base import Picks, SelectorBase
 from .bots import BOTS, PassHandle, Posterior, register_backend
 from .feedback import feedback_arrays, reward_counts, reward_map
 from .params import SETTABLE_PARAMS, SelectorParams
-from .protocol import Selector
+from .protocol import PosteriorSelector
 from .rules import (
     ADAPTIVE_RHO_MAE,
     DRIFT_MOMENTUM,
@@ -39,7 +39,7 @@ from .state import STATE_FORMAT, STATE_VERSION, ParamsOnLoad, selector_state
 __all__ = [
     "BOTS",
     "Picks",
-    "Selector",
+    "PosteriorSelector",
     "SelectorBase",
     "SelectorParams",
     "Posterior",

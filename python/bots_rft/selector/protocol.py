@@ -1,5 +1,6 @@
-"""The contract every selector backend keeps: what a trainer or an integration may call on a BOTS
-selector whichever backend holds its posterior."""
+"""The contract every BOTS backend keeps (:class:`PosteriorSelector`): what a trainer or an
+integration may call on a BOTS selector whichever backend holds its posterior. It extends
+:class:`bots_rft.selector_protocol.Selector`, what every task-selection method provides."""
 
 from __future__ import annotations
 
@@ -9,12 +10,15 @@ from typing import Any, Protocol, runtime_checkable
 
 from .._validation import FloatArray, IntArray
 from ..planning import Plan
+from ..selector_protocol import Selector
 from .base import Picks
+from .state import ParamsOnLoad
 
 
 @runtime_checkable
-class Selector(Protocol):
-    """A BOTS selector on any backend: :class:`~bots_rft.BOTS` on the Rust core
+class PosteriorSelector(Selector, Protocol):
+    """A :class:`~bots_rft.selector_protocol.Selector` holding a Beta posterior per task: a BOTS
+    selector on any backend: :class:`~bots_rft.BOTS` on the Rust core
     (``backend="rust"``) or on torch (``backend="torch"``), and
     :class:`~bots_rft.backends.sharded.ShardedBOTS` (a pool over Ray actors). Each takes the same
     arguments, raises the same errors for the same bad input, and writes and reads one
@@ -98,6 +102,10 @@ class Selector(Protocol):
 
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to resume, in the one checkpoint layout."""
+        ...
+
+    def load_state_dict(self, state: dict[str, Any], *, params: ParamsOnLoad = "error") -> None:
+        """Restore a :meth:`state_dict`; ``params`` says whose parameters win if they differ."""
         ...
 
     def save(self, path: str | os.PathLike[str]) -> None:

@@ -9,10 +9,10 @@
   nothing; ``run()`` warms up and trains; :func:`train`), DAPO's dynamic-sampling fill loop
   included; :mod:`.optimise`: the GRPO update of one step; :mod:`.resume`: continuing a run from
   its latest checkpoint;
-- :mod:`.selection`: the run's selector from the method table, and its checkpoints
+- :mod:`.run_selector`: the run's selector from the method table, and its checkpoints
   (``method=dynamic`` draws from :class:`bots_rft.peers.dapo.EpochOrder`);
-- :mod:`.scoring`: verifier rewards; :mod:`.model`: the policy; :mod:`.distributed`: torchrun;
-- :mod:`.checkpoint`, :mod:`.pool_identity`, :mod:`.evaluate`, :mod:`.logger`, :mod:`.stops`,
+- :mod:`.scoring`: verifier rewards; :mod:`.policy`: the policy; :mod:`.distributed`: torchrun;
+- :mod:`.run_checkpoint`, :mod:`.pool_identity`, :mod:`.evaluate`, :mod:`.logger`, :mod:`.stops`,
   :mod:`.sft`, :mod:`.toy`.
 
 torch and transformers are imported by the submodules (the ``train`` extra), not by ``bots_rft``.

@@ -1,6 +1,6 @@
 """Parameter-efficient training: LoRA adapters through ``peft`` (``lora_r > 0``), and/or training
 only the top ``train_top_layers`` decoder layers. Either way the optimizer sees only the trainable
-parameters and a checkpoint stores only them (:mod:`.checkpoint`): the adapter, in peft's own
+parameters and a checkpoint stores only them (:mod:`.run_checkpoint`): the adapter, in peft's own
 safetensors format, or the trained layers' weights. The frozen weights are the base model's,
 which a resumed run loads again from the same ``model`` spec."""
 

@@ -17,7 +17,7 @@ import torch
 from .config import GRPOUpdate
 from .distributed import Dist
 from .grpo import group_advantages, grpo_loss
-from .model import autocast, sequence_logprobs
+from .policy import autocast, sequence_logprobs
 from .rollout import PlannedRollouts, Rollouts
 
 __all__ = ["grpo_update"]

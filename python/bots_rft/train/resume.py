@@ -19,13 +19,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .. import BOTS
+from .. import PosteriorSelector
 from ..checkpoint import load_state
 from ..errors import CheckpointError, ConfigError
-from .checkpoint import load_model_state, load_training_state, load_tree, set_rng_state
+from ..selector_protocol import Selector
 from .config import PEER_PARAMS, SELECTION_PARAMS
 from .pool_identity import compare_pools, grown_state, load_pool_ids
-from .selection import load_selector, selector_file
+from .run_checkpoint import load_model_state, load_training_state, load_tree, set_rng_state
+from .run_selector import load_selector, selector_file
 
 if TYPE_CHECKING:
     from .trainer import GRPOTrainer
@@ -88,7 +89,7 @@ def restore(trainer: GRPOTrainer, path: Path) -> None:
     changed = _changed_selection_params(trainer, path, saved)
     if trainer.dist.is_main:
         trainer.selector = _load_selector(trainer, path, adapt)
-        if changed and isinstance(trainer.selector, BOTS):
+        if changed and isinstance(trainer.selector, PosteriorSelector):
             trainer.selector.set_params(**changed)
             log.warning(
                 "resume: selection parameters changed from step %d on: %s",
@@ -115,7 +116,7 @@ def restore_guard(trainer: GRPOTrainer, path: Path) -> None:
         log.warning("guard: checkpoint %s has no guard state; the guard starts from zero", path)
         return
     state = load_state(file)
-    state["selector"] = trainer.selector.state_dict()  # restored already, from its own file
+    state["selector"] = trainer.rank0_selector.state_dict()  # restored already, from its own file
     guard.load_state_dict(state)
     guard.min_share, guard.zero_streak = trainer.cfg.guard_min_share, trainer.cfg.guard_zero_streak
 
@@ -171,17 +172,17 @@ def _changed_selection_params(trainer: GRPOTrainer, path: Path, saved: dict[str,
     return diff
 
 
-def _load_selector(trainer: GRPOTrainer, path: Path, adapt: Any) -> Any:
+def _load_selector(trainer: GRPOTrainer, path: Path, adapt: Any) -> Selector:
     """The selector restored from checkpoint ``path``. A dynamic-sampling run checkpointed
     before the trainer filled its batches itself saved a wrapper whose state holds the
     method's (``proposer``); that state is restored into the method's selector."""
-    selector = trainer.selector
+    selector = trainer.rank0_selector
     wrapped = path / "selector_state.bots"
     if trainer.dynamic_sampling and not selector_file(path, selector).exists() and wrapped.exists():
         state = load_state(wrapped)
         if state.get("kind") == "dynamic_sampling" and isinstance(state.get("proposer"), dict):
             inner = adapt(state["proposer"]) if adapt is not None else state["proposer"]
-            if isinstance(selector, BOTS):
+            if isinstance(selector, PosteriorSelector):
                 selector.load_state_dict(inner, params="checkpoint")
             else:
                 selector.load_state_dict(inner)

@@ -19,7 +19,7 @@ from ..errors import ConfigError
 from ..llm.generation import sample_completions
 from ..llm.models import encode_chats
 from .config import ROLLOUT_ENGINES
-from .model import autocast, eval_mode, unwrap
+from .policy import autocast, eval_mode, unwrap
 
 __all__ = [
     "Rollouts",

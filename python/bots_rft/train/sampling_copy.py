@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from ..errors import ConfigError
-from .model import unwrap
+from .policy import unwrap
 
 __all__ = ["int8_twin"]
 

@@ -9,7 +9,7 @@ order). After ``select``, each trained task's group is taken from its kept rows 
 :func:`trained_rows`; rows of tasks the selector no longer queues are dropped at the end of the
 step, and the queued ones are saved with each checkpoint (:meth:`KeptRows.state`: tensors in
 the checkpoint codec's safetensors file, the rest as JSON in its metadata, through
-:func:`bots_rft.train.checkpoint.save_tree`)."""
+:func:`bots_rft.train.run_checkpoint.save_tree`)."""
 
 from __future__ import annotations
 
@@ -80,7 +80,7 @@ class KeptRows:
         self.rows = {tid: ro for tid, ro in self.rows.items() if tid in keep}
 
     def state(self) -> dict[str, Any]:
-        """The rows as a tree of tensors and plain values (:func:`.checkpoint.save_tree`)."""
+        """The rows as a tree of tensors and plain values (:func:`.run_checkpoint.save_tree`)."""
         return {
             "pad": self.pad,
             "tasks": [

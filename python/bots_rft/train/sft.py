@@ -15,7 +15,7 @@ from tqdm.auto import tqdm
 from ..data import TaskPool
 from ..llm.models import apply_chat_template, compute_float
 from .config import SFTWarmup
-from .model import autocast, position_ids
+from .policy import autocast, position_ids
 
 __all__ = ["sft_warmup"]
 

@@ -53,7 +53,7 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from .. import BOTS, Picks
+from .. import Picks, PosteriorSelector
 from ..calibration import calibration_metrics
 from ..checkpoint import save_state
 from ..data import TaskPool
@@ -65,20 +65,21 @@ from ..methods import method
 from ..metrics import effective_ratios
 from ..peers.dapo import EpochOrder
 from ..rewards import RewardScorer
-from .checkpoint import latest_checkpoint, rng_state, save_checkpoint, save_tree, set_rng_state
+from ..selector_protocol import RollsOut, Selector
 from .config import TrainConfig
 from .distributed import Dist
 from .evaluate import evaluate
 from .logger import MetricsLogger
 from .lora import adapt_policy
-from .model import load_policy, unwrap
 from .optimise import grpo_update
+from .policy import load_policy, unwrap
 from .pool_identity import save_pool_ids
 from .resume import GUARD_FILE, ROWS_FILE, restore, restore_guard
 from .rollout import PlannedRollouts, Rollouts, concat_rollouts, generate_planned_rollouts, generate_rollouts
+from .run_checkpoint import latest_checkpoint, rng_state, save_checkpoint, save_tree, set_rng_state
+from .run_selector import make_selector, save_selector
 from .sampling_copy import int8_twin
 from .scoring import VerifierErrors, register_config_verifiers, score_texts
-from .selection import make_selector, save_selector
 from .self_rolling import KeptRows
 from .sft import sft_warmup
 from .stops import RunInterrupted, VerifierErrorStop, signal_name
@@ -327,7 +328,7 @@ class GRPOTrainer:
         self._rounds = 0
         self._generated = 0
         self._callback_s = 0.0
-        self.selector: Any = None  # rank 0's; the other ranks follow its broadcasts
+        self.selector: Selector | None = None  # rank 0's; the other ranks follow its broadcasts
         if self.dist.is_main:
             self.selector = self._make_selector()
         self._twin: Any = None  # rollout_precision=int8's sampling twin, built at the first rollout
@@ -561,6 +562,13 @@ class GRPOTrainer:
             self._selection().load_state_dict(snap["selector"])
         self.kept.rows = dict(snap["kept"])
 
+    @property
+    def rank0_selector(self) -> Selector:
+        """The run's selector, which only rank 0 holds (the other ranks follow its broadcasts)."""
+        if self.selector is None:
+            raise RuntimeError(f"rank {self.dist.rank} holds no selector: only rank 0 selects")
+        return self.selector
+
     def _selection(self) -> Any:
         """What selects and learns: the guard around the selector when configured, else the selector."""
         return self.selector if self.guard is None else self.guard
@@ -620,7 +628,7 @@ class GRPOTrainer:
 
     def _save_selection(self, directory: Path) -> None:
         """The selector's file, and the guard's counters (without the selector) beside it."""
-        save_selector(self.selector, directory)
+        save_selector(self.rank0_selector, directory)
         if self.guard is not None:
             state = self.guard.state_dict()
             del state["selector"]
@@ -697,8 +705,9 @@ class GRPOTrainer:
         self._rounds = self._generated = 0
         self._callback_s = 0.0
         t = time.perf_counter()
-        ids = [int(i) for i in self.selector.select(cfg.batch_size)]
-        rolled = self.selector.take_batch()
+        sel = self.rank0_selector
+        ids = [int(i) for i in sel.select(cfg.batch_size)]
+        rolled = sel.take_batch() if isinstance(sel, RollsOut) else None
         self._times.select_s += time.perf_counter() - t - self._callback_s
         if rolled is None or [int(i) for i in rolled.task_ids] != ids:
             raise InvalidArgumentError(f"method: {cfg.method!r} handed over no batch for its selection", "method")
@@ -749,10 +758,13 @@ class GRPOTrainer:
         plan: tuple[list[int], list[int]] | None = None
         if self.dist.is_main:
             t = time.perf_counter()
-            chosen = self.selector.plan(cfg.batch_size * cfg.rollouts, cfg.n_min, cfg.n_max)
+            sel = self.rank0_selector
+            if not isinstance(sel, PosteriorSelector):  # the config's method check makes this BOTS
+                raise InvalidArgumentError(f"method: {cfg.method!r} has no posterior to plan from", "method")
+            chosen = sel.plan(cfg.batch_size * cfg.rollouts, cfg.n_min, cfg.n_max)
             plan = ([int(i) for i in chosen.ids], [int(c) for c in chosen.counts])
             self._times.select_s += time.perf_counter() - t
-            self._times.picks.append(self.selector.explain(plan[0]))
+            self._times.picks.append(sel.explain(plan[0]))
         return self.dist.broadcast(plan)  # type: ignore[no-any-return]
 
     def fill_batch(self) -> _Batch:
@@ -809,7 +821,7 @@ class GRPOTrainer:
                 chosen = sel.select(min(count, left), exclude=exclude) if left else []
             ids = [int(i) for i in chosen]
             self._times.select_s += time.perf_counter() - t
-            if isinstance(self.selector, BOTS) and len(ids):
+            if isinstance(self.selector, PosteriorSelector) and len(ids):
                 self._times.picks.append(self.selector.explain(ids))
         return self.dist.broadcast(ids)  # type: ignore[no-any-return]
 
@@ -1002,7 +1014,7 @@ class GRPOTrainer:
         successes = results.successes
         ratios = effective_ratios(successes, trials)
         gen_s, lengths = results.gen_s, results.lengths
-        cap = self.selector.capability if isinstance(self.selector, BOTS) else None
+        cap = self.selector.capability if isinstance(self.selector, PosteriorSelector) else None
         return {
             "kind": "train",
             "step": self.step,
