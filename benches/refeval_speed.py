@@ -5,7 +5,7 @@ per call (``--rollouts 4 --batch-size 16``: 4 tasks a call, as ``bots refeval`` 
 
 - ``generate``: transformers' ``model.generate(do_sample=True, top_k=0, num_return_sequences=n)``
   on the chat-templated prompts, left-padded, fp32: what a user would write by hand;
-- ``refeval fast`` / ``refeval hf``: :func:`bots_rft.llm.refeval.sample_responses`, the sampling
+- ``refeval fast`` / ``refeval hf``: :func:`bots_rft.train.refeval.sample_responses`, the sampling
   ``bots refeval`` runs, with its default engine (the shared-prefix KV-cache decode loop) and with
   transformers' ``generate`` as the engine.
 
@@ -78,7 +78,7 @@ def measure(
 ) -> dict[str, Any]:
     import torch
 
-    from bots_rft.llm.refeval import sample_responses
+    from bots_rft.train.refeval import sample_responses
 
     torch.manual_seed(seed)
     per_call = max(1, batch // n)
@@ -100,7 +100,7 @@ def measure(
 def end_to_end(model_spec: str, rows: list[dict[str, Any]], n: int, batch: int, max_new_tokens: int) -> dict[str, Any]:
     """One ``bots refeval`` run per engine on ``rows``: its own tokens/s (sampling and scoring)."""
     from bots_rft.data import TaskPool
-    from bots_rft.llm.refeval import RefEvalConfig, run_refeval
+    from bots_rft.train.refeval import RefEvalConfig, run_refeval
 
     out: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:

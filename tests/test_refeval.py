@@ -14,8 +14,8 @@ from bots_rft.cli import main
 from bots_rft.data import TaskPool, chat, make_row
 from bots_rft.errors import ConfigError, InvalidArgumentError
 from bots_rft.llm.models import TINY_CHAT_TEMPLATE, apply_chat_template, encode_chats, load_model
-from bots_rft.llm.refeval import RefEvalConfig, progress_path_for, run_refeval
 from bots_rft.rewards import register_verifier
+from bots_rft.train.refeval import RefEvalConfig, progress_path_for, run_refeval
 
 COLUMN = "tiny_pass_rate"
 
@@ -107,7 +107,7 @@ def test_refeval_tiny_end_to_end_via_cli(pool_path: Path, tmp_path: Path, capsys
 def test_rewards_are_aggregated_per_task(pool_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Pass rate = mean reward of the task's rollouts: a fake sampler answers row 0 always right,
     row 1 half the time, the rest never."""
-    import bots_rft.llm.refeval as refeval
+    import bots_rft.train.refeval as refeval
 
     def fake(model: Any, tok: Any, chats: Any, n: int, **kw: Any) -> tuple[list[list[str]], int]:
         out = []
@@ -130,7 +130,7 @@ def test_system_prompt_is_handled_as_in_training(
 ) -> None:
     """Reference pass rates transfer to training only if both prompt alike: refeval samples from
     exactly the chats the trainer would build, and the setting is part of the resume fingerprint."""
-    import bots_rft.llm.refeval as refeval
+    import bots_rft.train.refeval as refeval
 
     rows = [
         make_row(

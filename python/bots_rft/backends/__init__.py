@@ -1,5 +1,5 @@
 """The implementations of the :class:`~bots_rft.BOTS` selector, each behind one contract
-(:class:`bots_rft.Selector`):
+(:class:`bots_rft.PosteriorSelector`):
 
 - ``rust`` (:mod:`bots_rft.backends.rust`, the default): the posterior in numpy arrays, updated and
   ranked by the Rust core;

@@ -524,7 +524,7 @@ def _measure_references(cfg: Any, refs: Any, models: Path, reuse: bool) -> None:
     import torch
 
     from ..data import TaskPool
-    from ..llm.refeval import RefEvalConfig, run_refeval
+    from ..train.refeval import RefEvalConfig, run_refeval
 
     if cfg.threads:
         torch.set_num_threads(cfg.threads)  # as the runs use; more threads than cores only spin

@@ -77,7 +77,7 @@ def add_parser(subparsers: Any) -> None:
 def _run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from ..llm.refeval import RefEvalConfig, run_refeval
+    from ..train.refeval import RefEvalConfig, run_refeval
 
     check_input(args.pool, "--pool", directory_ok=True)
     if args.out is not None and Path(args.out).absolute() != Path(args.pool).absolute():

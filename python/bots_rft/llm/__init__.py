@@ -3,7 +3,8 @@
 
 - :mod:`.models`: loading a causal LM and its tokenizer offline (``tiny``, SmolLM2 from GGUF, a
   local Hugging Face directory), the device and dtype, chat templates;
-- :mod:`.refeval`: reference pass rates measured by sampling a model (``bots refeval``).
+- :mod:`.generation`: the fast exact rollout engine (each prompt encoded once, its KV cache shared
+  by its samples).
 
 Both import torch inside the functions that use it, and nothing is imported here, so
 ``import bots_rft`` and the CLI's argument parsing stay free of torch.

@@ -11,6 +11,8 @@
   its latest checkpoint;
 - :mod:`.run_selector`: the run's selector from the method table, and its checkpoints
   (``method=dynamic`` draws from :class:`bots_rft.peers.dapo.EpochOrder`);
+- :mod:`.refeval`: reference pass rates measured by sampling a model with the rollout engine
+  (``bots refeval``);
 - :mod:`.scoring`: verifier rewards; :mod:`.policy`: the policy; :mod:`.distributed`: torchrun;
 - :mod:`.run_checkpoint`, :mod:`.pool_identity`, :mod:`.evaluate`, :mod:`.logger`, :mod:`.stops`,
   :mod:`.sft`, :mod:`.toy`.

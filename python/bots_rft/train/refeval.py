@@ -169,7 +169,7 @@ def sample_responses(
     itself is the trainer's rollout generation (``engine``: its fast shared-prefix engine by default,
     or transformers' ``generate``), so reference pass rates and training rollouts come from the
     same code."""
-    from ..train.rollout import generate_rollouts
+    from .rollout import generate_rollouts
 
     rollouts = generate_rollouts(
         model,
@@ -226,7 +226,7 @@ def run_refeval(cfg: RefEvalConfig, *, progress: bool = True) -> RefEvalSummary:
     import torch
     from tqdm.auto import tqdm
 
-    from .models import load_model
+    from ..llm.models import load_model
 
     # Everything that can be wrong with the request is found before the progress file is written:
     # a failed start must not leave a file whose fingerprint blocks the corrected rerun.
