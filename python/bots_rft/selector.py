@@ -479,10 +479,9 @@ class BOTS(_SelectorParams):
             lag_discount=lag_discount,
         )
         n = self._num_tasks
-        self._alpha = np.empty(n, dtype=np.float64)
-        self._beta = np.empty(n, dtype=np.float64)
-        self._alpha[:] = self._prior_alpha
-        self._beta[:] = self._prior_beta
+        alpha, beta = np.empty(n, dtype=np.float64), np.empty(n, dtype=np.float64)
+        alpha[:], beta[:] = self._prior_alpha, self._prior_beta
+        self._posterior = _core.Posterior(alpha, beta)
         # An update is validated (and the estimator advanced) when `update` is called; its O(N)
         # pass then runs in the background (prefetch) fused with the next selection, or, without
         # prefetch, waits here for the next `select`, which runs both in one fused pass. Anything
@@ -492,8 +491,6 @@ class BOTS(_SelectorParams):
         self._pass_role: _Speculation | _Draw | None = None
         # The next selection computed ahead of time, for `select` to take if it asks for it.
         self._speculation: _Speculation | None = None
-        # A collected pass whose references to the arrays are released later (`_take_prefetched`).
-        self._spent_pass: _core.Pass | None = None
         # What the last `select` asked for (batch size, how many tasks it excluded): the shape of
         # the next speculation. None until the first `select`.
         self._last_request: tuple[int, int] | None = None
@@ -506,6 +503,28 @@ class BOTS(_SelectorParams):
     # `inspect.signature(BOTS)` (IDEs, help(), tools that read a class's parameters) would show that
     # instead of the constructor's real parameters.
     __signature__ = _constructor_signature(__init__)
+
+    # ----------------------------------------------------------------------------- the core's posterior
+    # α and β are memory the core owns (`_core.Posterior`); these four are the only places that
+    # touch it. A view is a read-only snapshot: passes started later never change it.
+    @property
+    def _alpha(self) -> FloatArray:
+        return self._posterior.alpha
+
+    @property
+    def _beta(self) -> FloatArray:
+        return self._posterior.beta
+
+    def _run_pass(
+        self, update: _core.UpdateSpec | None, spec: _core.SelectSpec | None
+    ) -> tuple[IntArray, float, FloatArray] | None:
+        """One pass now: the update (if any), then the selection (if any); (ids, k-th distance,
+        distances) or None."""
+        return self._posterior.step(update, spec, threads=self._threads)
+
+    def _start_pass(self, update: _core.UpdateSpec | None, spec: _core.SelectSpec | None) -> _core.Pass:
+        """`_run_pass` in the background; whatever reads the posterior next waits for it."""
+        return self._posterior.start_step(update, spec, threads=self._threads)
 
     # ----------------------------------------------------------------------------- views
     @property
@@ -559,7 +578,7 @@ class BOTS(_SelectorParams):
     def _flush_locked(self) -> None:
         self._settle()
         if self._pending is not None:
-            _core.step(self._alpha, self._beta, self._pending, threads=self._threads)
+            self._run_pass(self._pending, None)
             self._pending = None
 
     def _settle(self) -> None:
@@ -570,11 +589,11 @@ class BOTS(_SelectorParams):
         self._pass, self._pass_role = None, None
         self._file(role, running.wait())
 
-    def _file(self, role: _Speculation | _Draw | None, result: tuple[IntArray, float] | None) -> None:
+    def _file(self, role: _Speculation | _Draw | None, result: tuple[IntArray, float, FloatArray] | None) -> None:
         """Keep what a pass selected where `select` (a speculation) or `take` (a draw) finds it."""
         if role is None or result is None:
             return
-        role.candidates, role.kth = result
+        role.candidates, role.kth, _ = result
         self._remember_hint(role.k, role.kth)
         if isinstance(role, _Speculation):
             self._speculation = role
@@ -585,15 +604,14 @@ class BOTS(_SelectorParams):
         """Start a pass (the pending update, if any, and a selection, if any) in the background,
         or, without prefetch, run it now. Nothing else may be in flight."""
         assert self._pass is None
-        self._spent_pass = None
         spec = None if role is None else self._select_spec(role.k, role.counter)
         if update is None and spec is None:
             return
         if self._prefetch:
-            self._pass = _core.start_step(self._alpha, self._beta, update, spec, threads=self._threads)
+            self._pass = self._start_pass(update, spec)
             self._pass_role = role
             return
-        self._file(role, _core.step(self._alpha, self._beta, update, spec, threads=self._threads))
+        self._file(role, self._run_pass(update, spec))
 
     def _select_spec(self, k: int, counter: int, mask: Any = None, ids: Any = None) -> _core.SelectSpec:
         return _core.SelectSpec(
@@ -688,10 +706,10 @@ class BOTS(_SelectorParams):
                 chosen = self._reuse(k, mask, ids)
             if chosen is None:
                 spec = self._select_spec(k, self._num_selections, mask, ids)
-                result = _core.step(self._alpha, self._beta, self._pending, spec, threads=self._threads)
+                result = self._run_pass(self._pending, spec)
                 self._pending = None
                 assert result is not None
-                chosen, kth = result
+                chosen, kth, _ = result
                 self._remember_hint(k, kth)
             self._speculation = None
             self._num_selections += 1
@@ -764,9 +782,6 @@ class BOTS(_SelectorParams):
             return None
         self._pass, self._pass_role = None, None
         result = running.wait_take(k)
-        # Kept until the next pass starts: dropping it now would release its references to the
-        # pool's arrays on this cold path.
-        self._spent_pass = running
         if result is None:
             return None
         first, kth = result
@@ -1059,8 +1074,7 @@ class BOTS(_SelectorParams):
             n = int(state["num_tasks"])
             sel = cls(n, threads=threads, prefetch=prefetch, **_state_params(state, state["params"], evidence, n))
             alpha, beta = _state_posterior(state, n)
-            sel._alpha = np.array(alpha, dtype=np.float64, copy=True)
-            sel._beta = np.array(beta, dtype=np.float64, copy=True)
+            sel._posterior.assign(np.ascontiguousarray(alpha, dtype=np.float64), np.ascontiguousarray(beta, dtype=np.float64))
             sel._restore_counts(state)
             sel._stream = _Stream.from_state_dict(state.get("stream"), n)
             sel._restore_adaptive(state)

@@ -138,25 +138,35 @@ class _Shard:
         self.lo = lo
         self.prior_alpha = state["prior_alpha"]
         self.prior_beta = state["prior_beta"]
-        # Own, writable copies: arrays arriving through Ray's object store are read-only views.
-        # A new pool sends no posterior: it starts at the prior, built here.
+        # The core's own copy (`_core.Posterior`), read through `alpha`/`beta` and changed only by
+        # its passes. A new pool sends no posterior: it starts at the prior, built here.
         size = int(state["size"])
-        self.alpha = np.empty(size)
-        self.beta = np.empty(size)
-        self.alpha[:] = self.prior_alpha if state["alpha"] is None else state["alpha"]
-        self.beta[:] = self.prior_beta if state["beta"] is None else state["beta"]
+        alpha, beta = np.empty(size), np.empty(size)
+        alpha[:] = self.prior_alpha if state["alpha"] is None else state["alpha"]
+        beta[:] = self.prior_beta if state["beta"] is None else state["beta"]
+        self.posterior = _core.Posterior(alpha, beta)
         self.weak = state.get("weak")
         self.strong = state.get("strong")
         self.threads = threads
         # The last update, run fused with the next selection's pass (as BOTS without prefetch).
         self.pending: _core.UpdateSpec | None = None
 
+    @property
+    def alpha(self) -> np.ndarray:
+        """α of this shard's tasks: a read-only snapshot."""
+        return self.posterior.alpha
+
+    @property
+    def beta(self) -> np.ndarray:
+        """β of this shard's tasks: a read-only snapshot."""
+        return self.posterior.beta
+
     def ping(self) -> int:
-        return int(self.alpha.size)
+        return len(self.posterior)
 
     def _flush(self) -> None:
         if self.pending is not None:
-            _core.step(self.alpha, self.beta, self.pending, threads=self.threads)
+            self.posterior.step(self.pending, threads=self.threads)
             self.pending = None
 
     def at(self, ids: np.ndarray, references: bool, posterior: bool) -> tuple[Any, Any, Any, Any]:
@@ -182,7 +192,7 @@ class _Shard:
         ``evidence``: nothing, ``{"capability": μ̃}`` (with this shard's references) or
         ``{"predicted": p̃ of this shard's tasks}``."""
         self._flush()
-        batch = _core.aggregate(self.alpha.size, ids, successes, trials)
+        batch = _core.aggregate(len(self.posterior), ids, successes, trials)
         if "capability" in evidence:
             evidence = {"weak": self.weak, "strong": self.strong, "capability": evidence["capability"]}
         self.pending = _core.UpdateSpec(
@@ -210,10 +220,11 @@ class _Shard:
             tau=rule["tau"] if rule["tau"] > 0 else None,
             first_index=self.lo,
         )
-        result = _core.step_ranked(self.alpha, self.beta, self.pending, spec, threads=self.threads)
+        result = self.posterior.step(self.pending, spec, threads=self.threads)
         self.pending = None
         assert result is not None
-        return result
+        ids, _, distances = result
+        return ids, distances
 
     def state(self) -> dict[str, Any]:
         self._flush()
@@ -757,6 +768,6 @@ def _thompson_draw(alpha: float, beta: float, task: int, seed: int, counter: int
     keys a draw by (seed, counter, global index) only, so a one-task pool whose first index is
     ``task`` draws it; against target 0 the distance it ranks by is the draw itself."""
     spec = _core.SelectSpec(1, target=0.0, thompson=True, seed=seed, counter=counter, first_index=task)
-    ranked = _core.step_ranked(np.array([alpha]), np.array([beta]), None, spec, threads=1)
+    ranked = _core.Posterior(np.array([alpha], dtype=np.float64), np.array([beta], dtype=np.float64)).step(None, spec, threads=1)
     assert ranked is not None
-    return np.float32(ranked[1][0])
+    return np.float32(ranked[2][0])
