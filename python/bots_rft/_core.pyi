@@ -1,6 +1,6 @@
 """Type stubs for the compiled core (rust/bots-py). Checked by ``mypy.stubtest`` in ``make lint``."""
 
-from typing import final
+from typing import Any, final
 
 import numpy as np
 import numpy.typing as npt
@@ -15,6 +15,7 @@ __all__ = [
     "batch_capability",
     "beta_draws",
     "check_predicted",
+    "frozen",
     "Pass",
     "Posterior",
     "SelectSpec",
@@ -54,6 +55,7 @@ def batch_capability(
     batch: Batch, weak: npt.NDArray[np.float32], strong: npt.NDArray[np.float32], min_gap: float = 1e-06
 ) -> float | None: ...
 def check_predicted(predicted: npt.NDArray[np.float64], num_tasks: int) -> None: ...
+def frozen(array: npt.NDArray[np.float64] | npt.NDArray[np.float32]) -> npt.NDArray[Any]: ...
 
 @final
 class UpdateSpec:

@@ -115,8 +115,9 @@ class Interpolation(Estimator):
     """
 
     def __init__(self, weak: Any, strong: Any, momentum: float = 0.9, *, min_gap: float = DEFAULT_MIN_GAP) -> None:
-        self._weak = rates_or_nan(weak, "weak").astype(np.float32)
-        self._strong = rates_or_nan(strong, "strong", len(self._weak)).astype(np.float32)
+        # Frozen: read-only memory the core shares with every update's pass instead of copying it.
+        self._weak = _core.frozen(rates_or_nan(weak, "weak").astype(np.float32))
+        self._strong = _core.frozen(rates_or_nan(strong, "strong", len(self._weak)).astype(np.float32))
         m = as_real(momentum, "momentum")
         if not 0.0 <= m <= 1.0:
             raise InvalidArgumentError(f"momentum: must be in [0, 1], got {m}", "momentum")
@@ -126,8 +127,6 @@ class Interpolation(Estimator):
         self._momentum = m
         self._min_gap = g
         self._capability: float | None = None
-        self._weak.flags.writeable = False
-        self._strong.flags.writeable = False
 
     def __len__(self) -> int:
         return len(self._weak)
@@ -289,6 +288,7 @@ def user_object(estimator: Estimator | None) -> Any:
 
 def checked_prediction(pred: Any, num_tasks: int) -> FloatArray:
     """A private, validated float64 copy of a prediction: the update that uses it may run later."""
-    own = np.array(as_floats(pred, "predicted", num_tasks), dtype=np.float64, copy=True)
+    # Frozen: the core's pass shares this copy instead of making another.
+    own = _core.frozen(np.ascontiguousarray(as_floats(pred, "predicted", num_tasks), dtype=np.float64))
     _core.check_predicted(own, num_tasks)
     return own

@@ -479,6 +479,7 @@ class BOTS(_SelectorParams):
             lag_discount=lag_discount,
         )
         n = self._num_tasks
+        self._prior_alpha, self._prior_beta = _frozen_prior(self._prior_alpha), _frozen_prior(self._prior_beta)
         alpha, beta = np.empty(n, dtype=np.float64), np.empty(n, dtype=np.float64)
         alpha[:], beta[:] = self._prior_alpha, self._prior_beta
         self._posterior = _core.Posterior(alpha, beta)
@@ -1245,6 +1246,11 @@ def _readonly(a: np.ndarray) -> np.ndarray:
     v = a.view()
     v.flags.writeable = False
     return v
+
+
+def _frozen_prior(p: float | FloatArray) -> float | FloatArray:
+    """A per-task prior as read-only memory the core shares with every update's pass."""
+    return _core.frozen(p) if isinstance(p, np.ndarray) else p
 
 
 def _readonly_prior(p: float | FloatArray) -> float | FloatArray:

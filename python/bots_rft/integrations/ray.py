@@ -118,6 +118,11 @@ def pickled_sizes(obj: Any) -> tuple[int, int, int]:
 # ------------------------------------------------------------------------------- sharded pool
 
 
+def _frozen(value: Any, dtype: Any) -> Any:
+    """An array as read-only memory of the core (see `_core.frozen`); a scalar or None as is."""
+    return _core.frozen(np.ascontiguousarray(value, dtype=dtype)) if isinstance(value, np.ndarray) else value
+
+
 class ShardLostError(BotsError, RuntimeError):
     """A shard's actor of a :class:`ShardedBOTS` died: its part of the posterior is gone.
     Rebuild the selector from the last checkpoint (:meth:`ShardedBOTS.load`)."""
@@ -136,8 +141,9 @@ class _Shard:
 
     def __init__(self, lo: int, state: dict[str, Any], threads: int | None) -> None:
         self.lo = lo
-        self.prior_alpha = state["prior_alpha"]
-        self.prior_beta = state["prior_beta"]
+        # Frozen: read-only memory the core shares with every pass instead of copying it.
+        self.prior_alpha = _frozen(state["prior_alpha"], np.float64)
+        self.prior_beta = _frozen(state["prior_beta"], np.float64)
         # The core's own copy (`_core.Posterior`), read through `alpha`/`beta` and changed only by
         # its passes. A new pool sends no posterior: it starts at the prior, built here.
         size = int(state["size"])
@@ -145,8 +151,8 @@ class _Shard:
         alpha[:] = self.prior_alpha if state["alpha"] is None else state["alpha"]
         beta[:] = self.prior_beta if state["beta"] is None else state["beta"]
         self.posterior = _core.Posterior(alpha, beta)
-        self.weak = state.get("weak")
-        self.strong = state.get("strong")
+        self.weak = _frozen(state.get("weak"), np.float32)
+        self.strong = _frozen(state.get("strong"), np.float32)
         self.threads = threads
         # The last update, run fused with the next selection's pass (as BOTS without prefetch).
         self.pending: _core.UpdateSpec | None = None

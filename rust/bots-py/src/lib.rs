@@ -2,12 +2,13 @@
 //!
 //! Every kernel runs with the GIL released, inside a rayon pool of the requested size. The
 //! posterior is memory the binding owns (`Posterior`, `posterior.rs`): Python reads it through
-//! read-only views, and passes over it (described by typed specs that own their inputs,
-//! `specs.rs`) run either at once (`Posterior.step`) or in the background
+//! read-only views (`frozen.rs`), and passes over it (described by typed specs that own their
+//! inputs, `specs.rs`) run either at once (`Posterior.step`) or in the background
 //! (`Posterior.start_step`). Read-only functions on numpy arrays (`select`, the draws) borrow
 //! them for the call only. Errors are mapped to Python exceptions in `errors.rs` only.
 
 mod errors;
+mod frozen;
 mod pools;
 mod posterior;
 mod specs;
@@ -17,7 +18,8 @@ use numpy::{PyArray1, PyReadonlyArray1};
 use pyo3::prelude::*;
 
 use errors::{core_err, not_contiguous};
-use posterior::{Pass, Posterior, Snapshot};
+use frozen::Snapshot;
+use posterior::{Pass, Posterior};
 use specs::{SelectSpec, UpdateSpec};
 
 /// One step's rollout results, validated, with repeated task ids summed (sorted by id).
@@ -208,6 +210,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Posterior>()?;
     m.add_class::<Pass>()?;
     m.add_class::<Snapshot>()?;
+    m.add_function(wrap_pyfunction!(frozen::frozen, m)?)?;
     m.add_function(wrap_pyfunction!(aggregate, m)?)?;
     m.add_function(wrap_pyfunction!(batch_capability, m)?)?;
     m.add_function(wrap_pyfunction!(check_predicted, m)?)?;

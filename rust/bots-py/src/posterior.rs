@@ -4,9 +4,8 @@
 //!
 //! Why this is sound without any promise from Python code:
 //! - α and β are `Arc<Vec<f64>>`s that only Rust writes. Python sees them through read-only
-//!   numpy views (`Posterior.alpha`/`.beta`) whose base object is a `Snapshot` holding one more
-//!   reference to the same `Arc`. numpy refuses to make such a view writeable again (it does not
-//!   own its data and its base exports no writable buffer).
+//!   numpy views (`Posterior.alpha`/`.beta`, made in `frozen.rs`) whose base object holds one
+//!   more reference to the same `Arc`, and which numpy refuses to make writeable again.
 //! - A pass writes through `Arc::make_mut`: while any view of the arrays is alive it writes a
 //!   fresh copy instead, so a view is a consistent snapshot that no pass ever changes, and stays
 //!   valid after the posterior itself is gone. With no view alive (the selector's usual case)
@@ -28,12 +27,12 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use bots_core as core;
-use numpy::ndarray::ArrayView1;
-use numpy::{PyArray1, PyArrayMethods, PyReadonlyArray1};
+use numpy::{PyArray1, PyReadonlyArray1};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 
 use crate::errors::{core_err, invalid_argument, not_contiguous};
+use crate::frozen::view;
 use crate::specs::{SelectSpec, UpdateSpec};
 
 /// How long a waiter spins on a running pass before it parks: about what waking a parked
@@ -58,7 +57,7 @@ struct Work {
 
 impl Work {
     fn new(update: Option<&UpdateSpec>, select: Option<&SelectSpec>) -> Self {
-        Work { update: update.map(UpdateSpec::to_owned), select: select.cloned() }
+        Work { update: update.cloned(), select: select.cloned() }
     }
 
     fn run(&self, arrays: &mut Arrays) -> PassResult {
@@ -154,12 +153,6 @@ fn selection_to_py(py: Python<'_>, selection: core::Selection) -> PySelection<'_
     (ids, selection.kth_distance, PyArray1::from_vec(py, selection.distances))
 }
 
-/// Keeps one version of α or β alive for the numpy views made of it (their base object).
-#[pyclass(module = "bots_rft._core", frozen)]
-pub struct Snapshot {
-    data: Arc<Vec<f64>>,
-}
-
 /// α and β of every task (or of one shard's tasks), owned here. Read through read-only views
 /// (`alpha`, `beta`), changed only by passes (`step`, `start_step`) and `assign`.
 #[pyclass(module = "bots_rft._core")]
@@ -177,18 +170,6 @@ impl Posterior {
             self.arrays = Some(back.expect("a finished pass leaves the arrays in its slot"));
         }
         self.arrays.as_mut().expect("the arrays are here when no pass has them")
-    }
-
-    fn view<'py>(py: Python<'py>, data: &Arc<Vec<f64>>) -> PyResult<Bound<'py, PyArray1<f64>>> {
-        let owner = Bound::new(py, Snapshot { data: Arc::clone(data) })?;
-        let view = ArrayView1::from(owner.get().data.as_slice());
-        // SAFETY: the view's memory is the `Vec` inside `owner.data`, which `owner` (the view's
-        // base object, alive as long as the view) keeps alive; nothing writes or reallocates a
-        // `Vec` while a `Snapshot` shares it (passes write through `Arc::make_mut`).
-        let array = unsafe { PyArray1::borrow_from_array(&view, owner.clone().into_any()) };
-        // Fresh, so no other borrow exists; the read-only borrow ends at once, the flag stays.
-        drop(array.readwrite().make_nonwriteable());
-        Ok(array)
     }
 }
 
@@ -216,13 +197,13 @@ impl Posterior {
     /// passes never change (they write a new version while it is alive).
     #[getter]
     fn alpha<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyArray1<f64>>> {
-        Self::view(py, &self.arrays(py).alpha)
+        view(py, &self.arrays(py).alpha)
     }
 
     /// β of every task (see `alpha`).
     #[getter]
     fn beta<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyArray1<f64>>> {
-        Self::view(py, &self.arrays(py).beta)
+        view(py, &self.arrays(py).beta)
     }
 
     /// Replaces α and β with copies of the given arrays (same length as now).

@@ -2,23 +2,21 @@
 //! `Posterior.start_step` and `select`: what to update (`UpdateSpec`) and what to select
 //! (`SelectSpec`).
 //!
-//! A spec owns what it reads: the arrays it is given are copied into Rust memory when it is
-//! built, so a pass (possibly on a background thread, after the call that started it returned)
-//! never reads memory Python can write. References and per-task priors are tens of megabytes and
-//! the same arrays come back every step, so a read-only array (numpy's `writeable` flag off, as
-//! `Interpolation` stores its references) is copied once and its copy reused while the same
-//! array object is passed again and is still read-only (see `ReadOnlyCache`). Values are
+//! A spec owns what it reads, so that a pass (possibly on a background thread, after the call
+//! that started it returned) never reads memory Python can write: an array made by `frozen()`
+//! (memory only Rust writes; how `Interpolation` keeps its references, tens of megabytes read
+//! every step) is shared, any other array is copied when the spec is built. Values are
 //! range-checked by the core when the pass runs (before anything is written); a spec only checks
 //! what Python's types cannot say (which evidence form, ids not negative).
 
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Arc;
 
 use bots_core as core;
 use numpy::{PyArray1, PyArrayMethods, PyUntypedArrayMethods};
-use pyo3::intern;
 use pyo3::prelude::*;
 
 use crate::errors::{invalid_argument, not_contiguous};
+use crate::frozen::shared;
 use crate::Batch;
 
 /// A prior given as one value or one value per task.
@@ -31,7 +29,7 @@ pub(crate) enum PriorArg<'py> {
 #[derive(Clone)]
 pub(crate) enum PriorSpec {
     Scalar(f64),
-    Array(Arc<[f64]>),
+    Array(Arc<Vec<f64>>),
 }
 
 impl PriorSpec {
@@ -46,8 +44,8 @@ impl PriorSpec {
 #[derive(Clone)]
 pub(crate) enum EvidenceSpec {
     None,
-    Predicted(Arc<[f64]>),
-    Interpolation { weak: Arc<[f32]>, strong: Arc<[f32]>, mu: f64 },
+    Predicted(Arc<Vec<f64>>),
+    Interpolation { weak: Arc<Vec<f32>>, strong: Arc<Vec<f32>>, mu: f64 },
 }
 
 impl EvidenceSpec {
@@ -68,7 +66,7 @@ pub(crate) enum ExcludeSpec {
     Ids(Arc<[usize]>),
 }
 
-/// A copy of a contiguous, aligned array's elements.
+/// A copy of a contiguous, aligned array's elements (the small per-selection inputs).
 fn copied<T: numpy::Element + Copy>(a: &Bound<'_, PyArray1<T>>, name: &'static str) -> PyResult<Arc<[T]>> {
     if !(a.is_contiguous() && a.is_aligned()) {
         return Err(not_contiguous(name));
@@ -77,87 +75,12 @@ fn copied<T: numpy::Element + Copy>(a: &Bound<'_, PyArray1<T>>, name: &'static s
     Ok(Arc::from(ro.as_slice().map_err(|_| not_contiguous(name))?))
 }
 
-/// Element types whose read-only arrays are cached (the large, repeated inputs).
-pub(crate) trait Cacheable: numpy::Element + Copy {
-    fn wrap(data: Arc<[Self]>) -> CachedData;
-    fn unwrap(data: &CachedData) -> Option<Arc<[Self]>>;
-}
-
-#[derive(Clone)]
-pub(crate) enum CachedData {
-    F64(Arc<[f64]>),
-    F32(Arc<[f32]>),
-}
-
-impl Cacheable for f64 {
-    fn wrap(data: Arc<[f64]>) -> CachedData {
-        CachedData::F64(data)
-    }
-    fn unwrap(data: &CachedData) -> Option<Arc<[f64]>> {
-        match data {
-            CachedData::F64(d) => Some(d.clone()),
-            CachedData::F32(_) => None,
-        }
-    }
-}
-
-impl Cacheable for f32 {
-    fn wrap(data: Arc<[f32]>) -> CachedData {
-        CachedData::F32(data)
-    }
-    fn unwrap(data: &CachedData) -> Option<Arc<[f32]>> {
-        match data {
-            CachedData::F32(d) => Some(d.clone()),
-            CachedData::F64(_) => None,
-        }
-    }
-}
-
-/// Copies of the last few read-only arrays specs were built from, by array object. The entry
-/// holds a reference to the array, so its address cannot be reused by another object while it
-/// is cached; a hit also requires the array to be read-only still (an array made writeable again
-/// may have been written, so it is copied afresh).
-struct ReadOnlyCache {
-    entries: Vec<(Py<PyAny>, CachedData)>,
-}
-
-/// Enough for a selector's two references and two priors, and a few selectors side by side.
-const CACHE_ENTRIES: usize = 8;
-
-fn cache() -> &'static Mutex<ReadOnlyCache> {
-    static CACHE: OnceLock<Mutex<ReadOnlyCache>> = OnceLock::new();
-    CACHE.get_or_init(|| Mutex::new(ReadOnlyCache { entries: Vec::new() }))
-}
-
-fn is_writeable<T: numpy::Element>(a: &Bound<'_, PyArray1<T>>) -> PyResult<bool> {
-    let py = a.py();
-    a.getattr(intern!(py, "flags"))?.getattr(intern!(py, "writeable"))?.extract()
-}
-
-/// What a spec reads from `a`: a copy, shared with earlier specs when `a` is read-only.
-fn owned<T: Cacheable>(a: &Bound<'_, PyArray1<T>>, name: &'static str) -> PyResult<Arc<[T]>> {
-    if is_writeable(a)? {
-        return copied(a, name);
-    }
-    let mut cache = cache().lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(i) = cache.entries.iter().position(|(obj, _)| obj.as_ptr() == a.as_ptr()) {
-        if let Some(data) = T::unwrap(&cache.entries[i].1) {
-            // Most recently used first, so the oldest entry is the one evicted.
-            let entry = cache.entries.remove(i);
-            cache.entries.insert(0, entry);
-            return Ok(data);
-        }
-    }
-    let data = copied(a, name)?;
-    cache.entries.insert(0, (a.clone().into_any().unbind(), T::wrap(data.clone())));
-    cache.entries.truncate(CACHE_ENTRIES);
-    Ok(data)
-}
-
 /// One step's posterior update: the batch's explicit evidence, the priors the posterior decays
 /// toward, λ, ρ, n, and the implicit evidence for the other tasks (a prediction per task, or
 /// the interpolation estimator's references and capability).
+/// Cloned for a pass that outlives the Python object (cheap: the arrays are shared).
 #[pyclass(module = "bots_rft._core", frozen)]
+#[derive(Clone)]
 pub struct UpdateSpec {
     pub(crate) batch: core::Batch,
     pub(crate) prior_alpha: PriorSpec,
@@ -175,17 +98,6 @@ impl UpdateSpec {
             batch: &self.batch,
             evidence: self.evidence.as_core(),
             params: self.params,
-        }
-    }
-
-    /// An owned copy for a pass that outlives the Python object (cheap: the arrays are shared).
-    pub(crate) fn to_owned(&self) -> UpdateSpec {
-        UpdateSpec {
-            batch: self.batch.clone(),
-            prior_alpha: self.prior_alpha.clone(),
-            prior_beta: self.prior_beta.clone(),
-            params: self.params,
-            evidence: self.evidence.clone(),
         }
     }
 }
@@ -211,12 +123,14 @@ impl UpdateSpec {
         let prior = |p: PriorArg<'_>, name| -> PyResult<PriorSpec> {
             Ok(match p {
                 PriorArg::Scalar(v) => PriorSpec::Scalar(v),
-                PriorArg::Array(a) => PriorSpec::Array(owned(&a, name)?),
+                PriorArg::Array(a) => PriorSpec::Array(shared(&a, name)?),
             })
         };
         let evidence = match (predicted, weak, strong, capability) {
-            (Some(p), None, None, None) => EvidenceSpec::Predicted(owned(&p, "predicted")?),
-            (None, Some(w), Some(s), Some(mu)) => EvidenceSpec::Interpolation { weak: owned(&w, "weak")?, strong: owned(&s, "strong")?, mu },
+            (Some(p), None, None, None) => EvidenceSpec::Predicted(shared(&p, "predicted")?),
+            (None, Some(w), Some(s), Some(mu)) => {
+                EvidenceSpec::Interpolation { weak: shared(&w, "weak")?, strong: shared(&s, "strong")?, mu }
+            }
             (None, None, None, None) => EvidenceSpec::None,
             _ => return Err(invalid_argument("predicted", "give either predicted, or weak, strong and capability together".to_string())),
         };
