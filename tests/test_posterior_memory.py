@@ -124,7 +124,9 @@ def test_a_frozen_array_is_shared_read_only_and_outlives_its_specs() -> None:
     post = _core.Posterior(np.ones(N), np.ones(N))
     running = post.start_step(_update(N, weak, strong32), _core.SelectSpec(8, seed=5))
     ref = _core.Posterior(np.ones(N), np.ones(N))
-    expected = ref.step(_update(N, np.full(N, 0.2, dtype=np.float32), np.full(N, 0.8, dtype=np.float32)), _core.SelectSpec(8, seed=5))
+    expected = ref.step(
+        _update(N, np.full(N, 0.2, dtype=np.float32), np.full(N, 0.8, dtype=np.float32)), _core.SelectSpec(8, seed=5)
+    )
     del weak, strong32
     gc.collect()
     got = running.wait()

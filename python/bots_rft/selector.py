@@ -2,9 +2,10 @@
 (explicit evidence) and predictions for the other tasks (implicit evidence), and Thompson
 sampling (or the posterior mean) to pick the tasks nearest a target success rate.
 
-The posterior lives in two float64 numpy arrays owned by this object; the Rust core updates and
-reads them in place, in parallel, with the GIL released. Every public method takes a lock, so one
-selector can be shared between threads.
+The posterior lives in two float64 arrays owned by the Rust core (`_core.Posterior`), which
+updates and reads them in place, in parallel, with the GIL released; Python reads them through
+read-only snapshot views. Every public method takes a lock, so one selector can be shared between
+threads.
 """
 
 from __future__ import annotations
@@ -1075,7 +1076,9 @@ class BOTS(_SelectorParams):
             n = int(state["num_tasks"])
             sel = cls(n, threads=threads, prefetch=prefetch, **_state_params(state, state["params"], evidence, n))
             alpha, beta = _state_posterior(state, n)
-            sel._posterior.assign(np.ascontiguousarray(alpha, dtype=np.float64), np.ascontiguousarray(beta, dtype=np.float64))
+            sel._posterior.assign(
+                np.ascontiguousarray(alpha, dtype=np.float64), np.ascontiguousarray(beta, dtype=np.float64)
+            )
             sel._restore_counts(state)
             sel._stream = _Stream.from_state_dict(state.get("stream"), n)
             sel._restore_adaptive(state)

@@ -774,6 +774,8 @@ def _thompson_draw(alpha: float, beta: float, task: int, seed: int, counter: int
     keys a draw by (seed, counter, global index) only, so a one-task pool whose first index is
     ``task`` draws it; against target 0 the distance it ranks by is the draw itself."""
     spec = _core.SelectSpec(1, target=0.0, thompson=True, seed=seed, counter=counter, first_index=task)
-    ranked = _core.Posterior(np.array([alpha], dtype=np.float64), np.array([beta], dtype=np.float64)).step(None, spec, threads=1)
+    ranked = _core.Posterior(np.array([alpha], dtype=np.float64), np.array([beta], dtype=np.float64)).step(
+        None, spec, threads=1
+    )
     assert ranked is not None
     return np.float32(ranked[2][0])
