@@ -79,7 +79,8 @@ fn run_pass(arrays: &mut Arrays, update: Option<&UpdateSpec>, select: Option<&Se
     }
 }
 
-enum Result_ {
+/// What a background pass has produced, as its `Pass` sees it.
+enum PassState {
     Running,
     Done(Outcome),
     Collected,
@@ -94,7 +95,7 @@ struct Slot {
 }
 
 struct SlotState {
-    result: Result_,
+    result: PassState,
     arrays: Option<Arrays>,
 }
 
@@ -108,7 +109,7 @@ impl Slot {
     fn finish(&self, outcome: Outcome, arrays: Arrays) {
         {
             let mut state = self.lock();
-            state.result = Result_::Done(outcome);
+            state.result = PassState::Done(outcome);
             state.arrays = Some(arrays);
         }
         self.done.store(true, Ordering::Release);
@@ -256,7 +257,7 @@ impl Posterior {
         self.arrays(py);
         let mut arrays = self.arrays.take().expect("taken back just above");
         let slot = Arc::new(Slot {
-            state: Mutex::new(SlotState { result: Result_::Running, arrays: None }),
+            state: Mutex::new(SlotState { result: PassState::Running, arrays: None }),
             finished: Condvar::new(),
             done: AtomicBool::new(false),
         });
@@ -284,12 +285,12 @@ pub struct Pass {
 
 impl Pass {
     fn collect(&self, py: Python<'_>) -> PyResult<Option<core::Selection>> {
-        let outcome = self.slot.when_done(py, |state| std::mem::replace(&mut state.result, Result_::Collected));
+        let outcome = self.slot.when_done(py, |state| std::mem::replace(&mut state.result, PassState::Collected));
         match outcome {
-            Result_::Done(Ok(result)) => result.map_err(core_err),
-            Result_::Done(Err(_)) => Err(PyRuntimeError::new_err("the background pass panicked; the posterior may be partly updated")),
-            Result_::Collected => Err(PyRuntimeError::new_err("this pass's result was already collected")),
-            Result_::Running => unreachable!("when_done runs only once the pass has finished"),
+            PassState::Done(Ok(result)) => result.map_err(core_err),
+            PassState::Done(Err(_)) => Err(PyRuntimeError::new_err("the background pass panicked; the posterior may be partly updated")),
+            PassState::Collected => Err(PyRuntimeError::new_err("this pass's result was already collected")),
+            PassState::Running => unreachable!("when_done runs only once the pass has finished"),
         }
     }
 }
