@@ -5,7 +5,9 @@ posterior that is busy is an error, never a race."""
 
 from __future__ import annotations
 
+import copy
 import gc
+import pickle
 import threading
 
 import numpy as np
@@ -198,3 +200,12 @@ def test_posterior_arguments_are_checked() -> None:
     with pytest.raises(InvalidArgumentError, match="threads"):
         post.start_step(None, _core.SelectSpec(1), threads=0)
     np.testing.assert_array_equal(post.alpha, np.full(3, 2.0))  # a refused pass takes nothing
+
+
+def test_interpolation_references_stay_frozen_through_pickling_and_copies() -> None:
+    est = Interpolation(np.linspace(0, 0.5, 50), np.linspace(0.5, 1, 50))
+    for other in (est, pickle.loads(pickle.dumps(est)), copy.deepcopy(est)):
+        weak, strong = other.references32()
+        assert isinstance(weak.base, _core.Snapshot) and isinstance(strong.base, _core.Snapshot)
+        assert weak.dtype == np.float32 and not weak.flags.writeable
+        np.testing.assert_array_equal(weak, est.references32()[0])

@@ -131,6 +131,12 @@ class Interpolation(Estimator):
     def __len__(self) -> int:
         return len(self._weak)
 
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # Unpickled (or deep-copied) arrays are plain numpy memory again: freeze them as __init__
+        # does, so that updates keep sharing them instead of copying them.
+        self.__dict__.update(state)
+        self._weak, self._strong = _core.frozen(self._weak), _core.frozen(self._strong)
+
     def __repr__(self) -> str:
         gap = "" if self._min_gap == DEFAULT_MIN_GAP else f", min_gap={self._min_gap}"
         return f"Interpolation(num_tasks={len(self)}, momentum={self._momentum}{gap}, capability={self._capability})"
