@@ -6,7 +6,7 @@
 //! - α and β are `Arc<Vec<f64>>`s that only Rust writes. Python sees them through read-only
 //!   numpy views (`Posterior.alpha`/`.beta`, made in `frozen.rs`) whose base object holds one
 //!   more reference to the same `Arc`, and which numpy refuses to make writeable again.
-//! - A pass writes through `Arc::make_mut`: while any view of the arrays is alive it writes a
+//! - A pass writes through `frozen::writable`: while any view of the arrays is alive it writes a
 //!   fresh copy instead, so a view is a consistent snapshot that no pass ever changes, and stays
 //!   valid after the posterior itself is gone. With no view alive (the selector's usual case)
 //!   the pass writes in place, as before.
@@ -32,7 +32,7 @@ use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 
 use crate::errors::{core_err, invalid_argument, not_contiguous};
-use crate::frozen::view;
+use crate::frozen::{copy_of, view, writable};
 use crate::specs::{SelectSpec, UpdateSpec};
 
 /// How long a waiter spins on a running pass before it parks: about what waking a parked
@@ -72,8 +72,8 @@ fn run_pass(arrays: &mut Arrays, update: Option<&UpdateSpec>, select: Option<&Se
         // Nothing to write: read the arrays as they are (a copy would be wasted on a live view).
         None => select.map(|s| core::select_shard(&arrays.alpha, &arrays.beta, first_index, s.args())).transpose(),
         Some(u) => {
-            let alpha = Arc::make_mut(&mut arrays.alpha);
-            let beta = Arc::make_mut(&mut arrays.beta);
+            let alpha = writable(&mut arrays.alpha);
+            let beta = writable(&mut arrays.beta);
             core::step_shard(alpha, beta, first_index, Some(u.args()), select.map(SelectSpec::args))
         }
     }
@@ -175,7 +175,7 @@ impl Posterior {
 }
 
 fn copy_in(a: &PyReadonlyArray1<'_, f64>, name: &'static str) -> PyResult<Vec<f64>> {
-    Ok(a.as_slice().map_err(|_| not_contiguous(name))?.to_vec())
+    Ok(copy_of(a.as_slice().map_err(|_| not_contiguous(name))?))
 }
 
 #[pymethods]
