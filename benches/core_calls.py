@@ -5,8 +5,8 @@ goes through :class:`bots_rft.BOTS`), so a change of the binding's signatures is
 
 The four calls split one step of the selector into its parts:
 
-- ``update_pass``: the O(N) posterior update of one batch with interpolation evidence (``step``
-  with an ``UpdateSpec`` and no ``SelectSpec``: no selection);
+- ``update_pass``: the O(N) posterior update of one batch with interpolation evidence
+  (``Posterior.step`` with an ``UpdateSpec`` and no ``SelectSpec``: no selection);
 - ``draw``: one Thompson draw per task (``thompson_draws``; it also writes the N float32 draws
   to a new array, which the fused selection never does);
 - ``greedy_select``: top-B on the posterior means (no sampling);
@@ -30,16 +30,23 @@ SEED = 0
 class StageState:
     """A posterior and one step's inputs, as the selector would hand them to the core."""
 
-    alpha: npt.NDArray[np.float64]
-    beta: npt.NDArray[np.float64]
+    posterior: _core.Posterior
     weak32: npt.NDArray[np.float32]
     strong32: npt.NDArray[np.float32]
     batch: _core.Batch
     capability: float
 
     @property
+    def alpha(self) -> npt.NDArray[np.float64]:
+        return self.posterior.alpha
+
+    @property
+    def beta(self) -> npt.NDArray[np.float64]:
+        return self.posterior.beta
+
+    @property
     def num_tasks(self) -> int:
-        return len(self.alpha)
+        return len(self.posterior)
 
 
 def make_state(wl: Workload) -> StageState:
@@ -50,10 +57,10 @@ def make_state(wl: Workload) -> StageState:
     succ = wl.successes(ids)
     batch = _core.aggregate(n, ids, succ, np.full(len(ids), float(N_ROLLOUTS)))
     return StageState(
-        alpha=np.ones(n),
-        beta=np.ones(n),
-        weak32=wl.weak.astype(np.float32),
-        strong32=wl.strong.astype(np.float32),
+        posterior=_core.Posterior(np.ones(n), np.ones(n)),
+        # Frozen, as the selector's Interpolation keeps them: the pass shares them, no copy.
+        weak32=_core.frozen(wl.weak.astype(np.float32)),
+        strong32=_core.frozen(wl.strong.astype(np.float32)),
         batch=batch,
         capability=0.5,
     )
@@ -62,7 +69,7 @@ def make_state(wl: Workload) -> StageState:
 def update_pass(s: StageState, threads: int) -> None:
     spec = _core.UpdateSpec(s.batch, lam=LAM, rho=RHO, n_rollouts=float(N_ROLLOUTS), weak=s.weak32, strong=s.strong32,
                             capability=s.capability)  # fmt: skip
-    _core.step(s.alpha, s.beta, spec, threads=threads)
+    s.posterior.step(spec, threads=threads)
 
 
 def draw(s: StageState, counter: int, threads: int) -> npt.NDArray[np.float32]:

@@ -242,7 +242,7 @@ def stage_section(stages: list[Result]) -> list[str]:
         "",
         "Each stage of a step called on its own through the compiled core with threads=1 (benches/stages.py, calls "
         "in benches/core_calls.py), on a posterior a few updates in; median time ÷ N. update: the O(N) posterior "
-        "pass of one batch with interpolation evidence (`_core.step` with an `UpdateSpec`, no `SelectSpec`). draw: one Thompson draw per task "
+        "pass of one batch with interpolation evidence (`_core.Posterior.step` with an `UpdateSpec`, no `SelectSpec`). draw: one Thompson draw per task "
         "(`_core.thompson_draws`; it also checks every shape and writes N float32 draws to a new array, whose page "
         "faults, timed alone on a new numpy array, are the 'new-array faults' column). greedy "
         "top-B: `_core.select` with `SelectSpec(thompson=False)`, no sampling. Thompson select: draw and top-B fused "

@@ -235,27 +235,27 @@ def test_a_select_after_update_takes_the_pass_in_one_call(monkeypatch: pytest.Mo
 
 
 def test_wait_take_returns_the_first_ids_and_the_kth_distance() -> None:
-    a, b = np.ones(5000), np.ones(5000)
-    ids, kth = _core.start_step(a, b, None, _core.SelectSpec(8, seed=1)).wait()
-    first, kth_taken = _core.start_step(a, b, None, _core.SelectSpec(8, seed=1)).wait_take(5)
+    post = _core.Posterior(np.ones(5000), np.ones(5000))
+    ids, kth, _ = post.start_step(None, _core.SelectSpec(8, seed=1)).wait()
+    first, kth_taken = post.start_step(None, _core.SelectSpec(8, seed=1)).wait_take(5)
     np.testing.assert_array_equal(first, ids[:5])
     assert kth_taken == kth
-    running = _core.start_step(a, b, None, _core.SelectSpec(8, seed=1))
+    running = post.start_step(None, _core.SelectSpec(8, seed=1))
     assert running.wait_take(9) == (None, kth)  # the pass ranked fewer than asked
     with pytest.raises(RuntimeError, match="already collected"):
         running.wait_take(1)
-    assert _core.start_step(a, b, None, None).wait_take(3) is None
+    assert post.start_step(None, None).wait_take(3) is None
 
 
 def test_a_pass_is_collected_once() -> None:
-    a, b = np.ones(5000), np.ones(5000)
-    done = _core.start_step(a, b, None, _core.SelectSpec(3, seed=1))
-    ids, kth = done.wait()
-    assert ids.shape == (3,) and done.done()
+    post = _core.Posterior(np.ones(5000), np.ones(5000))
+    done = post.start_step(None, _core.SelectSpec(3, seed=1))
+    ids, kth, distances = done.wait()
+    assert ids.shape == (3,) and distances.shape == (3,) and distances[-1] == kth and done.done()
     with pytest.raises(RuntimeError, match="already collected"):
         done.wait()
     with pytest.raises(InvalidArgumentError, match="beta"):
-        _core.start_step(a, a, None, _core.SelectSpec(3))
+        _core.Posterior(np.ones(5000), np.ones(4999))
 
 
 def test_threads_hammering_one_selector_finish_and_stay_consistent() -> None:

@@ -1,6 +1,6 @@
 """Type stubs for the compiled core (rust/bots-py). Checked by ``mypy.stubtest`` in ``make lint``."""
 
-from typing import final
+from typing import Any, final
 
 import numpy as np
 import numpy.typing as npt
@@ -15,14 +15,14 @@ __all__ = [
     "batch_capability",
     "beta_draws",
     "check_predicted",
+    "frozen",
     "Pass",
+    "Posterior",
     "SelectSpec",
+    "Snapshot",
     "UpdateSpec",
     "select",
     "set_backend",
-    "start_step",
-    "step_ranked",
-    "step",
     "thompson_draws",
     "thompson_draws_at",
     "thread_count",
@@ -55,6 +55,7 @@ def batch_capability(
     batch: Batch, weak: npt.NDArray[np.float32], strong: npt.NDArray[np.float32], min_gap: float = 1e-06
 ) -> float | None: ...
 def check_predicted(predicted: npt.NDArray[np.float64], num_tasks: int) -> None: ...
+def frozen(array: npt.NDArray[np.float64] | npt.NDArray[np.float32]) -> npt.NDArray[Any]: ...
 
 @final
 class UpdateSpec:
@@ -98,38 +99,48 @@ class SelectSpec:
     @property
     def first_index(self) -> int: ...
 
+#: (ids best first, distance of the last selected, each selected task's distance to the target).
+_Selection = tuple[npt.NDArray[np.int64], float, npt.NDArray[np.float64]]
+
+@final
+class Snapshot:
+    """Keeps one version of α or β alive for the read-only views made of it (their base)."""
+
+@final
+class Posterior:
+    """α and β of every task, owned by the core: read through read-only snapshot views, changed
+    only by passes and :meth:`assign`."""
+
+    def __new__(cls, alpha: npt.NDArray[np.float64], beta: npt.NDArray[np.float64]) -> Posterior: ...
+    def __len__(self) -> int: ...
+    @property
+    def alpha(self) -> npt.NDArray[np.float64]: ...
+    @property
+    def beta(self) -> npt.NDArray[np.float64]: ...
+    def assign(self, alpha: npt.NDArray[np.float64], beta: npt.NDArray[np.float64]) -> None: ...
+    def step(
+        self,
+        update: UpdateSpec | None = None,
+        select: SelectSpec | None = None,
+        *,
+        threads: int | None = None,
+    ) -> _Selection | None: ...
+    def start_step(
+        self,
+        update: UpdateSpec | None = None,
+        select: SelectSpec | None = None,
+        *,
+        threads: int | None = None,
+    ) -> Pass: ...
+
 @final
 class Pass:
-    """A pass started by :func:`start_step`, running in the background."""
+    """A pass started by :meth:`Posterior.start_step`, running in the background."""
 
     def done(self) -> bool: ...
-    def wait(self) -> tuple[npt.NDArray[np.int64], float] | None: ...
+    def wait(self) -> _Selection | None: ...
     def wait_take(self, k: int) -> tuple[npt.NDArray[np.int64] | None, float] | None: ...
 
-def step(
-    alpha: npt.NDArray[np.float64],
-    beta: npt.NDArray[np.float64],
-    update: UpdateSpec | None = None,
-    select: SelectSpec | None = None,
-    *,
-    threads: int | None = None,
-) -> tuple[npt.NDArray[np.int64], float] | None: ...
-def step_ranked(
-    alpha: npt.NDArray[np.float64],
-    beta: npt.NDArray[np.float64],
-    update: UpdateSpec | None = None,
-    select: SelectSpec | None = None,
-    *,
-    threads: int | None = None,
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]] | None: ...
-def start_step(
-    alpha: npt.NDArray[np.float64],
-    beta: npt.NDArray[np.float64],
-    update: UpdateSpec | None = None,
-    select: SelectSpec | None = None,
-    *,
-    threads: int | None = None,
-) -> Pass: ...
 def select(
     alpha: npt.NDArray[np.float64],
     beta: npt.NDArray[np.float64],

@@ -1,5 +1,5 @@
-"""The Rust backend: the posterior in two float64 numpy arrays that the Rust core (``bots_rft._core``)
-updates and ranks in place, in parallel, with the GIL released. Every call the selectors make into
+"""The Rust backend: the posterior in two float64 arrays the Rust core (``bots_rft._core``) owns,
+updates and ranks in place, in parallel, with the GIL released; Python sees read-only snapshots. Every call the selectors make into
 the core's passes lives here: :class:`RustPosterior`, what :class:`~bots_rft.BOTS` runs on by
 default (``backend="rust"``), and :class:`RustShard`, one shard of a
 :class:`~bots_rft.backends.sharded.ShardedBOTS`."""
@@ -18,26 +18,26 @@ __all__ = ["RustPosterior", "RustShard", "thompson_draw"]
 
 
 class RustPosterior:
-    """A pool's posterior for :class:`~bots_rft.BOTS`: α and β as float64 numpy arrays, starting
-    at the prior, and the core's fused passes over them (an update, a selection, or both in one
-    sweep; in the background with :meth:`start`)."""
+    """A pool's posterior for :class:`~bots_rft.BOTS`: α and β in memory the core owns
+    (``_core.Posterior``), starting at the prior, and the core's fused passes over them (an
+    update, a selection, or both in one sweep; in the background with :meth:`start`). Python
+    reads them through read-only snapshot views that no later pass changes."""
 
     def __init__(
         self, num_tasks: int, prior_alpha: float | FloatArray, prior_beta: float | FloatArray, threads: int | None
     ) -> None:
-        self._alpha = np.empty(num_tasks, dtype=np.float64)
-        self._beta = np.empty(num_tasks, dtype=np.float64)
-        self._alpha[:] = prior_alpha
-        self._beta[:] = prior_beta
+        alpha, beta = np.empty(num_tasks, dtype=np.float64), np.empty(num_tasks, dtype=np.float64)
+        alpha[:], beta[:] = prior_alpha, prior_beta
+        self._core = _core.Posterior(alpha, beta)
         self._threads = threads
 
     def run(
         self, update: _core.UpdateSpec | None, select: _core.SelectSpec | None = None
-    ) -> tuple[IntArray, float] | None:
-        return _core.step(self._alpha, self._beta, update, select, threads=self._threads)
+    ) -> tuple[IntArray, float, FloatArray] | None:
+        return self._core.step(update, select, threads=self._threads)
 
     def start(self, update: _core.UpdateSpec | None, select: _core.SelectSpec | None) -> PassHandle:
-        return _core.start_step(self._alpha, self._beta, update, select, threads=self._threads)
+        return self._core.start_step(update, select, threads=self._threads)
 
     def update_spec(self, batch: _core.Batch, evidence: dict[str, Any], **rule: Any) -> _core.UpdateSpec:
         return _core.UpdateSpec(batch, **rule, **evidence)
@@ -46,17 +46,22 @@ class RustPosterior:
         return _core.SelectSpec(k, counter=counter, **rule)
 
     def draws_at(self, ids: IntArray, seed: int, counter: int) -> np.ndarray:
-        return _core.thompson_draws_at(self._alpha, self._beta, ids, seed, counter)
+        return _core.thompson_draws_at(self._core.alpha, self._core.beta, ids, seed, counter)
 
     def at(self, ids: IntArray) -> tuple[FloatArray, FloatArray]:
-        return self._alpha[ids], self._beta[ids]
+        return self._core.alpha[ids], self._core.beta[ids]
 
     def arrays(self) -> tuple[FloatArray, FloatArray]:
-        return self._alpha, self._beta
+        return self._core.alpha, self._core.beta
 
     def assign(self, alpha: FloatArray, beta: FloatArray) -> None:
-        self._alpha = np.array(alpha, dtype=np.float64, copy=True)
-        self._beta = np.array(beta, dtype=np.float64, copy=True)
+        self._core.assign(np.ascontiguousarray(alpha, dtype=np.float64), np.ascontiguousarray(beta, dtype=np.float64))
+
+
+def frozen(value: Any, dtype: Any) -> Any:
+    """An array as read-only memory the core owns (``_core.frozen``: a spec given it shares it
+    instead of copying it); a scalar or None as is."""
+    return _core.frozen(np.ascontiguousarray(value, dtype=dtype)) if isinstance(value, np.ndarray) else value
 
 
 register_backend("rust", posterior=RustPosterior)
@@ -71,27 +76,38 @@ class RustShard:
 
     def __init__(self, lo: int, state: dict[str, Any], threads: int | None) -> None:
         self.lo = lo
-        self.prior_alpha = state["prior_alpha"]
-        self.prior_beta = state["prior_beta"]
-        # Own, writable copies: arrays arriving through Ray's object store are read-only views.
-        # A new pool sends no posterior: it starts at the prior, built here.
+        # Frozen: read-only memory the core shares with every pass instead of copying it.
+        self.prior_alpha = frozen(state["prior_alpha"], np.float64)
+        self.prior_beta = frozen(state["prior_beta"], np.float64)
+        # The core's own copy (`_core.Posterior`), read through `alpha`/`beta` and changed only by
+        # its passes. A new pool sends no posterior: it starts at the prior, built here.
         size = int(state["size"])
-        self.alpha = np.empty(size)
-        self.beta = np.empty(size)
-        self.alpha[:] = self.prior_alpha if state["alpha"] is None else state["alpha"]
-        self.beta[:] = self.prior_beta if state["beta"] is None else state["beta"]
-        self.weak = state.get("weak")
-        self.strong = state.get("strong")
+        alpha, beta = np.empty(size), np.empty(size)
+        alpha[:] = self.prior_alpha if state["alpha"] is None else state["alpha"]
+        beta[:] = self.prior_beta if state["beta"] is None else state["beta"]
+        self.posterior = _core.Posterior(alpha, beta)
+        self.weak = frozen(state.get("weak"), np.float32)
+        self.strong = frozen(state.get("strong"), np.float32)
         self.threads = threads
         # The last update, run fused with the next selection's pass (as BOTS without prefetch).
         self.pending: _core.UpdateSpec | None = None
 
+    @property
+    def alpha(self) -> np.ndarray:
+        """α of this shard's tasks: a read-only snapshot."""
+        return self.posterior.alpha
+
+    @property
+    def beta(self) -> np.ndarray:
+        """β of this shard's tasks: a read-only snapshot."""
+        return self.posterior.beta
+
     def ping(self) -> int:
-        return int(self.alpha.size)
+        return len(self.posterior)
 
     def _flush(self) -> None:
         if self.pending is not None:
-            _core.step(self.alpha, self.beta, self.pending, threads=self.threads)
+            self.posterior.step(self.pending, threads=self.threads)
             self.pending = None
 
     def at(self, ids: np.ndarray, references: bool, posterior: bool) -> tuple[Any, Any, Any, Any]:
@@ -117,7 +133,7 @@ class RustShard:
         ``evidence``: nothing, ``{"capability": μ̃}`` (with this shard's references) or
         ``{"predicted": p̃ of this shard's tasks}``."""
         self._flush()
-        batch = _core.aggregate(self.alpha.size, ids, successes, trials)
+        batch = _core.aggregate(len(self.posterior), ids, successes, trials)
         if "capability" in evidence:
             evidence = {"weak": self.weak, "strong": self.strong, "capability": evidence["capability"]}
         self.pending = _core.UpdateSpec(
@@ -145,10 +161,11 @@ class RustShard:
             tau=rule["tau"] if rule["tau"] > 0 else None,
             first_index=self.lo,
         )
-        result = _core.step_ranked(self.alpha, self.beta, self.pending, spec, threads=self.threads)
+        result = self.posterior.step(self.pending, spec, threads=self.threads)
         self.pending = None
         assert result is not None
-        return result
+        ids, _, distances = result
+        return ids, distances
 
     def state(self) -> dict[str, Any]:
         self._flush()
@@ -160,9 +177,10 @@ def thompson_draw(alpha: float, beta: float, task: int, seed: int, counter: int)
     keys a draw by (seed, counter, global index) only, so a one-task pool whose first index is
     ``task`` draws it; against target 0 the distance it ranks by is the draw itself."""
     spec = _core.SelectSpec(1, target=0.0, thompson=True, seed=seed, counter=counter, first_index=task)
-    ranked = _core.step_ranked(np.array([alpha]), np.array([beta]), None, spec, threads=1)
+    one = _core.Posterior(np.array([alpha], dtype=np.float64), np.array([beta], dtype=np.float64))
+    ranked = one.step(None, spec, threads=1)
     assert ranked is not None
-    return np.float32(ranked[1][0])
+    return np.float32(ranked[2][0])
 
 
 if TYPE_CHECKING:

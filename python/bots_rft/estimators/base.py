@@ -156,6 +156,7 @@ def user_object(estimator: Estimator | None) -> Any:
 
 def checked_prediction(pred: Any, num_tasks: int) -> FloatArray:
     """A private, validated float64 copy of a prediction: the update that uses it may run later."""
-    own = np.array(as_floats(pred, "predicted", num_tasks), dtype=np.float64, copy=True)
+    # Frozen: the core's pass shares this copy instead of making another.
+    own = _core.frozen(np.ascontiguousarray(as_floats(pred, "predicted", num_tasks), dtype=np.float64))
     _core.check_predicted(own, num_tasks)
     return own

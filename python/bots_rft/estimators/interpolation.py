@@ -37,8 +37,9 @@ class Interpolation(Estimator):
     """
 
     def __init__(self, weak: Any, strong: Any, momentum: float = 0.9, *, min_gap: float = DEFAULT_MIN_GAP) -> None:
-        self._weak = rates_or_nan(weak, "weak").astype(np.float32)
-        self._strong = rates_or_nan(strong, "strong", len(self._weak)).astype(np.float32)
+        # Frozen: read-only memory the core shares with every update's pass instead of copying it.
+        self._weak = _core.frozen(rates_or_nan(weak, "weak").astype(np.float32))
+        self._strong = _core.frozen(rates_or_nan(strong, "strong", len(self._weak)).astype(np.float32))
         m = as_real(momentum, "momentum")
         if not 0.0 <= m <= 1.0:
             raise InvalidArgumentError(f"momentum: must be in [0, 1], got {m}", "momentum")
@@ -48,11 +49,15 @@ class Interpolation(Estimator):
         self._momentum = m
         self._min_gap = g
         self._capability: float | None = None
-        self._weak.flags.writeable = False
-        self._strong.flags.writeable = False
 
     def __len__(self) -> int:
         return len(self._weak)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # Unpickled (or deep-copied) arrays are plain numpy memory again: freeze them as __init__
+        # does, so that updates keep sharing them instead of copying them.
+        self.__dict__.update(state)
+        self._weak, self._strong = _core.frozen(self._weak), _core.frozen(self._strong)
 
     def __repr__(self) -> str:
         gap = "" if self._min_gap == DEFAULT_MIN_GAP else f", min_gap={self._min_gap}"

@@ -43,8 +43,9 @@ _ChoiceT = TypeVar("_ChoiceT", bound="_BackendChoice")
 class PassHandle(Protocol):
     """A pass over the pool running in the background (what :meth:`Posterior.start` returns)."""
 
-    def wait(self) -> tuple[IntArray, float] | None:
-        """Wait for the pass; its selection (ranked ids, k-th distance), if it made one."""
+    def wait(self) -> tuple[IntArray, float, FloatArray] | None:
+        """Wait for the pass; its selection (ranked ids, k-th distance, the ids' distances), if it
+        made one."""
         ...
 
     def wait_take(self, k: int) -> tuple[IntArray | None, float] | None:
@@ -63,7 +64,7 @@ class Posterior(Protocol):
         self, num_tasks: int, prior_alpha: float | FloatArray, prior_beta: float | FloatArray, threads: int | None
     ) -> None: ...
 
-    def run(self, update: Any, select: Any = None) -> tuple[IntArray, float] | None:
+    def run(self, update: Any, select: Any = None) -> tuple[IntArray, float, FloatArray] | None:
         """Apply ``update`` (None: none) and rank for ``select`` (None: none) now."""
         ...
 
@@ -245,8 +246,6 @@ class BOTS(_BackendChoice, SelectorBase):
         self._pass_role: _Speculation | _Draw | None = None
         # The next selection computed ahead of time, for `select` to take if it asks for it.
         self._speculation: _Speculation | None = None
-        # A collected pass whose references to the arrays are released later (`_take_prefetched`).
-        self._spent_pass: PassHandle | None = None
         # What the last `select` asked for (batch size, how many tasks it excluded): the shape of
         # the next speculation. None until the first `select`.
         self._last_request: tuple[int, int] | None = None
@@ -324,11 +323,11 @@ class BOTS(_BackendChoice, SelectorBase):
         self._pass, self._pass_role = None, None
         self._file(role, running.wait())
 
-    def _file(self, role: _Speculation | _Draw | None, result: tuple[IntArray, float] | None) -> None:
+    def _file(self, role: _Speculation | _Draw | None, result: tuple[IntArray, float, FloatArray] | None) -> None:
         """Keep what a pass selected where `select` (a speculation) or `take` (a draw) finds it."""
         if role is None or result is None:
             return
-        role.candidates, role.kth = result
+        role.candidates, role.kth, _ = result
         self._remember_hint(role.k, role.kth)
         if isinstance(role, _Speculation):
             self._speculation = role
@@ -339,7 +338,6 @@ class BOTS(_BackendChoice, SelectorBase):
         """Start a pass (the pending update, if any, and a selection, if any) in the background,
         or, without prefetch, run it now. Nothing else may be in flight."""
         assert self._pass is None
-        self._spent_pass = None
         spec = None if role is None else self._select_spec(role.k, role.counter)
         if update is None and spec is None:
             return
@@ -446,7 +444,7 @@ class BOTS(_BackendChoice, SelectorBase):
                 result = self._posterior.run(self._pending, spec)
                 self._pending = None
                 assert result is not None
-                chosen, kth = result
+                chosen, kth, _ = result
                 self._remember_hint(k, kth)
             self._speculation = None
             self._num_selections += 1
@@ -519,9 +517,6 @@ class BOTS(_BackendChoice, SelectorBase):
             return None
         self._pass, self._pass_role = None, None
         result = running.wait_take(k)
-        # Kept until the next pass starts: dropping it now would release its references to the
-        # pool's arrays on this cold path.
-        self._spent_pass = running
         if result is None:
             return None
         first, kth = result

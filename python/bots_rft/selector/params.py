@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
+from .. import _core
 from .._validation import FloatArray, as_bool, as_int, as_real, in_closed_unit, positive, prior
 from ..errors import CheckpointError, InvalidArgumentError
 from ..estimators import Estimator, ImplicitEvidence, as_estimator, user_object
@@ -74,8 +75,10 @@ class SelectorParams:
         self._tau = check_tau(tau)
         self._n_rollouts = positive(n_rollouts, "n_rollouts")
         self._thompson = as_bool(thompson, "thompson")
-        self._prior_alpha = prior(prior_alpha, "prior_alpha", n)
-        self._prior_beta = prior(prior_beta, "prior_beta", n)
+        # Per-task priors as frozen memory (read-only, owned by the core): every update's pass
+        # shares them instead of copying them.
+        self._prior_alpha = _frozen_prior(prior(prior_alpha, "prior_alpha", n))
+        self._prior_beta = _frozen_prior(prior(prior_beta, "prior_beta", n))
         self._estimator = as_estimator(evidence, n)
         self._seed = as_int(seed, "seed", minimum=0, maximum=_MAX_SEED)
         self._threads = check_threads(threads)
@@ -339,6 +342,10 @@ def readonly(a: np.ndarray) -> np.ndarray:
     v = a.view()
     v.flags.writeable = False
     return v
+
+
+def _frozen_prior(p: float | FloatArray) -> float | FloatArray:
+    return _core.frozen(p) if isinstance(p, np.ndarray) else p
 
 
 def _readonly_prior(p: float | FloatArray) -> float | FloatArray:

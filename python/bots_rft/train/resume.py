@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import PosteriorSelector
 from ..checkpoint import load_state
@@ -29,7 +29,53 @@ from .run_checkpoint import load_model_state, load_training_state, load_tree, se
 from .run_selector import load_selector, selector_file
 
 if TYPE_CHECKING:
-    from .trainer import GRPOTrainer
+    import torch
+
+    from ..data import TaskPool
+    from ..guard import GroupGuard
+    from ..methods import Method
+    from .config import TrainConfig
+    from .distributed import Dist
+    from .self_rolling import KeptRows
+
+
+class ResumableRun(Protocol):
+    """What resuming reads from and restores into a run (:class:`~bots_rft.train.trainer.GRPOTrainer`
+    is one): its config, world and policy state, its selector and guard, and its counters."""
+
+    selector: Selector | None
+    step: int
+    cum_rollouts: int
+    cum_gen_tokens: int
+
+    @property
+    def cfg(self) -> TrainConfig: ...
+    @property
+    def dist(self) -> Dist: ...
+    @property
+    def model(self) -> torch.nn.Module: ...
+    @property
+    def optimizer(self) -> torch.optim.Optimizer: ...
+    @property
+    def scheduler(self) -> Any: ...
+    @property
+    def pool(self) -> TaskPool: ...
+    @property
+    def method(self) -> Method: ...
+    @property
+    def kept(self) -> KeptRows: ...
+    @property
+    def guard(self) -> GroupGuard | None: ...
+    @property
+    def plans(self) -> bool: ...
+    @property
+    def rolls_itself(self) -> bool: ...
+    @property
+    def dynamic_sampling(self) -> bool: ...
+    @property
+    def rank0_selector(self) -> Selector: ...
+    def queued_ids(self) -> list[int]: ...
+
 
 __all__ = ["RESUME_KEYS", "ROWS_FILE", "GUARD_FILE", "restore", "restore_guard"]
 
@@ -57,7 +103,7 @@ ROWS_FILE = "queued_rows"
 GUARD_FILE = "guard_state.bots"
 
 
-def restore(trainer: GRPOTrainer, path: Path) -> None:
+def restore(trainer: ResumableRun, path: Path) -> None:
     """``trainer`` as it was when checkpoint ``path`` was written (collective: every rank loads
     the weights and optimizer state; rank 0 the selector)."""
     cfg = trainer.cfg
@@ -106,7 +152,7 @@ def restore(trainer: GRPOTrainer, path: Path) -> None:
         log.info("resumed from %s at step %d", path, trainer.step)
 
 
-def restore_guard(trainer: GRPOTrainer, path: Path) -> None:
+def restore_guard(trainer: ResumableRun, path: Path) -> None:
     """The guard's counters from checkpoint ``path``; a checkpoint of a run without the guard
     has none, and the guard starts from zero. Its share and streak stay the config's."""
     guard = trainer.guard
@@ -122,7 +168,7 @@ def restore_guard(trainer: GRPOTrainer, path: Path) -> None:
 
 
 def _check_pool(
-    trainer: GRPOTrainer, path: Path, saved: dict[str, Any] | None
+    trainer: ResumableRun, path: Path, saved: dict[str, Any] | None
 ) -> Callable[[dict[str, Any]], dict[str, Any]] | None:
     """None when the pool is the checkpoint's; else the function that grows the saved selector
     state to this pool (``extend_pool``), or a ConfigError saying what changed."""
@@ -146,7 +192,7 @@ def _check_pool(
     return lambda state: grown_state(state, change, fresh)
 
 
-def _changed_selection_params(trainer: GRPOTrainer, path: Path, saved: dict[str, Any]) -> dict[str, Any]:
+def _changed_selection_params(trainer: ResumableRun, path: Path, saved: dict[str, Any]) -> dict[str, Any]:
     """The selection parameters to change on resume ({} when none differ or the run keeps
     the checkpoint's); refuses a difference unless ``resume_params`` says what to do."""
     cfg = trainer.cfg
@@ -172,7 +218,7 @@ def _changed_selection_params(trainer: GRPOTrainer, path: Path, saved: dict[str,
     return diff
 
 
-def _load_selector(trainer: GRPOTrainer, path: Path, adapt: Any) -> Selector:
+def _load_selector(trainer: ResumableRun, path: Path, adapt: Any) -> Selector:
     """The selector restored from checkpoint ``path``. A dynamic-sampling run checkpointed
     before the trainer filled its batches itself saved a wrapper whose state holds the
     method's (``proposer``); that state is restored into the method's selector."""
@@ -190,7 +236,7 @@ def _load_selector(trainer: GRPOTrainer, path: Path, adapt: Any) -> Selector:
     return load_selector(selector, path, adapt)
 
 
-def _load_kept_rows(trainer: GRPOTrainer, path: Path) -> None:
+def _load_kept_rows(trainer: ResumableRun, path: Path) -> None:
     """The completion rows of the prompts the restored selector queues (SPEED-RL's and
     bots-screen's qualified and ready prompts): every queued prompt must have its rows."""
     if (path / f"{ROWS_FILE}.json").exists():

@@ -1,8 +1,8 @@
-//! Instruction-set backends: which ones this CPU runs, which one the kernels use now, and the
-//! [`multiversion!`] macro that compiles one generic kernel once per backend.
+//! Instruction-set backends: which ones this CPU runs, which one the kernels use now, and
+//! [`Backend::dispatch`], which runs a kernel compiled for one of them.
 //!
-//! Kernels are written once as `#[inline(always)]` generic code over plain loops; the macro
-//! instantiates them inside `#[target_feature]` wrappers, so each backend is the same algorithm
+//! Kernels are written once as `#[inline(always)]` generic code over plain loops; `dispatch`
+//! compiles them inside `#[target_feature]` wrappers, so each backend is the same algorithm
 //! vectorised for its registers. No fused multiply-adds are used (Rust never contracts `a * b + c`),
 //! so every backend gives bit-identical results.
 
@@ -85,36 +85,32 @@ pub fn backend() -> Backend {
     }
 }
 
-/// `multiversion!(vis fn name(args..) -> R => generic_fn);` defines `name(backend, args..)`, which
-/// runs the `#[inline(always)]` function `generic_fn(args..)` compiled for `backend`'s instruction
-/// set (portable code when it is not available here).
-macro_rules! multiversion {
-    ($(#[$meta:meta])* $vis:vis fn $name:ident($($arg:ident: $ty:ty),* $(,)?) $(-> $ret:ty)? => $generic:path) => {
-        $(#[$meta])*
-        #[allow(clippy::too_many_arguments)]
-        $vis fn $name(backend: $crate::backend::Backend, $($arg: $ty),*) $(-> $ret)? {
-            #[cfg(target_arch = "x86_64")]
-            #[target_feature(enable = "avx512f,avx512vl,avx512bw,avx512dq,avx2,fma,popcnt")]
-            #[allow(clippy::too_many_arguments)]
-            unsafe fn avx512($($arg: $ty),*) $(-> $ret)? {
-                $generic($($arg),*)
-            }
-            #[cfg(target_arch = "x86_64")]
-            #[target_feature(enable = "avx2,fma,popcnt")]
-            #[allow(clippy::too_many_arguments)]
-            unsafe fn avx2($($arg: $ty),*) $(-> $ret)? {
-                $generic($($arg),*)
-            }
-            match backend {
-                // SAFETY: the wrapper's instruction set was detected on this CPU.
-                #[cfg(target_arch = "x86_64")]
-                $crate::backend::Backend::Avx512 if backend.is_available() => unsafe { avx512($($arg),*) },
-                // SAFETY: as above.
-                #[cfg(target_arch = "x86_64")]
-                $crate::backend::Backend::Avx2 if backend.is_available() => unsafe { avx2($($arg),*) },
-                _ => $generic($($arg),*),
-            }
+impl Backend {
+    /// Runs `kernel` compiled for this backend's instruction set, or as portable code when this
+    /// CPU lacks it: the one place kernels are dispatched. `kernel` must be an
+    /// `#[inline(always)]` closure over `#[inline(always)]` code, so that all of it is compiled
+    /// into the wrapper below that enables the instruction set (a closure left out of line would
+    /// be compiled for the baseline CPU: same results, slower).
+    #[inline(always)]
+    pub(crate) fn dispatch<R>(self, kernel: impl FnOnce() -> R) -> R {
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = "avx512f,avx512vl,avx512bw,avx512dq,avx2,fma,popcnt")]
+        unsafe fn avx512<R>(kernel: impl FnOnce() -> R) -> R {
+            kernel()
         }
-    };
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = "avx2,fma,popcnt")]
+        unsafe fn avx2<R>(kernel: impl FnOnce() -> R) -> R {
+            kernel()
+        }
+        match self {
+            // SAFETY: the wrapper's instruction set was detected on this CPU.
+            #[cfg(target_arch = "x86_64")]
+            Backend::Avx512 if self.is_available() => unsafe { avx512(kernel) },
+            // SAFETY: as above.
+            #[cfg(target_arch = "x86_64")]
+            Backend::Avx2 if self.is_available() => unsafe { avx2(kernel) },
+            _ => kernel(),
+        }
+    }
 }
-pub(crate) use multiversion;

@@ -18,8 +18,8 @@
 //! Modules form layers; a module uses only modules of lower layers (no cycles):
 //!
 //! 1. `error` ([`CoreError`]); `rng` (scalar xoshiro streams); `lanes` (element-wise Philox,
-//!    `ln`, `sincos` that the vectoriser widens); `backend` ([`Backend`] detection and the
-//!    `multiversion!` macro that compiles a kernel per instruction set).
+//!    `ln`, `sincos` that the vectoriser widens); `backend` ([`Backend`] detection and
+//!    [`Backend::dispatch`], the one place a kernel is compiled per instruction set).
 //! 2. `types`: the vocabulary ([`Prior`], [`Evidence`], [`Batch`], [`UpdateArgs`],
 //!    [`SelectArgs`], [`Selection`], ...) and the checks of each input.
 //! 3. `sampler`: the exact scalar f64 Beta sampler ([`beta_draws`]).

@@ -8,7 +8,7 @@
 
 use std::time::Instant;
 
-use crate::backend::{multiversion, Backend};
+use crate::backend::Backend;
 use crate::lanes::BLOCK;
 use crate::rng::Xoshiro256pp;
 use crate::score::{run_step_chunk, ChunkScore, Worker};
@@ -78,10 +78,33 @@ fn partial_chunk<const UPTO: u8>(a: &[f64], b: &[f64], base: usize, seed: u64, c
     }
 }
 
-multiversion!(fn philox_on(a: &[f64], b: &[f64], base: usize, seed: u64, counter: u64, sc: &mut Scratch) => partial_chunk::<1>);
-multiversion!(fn normals_on(a: &[f64], b: &[f64], base: usize, seed: u64, counter: u64, sc: &mut Scratch) => partial_chunk::<2>);
-multiversion!(fn gammas_on(a: &[f64], b: &[f64], base: usize, seed: u64, counter: u64, sc: &mut Scratch) => partial_chunk::<3>);
-multiversion!(fn draw_on(a: &[f64], b: &[f64], base: usize, seed: u64, counter: u64, sc: &mut Scratch) => partial_chunk::<4>);
+fn philox_on(backend: Backend, a: &[f64], b: &[f64], base: usize, seed: u64, counter: u64, sc: &mut Scratch) {
+    backend.dispatch(
+        #[inline(always)]
+        || partial_chunk::<1>(a, b, base, seed, counter, sc),
+    )
+}
+
+fn normals_on(backend: Backend, a: &[f64], b: &[f64], base: usize, seed: u64, counter: u64, sc: &mut Scratch) {
+    backend.dispatch(
+        #[inline(always)]
+        || partial_chunk::<2>(a, b, base, seed, counter, sc),
+    )
+}
+
+fn gammas_on(backend: Backend, a: &[f64], b: &[f64], base: usize, seed: u64, counter: u64, sc: &mut Scratch) {
+    backend.dispatch(
+        #[inline(always)]
+        || partial_chunk::<3>(a, b, base, seed, counter, sc),
+    )
+}
+
+fn draw_on(backend: Backend, a: &[f64], b: &[f64], base: usize, seed: u64, counter: u64, sc: &mut Scratch) {
+    backend.dispatch(
+        #[inline(always)]
+        || partial_chunk::<4>(a, b, base, seed, counter, sc),
+    )
+}
 
 /// Seconds of CPU time the calling thread has used (so that other processes sharing the cores
 /// do not inflate the figures); wall-clock time where the platform offers no thread clock.

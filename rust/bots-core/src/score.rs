@@ -4,7 +4,7 @@
 
 use std::sync::atomic::AtomicU64;
 
-use crate::backend::multiversion;
+use crate::backend::Backend;
 use crate::lanes::BLOCK;
 use crate::thompson::{gumbel, philox_key, thompson_chunk, DrawSink, Scratch};
 use crate::topk::TopK;
@@ -251,15 +251,30 @@ fn step_chunk(a: &mut [f64], b: &mut [f64], base: usize, u: Option<&ChunkUpdate>
     }
 }
 
-multiversion!(
-    /// Runs one chunk of a step (update and/or scoring) on `backend`.
-    pub(crate) fn run_step_chunk(a: &mut [f64], b: &mut [f64], base: usize, u: Option<&ChunkUpdate>, s: Option<&ChunkScore>, w: &mut Worker<'_>) => step_chunk
-);
+/// Runs one chunk of a step (update and/or scoring) on `backend`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn run_step_chunk(
+    backend: Backend,
+    a: &mut [f64],
+    b: &mut [f64],
+    base: usize,
+    u: Option<&ChunkUpdate>,
+    s: Option<&ChunkScore>,
+    w: &mut Worker<'_>,
+) {
+    backend.dispatch(
+        #[inline(always)]
+        || step_chunk(a, b, base, u, s, w),
+    )
+}
 
-multiversion!(
-    /// Scores one chunk of a read-only posterior on `backend`.
-    pub(crate) fn run_score_chunk(a: &[f64], b: &[f64], base: usize, s: &ChunkScore, w: &mut Worker<'_>) => score_chunk
-);
+/// Scores one chunk of a read-only posterior on `backend`.
+pub(crate) fn run_score_chunk(backend: Backend, a: &[f64], b: &[f64], base: usize, s: &ChunkScore, w: &mut Worker<'_>) {
+    backend.dispatch(
+        #[inline(always)]
+        || score_chunk(a, b, base, s, w),
+    )
+}
 
 #[cfg(test)]
 mod tests {

@@ -10,7 +10,7 @@
 //! unit keeps them so. Tasks with a shape below 1 (or beyond f32) take the exact scalar f64
 //! sampler on a stream keyed by (seed, counter, j).
 
-use crate::backend::{multiversion, Backend};
+use crate::backend::Backend;
 use crate::error::{CoreError, Result};
 use crate::lanes::{ln, open01, philox4x32, sincos_turns, BLOCK};
 use crate::rng::Xoshiro256pp;
@@ -453,7 +453,22 @@ fn draws_chunk(a: &[f64], b: &[f64], seed: u64, counter: u64, chunk: usize, sc: 
     thompson_chunk(a, b, chunk * CHUNK, seed, counter, sc, &mut Store(out))
 }
 
-multiversion!(fn draws_chunk_on(a: &[f64], b: &[f64], seed: u64, counter: u64, chunk: usize, sc: &mut Scratch, out: &mut [f32]) -> Option<usize> => draws_chunk);
+#[allow(clippy::too_many_arguments)]
+fn draws_chunk_on(
+    backend: Backend,
+    a: &[f64],
+    b: &[f64],
+    seed: u64,
+    counter: u64,
+    chunk: usize,
+    sc: &mut Scratch,
+    out: &mut [f32],
+) -> Option<usize> {
+    backend.dispatch(
+        #[inline(always)]
+        || draws_chunk(a, b, seed, counter, chunk, sc, out),
+    )
+}
 
 /// Task `j`'s draw alone (a block of one task: the same bits as in a whole pass).
 #[inline(always)]
@@ -461,7 +476,22 @@ fn draw_one(a: &[f64], b: &[f64], j: usize, seed: u64, counter: u64, sc: &mut Sc
     thompson_chunk(&a[j..j + 1], &b[j..j + 1], j, seed, counter, sc, &mut Store(out))
 }
 
-multiversion!(fn draw_one_on(a: &[f64], b: &[f64], j: usize, seed: u64, counter: u64, sc: &mut Scratch, out: &mut [f32]) -> Option<usize> => draw_one);
+#[allow(clippy::too_many_arguments)]
+fn draw_one_on(
+    backend: Backend,
+    a: &[f64],
+    b: &[f64],
+    j: usize,
+    seed: u64,
+    counter: u64,
+    sc: &mut Scratch,
+    out: &mut [f32],
+) -> Option<usize> {
+    backend.dispatch(
+        #[inline(always)]
+        || draw_one(a, b, j, seed, counter, sc, out),
+    )
+}
 
 /// The Thompson draws selection `(seed, counter)` makes for the tasks `ids` only (a selection's
 /// picks, for per-pick diagnostics): `out[i]` is task `ids[i]`'s draw, bit for bit what the whole

@@ -1,23 +1,25 @@
 //! `bots_rft._core`: thin PyO3 wrappers over `bots-core`.
 //!
-//! Arrays cross as zero-copy numpy views; every kernel runs with the GIL released, inside a rayon
-//! pool of the requested size. A pass over the pool is described by typed specs (`specs.rs`),
-//! detached from Python's borrow rules in one place (`views.rs`), and run either at once (`step`,
-//! `select`) or in the background (`start_step`, `background.rs`). Errors are mapped to Python
-//! exceptions in `errors.rs` only.
+//! Every kernel runs with the GIL released, inside a rayon pool of the requested size. The
+//! posterior is memory the binding owns (`Posterior`, `posterior.rs`): Python reads it through
+//! read-only views (`frozen.rs`), and passes over it (described by typed specs that own their
+//! inputs, `specs.rs`) run either at once (`Posterior.step`) or in the background
+//! (`Posterior.start_step`). Read-only functions on numpy arrays (`select`, the draws) borrow
+//! them for the call only. Errors are mapped to Python exceptions in `errors.rs` only.
 
-mod background;
 mod errors;
+mod frozen;
 mod pools;
+mod posterior;
 mod specs;
-mod views;
 
 use bots_core as core;
-use numpy::{PyArray1, PyArrayMethods, PyReadonlyArray1};
+use numpy::{PyArray1, PyReadonlyArray1};
 use pyo3::prelude::*;
 
-use background::Pass;
 use errors::{core_err, not_contiguous};
+use frozen::Snapshot;
+use posterior::{Pass, Posterior};
 use specs::{SelectSpec, UpdateSpec};
 
 /// One step's rollout results, validated, with repeated task ids summed (sorted by id).
@@ -87,74 +89,9 @@ fn check_predicted(py: Python<'_>, predicted: PyReadonlyArray1<'_, f64>, num_tas
 }
 
 /// (ids as int64, distance of the last selected task).
-pub(crate) type PySelection<'py> = (Bound<'py, PyArray1<i64>>, f64);
+type PyKth<'py> = (Bound<'py, PyArray1<i64>>, f64);
 
-pub(crate) fn selection_to_py(py: Python<'_>, selection: core::Selection) -> PySelection<'_> {
-    (PyArray1::from_iter(py, selection.ids.into_iter().map(|k| k as i64)), selection.kth_distance)
-}
-
-/// (ids as int64, each one's distance to the target as float64), best first.
-pub(crate) type PyRanked<'py> = (Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<f64>>);
-
-fn ranked_to_py(py: Python<'_>, selection: core::Selection) -> PyRanked<'_> {
-    (PyArray1::from_iter(py, selection.ids.into_iter().map(|k| k as i64)), PyArray1::from_vec(py, selection.distances))
-}
-
-/// `step` returning every selected task's distance to the target with its id (what a merge of
-/// shard selections orders by, see `SelectSpec.first_index`): (ids, distances) or None.
-#[pyfunction]
-#[pyo3(signature = (alpha, beta, update=None, select=None, *, threads=None))]
-fn step_ranked<'py>(
-    py: Python<'py>,
-    alpha: Bound<'py, PyArray1<f64>>,
-    beta: Bound<'py, PyArray1<f64>>,
-    update: Option<PyRef<'py, UpdateSpec>>,
-    select: Option<PyRef<'py, SelectSpec>>,
-    threads: Option<usize>,
-) -> PyResult<Option<PyRanked<'py>>> {
-    let (views, keep) = views::detach(py, &alpha, &beta, update.as_deref(), select.as_deref())?;
-    let chosen = py.detach(|| pools::run(threads, || views.run()))?.map_err(core_err)?;
-    drop(keep);
-    Ok(chosen.map(|c| ranked_to_py(py, c)))
-}
-
-/// One pass over the pool: apply `update` (if given), then select per `select` (if given) from the
-/// updated posterior, fused chunk by chunk. Returns (ids, distance of the last selected) or None.
-/// Everything is validated first: on error nothing is written.
-#[pyfunction]
-#[pyo3(signature = (alpha, beta, update=None, select=None, *, threads=None))]
-fn step<'py>(
-    py: Python<'py>,
-    alpha: Bound<'py, PyArray1<f64>>,
-    beta: Bound<'py, PyArray1<f64>>,
-    update: Option<PyRef<'py, UpdateSpec>>,
-    select: Option<PyRef<'py, SelectSpec>>,
-    threads: Option<usize>,
-) -> PyResult<Option<PySelection<'py>>> {
-    let (views, keep) = views::detach(py, &alpha, &beta, update.as_deref(), select.as_deref())?;
-    let chosen = py.detach(|| pools::run(threads, || views.run()))?.map_err(core_err)?;
-    drop(keep);
-    Ok(chosen.map(|c| selection_to_py(py, c)))
-}
-
-/// `step` started in the background: returns a `Pass` at once; `Pass.wait()` gives `step`'s
-/// result. Until then the caller must not read or write `alpha`/`beta` nor write any array the
-/// specs name (`bots_rft.BOTS` guarantees this for the arrays it owns).
-#[pyfunction]
-#[pyo3(signature = (alpha, beta, update=None, select=None, *, threads=None))]
-fn start_step<'py>(
-    py: Python<'py>,
-    alpha: Bound<'py, PyArray1<f64>>,
-    beta: Bound<'py, PyArray1<f64>>,
-    update: Option<PyRef<'py, UpdateSpec>>,
-    select: Option<PyRef<'py, SelectSpec>>,
-    threads: Option<usize>,
-) -> PyResult<Pass> {
-    let (views, keep) = views::detach(py, &alpha, &beta, update.as_deref(), select.as_deref())?;
-    Pass::start(views, keep, threads)
-}
-
-/// The selection `select` describes, from a read-only posterior.
+/// The selection `select` describes, from a read-only posterior given as arrays.
 #[pyfunction]
 #[pyo3(signature = (alpha, beta, select, *, threads=None))]
 fn select<'py>(
@@ -163,22 +100,12 @@ fn select<'py>(
     beta: PyReadonlyArray1<'py, f64>,
     select: PyRef<'py, SelectSpec>,
     threads: Option<usize>,
-) -> PyResult<PySelection<'py>> {
+) -> PyResult<PyKth<'py>> {
     let a = slice(&alpha, "alpha")?;
     let b = slice(&beta, "beta")?;
-    let mask = match &select.exclude {
-        specs::ExcludeSpec::Mask(m) => Some(m.bind(py).try_readonly().map_err(|_| not_contiguous("exclude"))?),
-        _ => None,
-    };
-    let exclude = match (&select.exclude, &mask) {
-        (specs::ExcludeSpec::Ids(ids), _) => core::Exclude::Ids(ids.as_slice()),
-        (specs::ExcludeSpec::Mask(_), Some(m)) => core::Exclude::Mask(slice(m, "exclude")?),
-        _ => core::Exclude::None,
-    };
-    let args = core::SelectArgs { k: select.k, target: select.target, scoring: select.scoring, exclude, hint: select.bound_hint };
-    let first_index = select.first_index;
-    let chosen = py.detach(|| pools::run(threads, || core::select_shard(a, b, first_index, args)))?.map_err(core_err)?;
-    Ok(selection_to_py(py, chosen))
+    let spec: &SelectSpec = &select;
+    let chosen = py.detach(|| pools::run(threads, || core::select_shard(a, b, spec.first_index, spec.args())))?.map_err(core_err)?;
+    Ok((PyArray1::from_iter(py, chosen.ids.into_iter().map(|k| k as i64)), chosen.kth_distance))
 }
 
 fn parse_backend(name: &str) -> PyResult<core::Backend> {
@@ -280,13 +207,13 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Batch>()?;
     m.add_class::<UpdateSpec>()?;
     m.add_class::<SelectSpec>()?;
+    m.add_class::<Posterior>()?;
     m.add_class::<Pass>()?;
+    m.add_class::<Snapshot>()?;
+    m.add_function(wrap_pyfunction!(frozen::frozen, m)?)?;
     m.add_function(wrap_pyfunction!(aggregate, m)?)?;
     m.add_function(wrap_pyfunction!(batch_capability, m)?)?;
     m.add_function(wrap_pyfunction!(check_predicted, m)?)?;
-    m.add_function(wrap_pyfunction!(step, m)?)?;
-    m.add_function(wrap_pyfunction!(start_step, m)?)?;
-    m.add_function(wrap_pyfunction!(step_ranked, m)?)?;
     m.add_function(wrap_pyfunction!(select, m)?)?;
     m.add_function(wrap_pyfunction!(thompson_draws, m)?)?;
     m.add_function(wrap_pyfunction!(thompson_draws_at, m)?)?;

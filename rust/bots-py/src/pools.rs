@@ -1,7 +1,7 @@
 //! Rayon pools by size, built once and reused: building a pool per call would cost more than
 //! a whole update at common pool sizes.
 //!
-//! Background passes (`spawn`) run on pools of their own whose threads have a lower scheduling
+//! Background passes (`background`) run on pools of their own whose threads have a lower scheduling
 //! priority (nice +10 on Linux): a pass started after `update()` must not take CPU from the
 //! trainer's own threads while they work, only use what they leave idle. When the trainer waits
 //! for the result, the pass has the machine to itself.
@@ -64,14 +64,13 @@ pub fn run<T: Send>(threads: Option<usize>, f: impl FnOnce() -> T + Send) -> PyR
     }
 }
 
-/// Starts `f` in the background on the low-priority pool of `threads` threads (`None`: as many
-/// as the global pool), and returns at once.
-pub fn spawn(threads: Option<usize>, f: impl FnOnce() + Send + 'static) -> PyResult<()> {
+/// The low-priority pool of `threads` threads (`None`: as many as the global pool) that
+/// background passes are spawned on.
+pub fn background(threads: Option<usize>) -> PyResult<Arc<ThreadPool>> {
     let threads = match threads {
         None => rayon::current_num_threads(),
         Some(0) => return Err(invalid_argument("threads", "must be >= 1, got 0".to_string())),
         Some(t) => t,
     };
-    cached(&BACKGROUND_POOLS, threads, true)?.spawn(f);
-    Ok(())
+    cached(&BACKGROUND_POOLS, threads, true)
 }

@@ -1,15 +1,22 @@
-//! Typed descriptions of one pass over the pool, built in Python and read by `step`, `select` and
-//! `start_step`: what to update (`UpdateSpec`) and what to select (`SelectSpec`).
+//! Typed descriptions of one pass over the pool, built in Python and read by `Posterior.step`,
+//! `Posterior.start_step` and `select`: what to update (`UpdateSpec`) and what to select
+//! (`SelectSpec`).
 //!
-//! A spec holds references to the numpy arrays it names, never copies: references can be tens of
-//! megabytes. Values are range-checked by the core when the pass runs (before anything is
-//! written); a spec only checks what Python's types cannot say (contiguity, which evidence form).
+//! A spec owns what it reads, so that a pass (possibly on a background thread, after the call
+//! that started it returned) never reads memory Python can write: an array made by `frozen()`
+//! (memory only Rust writes; how `Interpolation` keeps its references, tens of megabytes read
+//! every step) is shared, any other array is copied when the spec is built. Values are
+//! range-checked by the core when the pass runs (before anything is written); a spec only checks
+//! what Python's types cannot say (which evidence form, ids not negative).
+
+use std::sync::Arc;
 
 use bots_core as core;
 use numpy::{PyArray1, PyArrayMethods, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 
 use crate::errors::{invalid_argument, not_contiguous};
+use crate::frozen::shared;
 use crate::Batch;
 
 /// A prior given as one value or one value per task.
@@ -19,41 +26,80 @@ pub(crate) enum PriorArg<'py> {
     Array(Bound<'py, PyArray1<f64>>),
 }
 
+#[derive(Clone)]
 pub(crate) enum PriorSpec {
     Scalar(f64),
-    Array(Py<PyArray1<f64>>),
+    Array(Arc<Vec<f64>>),
 }
 
+impl PriorSpec {
+    pub(crate) fn as_core(&self) -> core::Prior<'_> {
+        match self {
+            PriorSpec::Scalar(v) => core::Prior::Scalar(*v),
+            PriorSpec::Array(a) => core::Prior::PerTask(a),
+        }
+    }
+}
+
+#[derive(Clone)]
 pub(crate) enum EvidenceSpec {
     None,
-    Predicted(Py<PyArray1<f64>>),
-    Interpolation { weak: Py<PyArray1<f32>>, strong: Py<PyArray1<f32>>, mu: f64 },
+    Predicted(Arc<Vec<f64>>),
+    Interpolation { weak: Arc<Vec<f32>>, strong: Arc<Vec<f32>>, mu: f64 },
 }
 
+impl EvidenceSpec {
+    fn as_core(&self) -> core::Evidence<'_> {
+        match self {
+            EvidenceSpec::None => core::Evidence::None,
+            EvidenceSpec::Predicted(p) => core::Evidence::Predicted(p),
+            EvidenceSpec::Interpolation { weak, strong, mu } => core::Evidence::Interpolation { weak, strong, mu: *mu },
+        }
+    }
+}
+
+#[derive(Clone)]
 pub(crate) enum ExcludeSpec {
     None,
-    Mask(Py<PyArray1<bool>>),
+    Mask(Arc<[bool]>),
     /// Sorted and distinct ids are checked by the core.
-    Ids(Vec<usize>),
+    Ids(Arc<[usize]>),
 }
 
-fn contiguous<T: numpy::Element>(a: &Bound<'_, PyArray1<T>>, name: &'static str) -> PyResult<Py<PyArray1<T>>> {
+/// A copy of a contiguous, aligned array's elements (the small per-selection inputs).
+fn copied<T: numpy::Element + Copy>(a: &Bound<'_, PyArray1<T>>, name: &'static str) -> PyResult<Arc<[T]>> {
     if !(a.is_contiguous() && a.is_aligned()) {
         return Err(not_contiguous(name));
     }
-    Ok(a.clone().unbind())
+    let ro = a.try_readonly().map_err(|_| not_contiguous(name))?;
+    Ok(Arc::from(ro.as_slice().map_err(|_| not_contiguous(name))?))
 }
 
 /// One step's posterior update: the batch's explicit evidence, the priors the posterior decays
 /// toward, λ, ρ, n, and the implicit evidence for the other tasks (a prediction per task, or
 /// the interpolation estimator's references and capability).
+/// Cloned for a pass that outlives the Python object (cheap: the arrays are shared).
 #[pyclass(module = "bots_rft._core", frozen)]
+#[derive(Clone)]
 pub struct UpdateSpec {
-    pub(crate) batch: Py<Batch>,
+    pub(crate) batch: core::Batch,
     pub(crate) prior_alpha: PriorSpec,
     pub(crate) prior_beta: PriorSpec,
     pub(crate) params: core::UpdateParams,
     pub(crate) evidence: EvidenceSpec,
+}
+
+impl UpdateSpec {
+    /// The core's view of this update.
+    pub(crate) fn args(&self) -> core::UpdateArgs<'_> {
+        core::UpdateArgs {
+            prior_alpha: self.prior_alpha.as_core(),
+            prior_beta: self.prior_beta.as_core(),
+            batch: &self.batch,
+            evidence: self.evidence.as_core(),
+            params: self.params,
+        }
+    }
 }
 
 #[pymethods]
@@ -63,7 +109,7 @@ impl UpdateSpec {
                         predicted=None, weak=None, strong=None, capability=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
-        batch: Py<Batch>,
+        batch: PyRef<'_, Batch>,
         prior_alpha: PriorArg<'_>,
         prior_beta: PriorArg<'_>,
         lam: f64,
@@ -77,19 +123,19 @@ impl UpdateSpec {
         let prior = |p: PriorArg<'_>, name| -> PyResult<PriorSpec> {
             Ok(match p {
                 PriorArg::Scalar(v) => PriorSpec::Scalar(v),
-                PriorArg::Array(a) => PriorSpec::Array(contiguous(&a, name)?),
+                PriorArg::Array(a) => PriorSpec::Array(shared(&a, name)?),
             })
         };
         let evidence = match (predicted, weak, strong, capability) {
-            (Some(p), None, None, None) => EvidenceSpec::Predicted(contiguous(&p, "predicted")?),
+            (Some(p), None, None, None) => EvidenceSpec::Predicted(shared(&p, "predicted")?),
             (None, Some(w), Some(s), Some(mu)) => {
-                EvidenceSpec::Interpolation { weak: contiguous(&w, "weak")?, strong: contiguous(&s, "strong")?, mu }
+                EvidenceSpec::Interpolation { weak: shared(&w, "weak")?, strong: shared(&s, "strong")?, mu }
             }
             (None, None, None, None) => EvidenceSpec::None,
             _ => return Err(invalid_argument("predicted", "give either predicted, or weak, strong and capability together".to_string())),
         };
         Ok(Self {
-            batch,
+            batch: batch.inner.clone(),
             prior_alpha: prior(prior_alpha, "prior_alpha")?,
             prior_beta: prior(prior_beta, "prior_beta")?,
             params: core::UpdateParams { lam, rho, n_rollouts },
@@ -102,10 +148,11 @@ impl UpdateSpec {
 /// drawn from stream `(seed, counter)`, never an excluded task; with `tau`, `k` tasks sampled
 /// without replacement from softmax(−|θ − target| / tau) instead. `bound_hint` (e.g. the last
 /// selection's k-th distance, loosened) prunes from the first task and never changes the result.
-/// `first_index`: the arrays hold tasks `first_index..` of a larger pool (one shard of it); draws
-/// are keyed by global index and the selected ids are global, so merging the shards' selections
-/// (`step_ranked`) by (distance, id) gives the whole pool's. Exclusions stay slice positions.
+/// `first_index`: the posterior holds tasks `first_index..` of a larger pool (one shard of it);
+/// draws are keyed by global index and the selected ids are global, so merging the shards'
+/// selections by (distance, id) gives the whole pool's. Exclusions stay slice positions.
 #[pyclass(module = "bots_rft._core", frozen)]
+#[derive(Clone)]
 pub struct SelectSpec {
     pub(crate) k: usize,
     pub(crate) target: f64,
@@ -113,6 +160,23 @@ pub struct SelectSpec {
     pub(crate) exclude: ExcludeSpec,
     pub(crate) bound_hint: Option<f64>,
     pub(crate) first_index: usize,
+}
+
+impl SelectSpec {
+    /// The core's view of this selection.
+    pub(crate) fn args(&self) -> core::SelectArgs<'_> {
+        core::SelectArgs {
+            k: self.k,
+            target: self.target,
+            scoring: self.scoring,
+            exclude: match &self.exclude {
+                ExcludeSpec::None => core::Exclude::None,
+                ExcludeSpec::Mask(m) => core::Exclude::Mask(m),
+                ExcludeSpec::Ids(ids) => core::Exclude::Ids(ids),
+            },
+            hint: self.bound_hint,
+        }
+    }
 }
 
 #[pymethods]
@@ -133,10 +197,9 @@ impl SelectSpec {
         first_index: usize,
     ) -> PyResult<Self> {
         let exclude = match (exclude_mask, exclude_ids) {
-            (Some(m), None) => ExcludeSpec::Mask(contiguous(&m, "exclude")?),
+            (Some(m), None) => ExcludeSpec::Mask(copied(&m, "exclude")?),
             (None, Some(ids)) => {
-                let ro = ids.try_readonly().map_err(|_| not_contiguous("exclude"))?;
-                let raw = ro.as_slice().map_err(|_| not_contiguous("exclude"))?;
+                let raw = copied(&ids, "exclude")?;
                 if let Some(bad) = raw.iter().find(|&&x| x < 0) {
                     return Err(invalid_argument("exclude", format!("id {bad} is negative")));
                 }
@@ -159,7 +222,7 @@ impl SelectSpec {
         self.k
     }
 
-    /// Global index of the arrays' first task.
+    /// Global index of the posterior's first task.
     #[getter]
     fn first_index(&self) -> usize {
         self.first_index
