@@ -52,6 +52,7 @@ from ..estimators import (
 from ..planning import Plan, allocate_rollouts, check_plan_args
 from ..selector import (
     BOTS,
+    SETTABLE_PARAMS,
     Picks,
 )
 from ..selector.params import readonly
@@ -68,19 +69,9 @@ CHUNK = 1 << 22
 KEY_CHUNK = 1 << 26
 #: The core's Gumbel shift: a softmax key's distance form is |θ − p*| / τ + (GUMBEL_SHIFT − G).
 _GUMBEL_SHIFT = 40.0
-#: The parameters this backend implements (a checkpoint's other parameters must be at BOTS's
-#: default to load).
-_SUPPORTED_SETTABLE = (
-    "lam",
-    "rho",
-    "target",
-    "n_rollouts",
-    "thompson",
-    "adaptive_rho",
-    "tau",
-    "adaptive_lam",
-    "lag_discount",
-)
+#: The parameters this backend implements: every parameter BOTS lets you set (a checkpoint's
+#: other parameters must be at BOTS's default to load).
+_SUPPORTED_SETTABLE = SETTABLE_PARAMS
 _KNOWN_PARAMS = frozenset(_SUPPORTED_SETTABLE) | {"seed"}
 
 
