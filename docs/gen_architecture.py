@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import functools
 import re
 import sys
 from collections import defaultdict
@@ -40,6 +41,7 @@ STAGES = [
 ]
 
 
+@functools.cache
 def _units() -> dict[str, Path]:
     """Top-level units: ``bots_rft.x`` for each module ``x.py`` and sub-package ``x/``."""
     units = {}

@@ -13,6 +13,7 @@ import numpy as np
 from .. import _core
 from .._validation import FloatArray, IntArray
 from ..selector.bots import PassHandle, register_backend
+from ..selector.params import frozen
 
 __all__ = ["RustPosterior", "RustShard", "thompson_draw"]
 
@@ -56,12 +57,6 @@ class RustPosterior:
 
     def assign(self, alpha: FloatArray, beta: FloatArray) -> None:
         self._core.assign(np.ascontiguousarray(alpha, dtype=np.float64), np.ascontiguousarray(beta, dtype=np.float64))
-
-
-def frozen(value: Any, dtype: Any) -> Any:
-    """An array as read-only memory the core owns (``_core.frozen``: a spec given it shares it
-    instead of copying it); a scalar or None as is."""
-    return _core.frozen(np.ascontiguousarray(value, dtype=dtype)) if isinstance(value, np.ndarray) else value
 
 
 register_backend("rust", posterior=RustPosterior)

@@ -77,8 +77,8 @@ class SelectorParams:
         self._thompson = as_bool(thompson, "thompson")
         # Per-task priors as frozen memory (read-only, owned by the core): every update's pass
         # shares them instead of copying them.
-        self._prior_alpha = _frozen_prior(prior(prior_alpha, "prior_alpha", n))
-        self._prior_beta = _frozen_prior(prior(prior_beta, "prior_beta", n))
+        self._prior_alpha = frozen(prior(prior_alpha, "prior_alpha", n))
+        self._prior_beta = frozen(prior(prior_beta, "prior_beta", n))
         self._estimator = as_estimator(evidence, n)
         self._seed = as_int(seed, "seed", minimum=0, maximum=_MAX_SEED)
         self._threads = check_threads(threads)
@@ -344,8 +344,10 @@ def readonly(a: np.ndarray) -> np.ndarray:
     return v
 
 
-def _frozen_prior(p: float | FloatArray) -> float | FloatArray:
-    return _core.frozen(p) if isinstance(p, np.ndarray) else p
+def frozen(value: Any, dtype: Any = np.float64) -> Any:
+    """An array as read-only memory the core owns (``_core.frozen``: a spec given it shares it
+    instead of copying it); a scalar or None as is."""
+    return _core.frozen(np.ascontiguousarray(value, dtype=dtype)) if isinstance(value, np.ndarray) else value
 
 
 def _readonly_prior(p: float | FloatArray) -> float | FloatArray:
