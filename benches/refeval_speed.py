@@ -5,11 +5,12 @@ per call (``--rollouts 4 --batch-size 16``: 4 tasks a call, as ``bots refeval`` 
 
 - ``generate``: transformers' ``model.generate(do_sample=True, top_k=0, num_return_sequences=n)``
   on the chat-templated prompts, left-padded, fp32: what a user would write by hand;
-- ``refeval fast`` / ``refeval hf``: :func:`bots_rft.train.refeval.sample_responses`, the sampling
-  ``bots refeval`` runs, with its default engine (the shared-prefix KV-cache decode loop) and with
-  transformers' ``generate`` as the engine.
+- ``refeval fast`` / ``refeval speculative`` / ``refeval hf``:
+  :func:`bots_rft.train.refeval.sample_responses`, the sampling ``bots refeval`` runs, with each
+  engine: the shared-prefix KV-cache decode loop (the default), that loop with speculative sampling
+  from a bfloat16 draft, and transformers' ``generate``.
 
-The three alternate within each repetition (the order reverses between repetitions), so load
+The four alternate within each repetition (the order reverses between repetitions), so load
 from other processes on a shared machine falls on all alike. Tokens/s counts generated completion
 tokens (up to and including EOS) per second of the calls, prompt encoding included. Afterwards
 one end-to-end ``bots refeval`` run per engine (``run_refeval`` on the same prompts, scoring
@@ -35,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from rollout_speed import cpu_flags, cpu_model, write_results  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
-VARIANTS = ("generate", "refeval fast", "refeval hf")
+VARIANTS = ("generate", "refeval fast", "refeval speculative", "refeval hf")
 
 
 def _rows(count: int) -> list[dict[str, Any]]:
@@ -106,7 +107,7 @@ def end_to_end(model_spec: str, rows: list[dict[str, Any]], n: int, batch: int, 
     with tempfile.TemporaryDirectory() as tmp:
         pool = Path(tmp) / "pool.parquet"
         TaskPool.from_records(rows).to_parquet(pool)
-        for engine in ("fast", "hf"):
+        for engine in ("fast", "speculative", "hf"):
             cfg = RefEvalConfig(
                 model=model_spec,
                 pool=str(pool),
@@ -147,8 +148,9 @@ def markdown(doc: dict[str, Any]) -> str:
     e2e = doc["end_to_end"]
     lines += [
         "",
-        f"End to end (`run_refeval`, scoring included): fast {e2e['fast']['tokens_per_s']:.1f} tokens/s, "
-        f"hf {e2e['hf']['tokens_per_s']:.1f} tokens/s.",
+        "End to end (`run_refeval`, scoring included): "
+        + ", ".join(f"{e} {e2e[e]['tokens_per_s']:.1f} tokens/s" for e in ("fast", "speculative", "hf"))
+        + ".",
     ]
     return "\n".join(lines) + "\n"
 

@@ -234,5 +234,16 @@ def test_the_engine_is_part_of_the_resume_fingerprint(pool_path: Path, tmp_path:
         run_refeval(cfg(pool_path, out=str(out), limit=2), progress=False)  # the default engine: fast
     again = run_refeval(cfg(pool_path, out=str(out), limit=2, engine="hf"), progress=False)
     assert again.resumed == 2 and again.evaluated_now == 0
-    with pytest.raises(InvalidArgumentError, match="engine: expected 'fast' or 'hf', got 'vllm'"):
+    with pytest.raises(InvalidArgumentError, match="engine: expected one of fast, speculative, hf, got 'vllm'"):
         run_refeval(cfg(pool_path, out=str(out), engine="vllm"), progress=False)
+
+
+def test_the_speculative_engine_measures_pass_rates(pool_path: Path, tmp_path: Path) -> None:
+    """``--engine speculative`` end to end: every task's pass rate written, and resumable."""
+    out = tmp_path / "o.parquet"
+    summary = run_refeval(cfg(pool_path, out=str(out), engine="speculative", keep_progress=True), progress=False)
+    assert summary.engine == "speculative" and summary.tasks == 4 and summary.generated_tokens > 0
+    assert "engine speculative" in "\n".join(summary.lines())
+    assert np.all(np.isfinite(TaskPool.load(out).pass_rate(COLUMN)))
+    again = run_refeval(cfg(pool_path, out=str(out), engine="speculative"), progress=False)
+    assert again.resumed == 4 and again.evaluated_now == 0

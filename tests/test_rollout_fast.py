@@ -165,12 +165,12 @@ def test_reserved_cache_grows_and_matches_the_dynamic_cache(policy: Any) -> None
     transformers' DynamicCache through a prefill, a batch repeat, a row selection and decode steps."""
     from transformers import DynamicCache
 
-    from bots_rft.llm.generation import _reserved_cache
+    from bots_rft.llm.kv_cache import reserved_cache
 
     model, _ = policy
     ids = torch.randint(0, 200, (2, 7), generator=torch.Generator().manual_seed(0))
     logits = []
-    for cache in (DynamicCache(config=model.config), _reserved_cache(model, capacity=3)):
+    for cache in (DynamicCache(config=model.config), reserved_cache(model, capacity=3)):
         with torch.inference_mode():
             out = [model(input_ids=ids, past_key_values=cache, use_cache=True).logits[:, -1]]
             cache.batch_repeat_interleave(2)

@@ -48,10 +48,11 @@ def add_parser(subparsers: Any) -> None:
     )
     p.add_argument(
         "--engine",
-        choices=("fast", "hf"),
+        choices=("fast", "speculative", "hf"),  # train.refeval.REFEVAL_ENGINES (not imported: CLI start-up)
         default="fast",
-        help="fast: the shared-prefix KV-cache decode loop (the same distribution, faster); hf: transformers' "
-        "generate, the reference (default: %(default)s)",
+        help="fast: the shared-prefix KV-cache decode loop; speculative: that loop with a bfloat16 draft proposing "
+        "tokens the model accepts or replaces; hf: transformers' generate, the reference. All sample the same "
+        "distribution (default: %(default)s)",
     )
     p.add_argument("--limit", type=integer(1), default=None, help="only the first N tasks")
     p.add_argument("--seed", type=integer(0), default=0)

@@ -71,14 +71,15 @@ __all__ = [
     "parse_overrides",
 ]
 
-RolloutEngine = Literal["hf", "fast"]
+RolloutEngine = Literal["hf", "fast", "speculative"]
 RolloutPrecision = Literal["fp32", "int8"]
 GuardGroups = Literal["data_source", "ability"]
 ResumeParams = Literal["error", "config", "checkpoint"]
 LossAgg = Literal["token-mean", "seq-mean-token-mean"]
 Distributed = Literal["ddp", "fsdp"]
 
-#: Rollout engines (``rollout_engine``): Hugging Face ``generate``, or the shared-prefix decode loop.
+#: Rollout engines (``rollout_engine``): Hugging Face ``generate``; the shared-prefix decode loop;
+#: that loop with a bfloat16 draft proposing tokens (speculative sampling, the same distribution).
 ROLLOUT_ENGINES: tuple[str, ...] = get_args(RolloutEngine)
 #: ``rollout_precision``: sample with the policy itself, or with an int8 twin (frozen weights int8).
 ROLLOUT_PRECISIONS: tuple[str, ...] = get_args(RolloutPrecision)
@@ -263,7 +264,9 @@ class TrainConfig(ConfigModel):
     max_new_tokens: Count = 64
     generation_batch_size: Count = 64  # sequences decoded together
     # fast (default): each prompt encoded once for its n rollouts, the prompts'
-    # common prefix once, finished rows leave the batch (same sampling distribution)
+    # common prefix once, finished rows leave the batch (same sampling distribution);
+    # speculative: fast + a bfloat16 draft proposing tokens the policy accepts or replaces (same
+    # distribution; one bf16 copy of the weights per step)
     rollout_engine: RolloutEngine = "fast"
     # fp32: sample with the policy; int8 (CPU, with lora_r or train_top_layers): with a twin whose
     # frozen linear layers are int8 (faster; the loss's log-probs still come from the policy)
@@ -397,6 +400,11 @@ class TrainConfig(ConfigModel):
         if self.rollout_precision == "int8" and not self.lora_r and self.train_top_layers is None:
             raise ConfigError(
                 "rollout_precision: 'int8' quantizes the frozen weights: set lora_r or train_top_layers, got 'int8'"
+            )
+        if self.rollout_precision == "int8" and self.rollout_engine == "speculative":
+            raise ConfigError(
+                "rollout_engine: 'speculative' verifies every token with the policy itself, so it cannot sample with "
+                "rollout_precision: 'int8''s twin; choose one, got 'speculative'"
             )
         if m.references == "required" and not (self.weak_column and self.strong_column):
             raise ConfigError(

@@ -32,7 +32,17 @@ from ..rewards.scorer import RewardScorer
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-__all__ = ["RefEvalConfig", "RefEvalSummary", "sample_responses", "run_refeval", "progress_path_for"]
+__all__ = [
+    "RefEvalConfig",
+    "RefEvalSummary",
+    "sample_responses",
+    "run_refeval",
+    "progress_path_for",
+    "REFEVAL_ENGINES",
+]
+
+#: ``engine`` values: the trainer's rollout engines (:mod:`.rollout`).
+REFEVAL_ENGINES = ("fast", "speculative", "hf")
 
 
 @dataclass
@@ -48,7 +58,9 @@ class RefEvalConfig:
     temperature: float = 1.0
     top_p: float = 1.0
     batch_size: int = 64  # sequences per generate call
-    engine: str = "fast"  # the trainer's rollout engines: "fast" (default) or "hf" (transformers' generate)
+    # the trainer's rollout engines: "fast" (default), "speculative" (fast + a bfloat16 draft), or "hf"
+    # (transformers' generate)
+    engine: str = "fast"
     chunk_tasks: int | None = None  # tasks per progress flush; default max(1, batch_size // rollouts)
     limit: int | None = None  # only the first ``limit`` rows
     seed: int = 0
@@ -73,8 +85,8 @@ class RefEvalConfig:
             raise bad("top_p", "must lie in (0, 1]")
         if self.batch_size < 1:
             raise bad("batch_size", "must be at least 1")
-        if self.engine not in ("fast", "hf"):
-            raise bad("engine", "expected 'fast' or 'hf'")
+        if self.engine not in REFEVAL_ENGINES:
+            raise bad("engine", f"expected one of {', '.join(REFEVAL_ENGINES)}")
         if self.chunk_tasks is not None and self.chunk_tasks < 1:
             raise bad("chunk_tasks", "must be at least 1")
         if self.limit is not None and self.limit < 1:
@@ -128,6 +140,7 @@ class RefEvalSummary:
     # over the first, so that a short run is not judged by its model load.
     sampling_seconds: float = 0.0
     load_seconds: float = 0.0
+    engine: str = ""  # the engine that sampled
 
     def lines(self) -> list[str]:
         return [
@@ -137,7 +150,8 @@ class RefEvalSummary:
             f"share with pass rate 0: {self.share_zero:.3f}, in (0,1): {self.share_between:.3f}, "
             f"1: {self.share_one:.3f}",
             f"generated {self.generated_tokens} tokens in {self.sampling_seconds:.1f}s of sampling and scoring "
-            f"({self.tokens_per_s:.0f} tokens/s); model load {self.load_seconds:.1f}s, total {self.seconds:.1f}s",
+            f"({self.tokens_per_s:.0f} tokens/s, engine {self.engine}); model load {self.load_seconds:.1f}s, "
+            f"total {self.seconds:.1f}s",
         ]
 
     @property
@@ -359,6 +373,7 @@ def run_refeval(cfg: RefEvalConfig, *, progress: bool = True) -> RefEvalSummary:
         rates=measured,
         sampling_seconds=sampling_seconds,
         load_seconds=load_seconds,
+        engine=cfg.engine,
     )
 
 

@@ -1,10 +1,12 @@
 """Rollouts: n sampled completions per task, kept as token tensors for the loss, decoded for the
-verifiers. Two engines sample them from the same distribution: ``"hf"``, Hugging Face
-``generate`` over ``tasks * n`` left-padded rows per generation batch, and ``"fast"``
+verifiers. Three engines sample them from the same distribution: ``"hf"``, Hugging Face
+``generate`` over ``tasks * n`` left-padded rows per generation batch; ``"fast"``
 (:func:`bots_rft.llm.generation.sample_completions`: each prompt encoded once and its KV cache
-shared by its n rows, finished rows leaving the batch). Either way the rollouts are laid out
-the same (prompts left padded, completions right padded), so the loss recomputes exact
-log-probs from the torch policy."""
+shared by its n rows, finished rows leaving the batch); and ``"speculative"``
+(:func:`bots_rft.llm.speculative.sample_completions_speculative`: the fast engine's layout, with a
+bfloat16 draft of the model proposing tokens that the model accepts or replaces). Whichever
+engine, the rollouts are laid out the same (prompts left padded, completions right padded), so
+the loss recomputes exact log-probs from the torch policy."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from ..data.pool import Message
 from ..errors import ConfigError
 from ..llm.generation import sample_completions
 from ..llm.models import encode_chats
+from ..llm.speculative import bf16_draft, sample_completions_speculative
 from .config import ROLLOUT_ENGINES
 from .policy import autocast, eval_mode, unwrap
 
@@ -216,6 +219,11 @@ def generate_rollouts(
     that samples when not ``model`` itself (an int8 twin, :mod:`.sampling_copy`)."""
     if engine not in ROLLOUT_ENGINES:
         raise ConfigError(f"rollout_engine: expected one of {list(ROLLOUT_ENGINES)}, got {engine!r}")
+    if engine == "speculative" and sampler is not None:
+        raise ConfigError(
+            "rollout_engine: 'speculative' verifies every token with the policy itself, so it cannot sample with "
+            "rollout_precision: 'int8''s twin; choose one"
+        )
     net = unwrap(model)
     device = next(net.parameters()).device
     draw = net if sampler is None else sampler
@@ -228,24 +236,25 @@ def generate_rollouts(
         {"do_sample": False} if greedy else {"do_sample": True, "temperature": temperature, "top_p": top_p, "top_k": 0}
     )
     with eval_mode(net), torch.inference_mode(), autocast(device, bf16):
-        if engine == "fast":
+        if engine in ("fast", "speculative"):
+            draft = bf16_draft(net) if engine == "speculative" else None
             per_call = max(1, batch_size // n)
             for start in range(0, len(chats), per_call):
                 enc = encode_chats(tokenizer, chats[start : start + per_call], device, max_prompt_tokens)
                 ids, mask = enc["input_ids"], enc["attention_mask"]
                 unpadded = [row[m.bool()].tolist() for row, m in zip(ids, mask)]
+                kw: dict[str, Any] = {
+                    "max_new_tokens": max_new_tokens,
+                    "eos_ids": eos,
+                    "pad_id": pad,
+                    "greedy": greedy,
+                    "temperature": temperature,
+                    "top_p": top_p,
+                }
                 completions.append(
-                    sample_completions(
-                        draw,
-                        unpadded,
-                        n,
-                        max_new_tokens=max_new_tokens,
-                        eos_ids=eos,
-                        pad_id=pad,
-                        greedy=greedy,
-                        temperature=temperature,
-                        top_p=top_p,
-                    )
+                    sample_completions(draw, unpadded, n, **kw)
+                    if draft is None
+                    else sample_completions_speculative(draw, draft, unpadded, n, **kw)
                 )
                 prompts.append(ids.repeat_interleave(n, dim=0))
                 prompt_masks.append(mask.repeat_interleave(n, dim=0))
