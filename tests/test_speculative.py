@@ -253,6 +253,37 @@ def test_the_lean_draft_computes_the_hugging_face_forward(policy: Any, dtype: st
             assert torch.equal(a.argmax(-1), b.argmax(-1))
 
 
+def test_the_lean_decoder_merges_lora_adapters() -> None:
+    """A peft LoRA policy (adapters non-zero) decodes through the written-out forward pass with
+    each adapter's ``scaling * B @ A`` merged into the copy: the peft module's logits to float32
+    rounding, and the same greedy rollouts as transformers' generate on the peft module."""
+    peft = pytest.importorskip("peft")
+    model, tok = _tiny(3)
+    policy = peft.get_peft_model(
+        model, peft.LoraConfig(r=4, lora_alpha=8, target_modules="all-linear", lora_dropout=0.0)
+    )
+    gen = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for name, p in policy.named_parameters():
+            if "lora_B" in name:
+                p.copy_(torch.randn(p.shape, generator=gen) * 0.05)
+    policy.eval()
+    assert LeanDecoder.supports(policy) and isinstance(decoder_for(policy), LeanDecoder)
+    prompts, _ = _unpadded(tok, CHATS[:2])
+    with torch.inference_mode():
+        lean = LeanDecoder(policy).start(prompts, 2, pad_id=tok.pad_token_id, capacity=8)
+        hf = HFDecoder(policy).start(prompts, 2, pad_id=tok.pad_token_id, capacity=8)
+    assert float((lean.log_softmax(-1) - hf.log_softmax(-1)).abs().max()) < 1e-4
+    with policy.disable_adapter(), torch.inference_mode():  # the adapters do change the function
+        plain = HFDecoder(policy).start(prompts, 2, pad_id=tok.pad_token_id, capacity=8)
+    assert float((plain - hf).abs().max()) > 1e-3
+    runs = [
+        generate_rollouts(policy, tok, CHATS, [0, 1, 2, 3], 2, max_new_tokens=10, greedy=True, engine=e)
+        for e in ("fast", "hf")
+    ]
+    assert torch.equal(runs[0].input_ids, runs[1].input_ids)
+
+
 def test_generate_rollouts_with_the_speculative_engine(policy: Any) -> None:
     """The engine behind ``rollout_engine: speculative``: reproducible for a seed, the rollout
     layout of the fast engine (same prompts and masks, completions up to EOS)."""

@@ -131,7 +131,15 @@ def test_spec_defaults_validate() -> None:
         SpreadSpec()
 
 
-@pytest.mark.parametrize("name", ["smollm2_compare_cpu.yaml", "smollm2_compare_gpu.yaml", "smollm2_warmup_cpu.yaml"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "smollm2_compare_cpu.yaml",
+        "smollm2_compare_scale_cpu.yaml",
+        "smollm2_compare_gpu.yaml",
+        "smollm2_warmup_cpu.yaml",
+    ],
+)
 def test_shipped_experiment_configs_load(name: str) -> None:
     """The experiment's configs are valid training configs (the GPU one names CUDA; it is only
     checked for a device when it runs)."""

@@ -4,8 +4,8 @@ and its bfloat16 draft).
 
 - :class:`HFDecoder`: the Hugging Face module (or a copy of it in another dtype) with a KV cache
   written in place (:func:`~bots_rft.llm.kv_cache.reserved_cache`). Works for every model.
-- :class:`LeanDecoder`, for Llama-style decoders (Llama, SmolLM2, Qwen2) on a CPU: the forward pass
-  written out over copies of the weights, query/key/value fused into one matrix and gate/up into
+- :class:`LeanDecoder`, for Llama-style decoders (Llama, SmolLM2, Qwen2; LoRA adapters merged into
+  the copy) on a CPU: the forward pass written out over copies of the weights, query/key/value fused into one matrix and gate/up into
   another, and each matrix packed once into the layout oneDNN's matrix kernels read (torch's
   plain ``linear`` re-lays the weight out at every call: at 16 rows that cost SmolLM2's float32
   layers a third of their time, its bfloat16 layers half). The same arithmetic as the Hugging Face
@@ -110,15 +110,44 @@ class _Linear:
         return out.view(*x.shape[:-1], self.out_features)
 
 
+def _causal_lm(model: Any) -> Any:
+    """The Hugging Face causal LM itself, inside a peft wrapper if there is one."""
+    if getattr(model, "peft_config", None) is not None:
+        return model.base_model.model
+    return model
+
+
+def _linear_parts(module: Any) -> tuple[torch.Tensor, torch.Tensor | None] | None:
+    """``(weight, bias)`` of the linear map ``module`` computes: a plain ``nn.Linear``'s own, or
+    for a peft LoRA layer (plain LoRA, unmerged or merged) its base weight plus each active
+    adapter's ``scaling * B @ A``, the same map in eval mode. None for anything else (quantized
+    layers, DoRA, LoRA biases)."""
+    if type(module) is torch.nn.Linear:
+        return module.weight, module.bias
+    base = getattr(module, "base_layer", None)
+    if type(base) is not torch.nn.Linear or not hasattr(module, "get_delta_weight"):
+        return None
+    weight = base.weight
+    if not module.merged and not module.disable_adapters:
+        for name in module.active_adapters:
+            if name not in module.lora_A:
+                continue
+            if getattr(module, "use_dora", {}).get(name) or getattr(module, "lora_bias", {}).get(name):
+                return None
+            weight = weight + module.get_delta_weight(name)
+    return weight, base.bias
+
+
 class LeanDecoder:
     """A Llama-style decoder's forward pass over packed copies of its weights in ``dtype`` (the
     model's own by default; bfloat16 for a draft). See the module."""
 
     @staticmethod
     def supports(model: Any) -> bool:
-        cfg = getattr(model, "config", None)
+        lm = _causal_lm(model)
+        cfg = getattr(lm, "config", None)
         try:
-            layer = model.model.layers[0]
+            layer = lm.model.layers[0]
             attn, mlp = layer.self_attn, layer.mlp
             linears = (attn.q_proj, attn.k_proj, attn.v_proj, attn.o_proj, mlp.gate_proj, mlp.up_proj, mlp.down_proj)
             plain = (
@@ -127,16 +156,17 @@ class LeanDecoder:
                 and not getattr(cfg, "mlp_bias", False)
                 and getattr(cfg, "pretraining_tp", 1) == 1
                 and not getattr(cfg, "use_sliding_window", False)
-                and all(type(m) is torch.nn.Linear for m in (*linears, model.lm_head))
-                and attn.o_proj.bias is None
-                and mlp.gate_proj.bias is None
-                and hasattr(model.model, "rotary_emb")
+                and all(_linear_parts(m) is not None for m in (*linears, lm.lm_head))
+                and _linear_parts(attn.o_proj)[1] is None  # type: ignore[index]
+                and _linear_parts(mlp.gate_proj)[1] is None  # type: ignore[index]
+                and hasattr(lm.model, "rotary_emb")
             )
         except (AttributeError, IndexError, TypeError):
             return False
         return bool(plain)
 
     def __init__(self, model: Any, dtype: torch.dtype | None = None, *, rows_hint: int = 16) -> None:
+        model = _causal_lm(model)
         cfg = model.config
         dt = self.dtype = dtype or next(model.parameters()).dtype
         self.heads = int(cfg.num_attention_heads)
@@ -148,24 +178,28 @@ class LeanDecoder:
         def w(t: torch.Tensor) -> torch.Tensor:
             return t.detach().to(dt).contiguous()
 
-        def linear(weight: torch.Tensor, bias: torch.Tensor | None = None) -> _Linear:
+        def linear(*modules: Any) -> _Linear:
+            """One linear map computing ``modules`` side by side (outputs concatenated)."""
+            parts = [_linear_parts(m) for m in modules]
+            weight = torch.cat([p[0] for p in parts])  # type: ignore[index]
+            biases = [p[1] for p in parts]  # type: ignore[index]
+            bias = None if biases[0] is None else torch.cat(biases)  # type: ignore[arg-type]
             return _Linear(w(weight), None if bias is None else w(bias), rows_hint)
 
         self.embed = w(model.model.embed_tokens.weight)
         self.final_norm = w(model.model.norm.weight)
-        self.head = linear(model.lm_head.weight)
+        self.head = linear(model.lm_head)
         self.layers: list[dict[str, Any]] = []
         for layer in model.model.layers:
             a, m = layer.self_attn, layer.mlp
-            bias = torch.cat([a.q_proj.bias, a.k_proj.bias, a.v_proj.bias]) if a.q_proj.bias is not None else None
             self.layers.append(
                 {
                     "in_norm": w(layer.input_layernorm.weight),
-                    "qkv": linear(torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight]), bias),
-                    "o": linear(a.o_proj.weight),
+                    "qkv": linear(a.q_proj, a.k_proj, a.v_proj),
+                    "o": linear(a.o_proj),
                     "post_norm": w(layer.post_attention_layernorm.weight),
-                    "gate_up": linear(torch.cat([m.gate_proj.weight, m.up_proj.weight])),
-                    "down": linear(m.down_proj.weight),
+                    "gate_up": linear(m.gate_proj, m.up_proj),
+                    "down": linear(m.down_proj),
                 }
             )
         self.keys: list[torch.Tensor] = []
