@@ -29,7 +29,7 @@ from .decoders import decoder_for
 from .kv_cache import prompt_layout, shared_prefix_len
 from .models import compute_float
 
-__all__ = ["sample_completions", "sample_next", "next_token_probs", "shared_prefix_len"]
+__all__ = ["sample_completions", "sample_next", "next_token_probs", "draw_from", "shared_prefix_len"]
 
 
 def next_token_probs(logits: torch.Tensor, *, temperature: float, top_p: float) -> torch.Tensor:
@@ -57,11 +57,17 @@ def sample_next(logits: torch.Tensor, *, greedy: bool, temperature: float, top_p
     per vocabulary entry: for 32 rows of a 49k vocabulary that was 15% of a CPU rollout.)"""
     if greedy:
         return logits.argmax(dim=-1)
-    probs = next_token_probs(logits, temperature=temperature, top_p=top_p)
-    cdf = probs.double().cumsum(dim=-1)
-    u = torch.rand((probs.shape[0], 1), dtype=torch.float64, device=probs.device) * cdf[:, -1:]
-    # The first index whose cumulative mass exceeds u: never a zero-probability token.
-    return torch.searchsorted(cdf, u, right=True).squeeze(1).clamp_(max=probs.shape[1] - 1)
+    return draw_from(next_token_probs(logits, temperature=temperature, top_p=top_p))
+
+
+def draw_from(weights: torch.Tensor) -> torch.Tensor:
+    """One index per row of non-negative ``weights`` ``[rows, vocab]`` (need not sum to 1), drawn
+    with probability proportional to its weight by inverting the cumulative sum at one uniform
+    number from torch's global RNG."""
+    cdf = weights.double().cumsum(dim=-1)
+    u = torch.rand((weights.shape[0], 1), dtype=torch.float64, device=weights.device) * cdf[:, -1:]
+    # The first index whose cumulative mass exceeds u: never an index of weight 0.
+    return torch.searchsorted(cdf, u, right=True).squeeze(1).clamp_(max=weights.shape[1] - 1)
 
 
 def sample_completions(

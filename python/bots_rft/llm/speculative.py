@@ -29,7 +29,7 @@ from typing import Any
 import torch
 
 from .decoders import Decoder, decoder_for
-from .generation import next_token_probs
+from .generation import draw_from, next_token_probs
 from .kv_cache import prompt_layout
 
 __all__ = ["bf16_draft", "sample_completions_speculative", "accept_proposals", "DEFAULT_LOOKAHEAD"]
@@ -43,15 +43,6 @@ def bf16_draft(model: Any) -> Decoder:
     """The draft of ``model``: the model with bfloat16 weights (see :func:`.decoders.decoder_for`;
     kept until the model's weights change)."""
     return decoder_for(model, torch.bfloat16)
-
-
-def _draw(weights: torch.Tensor) -> torch.Tensor:
-    """One index per row of non-negative ``weights`` ``[rows, vocab]`` (need not sum to 1), drawn
-    with probability proportional to its weight by inverting the cumulative sum at a uniform number
-    from torch's global RNG; never an index of weight 0."""
-    cdf = weights.double().cumsum(dim=-1)
-    u = torch.rand((weights.shape[0], 1), dtype=torch.float64, device=weights.device) * cdf[:, -1:]
-    return torch.searchsorted(cdf, u, right=True).squeeze(1).clamp_(max=weights.shape[1] - 1)
 
 
 def accept_proposals(p: torch.Tensor, q: torch.Tensor, proposals: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -75,7 +66,7 @@ def accept_proposals(p: torch.Tensor, q: torch.Tensor, proposals: torch.Tensor) 
     # is never drawn from; guard against rounding all the same.
     empty = residual.sum(dim=1, keepdim=True) <= 0
     residual = torch.where(empty, p_at, residual)
-    return accepted, _draw(residual)
+    return accepted, draw_from(residual)
 
 
 def sample_completions_speculative(
@@ -148,7 +139,9 @@ def sample_completions_speculative(
         return (hit & (until_eos <= room)) | (written[rows] >= max_new_tokens)
 
     rows = torch.arange(total, device=device)  # the output row of each cache row
-    first = logits.argmax(dim=-1) if greedy else _draw(next_token_probs(logits, temperature=temperature, top_p=top_p))
+    first = (
+        logits.argmax(dim=-1) if greedy else draw_from(next_token_probs(logits, temperature=temperature, top_p=top_p))
+    )
     finished = emit(rows, first.unsqueeze(1), torch.ones_like(rows), logits.unsqueeze(1), torch.ones_like(rows))
     tok = first  # each row's last token, not yet fed to either model
     next_pos = valid.sum(dim=-1)  # its position
@@ -180,7 +173,7 @@ def sample_completions_speculative(
                 proposals.append(draft_logits.argmax(dim=-1))
             else:
                 q.append(next_token_probs(draft_logits, temperature=temperature, top_p=top_p))
-                proposals.append(_draw(q[-1]))
+                proposals.append(draw_from(q[-1]))
         drafted = torch.stack(proposals, dim=1)  # [rows, k]
         # The model scores ``tok`` and the k proposals in one pass.
         ids = torch.cat([tok.unsqueeze(1), drafted], dim=1)
