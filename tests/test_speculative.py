@@ -323,11 +323,25 @@ def test_speculative_cannot_sample_with_a_twin(policy: Any) -> None:
         generate_rollouts(model, tok, CHATS, [0], 2, max_new_tokens=4, engine="speculative", sampler=model)
 
 
-def test_speculative_with_int8_rollouts_is_a_config_error() -> None:
+def test_speculative_with_int8_rollouts_or_fsdp_is_a_config_error() -> None:
     from bots_rft.train.config import TrainConfig
 
-    with pytest.raises(ConfigError, match="rollout_engine: 'speculative'.*got 'speculative'"):
+    with pytest.raises(ConfigError, match="rollout_engine: 'speculative'.*int8.*got 'speculative'"):
         TrainConfig(model="tiny", pool="p.parquet", lora_r=4, rollout_precision="int8", rollout_engine="speculative")
+    with pytest.raises(ConfigError, match="rollout_engine: 'speculative'.*fsdp, got 'speculative'"):
+        TrainConfig(model="tiny", pool="p.parquet", distributed="fsdp", rollout_engine="speculative")
+
+
+def test_sampling_without_a_copy_of_the_weights_is_the_same(policy: Any) -> None:
+    """``copy_weights=False`` (FSDP, whose gathered weights exist only for the call) decodes with
+    the Hugging Face module itself: the same greedy tokens as the packed copy."""
+    model, tok = policy
+    prompts, _ = _unpadded(tok, CHATS)
+    kw: dict[str, Any] = dict(max_new_tokens=12, eos_ids=[], pad_id=tok.pad_token_id, greedy=True)
+    with torch.inference_mode():
+        packed = sample_completions(model, prompts, 2, **kw)
+        module = sample_completions(model, prompts, 2, copy_weights=False, **kw)
+    assert torch.equal(packed, module)
 
 
 def test_bad_arguments_are_refused(policy: Any, poor_draft: Any) -> None:

@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from .decoders import decoder_for
+from .decoders import HFDecoder, decoder_for
 from .kv_cache import prompt_layout, shared_prefix_len
 from .models import compute_float
 
@@ -83,6 +83,7 @@ def sample_completions(
     top_p: float = 1.0,
     compact_fraction: float = 0.125,
     return_logprobs: bool = False,
+    copy_weights: bool = True,
 ) -> Any:
     """``[len(prompts) * n, T]`` completion tokens (rows task-major: prompt i's are rows
     ``i*n .. i*n+n-1``), each up to and including its first EOS, ``pad_id`` after it; ``T`` is
@@ -91,6 +92,8 @@ def sample_completions(
 
     Finished rows are dropped from the KV cache once they make up ``compact_fraction`` of the
     rows still decoding (dropping costs a copy of the cache; 0 drops them every step).
+    ``copy_weights=False`` decodes with the module itself, never a packed copy of its weights
+    (FSDP's gathered weights exist only for the call).
 
     With ``return_logprobs`` the result is ``(tokens, logprobs)``: ``logprobs[r, t]`` is the
     log-probability of token ``tokens[r, t]`` under ``softmax(logits / temperature)`` as the
@@ -103,7 +106,7 @@ def sample_completions(
     device = next(model.parameters()).device
     tasks = len(prompts)
     eos = torch.tensor(list(eos_ids), dtype=torch.long, device=device)
-    decoder = decoder_for(model)
+    decoder = decoder_for(model) if copy_weights else HFDecoder(model)
     logits = decoder.start(prompts, n, pad_id=pad_id, capacity=max(len(p) for p in prompts) + max_new_tokens)
     shared, _, rest_mask = prompt_layout(prompts, pad_id=pad_id, device=device)
     attn = torch.cat([torch.ones((tasks, shared), dtype=torch.long, device=device), rest_mask], dim=1)

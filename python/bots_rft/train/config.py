@@ -406,6 +406,11 @@ class TrainConfig(ConfigModel):
                 "rollout_engine: 'speculative' verifies every token with the policy itself, so it cannot sample with "
                 "rollout_precision: 'int8''s twin; choose one, got 'speculative'"
             )
+        if self.distributed == "fsdp" and self.rollout_engine == "speculative":
+            raise ConfigError(
+                "rollout_engine: 'speculative' keeps a bfloat16 copy of the whole model, which FSDP's sharding is "
+                "there to avoid; use 'fast' with distributed: fsdp, got 'speculative'"
+            )
         if m.references == "required" and not (self.weak_column and self.strong_column):
             raise ConfigError(
                 f"method: {self.method!r} needs reference pass rates ({m.summary}); set weak_column and strong_column"

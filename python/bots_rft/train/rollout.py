@@ -224,6 +224,12 @@ def generate_rollouts(
             "rollout_engine: 'speculative' verifies every token with the policy itself, so it cannot sample with "
             "rollout_precision: 'int8''s twin; choose one"
         )
+    sharded = type(model).__name__ == "FullyShardedDataParallel"
+    if engine == "speculative" and sharded:
+        raise ConfigError(
+            "rollout_engine: 'speculative' keeps a bfloat16 copy of the whole model, which FSDP's sharding is "
+            "there to avoid; use 'fast' with distributed: fsdp"
+        )
     net = unwrap(model)
     device = next(net.parameters()).device
     draw = net if sampler is None else sampler
@@ -252,7 +258,7 @@ def generate_rollouts(
                     "top_p": top_p,
                 }
                 completions.append(
-                    sample_completions(draw, unpadded, n, **kw)
+                    sample_completions(draw, unpadded, n, copy_weights=not sharded, **kw)
                     if draft is None
                     else sample_completions_speculative(draw, draft, unpadded, n, **kw)
                 )
