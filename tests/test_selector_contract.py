@@ -5,6 +5,7 @@ backend does not provide is part of the contract too, and is checked here as suc
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -291,3 +292,22 @@ def test_what_a_backend_does_not_provide_is_said_explicitly(make: Callable[..., 
         with pytest.raises(UnsupportedByBackendError, match="evidence"):
             sel.evidence  # noqa: B018  (the estimator is not kept whole on the driver)
     sel.close()
+
+
+@pytest.mark.parametrize("thompson", [False, True])
+@pytest.mark.parametrize("prefetch", [False, True])
+def test_take_more_than_a_draw_hands_out_distinct_tasks(thompson: bool, prefetch: bool) -> None:
+    """One ``take`` asking for more than ``draw_size`` tasks needs several draws. Each later draw
+    must rank enough tasks beyond those this very call has already handed out: a greedy draw ranks
+    the same tasks every time, and one sized only by what was in flight before the call found
+    nothing left to hand out, drew again, and never returned (a hang found by the stateful test).
+    (``take`` is the Rust backend's; the others refuse it, as tested above.)"""
+    sel = BOTS(40, thompson=thompson, prefetch=prefetch)
+    box: dict[str, Any] = {}
+    worker = threading.Thread(target=lambda: box.setdefault("got", sel.take(20, draw_size=8)), daemon=True)
+    worker.start()
+    worker.join(timeout=60)
+    assert not worker.is_alive(), "take(20, draw_size=8) did not return"
+    got = box["got"]
+    assert len(got) == 20 and len(set(got.tolist())) == 20
+    assert sorted(got.tolist()) == sorted(sel.in_flight.tolist())

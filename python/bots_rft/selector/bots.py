@@ -594,7 +594,9 @@ class BOTS(_BackendChoice, SelectorBase):
             out: list[int] = []
             while len(out) < k:
                 if stream.current is None or stream.current.exhausted():
-                    self._next_draw(size, skipped)
+                    # Counted now: the tasks this call has handed out are in flight too, and a
+                    # draw that ranks too few beyond them may have nothing left to hand out.
+                    self._next_draw(size, skip.count())
                 assert stream.current is not None
                 handed = stream.current.hand_out(k - len(out), skip)
                 upcoming = stream.prepared or (self._pass_role if isinstance(self._pass_role, _Draw) else None)
