@@ -82,25 +82,38 @@ def test_dropping_finished_rows_leaves_greedy_tokens_unchanged(policy: Any) -> N
     assert int(lengths.min()) < int(lengths.max())  # some rows did finish early
 
 
-def test_decode_logprobs_are_the_training_forwards(policy: Any) -> None:
+@pytest.mark.parametrize("engine", ["fast", "speculative"])
+def test_decode_logprobs_are_the_training_forwards(policy: Any, engine: str) -> None:
     """The decode loop's log-prob of every sampled token (shared prefix, repeated KV cache,
-    finished rows dropped every step) equals what the loss computes on the rollout layout."""
+    finished rows dropped every step) equals what the loss computes on the rollout layout; with
+    the speculative engine too, for kept proposals and replacements alike (its draft here is an
+    unrelated model, so most proposals are replaced)."""
+    from bots_rft.llm.decoders import LeanDecoder
+    from bots_rft.llm.speculative import sample_completions_speculative
+
     model, tok = policy
     prompts, enc = _unpadded(tok, CHATS)
     n, temperature = 5, 0.7
+    kw: dict[str, Any] = dict(
+        max_new_tokens=20,
+        eos_ids=[tok.eos_token_id],
+        pad_id=tok.pad_token_id,
+        temperature=temperature,
+        compact_fraction=0.0,
+        return_logprobs=True,
+    )
     torch.manual_seed(1)
     with torch.inference_mode():
-        tokens, logp = sample_completions(
-            model,
-            prompts,
-            n,
-            max_new_tokens=20,
-            eos_ids=[tok.eos_token_id],
-            pad_id=tok.pad_token_id,
-            temperature=temperature,
-            compact_fraction=0.0,
-            return_logprobs=True,
-        )
+        if engine == "fast":
+            tokens, logp = sample_completions(model, prompts, n, **kw)
+        else:
+            other, _ = load_policy("tiny", "cpu", "auto", 1)
+            with torch.no_grad():
+                for p in other.parameters():
+                    if p.ndim == 2:
+                        p.normal_(0.0, 0.15)
+            draft = LeanDecoder(other.eval(), torch.bfloat16)
+            tokens, logp = sample_completions_speculative(model, draft, prompts, n, **kw)
     cmask = completion_mask(tokens, [tok.eos_token_id])
     ids = torch.cat([enc["input_ids"].repeat_interleave(n, 0), tokens], 1)
     attn = torch.cat([enc["attention_mask"].repeat_interleave(n, 0), cmask], 1)
