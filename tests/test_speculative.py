@@ -187,11 +187,12 @@ def test_the_lean_draft_computes_the_hugging_face_forward(policy: Any, dtype: st
     dt = getattr(torch, dtype)
     lean, hf = LeanDecoder(model, dt), HFDecoder(model, dt)
     with torch.inference_mode():
-        starts = [d.start(prompts, 2, pad_id=tok.pad_token_id, capacity=4) for d in (lean, hf)]  # must grow
-        shared, _, rest_mask = prompt_layout(prompts, pad_id=tok.pad_token_id, device=torch.device("cpu"))
-        layout = torch.cat([torch.ones((3, shared), dtype=torch.long), rest_mask], 1).repeat_interleave(2, 0)
-        assert layout.shape[1] == lean.length == hf.cache.get_seq_length()
-        attn = torch.cat([layout, torch.ones((6, 1), dtype=torch.long)], 1)
+        layout = prompt_layout(prompts, pad_id=tok.pad_token_id, device=torch.device("cpu"))
+        assert layout.mask.sum(1).tolist() == [len(p) for p in prompts]
+        starts = [d.start(layout, 2, capacity=4) for d in (lean, hf)]  # too small: must grow
+        mask = layout.mask.repeat_interleave(2, 0)
+        assert mask.shape[1] == lean.length == hf.cache.get_seq_length()
+        attn = torch.cat([mask, torch.ones((6, 1), dtype=torch.long)], 1)
         pos = torch.tensor([[len(p)] for p in prompts for _ in range(2)])
         step = torch.tensor([[5], [6], [7], [8], [9], [10]])
         outs = []
@@ -243,11 +244,12 @@ def test_the_lean_decoder_merges_lora_adapters() -> None:
     assert LeanDecoder.supports(policy) and isinstance(decoder_for(policy), LeanDecoder)
     prompts, _ = _unpadded(tok, CHATS[:2])
     with torch.inference_mode():
-        lean = LeanDecoder(policy).start(prompts, 2, pad_id=tok.pad_token_id, capacity=8)
-        hf = HFDecoder(policy).start(prompts, 2, pad_id=tok.pad_token_id, capacity=8)
+        layout = prompt_layout(prompts, pad_id=tok.pad_token_id, device=torch.device("cpu"))
+        lean = LeanDecoder(policy).start(layout, 2, capacity=8)
+        hf = HFDecoder(policy).start(layout, 2, capacity=8)
     assert float((lean.log_softmax(-1) - hf.log_softmax(-1)).abs().max()) < 1e-4
     with policy.disable_adapter(), torch.inference_mode():  # the adapters do change the function
-        plain = HFDecoder(policy).start(prompts, 2, pad_id=tok.pad_token_id, capacity=8)
+        plain = HFDecoder(policy).start(layout, 2, capacity=8)
     assert float((plain - hf).abs().max()) > 1e-3
     runs = [
         generate_rollouts(policy, tok, CHATS, [0, 1, 2, 3], 2, max_new_tokens=10, greedy=True, engine=e)

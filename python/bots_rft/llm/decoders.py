@@ -20,13 +20,12 @@ from __future__ import annotations
 import copy
 import functools
 import weakref
-from collections.abc import Sequence
 from typing import Any, Protocol
 
 import torch
 import torch.nn.functional as F
 
-from .kv_cache import forward_logits, prefill, prompt_layout, reserved_cache
+from .kv_cache import PromptLayout, forward_logits, prefill, reserved_cache
 
 __all__ = ["Decoder", "HFDecoder", "LeanDecoder", "decoder_for", "LEAN_MODEL_TYPES"]
 
@@ -36,15 +35,15 @@ LEAN_MODEL_TYPES = ("llama", "qwen2")
 
 
 class Decoder(Protocol):
-    """A decoder's life over one batch of prompts: ``start`` encodes them, ``n`` rows each, laid
-    out in cache positions as :func:`~bots_rft.llm.kv_cache.prefill` lays them out, and returns
-    the last prompt position's logits ``[rows, vocab]``; ``logits`` appends ``ids`` ``[rows, q]``
+    """A decoder's life over one batch of prompts: ``start`` encodes them, ``n`` rows each, in the
+    cache positions of their :class:`~bots_rft.llm.kv_cache.PromptLayout`, and returns the last
+    prompt position's logits ``[rows, vocab]``; ``logits`` appends ``ids`` ``[rows, q]``
     at positions ``pos`` to every row's cache, attending to the cache positions ``attn``
     ``[rows, length + q]`` marks, and returns the last ``keep`` positions' logits ``[rows, keep,
     vocab]``; ``keep_rows`` keeps only the given rows. Logits are float32 (float64 for a float64
     model)."""
 
-    def start(self, prompts: Sequence[Sequence[int]], n: int, *, pad_id: int, capacity: int) -> torch.Tensor: ...
+    def start(self, layout: PromptLayout, n: int, *, capacity: int) -> torch.Tensor: ...
 
     def logits(self, ids: torch.Tensor, attn: torch.Tensor, pos: torch.Tensor, *, keep: int = 1) -> torch.Tensor: ...
 
@@ -64,10 +63,9 @@ class HFDecoder:
                 p.requires_grad_(False)
         self.cache: Any = None
 
-    def start(self, prompts: Sequence[Sequence[int]], n: int, *, pad_id: int, capacity: int) -> torch.Tensor:
+    def start(self, layout: PromptLayout, n: int, *, capacity: int) -> torch.Tensor:
         self.cache = reserved_cache(self.model, capacity)
-        logits, _ = prefill(self.model, prompts, n, self.cache, pad_id=pad_id)
-        return logits
+        return prefill(self.model, layout, n, self.cache)
 
     def logits(self, ids: torch.Tensor, attn: torch.Tensor, pos: torch.Tensor, *, keep: int = 1) -> torch.Tensor:
         return forward_logits(self.model, ids, attn, pos, self.cache, keep=keep)
@@ -117,24 +115,31 @@ def _causal_lm(model: Any) -> Any:
     return model
 
 
-def _linear_parts(module: Any) -> tuple[torch.Tensor, torch.Tensor | None] | None:
-    """``(weight, bias)`` of the linear map ``module`` computes: a plain ``nn.Linear``'s own, or
-    for a peft LoRA layer (plain LoRA, unmerged or merged) its base weight plus each active
-    adapter's ``scaling * B @ A``, the same map in eval mode. None for anything else (quantized
-    layers, DoRA, LoRA biases)."""
+def _base_linear(module: Any) -> torch.nn.Linear | None:
+    """The ``nn.Linear`` under ``module``: itself, or a peft plain-LoRA layer's base layer. None for
+    anything else (quantized layers, DoRA, LoRA biases), which :class:`LeanDecoder` cannot copy."""
     if type(module) is torch.nn.Linear:
-        return module.weight, module.bias
+        return module
     base = getattr(module, "base_layer", None)
     if type(base) is not torch.nn.Linear or not hasattr(module, "get_delta_weight"):
         return None
+    for name in module.active_adapters:
+        if getattr(module, "use_dora", {}).get(name) or getattr(module, "lora_bias", {}).get(name):
+            return None
+    return base
+
+
+def _linear_parts(module: Any) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``(weight, bias)`` of the linear map ``module`` (one :func:`_base_linear` accepts) computes:
+    a plain ``nn.Linear``'s own, or for a LoRA layer (unmerged or merged) its base weight plus
+    each active adapter's ``scaling * B @ A``, the same map in eval mode."""
+    base = _base_linear(module)
+    assert base is not None, "checked by LeanDecoder.supports"
     weight = base.weight
-    if not module.merged and not module.disable_adapters:
+    if base is not module and not module.merged and not module.disable_adapters:
         for name in module.active_adapters:
-            if name not in module.lora_A:
-                continue
-            if getattr(module, "use_dora", {}).get(name) or getattr(module, "lora_bias", {}).get(name):
-                return None
-            weight = weight + module.get_delta_weight(name)
+            if name in module.lora_A:
+                weight = weight + module.get_delta_weight(name)
     return weight, base.bias
 
 
@@ -156,9 +161,9 @@ class LeanDecoder:
                 and not getattr(cfg, "mlp_bias", False)
                 and getattr(cfg, "pretraining_tp", 1) == 1
                 and not getattr(cfg, "use_sliding_window", False)
-                and all(_linear_parts(m) is not None for m in (*linears, lm.lm_head))
-                and _linear_parts(attn.o_proj)[1] is None  # type: ignore[index]
-                and _linear_parts(mlp.gate_proj)[1] is None  # type: ignore[index]
+                and all(_base_linear(m) is not None for m in (*linears, lm.lm_head))
+                and _base_linear(attn.o_proj).bias is None  # type: ignore[union-attr]
+                and _base_linear(mlp.gate_proj).bias is None  # type: ignore[union-attr]
                 and hasattr(lm.model, "rotary_emb")
             )
         except (AttributeError, IndexError, TypeError):
@@ -181,8 +186,8 @@ class LeanDecoder:
         def linear(*modules: Any) -> _Linear:
             """One linear map computing ``modules`` side by side (outputs concatenated)."""
             parts = [_linear_parts(m) for m in modules]
-            weight = torch.cat([p[0] for p in parts])  # type: ignore[index]
-            biases = [p[1] for p in parts]  # type: ignore[index]
+            weight = torch.cat([p[0] for p in parts])
+            biases = [p[1] for p in parts]
             bias = None if biases[0] is None else torch.cat(biases)  # type: ignore[arg-type]
             return _Linear(w(weight), None if bias is None else w(bias), rows_hint)
 
@@ -262,17 +267,15 @@ class LeanDecoder:
         logits = self.head(self._norm(h[:, -keep:], self.final_norm))
         return logits if logits.dtype == torch.float64 else logits.float()
 
-    def start(self, prompts: Sequence[Sequence[int]], n: int, *, pad_id: int, capacity: int) -> torch.Tensor:
-        device = self.embed.device
-        shared, rest, rest_mask = prompt_layout(prompts, pad_id=pad_id, device=device)
-        tasks = len(prompts)
-        self._reserve(1, max(capacity, shared + rest.shape[1]), device)
+    def start(self, layout: PromptLayout, n: int, *, capacity: int) -> torch.Tensor:
+        device, tasks, shared = self.embed.device, layout.rest.shape[0], layout.shared
+        self._reserve(1, max(capacity, layout.mask.shape[1]), device)
         if shared:  # the common prefix once, then a copy of its cache per prompt
-            prefix = torch.tensor([list(prompts[0][:shared])], dtype=torch.long, device=device)
-            self._run(prefix, torch.ones_like(prefix), torch.arange(shared, device=device).unsqueeze(0), 1)
+            self._run(
+                layout.prefix, torch.ones_like(layout.prefix), torch.arange(shared, device=device).unsqueeze(0), 1
+            )
         self.keep_rows(torch.zeros(tasks, dtype=torch.long, device=device))
-        attn = torch.cat([torch.ones((tasks, shared), dtype=torch.long, device=device), rest_mask], dim=1)
-        logits = self._run(rest, attn, (shared + rest_mask.cumsum(-1) - 1).clamp(min=0), 1)[:, -1]
+        logits = self._run(layout.rest, layout.mask, layout.rest_positions, 1)[:, -1]
         if n > 1:
             self.keep_rows(torch.arange(tasks, device=device).repeat_interleave(n))
             logits = logits.repeat_interleave(n, dim=0)
@@ -312,6 +315,7 @@ def decoder_for(model: Any, dtype: torch.dtype | None = None) -> Decoder:
     hit = kept.get(dt)
     if hit is not None and hit[0] == version and version != (-1,):
         return hit[1]
+    kept.pop(dt, None)  # the stale copy goes before the new one is made: never two in memory
     decoder: Decoder = LeanDecoder(model, dt) if lean else HFDecoder(model, dt)
     kept[dt] = (version, decoder)
     return decoder

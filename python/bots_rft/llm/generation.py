@@ -107,10 +107,9 @@ def sample_completions(
     tasks = len(prompts)
     eos = torch.tensor(list(eos_ids), dtype=torch.long, device=device)
     decoder = decoder_for(model) if copy_weights else HFDecoder(model)
-    logits = decoder.start(prompts, n, pad_id=pad_id, capacity=max(len(p) for p in prompts) + max_new_tokens)
-    shared, _, rest_mask = prompt_layout(prompts, pad_id=pad_id, device=device)
-    attn = torch.cat([torch.ones((tasks, shared), dtype=torch.long, device=device), rest_mask], dim=1)
-    attn = attn.repeat_interleave(n, dim=0)
+    layout = prompt_layout(prompts, pad_id=pad_id, device=device)
+    logits = decoder.start(layout, n, capacity=max(len(p) for p in prompts) + max_new_tokens)
+    attn = layout.mask.repeat_interleave(n, dim=0)
     rows = torch.arange(tasks * n, device=device)  # the output row of each cache row
     next_pos = attn.sum(-1, keepdim=True)  # [rows, 1]: the next token's position
     finished = torch.zeros(tasks * n, dtype=torch.bool, device=device)

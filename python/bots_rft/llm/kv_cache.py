@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
 from .models import compute_float
 
-__all__ = ["shared_prefix_len", "prompt_layout", "prefill", "reserved_cache", "forward_logits"]
+__all__ = ["shared_prefix_len", "PromptLayout", "prompt_layout", "prefill", "reserved_cache", "forward_logits"]
 
 
 def shared_prefix_len(prompts: Sequence[Sequence[int]]) -> int:
@@ -155,12 +155,22 @@ def forward_logits(
     return compute_float(out.logits[:, -keep:, :])
 
 
-def prompt_layout(
-    prompts: Sequence[Sequence[int]], *, pad_id: int, device: torch.device
-) -> tuple[int, torch.Tensor, torch.Tensor]:
-    """How :func:`prefill` lays ``prompts`` out in the cache: the length of their common prefix
-    (at least one token of each prompt is left after it), then each prompt's remainder left padded,
-    ``[tasks, width]`` token ids and the mask of real tokens."""
+class PromptLayout(NamedTuple):
+    """How a batch of prompts is laid out in cache positions: their common prefix once (at least
+    one token of each prompt is left after it), then each prompt's remainder left padded."""
+
+    prefix: torch.Tensor  # [1, shared] the common prefix's token ids
+    rest: torch.Tensor  # [tasks, width] each remainder, left padded
+    mask: torch.Tensor  # [tasks, shared + width] attention mask over the cache positions
+    rest_positions: torch.Tensor  # [tasks, width] position ids of the remainders (padding skipped)
+
+    @property
+    def shared(self) -> int:
+        return int(self.prefix.shape[1])
+
+
+def prompt_layout(prompts: Sequence[Sequence[int]], *, pad_id: int, device: torch.device) -> PromptLayout:
+    """The :class:`PromptLayout` of ``prompts`` (token ids without padding)."""
     tasks = len(prompts)
     shared = min(shared_prefix_len(prompts), min(len(p) for p in prompts) - 1)
     rest = [list(p[shared:]) for p in prompts]
@@ -170,30 +180,26 @@ def prompt_layout(
     for i, r in enumerate(rest):
         ids[i, width - len(r) :] = torch.tensor(r, dtype=torch.long, device=device)
         rest_mask[i, width - len(r) :] = 1
-    return shared, ids, rest_mask
+    return PromptLayout(
+        prefix=torch.tensor([list(prompts[0][:shared])], dtype=torch.long, device=device),
+        rest=ids,
+        mask=torch.cat([torch.ones((tasks, shared), dtype=torch.long, device=device), rest_mask], dim=1),
+        rest_positions=(shared + rest_mask.cumsum(-1) - 1).clamp(min=0),
+    )
 
 
-def prefill(
-    model: Any, prompts: Sequence[Sequence[int]], n: int, cache: Any, *, pad_id: int
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Encode ``prompts`` into ``cache`` and repeat each ``n`` times: the last-position logits
-    ``[len(prompts) * n, vocab]`` and the rows' attention mask over the cache ``[rows, positions]``
-    (rows task-major). The prompts' longest common prefix is run once at batch 1, each prompt's
-    remainder once, left padded (the padding between prefix and remainder is masked out and
-    skipped by the position ids, as a left-padded prompt's padding is)."""
-    device = next(model.parameters()).device
-    tasks = len(prompts)
-    shared, ids, rest_mask = prompt_layout(prompts, pad_id=pad_id, device=device)
-    if shared > 0:
-        prefix = torch.tensor([list(prompts[0][:shared])], dtype=torch.long, device=device)
-        model(input_ids=prefix, use_cache=True, logits_to_keep=1, **_cache_kw(model, cache))
+def prefill(model: Any, layout: PromptLayout, n: int, cache: Any) -> torch.Tensor:
+    """Encode the prompts of ``layout`` into ``cache`` and repeat each ``n`` times (rows
+    task-major): the last prompt position's logits ``[tasks * n, vocab]``. The common prefix is
+    run once at batch 1, each remainder once (the padding between prefix and remainder is masked
+    out and skipped by the position ids, as a left-padded prompt's padding is)."""
+    tasks = layout.rest.shape[0]
+    if layout.shared > 0:
+        model(input_ids=layout.prefix, use_cache=True, logits_to_keep=1, **_cache_kw(model, cache))
         if tasks > 1:
             cache.batch_repeat_interleave(tasks)
-    attn = torch.cat([torch.ones((tasks, shared), dtype=torch.long, device=device), rest_mask], dim=1)
-    pos = (shared + rest_mask.cumsum(-1) - 1).clamp(min=0)
-    logits = _forward(model, ids, attn, pos, cache)
+    logits = _forward(model, layout.rest, layout.mask, layout.rest_positions, cache)
     if n > 1:
         cache.batch_repeat_interleave(n)
         logits = logits.repeat_interleave(n, dim=0)
-        attn = attn.repeat_interleave(n, dim=0)
-    return logits, attn
+    return logits

@@ -102,12 +102,11 @@ def sample_completions_speculative(
     eos = torch.tensor(list(eos_ids), dtype=torch.long, device=device)
     # a position per token, plus the rejected proposals' (about one a pass); the caches grow if needed
     capacity = max(len(p) for p in prompts) + max_new_tokens + max_new_tokens // 2 + k + 1
+    layout = prompt_layout(prompts, pad_id=pad_id, device=device)
     target = decoder_for(model)
-    logits = target.start(prompts, n, pad_id=pad_id, capacity=capacity)
-    draft.start(prompts, n, pad_id=pad_id, capacity=capacity)
-    shared, _, rest_mask = prompt_layout(prompts, pad_id=pad_id, device=device)
-    valid = torch.cat([torch.ones((len(prompts), shared), dtype=torch.long, device=device), rest_mask], dim=1)
-    valid = valid.repeat_interleave(n, dim=0)
+    logits = target.start(layout, n, capacity=capacity)
+    draft.start(layout, n, capacity=capacity)
+    valid = layout.mask.repeat_interleave(n, dim=0)
 
     out = torch.full((total, max_new_tokens), pad_id, dtype=torch.long, device=device)
     out_logp = torch.zeros((total, max_new_tokens), dtype=logits.dtype, device=device) if return_logprobs else None

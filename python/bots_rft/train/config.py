@@ -71,15 +71,15 @@ __all__ = [
     "parse_overrides",
 ]
 
-RolloutEngine = Literal["hf", "fast", "speculative"]
+RolloutEngine = Literal["fast", "speculative", "hf"]
 RolloutPrecision = Literal["fp32", "int8"]
 GuardGroups = Literal["data_source", "ability"]
 ResumeParams = Literal["error", "config", "checkpoint"]
 LossAgg = Literal["token-mean", "seq-mean-token-mean"]
 Distributed = Literal["ddp", "fsdp"]
 
-#: Rollout engines (``rollout_engine``): Hugging Face ``generate``; the shared-prefix decode loop;
-#: that loop with a bfloat16 draft proposing tokens (speculative sampling, the same distribution).
+#: Rollout engines (``rollout_engine``): the shared-prefix decode loop; that loop with a bfloat16
+#: draft proposing tokens (speculative sampling, the same distribution); Hugging Face ``generate``.
 ROLLOUT_ENGINES: tuple[str, ...] = get_args(RolloutEngine)
 #: ``rollout_precision``: sample with the policy itself, or with an int8 twin (frozen weights int8).
 ROLLOUT_PRECISIONS: tuple[str, ...] = get_args(RolloutPrecision)

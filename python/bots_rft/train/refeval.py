@@ -28,6 +28,7 @@ from ..data.pool import Message, TaskPool
 from ..errors import ConfigError, InvalidArgumentError
 from ..rewards.base import RewardItem
 from ..rewards.scorer import RewardScorer
+from .config import ROLLOUT_ENGINES
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -42,7 +43,7 @@ __all__ = [
 ]
 
 #: ``engine`` values: the trainer's rollout engines (:mod:`.rollout`).
-REFEVAL_ENGINES = ("fast", "speculative", "hf")
+REFEVAL_ENGINES = ROLLOUT_ENGINES
 
 
 @dataclass

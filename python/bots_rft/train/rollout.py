@@ -22,6 +22,7 @@ from ..llm.generation import sample_completions
 from ..llm.models import encode_chats
 from ..llm.speculative import bf16_draft, sample_completions_speculative
 from .config import ROLLOUT_ENGINES
+from .distributed import Dist
 from .policy import autocast, eval_mode, unwrap
 
 __all__ = [
@@ -224,7 +225,7 @@ def generate_rollouts(
             "rollout_engine: 'speculative' verifies every token with the policy itself, so it cannot sample with "
             "rollout_precision: 'int8''s twin; choose one"
         )
-    sharded = type(model).__name__ == "FullyShardedDataParallel"
+    sharded = Dist.is_fsdp(model)
     if engine == "speculative" and sharded:
         raise ConfigError(
             "rollout_engine: 'speculative' keeps a bfloat16 copy of the whole model, which FSDP's sharding is "
@@ -245,18 +246,18 @@ def generate_rollouts(
         if engine in ("fast", "speculative"):
             draft = bf16_draft(net) if engine == "speculative" else None
             per_call = max(1, batch_size // n)
+            kw: dict[str, Any] = {
+                "max_new_tokens": max_new_tokens,
+                "eos_ids": eos,
+                "pad_id": pad,
+                "greedy": greedy,
+                "temperature": temperature,
+                "top_p": top_p,
+            }
             for start in range(0, len(chats), per_call):
                 enc = encode_chats(tokenizer, chats[start : start + per_call], device, max_prompt_tokens)
                 ids, mask = enc["input_ids"], enc["attention_mask"]
                 unpadded = [row[m.bool()].tolist() for row, m in zip(ids, mask)]
-                kw: dict[str, Any] = {
-                    "max_new_tokens": max_new_tokens,
-                    "eos_ids": eos,
-                    "pad_id": pad,
-                    "greedy": greedy,
-                    "temperature": temperature,
-                    "top_p": top_p,
-                }
                 completions.append(
                     sample_completions(draw, unpadded, n, copy_weights=not sharded, **kw)
                     if draft is None
