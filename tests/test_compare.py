@@ -262,3 +262,78 @@ def test_reuse_accepts_runs_recorded_before_a_key_existed() -> None:
     changed = {**now, "lora_r": 8}
     assert _differences(recorded, changed, sorted(now)) == ["lora_r=None then, 8 now"]
     assert _differences({**recorded, "lr": 0.5}, now, ["lr"]) == [f"lr=0.5 then, {now['lr']!r} now"]
+
+
+def test_sigterm_stops_the_comparison_after_the_run_it_interrupts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A signal stops the whole comparison: the run in progress checkpoints, no later run starts,
+    and the exit status is 128 + the signal's number, as ``bots train`` gives; ``--reuse`` then
+    resumes the interrupted run and trains the rest."""
+    import os
+    import signal
+
+    from bots_rft.train.trainer import GRPOTrainer
+
+    real_step = GRPOTrainer.train_step
+    signalled: list[str] = []
+
+    def step_then_term(self: GRPOTrainer) -> dict[str, object]:
+        rec = real_step(self)
+        if not signalled:
+            signalled.append(self.cfg.method)
+            os.kill(os.getpid(), signal.SIGTERM)
+        return rec
+
+    monkeypatch.setattr(GRPOTrainer, "train_step", step_then_term)
+    cfg = toy_config(tmp_path)
+    out = tmp_path / "cmp"
+    argv = ["compare", "--config", str(cfg), "--methods", "bots,random", "--out", str(out), "--no-progress"]
+    assert main(argv) == 128 + signal.SIGTERM
+    assert signalled == ["bots"]
+    assert (out / "bots" / "checkpoints" / "latest").read_text().strip() == "step_000001"
+    assert not (out / "random").exists()  # the next method never started
+    assert not (out / "summary.md").exists()
+    err = capsys.readouterr().err
+    assert "bots compare: stopped by SIGTERM" in err and "--reuse" in err
+    assert main([*argv, "--reuse"]) == 0
+    assert (out / "summary.md").exists() and (out / "random" / "metrics.jsonl").exists()
+
+
+def test_sigterm_to_a_parallel_comparison_reaches_its_workers(tmp_path: Path) -> None:
+    """``kill PID`` of a ``--jobs 2`` comparison: the signal is passed on to both worker processes,
+    each run checkpoints, and the command exits with 143 and writes no report."""
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    cfg = toy_config(tmp_path)
+    cfg.write_text(
+        cfg.read_text().replace("steps = 2\n", "steps = 400\n").replace("eval_every = 1\n", "eval_every = 0\n")
+    )
+    out = tmp_path / "cmp"
+    bots = Path(sys.executable).with_name("bots")
+    cmd = [str(bots)] if bots.exists() else [sys.executable, "-m", "bots_rft.cli"]
+    argv = ["compare", "--config", str(cfg), "--methods", "bots,random", "--out", str(out), "--jobs", "2"]
+    proc = subprocess.Popen([*cmd, *argv, "--no-progress"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def trained(method: str) -> bool:
+        log = out / method / "metrics.jsonl"
+        lines = log.read_text().splitlines() if log.exists() else []
+        return any(json.loads(line).get("kind") == "train" for line in lines if line.endswith("}"))
+
+    deadline = time.monotonic() + 240
+    while not (trained("bots") and trained("random")) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert proc.poll() is None, proc.communicate()
+    os.kill(proc.pid, signal.SIGTERM)
+    _, err = proc.communicate(timeout=240)
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    for method in ("bots", "random"):
+        latest = (out / method / "checkpoints" / "latest").read_text().strip()
+        assert latest.startswith("step_") and int(latest[5:]) >= 1, latest
+        assert f"bots compare: {method} in {out / method}: checkpoint of step {int(latest[5:])}" in err
+    assert "stopped by SIGTERM" in err and not (out / "summary.md").exists()

@@ -10,6 +10,10 @@ differing keys are named otherwise). ``--report-only`` rebuilds OUT/summary.md a
 from the logs. ``--warmup-only`` runs only the warm-up, into OUT/warmup (a model directory that
 ``bots refeval`` can measure as a strong reference).
 
+SIGTERM or SIGINT stops every run in progress at its next checkpoint (with ``--jobs``, the signal
+is passed on to the worker processes), starts no other run, writes no report and exits with 128 +
+the signal's number (143, 130); the same command with ``--reuse`` continues.
+
 ``--seeds 0,1,2`` runs every method once per seed (the RL seed: selection, sampling, mini-batch
 order; the warm-up is shared) into OUT/<method>/seed<k>/. The TTB/BSF table then uses each
 method's mean curve, a seed table gives 95% intervals, a paired table each method's difference
@@ -25,6 +29,7 @@ result).
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -408,7 +413,9 @@ def main(args: argparse.Namespace) -> int:
                 print(f"bots compare: {m}: finished run in {run_dir}, reused")
                 continue
             todo.append((m, run_dir, run_cfg))
-        _train_all(todo, jobs, cfg.progress)
+        stopped = _train_all(todo, jobs, cfg.progress)
+        if stopped:
+            return _report_stop(stopped)
     groups = {m: [load_run(m, _run_dir(out, m, seed)) for seed in run_seeds] for m in methods}
     runs = [average_runs(m, g) for m, g in groups.items()]
     seed_text = f"seeds {', '.join(map(str, seeds))} (warm-up from seed {cfg.seed})" if seeds else f"seed {cfg.seed}"
@@ -442,6 +449,35 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
+@dataclass(frozen=True)
+class _Stopped:
+    """A run that a signal stopped (``method`` None: the signal came before any run had started)."""
+
+    method: str | None
+    run_dir: Path | None
+    steps_done: int
+    signal: int
+
+
+def _report_stop(stopped: list[_Stopped]) -> int:
+    """Says which runs a signal stopped and where they resume from; the exit status ``bots train``
+    gives for the same signal (128 + its number)."""
+    import sys
+
+    from ..train.stops import exit_status_for_signal, signal_name
+
+    first = stopped[0].signal
+    for s in stopped:
+        if s.run_dir is not None:
+            print(f"bots compare: {s.method} in {s.run_dir}: checkpoint of step {s.steps_done}", file=sys.stderr)
+    print(
+        f"bots compare: stopped by {signal_name(first)}; no report written; run the same command with --reuse "
+        "to resume the interrupted runs and train the rest",
+        file=sys.stderr,
+    )
+    return exit_status_for_signal(first)
+
+
 def _file_keys(path: str | None) -> set[str]:
     from ..config_files import read_mapping
 
@@ -453,45 +489,83 @@ def _file_keys(path: str | None) -> set[str]:
     return set(data)
 
 
-def _train_one(cfg: Any) -> None:
-    """One run in a worker process (module level: the pool pickles it by name)."""
+def _train_one(cfg: Any) -> tuple[int, int | None]:
+    """One run in a worker process (module level: the pool pickles it by name): the steps done
+    and the signal that stopped it early, if one did."""
     from ..train.trainer import train
 
-    train(cfg.replace(progress=False))
+    result = train(cfg.replace(progress=False))
+    return result.steps_done, result.signal if result.interrupted else None
 
 
-def _train_all(todo: list[tuple[str, Path, Any]], jobs: int, progress: bool) -> None:
+def _train_all(todo: list[tuple[str, Path, Any]], jobs: int, progress: bool) -> list[_Stopped]:
     """Train every run of ``todo``: in this process one after another, or ``jobs`` worker
     processes side by side (each run with its own config's threads); the first failure stops the
-    rest and is raised."""
+    rest and is raised. A signal (SIGTERM, SIGINT) stops the runs in progress at their next
+    checkpoint and starts no other; the runs it stopped are returned."""
     from ..train.trainer import train
 
     if jobs == 1 or len(todo) <= 1:
         for m, run_dir, run_cfg in todo:
             print(f"bots compare: training with {m} -> {run_dir}")
-            train(run_cfg)
-        return
+            result = train(run_cfg)
+            if result.interrupted and result.signal is not None:
+                return [_Stopped(m, run_dir, result.steps_done, result.signal)]
+        return []
     import multiprocessing
+    import os
+    import signal
     from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
+    from concurrent.futures.process import BrokenProcessPool
 
     from tqdm.auto import tqdm
 
+    # A signal to this process alone (``kill PID``) reaches the workers too: each run in progress
+    # checkpoints and returns, and runs not yet started are cancelled.
+    signals: list[int] = []
+
+    def forward(signum: int, frame: Any) -> None:
+        signals.append(signum)
+        for child in multiprocessing.active_children():
+            if child.pid is not None:
+                os.kill(child.pid, signum)
+
     ctx = multiprocessing.get_context("spawn")  # no forked torch/thread state in the workers
     print(f"bots compare: {len(todo)} runs, {jobs} at a time")
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-        futures = {pool.submit(_train_one, run_cfg): (m, run_dir) for m, run_dir, run_cfg in todo}
-        pending = set(futures)
-        with tqdm(total=len(todo), desc="bots compare", unit="run", disable=not progress) as bar:
-            while pending:
-                done, pending = wait(pending, return_when=FIRST_EXCEPTION)
-                for f in done:
-                    if f.exception() is not None:
+    stopped: list[_Stopped] = []
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+            futures = {pool.submit(_train_one, run_cfg): (m, run_dir) for m, run_dir, run_cfg in todo}
+            pending = set(futures)
+            with tqdm(total=len(todo), desc="bots compare", unit="run", disable=not progress) as bar:
+                while pending:
+                    done, pending = wait(pending, return_when=FIRST_EXCEPTION)
+                    if signals:
                         for other in pending:
                             other.cancel()
+                    for f in done:
                         m, run_dir = futures[f]
-                        print(f"bots compare: {m} in {run_dir} failed")
-                        raise f.exception()  # type: ignore[misc]
-                    bar.update(1)
+                        if f.cancelled():
+                            continue
+                        error = f.exception()
+                        if error is not None:
+                            if signals and isinstance(error, BrokenProcessPool):
+                                continue  # a worker the signal reached before its trainer started
+                            for other in pending:
+                                other.cancel()
+                            print(f"bots compare: {m} in {run_dir} failed")
+                            raise error
+                        steps_done, signum = f.result()
+                        if signum is not None:
+                            stopped.append(_Stopped(m, run_dir, steps_done, signum))
+                        bar.update(1)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if signals and not stopped:
+        stopped.append(_Stopped(None, None, 0, signals[0]))
+    return stopped
 
 
 def _build_pool(spec: Any, dest: Path, reuse: bool) -> None:
