@@ -247,6 +247,51 @@ def test_wait_take_returns_the_first_ids_and_the_kth_distance() -> None:
     assert post.start_step(None, None).wait_take(3) is None
 
 
+def test_the_speculation_asks_for_the_last_batch_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The background pass is told the batch size the next ``select`` will probably ask for (the
+    last one), so its answer's array is made while the caller is still busy."""
+    from bots_rft.backends.rust import RustPosterior
+
+    asked: list[int | None] = []
+    original = RustPosterior.start
+
+    def recording(self: RustPosterior, update: Any, select: Any, take: int | None = None) -> Any:
+        asked.append(take)
+        return original(self, update, select, take)
+
+    monkeypatch.setattr(RustPosterior, "start", recording)
+    on, off = _pair(20_000)
+    for k, exclude in ((64, None), (32, None), (32, np.arange(5))):
+        ids = on.select(k, exclude=exclude)
+        np.testing.assert_array_equal(ids, off.select(k, exclude=exclude))
+        on.update(ids, np.arange(k) % 3, 4)
+        off.update(ids, np.arange(k) % 3, 4)
+    assert asked == [64, 32, 32]  # the speculation with exclusions ranks more, but k stays 32
+    np.testing.assert_array_equal(on.select(32), off.select(32))
+
+
+def test_wait_take_fills_the_array_made_when_the_pass_started() -> None:
+    """``start_step(take=k)`` makes the result array up front; ``wait_take(k)`` fills it with the
+    same ids as without it, and any other k (or a pass that ranked fewer) is answered as before."""
+    post = _core.Posterior(np.ones(5000), np.ones(5000))
+    ids, kth, _ = post.start_step(None, _core.SelectSpec(8, seed=1)).wait()
+    for asked in (5, 3, 8):
+        first, kth_taken = post.start_step(None, _core.SelectSpec(8, seed=1), take=5).wait_take(asked)
+        assert first is not None and first.dtype == np.int64 and first.flags.c_contiguous and first.flags.writeable
+        np.testing.assert_array_equal(first, ids[:asked])
+        assert kth_taken == kth
+    with pytest.raises(InvalidArgumentError, match=r"take: 9 is more than the pass selects \(8\)") as err:
+        post.start_step(None, _core.SelectSpec(8, seed=1), take=9)
+    assert err.value.argument == "take"
+    with pytest.raises(InvalidArgumentError, match=r"take: 1 is more than the pass selects \(0\)"):
+        post.start_step(None, None, take=1)
+    np.testing.assert_array_equal(post.alpha, np.ones(5000))  # a refused start changed nothing
+    # Two passes' arrays are their own: a returned array changed by its caller leaves the next alone.
+    a = post.start_step(None, _core.SelectSpec(8, seed=1), take=8).wait_take(8)[0]
+    a[:] = -1
+    np.testing.assert_array_equal(post.start_step(None, _core.SelectSpec(8, seed=1), take=8).wait_take(8)[0], ids)
+
+
 def test_a_pass_is_collected_once() -> None:
     post = _core.Posterior(np.ones(5000), np.ones(5000))
     done = post.start_step(None, _core.SelectSpec(3, seed=1))

@@ -131,6 +131,7 @@ class Posterior:
         select: SelectSpec | None = None,
         *,
         threads: int | None = None,
+        take: int | None = None,
     ) -> Pass: ...
 
 @final

@@ -59,9 +59,12 @@ def as_real(value: Any, name: str) -> float:
 
 
 def as_int(value: Any, name: str, minimum: int | None = None, maximum: int | None = None) -> int:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+    if type(value) is int:  # the common case, without the ABC check (select() calls this first)
+        v = value
+    elif isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
         raise InvalidTypeError(f"{name}: must be an integer, got {_describe(value)}", name)
-    v = int(value)
+    else:
+        v = int(value)
     if minimum is not None and v < minimum:
         raise InvalidArgumentError(f"{name}: must be >= {minimum}, got {v}", name)
     if maximum is not None and v > maximum:

@@ -37,8 +37,10 @@ class RustPosterior:
     ) -> tuple[IntArray, float, FloatArray] | None:
         return self._core.step(update, select, threads=self._threads)
 
-    def start(self, update: _core.UpdateSpec | None, select: _core.SelectSpec | None) -> PassHandle:
-        return self._core.start_step(update, select, threads=self._threads)
+    def start(
+        self, update: _core.UpdateSpec | None, select: _core.SelectSpec | None, take: int | None = None
+    ) -> PassHandle:
+        return self._core.start_step(update, select, threads=self._threads, take=take)
 
     def update_spec(self, batch: _core.Batch, evidence: dict[str, Any], **rule: Any) -> _core.UpdateSpec:
         return _core.UpdateSpec(batch, **rule, **evidence)

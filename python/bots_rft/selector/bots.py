@@ -68,8 +68,9 @@ class Posterior(Protocol):
         """Apply ``update`` (None: none) and rank for ``select`` (None: none) now."""
         ...
 
-    def start(self, update: Any, select: Any) -> PassHandle:
-        """The same pass, in the background."""
+    def start(self, update: Any, select: Any, take: int | None = None) -> PassHandle:
+        """The same pass, in the background. ``take``: the ``k`` its ``wait_take`` will probably
+        be asked for (a backend may prepare that answer's array now)."""
         ...
 
     def update_spec(self, batch: _core.Batch, evidence: dict[str, Any], **rule: Any) -> Any:
@@ -252,6 +253,8 @@ class BOTS(_BackendChoice, SelectorBase):
         # Loosened k-th distances of past selections by batch size: let a selection prune from its
         # first task. Only speed depends on them, so they are not checkpointed.
         self._bound_hints: dict[int, float] = {}
+        # A (k, k-th distance) that `select` collected and left for the next pass to file.
+        self._unfiled_hint: tuple[int, float] | None = None
         self._stream = _Stream()
 
     #: How this selector runs, beside its state: kept by load_state_dict, carried by pickling.
@@ -342,12 +345,18 @@ class BOTS(_BackendChoice, SelectorBase):
         if update is None and spec is None:
             return
         if self._prefetch:
-            self._pass = self._posterior.start(update, spec)
+            expected = (
+                min(self._last_request[0], role.k) if self._last_request and isinstance(role, _Speculation) else None
+            )
+            self._pass = self._posterior.start(update, spec, expected)
             self._pass_role = role
             return
         self._file(role, self._posterior.run(update, spec))
 
     def _select_spec(self, k: int, counter: int, mask: Any = None, ids: Any = None) -> Any:
+        if self._unfiled_hint is not None:
+            self._remember_hint(*self._unfiled_hint)
+            self._unfiled_hint = None
         return self._posterior.select_spec(
             k,
             target=self._target,
@@ -520,7 +529,7 @@ class BOTS(_BackendChoice, SelectorBase):
         if result is None:
             return None
         first, kth = result
-        self._remember_hint(role.k, kth)
+        self._unfiled_hint = (role.k, kth)  # filed by the next pass's start, off this thread's wait
         return first
 
     def _made_for_this_call(self, spec: Any) -> bool:

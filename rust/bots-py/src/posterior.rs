@@ -27,7 +27,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use bots_core as core;
-use numpy::{PyArray1, PyReadonlyArray1};
+use numpy::{PyArray1, PyArrayMethods, PyReadonlyArray1, PyUntypedArrayMethods};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 
@@ -243,14 +243,25 @@ impl Posterior {
     /// `step` started in the background: returns a `Pass` at once; `Pass.wait()` gives `step`'s
     /// result. The pass takes the arrays with it; anything that reads them (`alpha`, `beta`,
     /// `step`, another `start_step`) waits for it first.
-    #[pyo3(signature = (update=None, select=None, *, threads=None))]
+    ///
+    /// `take`: the `k` a later `Pass.wait_take(k)` will probably ask for. Its result array is
+    /// made now, so that `wait_take` (often called by a thread that has just woken, where every
+    /// new code path costs tens of microseconds) only fills it.
+    #[pyo3(signature = (update=None, select=None, *, threads=None, take=None))]
     fn start_step(
         &mut self,
         py: Python<'_>,
         update: Option<PyRef<'_, UpdateSpec>>,
         select: Option<PyRef<'_, SelectSpec>>,
         threads: Option<usize>,
+        take: Option<usize>,
     ) -> PyResult<Pass> {
+        if let Some(k) = take {
+            let most = select.as_deref().map_or(0, |s| s.k);
+            if k > most {
+                return Err(invalid_argument("take", format!("{k} is more than the pass selects ({most})")));
+            }
+        }
         let work = Work::new(update.as_deref(), select.as_deref());
         // Before the arrays are taken: a pool that cannot start must leave them here.
         let pool = crate::pools::background(threads)?;
@@ -269,7 +280,8 @@ impl Posterior {
             worker_slot.finish(outcome, arrays);
         });
         self.running = Some(Arc::clone(&slot));
-        Ok(Pass { slot })
+        let first = take.map(|k| PyArray1::<i64>::zeros(py, k, false).unbind());
+        Ok(Pass { slot, first: Mutex::new(first) })
     }
 }
 
@@ -281,6 +293,9 @@ type FirstIds<'py> = (Option<Bound<'py, PyArray1<i64>>>, f64);
 #[pyclass(module = "bots_rft._core", frozen)]
 pub struct Pass {
     slot: Arc<Slot>,
+    /// The array `wait_take` fills, made when the pass started (see `Posterior.start_step`'s
+    /// `take`); never seen by Python before `wait_take` returns it.
+    first: Mutex<Option<Py<PyArray1<i64>>>>,
 }
 
 impl Pass {
@@ -313,8 +328,20 @@ impl Pass {
     /// the pass selected fewer than k; the distance of the last task the pass selected), or None
     /// when the pass did not select. Collects the result as `wait()` does.
     fn wait_take<'py>(&self, py: Python<'py>, k: usize) -> PyResult<Option<FirstIds<'py>>> {
+        let made = self.first.lock().unwrap_or_else(|p| p.into_inner()).take().map(|a| a.into_bound(py));
         Ok(self.collect(py)?.map(|s| {
-            let first = (s.ids.len() >= k).then(|| PyArray1::from_iter(py, s.ids[..k].iter().map(|&j| j as i64)));
+            let first = (s.ids.len() >= k).then(|| match made {
+                Some(array) if array.len() == k => {
+                    // SAFETY: the array was made by `start_step` for this pass and has not left it
+                    // (Python gets it only from this return), so nothing else reads or borrows it.
+                    let out = unsafe { array.as_slice_mut() }.expect("a fresh contiguous array");
+                    for (o, &j) in out.iter_mut().zip(&s.ids[..k]) {
+                        *o = j as i64;
+                    }
+                    array
+                }
+                _ => PyArray1::from_iter(py, s.ids[..k].iter().map(|&j| j as i64)),
+            });
             (first, s.kth_distance)
         }))
     }
