@@ -18,13 +18,11 @@
 //!   ("Already borrowed"), never a data race.
 //!
 //! A waiter whose pass is already done takes the result without releasing the GIL or touching
-//! the condition variable; one whose pass is about to finish spins for a short while before it
-//! parks, because waking a parked thread costs tens of microseconds on a VM.
+//! the condition variable; one whose pass is still running parks at once (see `wait_finished`).
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
 
 use bots_core as core;
 use numpy::{PyArray1, PyArrayMethods, PyReadonlyArray1, PyUntypedArrayMethods};
@@ -34,11 +32,6 @@ use pyo3::prelude::*;
 use crate::errors::{core_err, invalid_argument, not_contiguous};
 use crate::frozen::{copy_of, view, writable};
 use crate::specs::{SelectSpec, UpdateSpec};
-
-/// How long a waiter spins on a running pass before it parks: about what waking a parked
-/// thread costs, so a pass that ends within it is collected without a wake-up, and a long one
-/// wastes at most this much of one core.
-const SPIN: Duration = Duration::from_micros(50);
 
 /// α and β, shared with the snapshots Python holds (see the module doc).
 struct Arrays {
@@ -90,7 +83,7 @@ enum PassState {
 struct Slot {
     state: Mutex<SlotState>,
     finished: Condvar,
-    /// Set once the pass is done (read without the lock by spinning waiters).
+    /// Set once the pass is done (read without the lock by waiters that find it done).
     done: AtomicBool,
 }
 
@@ -121,12 +114,8 @@ impl Slot {
     }
 
     fn wait_finished(&self) -> MutexGuard<'_, SlotState> {
-        if !self.is_done() {
-            let start = Instant::now();
-            while !self.is_done() && start.elapsed() < SPIN {
-                std::hint::spin_loop();
-            }
-        }
+        // No spinning first: the pass's threads may hold every core, and a spinning waiter (at a
+        // higher priority than they run at) would slow the pass it waits for.
         let mut state = self.lock();
         while !self.is_done() {
             state = self.finished.wait(state).unwrap_or_else(|p| p.into_inner());
