@@ -442,12 +442,20 @@ class BOTS(_BackendChoice, SelectorBase):
         position and parameters, and enough ranked tasks left after the exclusions); otherwise
         the selection is computed here. The ids are the same either way."""
         k = as_int(batch_size, "batch_size", minimum=0)
+        if exclude is None:
+            # The trainer's loop (update, its optimiser step, select): take the background pass's
+            # answer in as few steps as possible (see `_take_prefetched`).
+            with self._lock:
+                chosen = self._take_prefetched(k)
+                if chosen is not None:
+                    self._speculation = None
+                    self._num_selections += 1
+                    self._last_request = (k, 0)  # a speculation exists only with prefetch
+                    return chosen
         mask, ids = _exclusion(exclude, self._num_tasks)
         with self._lock:
-            chosen = self._take_prefetched(k) if mask is None and ids is None else None
-            if chosen is None:
-                self._settle()
-                chosen = self._reuse(k, mask, ids)
+            self._settle()
+            chosen = self._reuse(k, mask, ids)
             if chosen is None:
                 spec = self._select_spec(k, self._num_selections, mask, ids)
                 result = self._posterior.run(self._pending, spec)
