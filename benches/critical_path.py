@@ -74,6 +74,8 @@ def select_wait(n: int, threads: int, prefetch: bool, args: argparse.Namespace) 
     digest.update(ids.tobytes())
     update_ms: list[float] = []
     wait_ms: list[float] = []
+    wake_ms: list[float] = []
+    x = np.zeros(BATCH)
     for step in range(args.warmup + args.repeats):
         succ = wl.successes(ids)
         t0 = time.perf_counter()
@@ -84,14 +86,26 @@ def select_wait(n: int, threads: int, prefetch: bool, args: argparse.Namespace) 
         ids = sel.select(BATCH)
         t3 = time.perf_counter()
         digest.update(ids.tobytes())
+        if prefetch:
+            # The floor under the wait, in the same phase of the host: a trivial call (a
+            # 256-element numpy add) right after a second pause of the same length.
+            time.sleep(args.pause)
+            t4 = time.perf_counter()
+            np.add(x, 1.0, out=x)
+            wake = (time.perf_counter() - t4) * 1e3
         if step >= args.warmup:
             update_ms.append((t1 - t0) * 1e3)
             wait_ms.append((t3 - t2) * 1e3)
-    return {
+            if prefetch:
+                wake_ms.append(wake)
+    out = {
         "update_ms": summary(update_ms),
         "select_wait_ms": summary(wait_ms),
         "selections_sha256": digest.hexdigest(),
     }
+    if wake_ms:
+        out["wake_ms"] = summary(wake_ms)
+    return out
 
 
 def back_to_back(n: int, threads: int, prefetch: bool, args: argparse.Namespace) -> dict[str, Any]:
@@ -113,20 +127,6 @@ def back_to_back(n: int, threads: int, prefetch: bool, args: argparse.Namespace)
         if step >= args.warmup:
             ms.append((t1 - t0) * 1e3)
     return {"step_ms": summary(ms), "all_ms": ms, "selections_sha256": digest.hexdigest()}
-
-
-def wake_reference(args: argparse.Namespace) -> dict[str, float]:
-    """A trivial call (a 256-element numpy add) timed right after the same pause: what any call
-    costs on this machine once a thread has slept (caches, frequency, scheduling), the floor
-    under the select() wait."""
-    x = np.zeros(BATCH)
-    times: list[float] = []
-    for _ in range(args.repeats):
-        time.sleep(args.pause)
-        t = time.perf_counter()
-        np.add(x, 1.0, out=x)
-        times.append((time.perf_counter() - t) * 1e3)
-    return summary(times)
 
 
 def take_loop(n: int, threads: int, k: int, interval: float, args: argparse.Namespace) -> dict[str, Any]:
@@ -200,7 +200,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         print(f"    {name:8s} update(); select() back to back: median {modes[name]['back_to_back']['step_ms']['median']:.4f} ms",
               file=sys.stderr, flush=True)  # fmt: skip
     out["identical_back_to_back"] = len({r["selections_sha256"] for runs in b2b.values() for r in runs}) == 1
-    out["wake_ms"] = wake_reference(args)
+    out["wake_ms"] = modes["prefetch"]["wake_ms"]
     print(
         f"    a trivial call after the same pause: median {out['wake_ms']['median']:.4f} ms",
         file=sys.stderr,

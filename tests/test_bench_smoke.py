@@ -78,6 +78,9 @@ def test_harness_quick_run_writes_reports(tmp_path: Path) -> None:
     assert cp["identical_back_to_back"] is True
     assert all(cp["modes"][m]["back_to_back"]["step_ms"]["runs"] > 0 for m in ("prefetch", "sync"))
     assert {t["k"] for t in cp["take"]} == {1, 16}
+    # The trivial call is timed within the prefetch loop's steps, as many times as the waits.
+    assert cp["wake_ms"]["runs"] == cp["modes"]["prefetch"]["select_wait_ms"]["runs"]
+    assert "| wait ÷ trivial |" in md
     assert "## Per-stage cost on one core" in md and "## What the trainer waits for" in md
 
 
