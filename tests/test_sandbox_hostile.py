@@ -1430,3 +1430,23 @@ def test_no_pty_and_no_system_v_ipc() -> None:
     )
     run = run_python(code, limits=LIMITS)
     assert run.stdout.split() == ["done"], run
+
+
+@needs_kernel
+def test_a_sandbox_that_ends_before_it_is_watched_still_gives_its_verdict(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run can end (and bubblewrap reap its PID 1) before the scorer opens a pidfd on that PID 1,
+    e.g. a program that kills its tests at once, scored while the machine is busy. The sandbox did
+    start and its verdict stands; only a bubblewrap that never started PID 1 is a launch error."""
+    real_open = os.pidfd_open
+    calls: list[int] = []
+
+    def gone(pid: int, flags: int = 0) -> int:
+        calls.append(pid)
+        raise ProcessLookupError(3, "No such process")
+
+    monkeypatch.setattr(sandbox.os, "pidfd_open", gone)
+    assert verify_code("humaneval", RIGHT_ADD, ADD, {}, limits=LIMITS).reward == 1.0
+    assert verify_code("humaneval", answer("def add(a, b):\n    return 0\n"), ADD, {}, limits=LIMITS).reward == 0.0
+    assert len(calls) == 2
+    monkeypatch.setattr(sandbox.os, "pidfd_open", real_open)
+    assert verify_code("humaneval", RIGHT_ADD, ADD, {}, limits=LIMITS).reward == 1.0

@@ -656,16 +656,21 @@ def _launch_bwrap(
         own_fds.remove(info_w)
         info = _read_info(info_r, started + limits.timeout_s + 5.0)
         init_pidfd = -1
+        ended = False  # PID 1 started, ran and was reaped before it could be opened
         if info is not None:
             try:
                 init_pidfd = os.pidfd_open(int(info["child-pid"]))
+            except ProcessLookupError:
+                # A very short run on a busy machine: when PID 1 is gone, the kernel has killed
+                # everything in its namespace, so there is nothing left to watch or kill.
+                init_pidfd, ended = -2, True
             except (OSError, KeyError, ValueError):
                 init_pidfd = -1
         launched = _Launched(
             proc, info.get("pid-namespace") if info else None, init_pidfd, uid, started, peer_uid=peer_uid
         )
         uid = peer_uid = None  # released by launched.finish(), and only there (never twice)
-        if init_pidfd < 0:  # bwrap failed before starting the sandbox
+        if init_pidfd < 0 and not ended:  # bwrap failed before starting the sandbox
             launched.init_pidfd = -2
             launched.finish()
             raise _LaunchError(f"bubblewrap did not start the sandbox (exit status {proc.returncode})")
