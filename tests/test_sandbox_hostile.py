@@ -1450,3 +1450,21 @@ def test_a_sandbox_that_ends_before_it_is_watched_still_gives_its_verdict(monkey
     assert len(calls) == 2
     monkeypatch.setattr(sandbox.os, "pidfd_open", real_open)
     assert verify_code("humaneval", RIGHT_ADD, ADD, {}, limits=LIMITS).reward == 1.0
+
+
+@needs_kernel
+def test_a_reference_whose_output_follows_string_hash_order_is_left_out() -> None:
+    """CodeI/O problem 2489 returns combinations built by iterating over a set of digit strings:
+    their order depends on the process's string-hash seed, so its recorded outputs would fail the
+    reference's own solution in another process about half the time. Runs under fixed, different
+    seeds leave it out; a problem whose outputs do not depend on the seed is kept."""
+    from bots_rft.data.codeio import HASH_SEEDS, _outputs, _problems, _usable
+
+    assert len(set(HASH_SEEDS)) >= 2
+    rows = _problems()
+    hash_ordered = _usable(2489, rows[2489])
+    steady = _usable(1, rows[1])
+    assert hash_ordered is not None and steady is not None
+    assert "set(" in hash_ordered["code_sample"]
+    kept = _outputs([hash_ordered, steady])
+    assert set(kept) == {"1"} and len(kept["1"]) == 3

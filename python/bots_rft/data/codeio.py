@@ -39,6 +39,15 @@ CASES = 3
 # time limit, so one slow batch costs only its own problems).
 _BATCH = 100
 
+# Each reference runs under these string-hash seeds, each in its own interpreter, and only cases
+# all of them agree on are kept. A reference that iterates over a set of strings returns its
+# items in an order that depends on the seed, which is random in every process (the verifier's
+# included): two processes with random seeds agree by chance about half the time, so such a
+# problem could be kept and then fail right answers at random. Fixed seeds make the check
+# deterministic and the chance of agreeing on every seed by luck small.
+HASH_SEEDS = ("0", "1", "2", "3")
+
+# One interpreter's outputs: problems.json in, {problem: [[args, output], ...]} out.
 _OUTPUTS = """
 import json, os, signal, sys
 from random import Random
@@ -74,6 +83,19 @@ for p in json.load(open('problems.json')):
         signal.alarm(0)
 result.write(json.dumps(out))
 result.close()
+"""
+
+# Runs outputs.py once per hash seed (environment variables are honoured: no -E) and prints the
+# cases every run agrees on.
+_AGREED = """
+import json, os, subprocess, sys
+runs = []
+for seed in json.load(open('seeds.json')):
+    env = {'PATH': os.environ.get('PATH', '/usr/bin:/bin'), 'PYTHONHASHSEED': seed}
+    done = subprocess.run([sys.executable, '-S', '-B', 'outputs.py'], env=env, capture_output=True, text=True)
+    runs.append(json.loads(done.stdout) if done.returncode == 0 and done.stdout else {})
+first, rest = runs[0], runs[1:]
+print(json.dumps({i: cases for i, cases in first.items() if all(r.get(i) == cases for r in rest)}))
 """
 
 
@@ -113,18 +135,22 @@ def _usable(i: int, row: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def _outputs(problems: list[dict[str, Any]]) -> dict[str, list[Any]]:
-    """Each problem's cases ([arguments, output] pairs) that two sandboxed runs agree on."""
+    """Each problem's cases ([arguments, output] pairs) that runs under every seed of
+    :data:`HASH_SEEDS` agree on, computed in the sandbox."""
     from ..rewards.sandbox import SandboxLimits, run_python
 
     limits = SandboxLimits(timeout_s=300.0, memory_mb=1024, output_bytes=16 << 20, workdir_mb=64)
     agreed: dict[str, list[Any]] = {}
     for start in range(0, len(problems), _BATCH):
-        batch = json.dumps(problems[start : start + _BATCH])
-        runs = [run_python(_OUTPUTS, files={"problems.json": batch}, limits=limits) for _ in range(2)]
-        if not all(run.ok for run in runs):
+        files = {
+            "problems.json": json.dumps(problems[start : start + _BATCH]),
+            "outputs.py": _OUTPUTS,
+            "seeds.json": json.dumps(list(HASH_SEEDS)),
+        }
+        run = run_python(_AGREED, files=files, limits=limits)
+        if not run.ok:
             continue  # a reference that took the whole run down: the batch is left out
-        first, second = (json.loads(run.stdout) for run in runs)
-        agreed.update({i: cases for i, cases in first.items() if second.get(i) == cases})
+        agreed.update(json.loads(run.stdout))
     return agreed
 
 
