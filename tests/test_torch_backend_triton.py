@@ -180,6 +180,38 @@ def test_key_chunks_do_not_change_the_selection(monkeypatch: Any) -> None:
     assert picks() == whole
 
 
+@pytest.mark.parametrize("ties", ["none", "some", "all"])
+def test_the_two_stage_top_k_is_the_64_bit_top_k(ties: str) -> None:
+    """The k smallest keys found through their high words (a 32-bit top-k, then the candidates
+    at or below its bound) are the plain 64-bit top-k's, ties in the high word included: many
+    equal distances only make the candidate set larger."""
+    rng = np.random.default_rng(11)
+    n = 5000
+    levels = {"none": 2**31 - 1, "some": 40, "all": 1}[ties]
+    high = torch.tensor(rng.integers(0, levels, n), dtype=torch.int64)
+    high[rng.integers(0, n, 50)] = 0x7FFFFFFF  # excluded tasks' keys
+    high[rng.integers(0, n, 3)] = -(2**30)  # invalid tasks' keys sort first
+    keys = (high << 32) | torch.randperm(n, generator=torch.Generator().manual_seed(3)).to(torch.int64)
+    for k in (1, 7, 256, n - 1, n):
+        expected = torch.topk(keys, k, largest=False, sorted=True).values
+        got = kernels.smallest_keys(keys, (keys >> 32).to(torch.int32), k)
+        assert torch.equal(got, expected), (ties, k)
+
+
+def test_the_fused_pass_writes_each_keys_high_word() -> None:
+    rng = np.random.default_rng(12)
+    n = 3000
+    a = torch.tensor(0.3 + 40 * rng.random(n), dtype=torch.float32, device=DEVICE)
+    b = torch.tensor(0.3 + 40 * rng.random(n), dtype=torch.float32, device=DEVICE)
+    excluded = torch.tensor(rng.random(n) < 0.1, device=DEVICE).view(torch.uint8)
+    a[17] = float("nan")  # an invalid task's key is negative
+    high = torch.empty(n, dtype=torch.int32, device=DEVICE)
+    keys = kernels.draw_keys(a, b, 5, 11, 3, 0.4, excluded, high=high)
+    assert torch.equal(high, (keys >> 32).to(torch.int32))
+    assert torch.equal(keys, kernels.draw_keys(a, b, 5, 11, 3, 0.4, excluded))  # the keys do not change
+    assert int(high[17]) < 0
+
+
 def test_fused_selection_reports_an_invalid_posterior_as_the_core_does() -> None:
     sel = TorchBOTS(3000, device=DEVICE, kernels="triton")
     sel._alpha[2500] = float("inf")
@@ -195,18 +227,19 @@ from triton.compiler import ASTSource
 from bots_rft.backends import _triton_kernels as K
 
 target = GPUTarget("cuda", 90, 32)  # an H100
-types = {"excluded_ptr": "*u8", "ids_ptr": "*i64", "keys_ptr": "*i64", "first": "i64", "n": "i32", "c1": "i64",
-         "c2": "i64", "k0": "i64", "k1": "i64"}
+types = {"excluded_ptr": "*u8", "ids_ptr": "*i64", "keys_ptr": "*i64", "high_ptr": "*i32", "first": "i64",
+         "n": "i32", "c1": "i64", "c2": "i64", "k0": "i64", "k1": "i64"}
 
 
-def compile(kernel, constants):
+def compile(kernel, constants, warps=4):
     signature = {}
     for name in kernel.arg_names:
         if name in constants:
             signature[name] = "constexpr"
         else:
             signature[name] = types.get(name, "*fp32" if name.endswith("_ptr") else "fp32")
-    out = triton.compile(ASTSource(kernel, signature, constants), target=target, options={"enable_fp_fusion": False})
+    options = {"enable_fp_fusion": False, "num_warps": warps}
+    out = triton.compile(ASTSource(kernel, signature, constants), target=target, options=options)
     assert "cubin" in out.asm
 
 
@@ -216,8 +249,8 @@ variants = [(True, 2, False, True), (True, 1, False, False), (True, 0, False, Fa
             (False, 0, False, False)]
 for update, evidence, ids, excluded in variants:
     compile(K._step_kernel, {"UPDATE": update, "PER_TASK_A": True, "PER_TASK_B": False, "EVIDENCE": evidence,
-                             "HAS_IDS": ids, "HAS_EXCLUDED": excluded, "BOOST_SLOT": 0xFFFE, "SHAPE_CAP": 1e30,
-                             "BLOCK_SIZE": K.BLOCK})
+                             "HAS_IDS": ids, "HAS_EXCLUDED": excluded, "HAS_HIGH": True, "BOOST_SLOT": 0xFFFE,
+                             "SHAPE_CAP": 1e30, "BLOCK_SIZE": K.STEP_BLOCK}, K.STEP_WARPS)
 for evidence in (0, 2):
     compile(K._update_kernel, {"PER_TASK_A": False, "PER_TASK_B": True, "EVIDENCE": evidence, "BLOCK_SIZE": K.BLOCK})
 print("compiled")

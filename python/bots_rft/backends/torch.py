@@ -349,17 +349,22 @@ class TorchBOTS(BOTS):
             a, b = self._alpha[lo:hi], self._beta[lo:hi]
             args = (self._seed, counter, self._target)
             step = None if pending is None else pending.step.chunk(lo, hi)
-            keys = _triton_kernels.draw_keys(a, b, lo, *args, None if mask is None else mask[lo:hi], update=step)
+            high = torch.empty(hi - lo, dtype=torch.int32, device=self._device)
+            keys = _triton_kernels.draw_keys(
+                a, b, lo, *args, None if mask is None else mask[lo:hi], update=step, high=high
+            )
             if pending is not None:
                 ids = pending.overwrite_rolled(self._alpha, self._beta, lo, hi)
                 if ids.numel() > 0:
                     where = ids - lo
+                    redrawn_high = torch.empty(ids.numel(), dtype=torch.int32, device=self._device)
                     keys[where] = _triton_kernels.draw_keys(
-                        a[where], b[where], 0, *args, None if mask is None else mask[ids], ids=ids
+                        a[where], b[where], 0, *args, None if mask is None else mask[ids], ids=ids, high=redrawn_high
                     )
-            best.append(torch.topk(keys, min(k, hi - lo), largest=False, sorted=True).values)
-        merged = torch.cat(best)
-        values = torch.topk(merged, k, largest=False, sorted=True).values.cpu().numpy()
+                    high[where] = redrawn_high
+            best.append(_triton_kernels.smallest_keys(keys, high, min(k, hi - lo)))
+        merged = best[0] if len(best) == 1 else torch.topk(torch.cat(best), k, largest=False, sorted=True).values
+        values = merged.cpu().numpy()
         if values[0] < 0:  # an invalid posterior: its key sorts first, by id
             self._raise_invalid(int(values[0]) - _triton_kernels.INVALID_BASE)
         return (values & 0xFFFF_FFFF).astype(np.int64)
@@ -494,7 +499,9 @@ class TorchBOTS(BOTS):
             prior_b = self._prior_beta_t if self._prior_beta_t is not None else float(cast(float, self._prior_beta))
             step = KernelUpdate(decay, lam, weight, prior_a, prior_b, evidence.predicted, evidence.references)
             # Left for the next pass over the pool (the next selection's, fused with its draw).
-            self._pending = _PendingUpdate(step, at, rolled_a.to(self._dtype), rolled_b.to(self._dtype))
+            self._pending = _PendingUpdate(
+                step, at, rolled_a.to(self._dtype), rolled_b.to(self._dtype), np.asarray(batch.ids)
+            )
             return
         a.mul_(decay).add_(self._pull(lam, self._prior_alpha, self._prior_alpha_t))
         b.mul_(decay).add_(self._pull(lam, self._prior_beta, self._prior_beta_t))
@@ -612,18 +619,16 @@ class _PendingUpdate:
     ids: torch.Tensor
     rolled_alpha: torch.Tensor
     rolled_beta: torch.Tensor
+    host_ids: IntArray  # ``ids`` on the host, to find a chunk's part without waiting for the device
 
     def overwrite_rolled(
         self, alpha: torch.Tensor, beta: torch.Tensor, lo: int = 0, hi: int | None = None
     ) -> torch.Tensor:
         """Write the rolled-out tasks' values among tasks ``lo .. hi`` (all by default); returns
         their ids."""
-        if lo == 0 and hi is None:
-            inside = slice(None)
-            ids = self.ids
-        else:
-            keep = (self.ids >= lo) & (self.ids < (alpha.numel() if hi is None else hi))
-            inside, ids = keep, self.ids[keep]  # type: ignore[assignment]
+        first, last = np.searchsorted(self.host_ids, [lo, alpha.numel() if hi is None else hi])
+        inside = slice(int(first), int(last))
+        ids = self.ids[inside]
         alpha[ids] = self.rolled_alpha[inside]
         beta[ids] = self.rolled_beta[inside]
         return ids
