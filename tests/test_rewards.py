@@ -7,6 +7,7 @@ import os
 import time
 import uuid
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -393,3 +394,48 @@ def test_math_pathological_answer_is_cut_off(scorer: RewardScorer) -> None:
     """An answer sympy would take forever on costs one reward, within the scorer's timeout."""
     res = scorer.score_batch([RewardItem("math", r"\boxed{9^{9^{9^{9^{9}}}}}", "1", {})])[0]
     assert res.reward == 0.0
+
+
+def test_code_verifier_parses_from_many_threads_at_once() -> None:
+    """Rewards are scored from the trainer's threads. On CPython 3.11 two threads converting
+    parse trees at once fail with "AST constructor recursion depth mismatch" when the GIL changes
+    hands mid-conversion (a finalizer run by the garbage collector); this failed a CI run in the
+    CodeI/O verifier tests. The verifier's parses must not (a prompt parse is what failed)."""
+    import sys
+    import threading
+
+    from bots_rft.rewards.code import _prompt_context
+
+    prompt = (Path(__file__).resolve().parents[1] / "python" / "bots_rft" / "rewards" / "code.py").read_text()
+    prompt += "\ndef f(x):\n    import math\n"
+    expected = _prompt_context(prompt, "f")
+
+    class Finalized:
+        def __del__(self) -> None:
+            total = 0
+            for i in range(50):  # Python code in a finalizer: the GIL can change hands here
+                total += i
+
+    failures: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            for _ in range(150):
+                for _ in range(20):
+                    garbage = Finalized()
+                    garbage.me = garbage  # type: ignore[attr-defined]  (a cycle: the collector frees it)
+                assert _prompt_context(prompt, "f") == expected
+        except BaseException as e:  # noqa: BLE001  (any failure in a thread is the test's failure)
+            failures.append(e)
+
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=work) for _ in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(before)
+    assert not failures, failures[0]

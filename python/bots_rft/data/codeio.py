@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .._pyast import parse
 from ..errors import DataError
 from .humaneval import HUMANEVAL_INSTRUCTION
 from .schema import chat, make_row
@@ -118,8 +119,8 @@ def _usable(i: int, row: dict[str, Any]) -> dict[str, Any] | None:
     reference ends with ``def main_solution``; else None."""
     stdlib = set(sys.stdlib_module_names)
     try:
-        tree = ast.parse(row["code_sample"])
-        generator = ast.parse(row["input_generator"])
+        tree = parse(row["code_sample"])
+        generator = parse(row["input_generator"])
     except SyntaxError:
         return None
     modules = set()
@@ -174,7 +175,7 @@ def codeio_tasks(limit: int | None = None) -> list[dict[str, Any]]:
         if cases is None:
             continue
         code = p["code_sample"]
-        fn = ast.parse(code).body[-1]
+        fn = parse(code).body[-1]
         assert isinstance(fn, ast.FunctionDef)
         lines = code.splitlines()
         start = min([fn.lineno, *(d.lineno for d in fn.decorator_list)]) - 1

@@ -33,6 +33,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from .._pyast import parse
 from .base import RewardResult
 from .extract import extract_code
 from .harness import run_verdict
@@ -108,7 +109,7 @@ def _prompt_context(prompt: str, entry: str | None) -> str:
     tree = None
     for text in (prompt, prompt + "    pass\n"):  # a prompt may end with a bare ``def f(...):``
         try:
-            tree = ast.parse(text)
+            tree = parse(text)
             break
         except SyntaxError:
             continue
@@ -147,7 +148,7 @@ def _verify_tests(
     test = str(spec.get("test") or spec.get("functional"))
     # The ground truth's own syntax errors are data errors, found here before any sandbox starts
     # (parsing runs nothing); the test runs only in the sandbox, in the test side's process.
-    ast.parse(test, "<test>")
+    parse(test, "<test>")
     if context:
         compile(context, "<prompt>", "exec")
     task = {
