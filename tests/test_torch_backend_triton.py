@@ -212,6 +212,29 @@ def test_the_fused_pass_writes_each_keys_high_word() -> None:
     assert int(high[17]) < 0
 
 
+def test_the_program_size_changes_no_key() -> None:
+    """A GPU runs the fused pass in small programs, the interpreter in large ones (it is faster
+    there); a draw depends on its task's counters only, so the keys and the updated posterior are
+    the same bit for bit, with an update, exclusions, and by id."""
+    rng = np.random.default_rng(13)
+    n = 1500
+    a0 = torch.tensor(0.3 + 40 * rng.random(n), dtype=torch.float32, device=DEVICE)
+    b0 = torch.tensor(0.3 + 40 * rng.random(n), dtype=torch.float32, device=DEVICE)
+    weak = torch.tensor(rng.uniform(0, 0.6, n), dtype=torch.float32, device=DEVICE)
+    strong = torch.clamp(weak + 0.3, max=1.0)
+    excluded = torch.tensor(rng.random(n) < 0.1, device=DEVICE).view(torch.uint8)
+    step = kernels.KernelUpdate(0.99, 0.01, 0.5, 1.0, 1.0, None, (weak, strong, 0.4))
+    results = []
+    for block in (kernels.STEP_BLOCK, kernels.BLOCK):
+        a, b = a0.clone(), b0.clone()
+        keys = kernels.draw_keys(a, b, 3, 11, 5, 0.4, excluded, update=step, block=block)
+        ids = torch.tensor([4, 99, 1400], device=DEVICE)
+        by_id = kernels.draw_keys(a[ids], b[ids], 0, 11, 5, 0.4, None, ids=ids + 3, block=block)
+        results.append((keys, by_id, a, b))
+    for small, large in zip(*results, strict=True):
+        assert torch.equal(small, large)
+
+
 def test_fused_selection_reports_an_invalid_posterior_as_the_core_does() -> None:
     sel = TorchBOTS(3000, device=DEVICE, kernels="triton")
     sel._alpha[2500] = float("inf")
