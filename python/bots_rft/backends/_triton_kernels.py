@@ -371,7 +371,7 @@ def draw_keys(
         BOOST_SLOT=BOOST_ATTEMPT,
         SHAPE_CAP=MAX_SHAPE,
         BLOCK_SIZE=block,
-        num_warps=STEP_WARPS if block <= 256 else 4,
+        num_warps=STEP_WARPS if block == STEP_BLOCK else 4,  # 4: Triton's default, for BLOCK-task programs
         enable_fp_fusion=False,  # no fused multiply-adds, as in the core and torch's own operations
     )
     return keys
