@@ -73,8 +73,12 @@ demo: $(CORE_SO)
 test-rust:
 	cargo test -p bots-core --release
 
+# The suite runs on one worker process per core, up to 4 (most tests are single-threaded Python:
+# subprocesses, sandboxes, small trainers); PYTEST_WORKERS=0 runs it in this process. Work
+# stealing keeps the long tests (the pinned trainer runs per instruction set) from ending last.
+PYTEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( n < 4 ? n : 4 )))
 test-python: setup
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist worksteal
 
 # Lint first: formatting, lint and type errors fail fast, before the long test runs.
 test: setup lint test-rust test-python
