@@ -74,11 +74,12 @@ test-rust:
 	cargo test -p bots-core --release
 
 # The suite runs on one worker process per core, up to 4 (most tests are single-threaded Python:
-# subprocesses, sandboxes, small trainers); PYTEST_WORKERS=0 runs it in this process. Work
-# stealing keeps the long tests (the pinned trainer runs per instruction set) from ending last.
+# subprocesses, sandboxes, small trainers); PYTEST_WORKERS=0 runs it in this process. Each file
+# stays on one worker, so a module's fixtures (a Ray cluster with TransferQueue takes 30-50 s to
+# start) start once: spreading files' tests over workers ran them twice and ended no sooner.
 PYTEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( n < 4 ? n : 4 )))
 test-python: setup
-	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist worksteal
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --durations=15
 
 # Lint first: formatting, lint and type errors fail fast, before the long test runs.
 test: setup lint test-rust test-python
