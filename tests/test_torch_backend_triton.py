@@ -215,24 +215,78 @@ def test_the_fused_pass_writes_each_keys_high_word() -> None:
 def test_the_program_size_changes_no_key() -> None:
     """A GPU runs the fused pass in small programs, the interpreter in large ones (it is faster
     there); a draw depends on its task's counters only, so the keys and the updated posterior are
-    the same bit for bit, with an update, exclusions, and by id."""
+    the same bit for bit, with an update, exclusions, and the rolled-out tasks' redraw."""
     rng = np.random.default_rng(13)
-    n = 1500
-    a0 = torch.tensor(0.3 + 40 * rng.random(n), dtype=torch.float32, device=DEVICE)
-    b0 = torch.tensor(0.3 + 40 * rng.random(n), dtype=torch.float32, device=DEVICE)
+    n, first = 1500, 3
+    a0 = torch.tensor(0.3 + 40 * rng.random(first + n), dtype=torch.float32, device=DEVICE)
+    b0 = torch.tensor(0.3 + 40 * rng.random(first + n), dtype=torch.float32, device=DEVICE)
     weak = torch.tensor(rng.uniform(0, 0.6, n), dtype=torch.float32, device=DEVICE)
     strong = torch.clamp(weak + 0.3, max=1.0)
     excluded = torch.tensor(rng.random(n) < 0.1, device=DEVICE).view(torch.uint8)
     step = kernels.KernelUpdate(0.99, 0.01, 0.5, 1.0, 1.0, None, (weak, strong, 0.4))
+    ids = torch.tensor([4, 99, 1400], device=DEVICE) + first
+    rolled = kernels.RolledValues(ids, a0[ids] + 1.5, b0[ids] + 0.5)
     results = []
     for block in (kernels.STEP_BLOCK, kernels.BLOCK):
         a, b = a0.clone(), b0.clone()
-        keys = kernels.draw_keys(a, b, 3, 11, 5, 0.4, excluded, update=step, block=block)
-        ids = torch.tensor([4, 99, 1400], device=DEVICE)
-        by_id = kernels.draw_keys(a[ids], b[ids], 0, 11, 5, 0.4, None, ids=ids + 3, block=block)
-        results.append((keys, by_id, a, b))
+        high = torch.empty(n, dtype=torch.int32, device=DEVICE)
+        keys = kernels.draw_keys(a[first:], b[first:], first, 11, 5, 0.4, excluded, update=step, high=high, block=block)
+        updated = keys.clone()
+        kernels.redraw_rolled(keys, high, a, b, rolled, first, 11, 5, 0.4, excluded, block=block)
+        results.append((updated, keys, high, a, b))
     for small, large in zip(*results, strict=True):
         assert torch.equal(small, large)
+
+
+@pytest.mark.parametrize("per_task_prior", [False, True])
+def test_the_rolled_out_values_are_the_torch_operations(per_task_prior: bool) -> None:
+    """One launch computes what ``TorchBOTS._update`` computes with torch operations for the
+    rolled-out tasks (float64 from their float32 values, rounded once), bit for bit."""
+    rng = np.random.default_rng(21)
+    n = 5000
+    alpha = torch.tensor(0.2 + 30 * rng.random(n), dtype=torch.float32, device=DEVICE)
+    beta = torch.tensor(0.2 + 30 * rng.random(n), dtype=torch.float32, device=DEVICE)
+    prior_a = torch.tensor(rng.uniform(0.5, 2.0, n), dtype=torch.float32, device=DEVICE) if per_task_prior else None
+    prior_b = torch.tensor(rng.uniform(0.5, 2.0, n), dtype=torch.float32, device=DEVICE) if per_task_prior else None
+    ids = np.sort(rng.choice(n, 700, replace=False))  # several programs, the last one partial
+    trials = rng.integers(1, 17, ids.size).astype(np.float64)
+    successes = np.floor(trials * rng.random(ids.size)) + 0.25 * (rng.random(ids.size) < 0.1)
+    lam, pa, pb = 0.13, 1.7, 0.6
+    decay = 1.0 - lam
+    packed = kernels.pack_batch(ids, successes, trials, decay, lam * pa, lam * pb, lam)
+    got = kernels.rolled_values(alpha, beta, torch.from_numpy(packed).to(DEVICE), prior_a, prior_b)
+
+    at = torch.tensor(ids, device=DEVICE)
+    s = torch.tensor(successes, device=DEVICE)
+    f = torch.tensor(trials, device=DEVICE) - s
+    pull_a = lam * prior_a[at].to(torch.float64) if prior_a is not None else lam * pa
+    pull_b = lam * prior_b[at].to(torch.float64) if prior_b is not None else lam * pb
+    want_a = (decay * alpha[at].to(torch.float64) + pull_a + s).to(torch.float32)
+    want_b = (decay * beta[at].to(torch.float64) + pull_b + f).to(torch.float32)
+    assert torch.equal(got.ids, at)
+    assert torch.equal(got.alpha, want_a)
+    assert torch.equal(got.beta, want_b)
+    empty = kernels.pack_batch(ids[:0], successes[:0], trials[:0], decay, 0.0, 0.0, lam)
+    assert kernels.rolled_values(alpha, beta, torch.from_numpy(empty).to(DEVICE), None, None).ids.numel() == 0
+
+
+def test_the_rolled_out_tasks_are_redrawn_in_place() -> None:
+    """The redraw writes the rolled-out tasks' new values into the pool and their keys where the
+    fused pass wrote theirs: the keys are then those of one pass over the final posterior."""
+    rng = np.random.default_rng(22)
+    n, lo, hi = 4000, 1000, 3000
+    alpha = torch.tensor(0.3 + 20 * rng.random(n), dtype=torch.float32, device=DEVICE)
+    beta = torch.tensor(0.3 + 20 * rng.random(n), dtype=torch.float32, device=DEVICE)
+    excluded = torch.tensor(rng.random(hi - lo) < 0.2, device=DEVICE).view(torch.uint8)
+    ids = torch.tensor(np.sort(rng.choice(np.arange(lo, hi), 300, replace=False)), device=DEVICE)
+    rolled = kernels.RolledValues(ids, alpha[ids] + 3.0, beta[ids] * 0.5)
+    high = torch.empty(hi - lo, dtype=torch.int32, device=DEVICE)
+    keys = kernels.draw_keys(alpha[lo:hi], beta[lo:hi], lo, 5, 2, 0.3, excluded, high=high)
+    kernels.redraw_rolled(keys, high, alpha, beta, rolled, lo, 5, 2, 0.3, excluded)
+    assert torch.equal(alpha[ids], rolled.alpha) and torch.equal(beta[ids], rolled.beta)
+    again = torch.empty(hi - lo, dtype=torch.int32, device=DEVICE)
+    assert torch.equal(keys, kernels.draw_keys(alpha[lo:hi], beta[lo:hi], lo, 5, 2, 0.3, excluded, high=again))
+    assert torch.equal(high, again)
 
 
 def test_fused_selection_reports_an_invalid_posterior_as_the_core_does() -> None:
@@ -243,6 +297,65 @@ def test_fused_selection_reports_an_invalid_posterior_as_the_core_does() -> None
         sel.select(4)
 
 
+#: torch operations that launch no device work (views, allocations, a host array made a tensor).
+_NO_LAUNCH = {
+    "aten.slice.Tensor", "aten.view.default", "aten.view.dtype", "aten.detach.default", "aten.alias.default",
+    "aten.empty.memory_format", "aten.empty_strided.default", "aten.new_empty.default", "aten.lift_fresh.default",
+    "aten._unsafe_view.default", "aten.select.int", "aten.as_strided.default",
+    "aten.is_pinned.default", "aten._pin_memory.default", "aten.pin_memory.default",  # host work
+}  # fmt: skip
+
+
+def test_a_step_asks_little_of_the_device(monkeypatch: Any) -> None:
+    """On a GPU a step at 10^7 tasks lasts about a millisecond, and each small operation's launch
+    costs the host microseconds: an update is one launch (the rolled-out tasks' new values; the
+    pass over the pool waits for the selection), a selection two (the fused pass, the rolled-out
+    tasks' redraw) and the top-k's five operations. Counted here as the torch operations that
+    launch device work, and the Triton launches, the host issues."""
+    from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
+
+    issued: list[str] = []
+
+    class Issued(TorchDispatchMode):
+        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            if str(func) not in _NO_LAUNCH:
+                issued.append(str(func).removeprefix("aten.").split(".")[0])
+            return func(*args, **(kwargs or {}))
+
+    class Counted:
+        def __init__(self, kernel: Any, name: str) -> None:
+            self.kernel, self.name = kernel, name
+
+        def __getitem__(self, grid: Any) -> Any:
+            def launch(*args: Any, **kwargs: Any) -> Any:
+                issued.append(self.name)
+                with _disable_current_modes():  # the interpreter's own tensor operations
+                    return self.kernel[grid](*args, **kwargs)
+
+            return launch
+
+    for name in ("_step_kernel", "_rolled_kernel", "_update_kernel"):
+        monkeypatch.setattr(kernels, name, Counted(getattr(kernels, name), name))
+    n = 20_000
+    weak, strong = references(n, 23)
+    sel = TorchBOTS(n, evidence=Interpolation(weak, strong), seed=2, device=DEVICE, kernels="triton")
+    rng = np.random.default_rng(24)
+    ids = sel.select(256)
+    sel.update(ids, rng.integers(0, 9, 256), 8)  # the references go to the device once, here
+    ids = sel.select(256)
+    for step in range(2):
+        issued.clear()
+        with Issued():
+            sel.update(ids, rng.integers(0, 9, 256), 8)
+        # On a GPU the batch's copy to the device is one more (made from page-locked memory).
+        assert issued == (["_to_copy"] if DEVICE == "cuda" else []) + ["_rolled_kernel"], step
+        issued.clear()
+        with Issued():
+            ids = sel.select(256)
+        top_k = ["topk", "max", "le", "index", "topk"]
+        assert issued == ["_step_kernel", "_step_kernel", *top_k] + (["_to_copy"] if DEVICE == "cuda" else []), step
+
+
 AHEAD_OF_TIME = """
 import triton
 from triton.backends.compiler import GPUTarget
@@ -250,7 +363,7 @@ from triton.compiler import ASTSource
 from bots_rft.backends import _triton_kernels as K
 
 target = GPUTarget("cuda", 90, 32)  # an H100
-types = {"excluded_ptr": "*u8", "ids_ptr": "*i64", "keys_ptr": "*i64", "high_ptr": "*i32", "first": "i64",
+types = {"excluded_ptr": "*u8", "ids_ptr": "*i64", "keys_ptr": "*i64", "high_ptr": "*i32", "packed_ptr": "*fp64", "first": "i64",
          "n": "i32", "c1": "i64", "c2": "i64", "k0": "i64", "k1": "i64"}
 
 
@@ -267,7 +380,7 @@ def compile(kernel, constants, warps=4):
 
 
 # The variants the selector launches: the fused pass (each kind of evidence, with and without
-# exclusions), the draw alone, and the redraw of the rolled-out tasks by id.
+# exclusions), the draw alone, and the redraw of the rolled-out tasks by id; the rolled-out tasks' values.
 variants = [(True, 2, False, True), (True, 1, False, False), (True, 0, False, False), (False, 0, True, True),
             (False, 0, False, False)]
 for update, evidence, ids, excluded in variants:
@@ -276,12 +389,14 @@ for update, evidence, ids, excluded in variants:
                              "SHAPE_CAP": 1e30, "BLOCK_SIZE": K.STEP_BLOCK}, K.STEP_WARPS)
 for evidence in (0, 2):
     compile(K._update_kernel, {"PER_TASK_A": False, "PER_TASK_B": True, "EVIDENCE": evidence, "BLOCK_SIZE": K.BLOCK})
+for per_task in (False, True):
+    compile(K._rolled_kernel, {"PER_TASK_A": per_task, "PER_TASK_B": not per_task, "BLOCK_SIZE": K.ROLLED_BLOCK})
 print("compiled")
 """
 
 
 def test_the_kernels_compile_for_a_gpu() -> None:
-    """The interpreter is lenient with types; Triton's compiler is not. Both kernels compile to
+    """The interpreter is lenient with types; Triton's compiler is not. The kernels compile to
     an H100 (sm_90) binary with Triton's own toolchain, which needs no GPU."""
     import subprocess
 

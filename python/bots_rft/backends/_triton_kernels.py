@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 import triton  # type: ignore[import-untyped]
 import triton.language as tl  # type: ignore[import-untyped]
@@ -218,6 +219,111 @@ def update(alpha: torch.Tensor, beta: torch.Tensor, step: KernelUpdate) -> None:
     )  # no fused multiply-adds, as in the core and torch's own operations
 
 
+#: Tasks per program of the rolled-out tasks' new values (a batch: a few hundred tasks).
+ROLLED_BLOCK = 256
+#: Scalars at the head of an update's packed batch (float64): decay, λ·α0, λ·β0, λ.
+PACKED_SCALARS = 4
+
+
+@dataclass(frozen=True)
+class RolledValues:
+    """The rolled-out tasks of one update on the device: ids (int64, ascending) and their new α
+    and β (float32), computed from their values before the update."""
+
+    ids: torch.Tensor
+    alpha: torch.Tensor
+    beta: torch.Tensor
+
+    def part(self, first: int, last: int) -> RolledValues:
+        """Tasks ``first .. last`` of these (positions, not ids)."""
+        return RolledValues(self.ids[first:last], self.alpha[first:last], self.beta[first:last])
+
+
+def pack_batch(
+    ids: np.ndarray, successes: np.ndarray, trials: np.ndarray, decay: float, pull_a: float, pull_b: float, lam: float
+) -> np.ndarray:
+    """One update's batch and scalars in one float64 array, so that one copy moves them to the
+    device: decay, λ·α0, λ·β0, λ, the successes, the trials, then the ids' int64 bits."""
+    n = ids.size
+    packed = np.empty(PACKED_SCALARS + 3 * n, dtype=np.float64)
+    packed[:PACKED_SCALARS] = (decay, pull_a, pull_b, lam)
+    packed[PACKED_SCALARS : PACKED_SCALARS + n] = successes
+    packed[PACKED_SCALARS + n : PACKED_SCALARS + 2 * n] = trials
+    packed[PACKED_SCALARS + 2 * n :].view(np.int64)[:] = ids
+    return packed
+
+
+@triton.jit(do_not_specialize=["n"])
+def _rolled_kernel(
+    alpha_ptr,
+    beta_ptr,
+    packed_ptr,
+    ids_ptr,
+    prior_a_ptr,
+    prior_b_ptr,
+    out_a_ptr,
+    out_b_ptr,
+    n,
+    PER_TASK_A: tl.constexpr,
+    PER_TASK_B: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr,
+):
+    offs = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    live = offs < n
+    decay = tl.load(packed_ptr)
+    lam = tl.load(packed_ptr + 3)
+    j = tl.load(ids_ptr + offs, mask=live, other=0)
+    s = tl.load(packed_ptr + 4 + offs, mask=live, other=0.0)
+    f = tl.load(packed_ptr + 4 + n + offs, mask=live, other=0.0) - s
+    a = tl.load(alpha_ptr + j, mask=live, other=1.0).to(tl.float64)
+    b = tl.load(beta_ptr + j, mask=live, other=1.0).to(tl.float64)
+    if PER_TASK_A:
+        pull_a = lam * tl.load(prior_a_ptr + j, mask=live, other=1.0).to(tl.float64)
+    else:
+        pull_a = tl.load(packed_ptr + 1)
+    if PER_TASK_B:
+        pull_b = lam * tl.load(prior_b_ptr + j, mask=live, other=1.0).to(tl.float64)
+    else:
+        pull_b = tl.load(packed_ptr + 2)
+    tl.store(out_a_ptr + offs, (decay * a + pull_a + s).to(tl.float32), mask=live)
+    tl.store(out_b_ptr + offs, (decay * b + pull_b + f).to(tl.float32), mask=live)
+
+
+def rolled_values(
+    alpha: torch.Tensor,
+    beta: torch.Tensor,
+    packed: torch.Tensor,
+    prior_alpha: torch.Tensor | None,
+    prior_beta: torch.Tensor | None,
+) -> RolledValues:
+    """The rolled-out tasks' new α and β, in float64 from their values before the update and
+    rounded once to float32, as ``TorchBOTS._update`` computes them with torch operations: α ←
+    decay·α + λ·α0 + s, β ← decay·β + λ·β0 + (t − s). ``packed``: :func:`pack_batch`'s array on
+    the device; ``prior_alpha`` / ``prior_beta``: per-task priors (None: the scalar in
+    ``packed``). One launch."""
+    n = (packed.numel() - PACKED_SCALARS) // 3
+    ids = packed[PACKED_SCALARS + 2 * n :].view(torch.int64)
+    out_a = torch.empty(n, dtype=torch.float32, device=alpha.device)
+    out_b = torch.empty(n, dtype=torch.float32, device=alpha.device)
+    if n > 0:
+        _rolled_kernel[(triton.cdiv(n, ROLLED_BLOCK),)](
+            alpha,
+            beta,
+            packed,
+            ids,
+            prior_alpha if prior_alpha is not None else alpha,
+            prior_beta if prior_beta is not None else beta,
+            out_a,
+            out_b,
+            n,
+            PER_TASK_A=prior_alpha is not None,
+            PER_TASK_B=prior_beta is not None,
+            BLOCK_SIZE=ROLLED_BLOCK,
+            enable_fp_fusion=False,  # each product rounded, as torch's operations round it
+        )
+    return RolledValues(ids, out_a, out_b)
+
+
 @triton.jit(do_not_specialize=["first", "n", "c1", "c2", "k0", "k1", "target", *_UPDATE_SCALARS])
 def _step_kernel(
     alpha_ptr,
@@ -226,6 +332,8 @@ def _step_kernel(
     ids_ptr,
     keys_ptr,
     high_ptr,
+    write_alpha_ptr,
+    write_beta_ptr,
     prior_a_ptr,
     prior_b_ptr,
     p_ptr,
@@ -276,9 +384,15 @@ def _step_kernel(
     ta = tl.where(small_a, sa + 1.0, sa)
     tb = tl.where(small_b, sb + 1.0, sb)
     if HAS_IDS:
+        # The rolled-out tasks of a chunk: their new values are written to the posterior and
+        # their keys to the chunk's key array, at their place in the chunk.
         j = tl.load(ids_ptr + offs, mask=live, other=0)
+        at = j - first
+        tl.store(write_alpha_ptr + j, a, mask=live)
+        tl.store(write_beta_ptr + j, b, mask=live)
     else:
         j = first + offs.to(tl.int64)
+        at = offs.to(tl.int64)
     w_c0 = (j & 0xFFFFFFFF).to(tl.uint32)
     j_hi = (j >> 32).to(tl.uint32)
     u_c1 = tl.zeros([BLOCK_SIZE], dtype=tl.uint32) + c1.to(tl.uint32)
@@ -313,12 +427,12 @@ def _step_kernel(
     distance = tl.abs(draw - target)
     key = (distance.to(tl.int32, bitcast=True).to(tl.int64) << 32) | j
     if HAS_EXCLUDED:
-        excluded = tl.load(excluded_ptr + offs, mask=live, other=0) != 0
+        excluded = tl.load(excluded_ptr + at, mask=live, other=0) != 0
         key = tl.where(excluded, 0x7FFFFFFFFFFFFFFF, key)
     key = tl.where(valid, key, j - 0x4000000000000000)
-    tl.store(keys_ptr + offs, key, mask=live)
+    tl.store(keys_ptr + at, key, mask=live)
     if HAS_HIGH:
-        tl.store(high_ptr + offs, (key >> 32).to(tl.int32), mask=live)
+        tl.store(high_ptr + at, (key >> 32).to(tl.int32), mask=live)
 
 
 def draw_keys(
@@ -330,24 +444,67 @@ def draw_keys(
     target: float,
     excluded: torch.Tensor | None,
     *,
-    ids: torch.Tensor | None = None,
     update: KernelUpdate | None = None,
     high: torch.Tensor | None = None,
     block: int | None = None,
 ) -> torch.Tensor:
     """The ranking keys (see the module docstring) of selection ``(seed, counter)`` by Thompson
-    draws, for tasks ``first_index ..`` (or the tasks ``ids``, whose α, β and exclusion flags the
-    other tensors then hold in that order). With ``update``, each task is first updated in place
-    and drawn from its updated values, in the same pass. With ``high`` (int32, one per task), the
+    draws, for tasks ``first_index ..``. With ``update``, each task is first updated in place and
+    drawn from its updated values, in the same pass. With ``high`` (int32, one per task), the
     pass also writes each key's high 32 bits there (the distance's bits), which a 32-bit top-k
     ranks twice as fast as the keys (:func:`smallest_keys`). ``block``: tasks per program
     (default: STEP_BLOCK on a GPU, BLOCK under the interpreter); it changes no key."""
+    keys = torch.empty(alpha.numel(), dtype=torch.int64, device=alpha.device)
+    _launch_step(alpha, beta, first_index, seed, counter, target, excluded, keys, high, update=update, block=block)
+    return keys
+
+
+def redraw_rolled(
+    keys: torch.Tensor,
+    high: torch.Tensor,
+    alpha: torch.Tensor,
+    beta: torch.Tensor,
+    rolled: RolledValues,
+    first_index: int,
+    seed: int,
+    counter: int,
+    target: float,
+    excluded: torch.Tensor | None,
+    *,
+    block: int | None = None,
+) -> None:
+    """The rolled-out tasks of the chunk of tasks ``first_index ..`` whose ``keys`` and ``high``
+    words a fused pass has just written (``rolled``: those tasks' ids, ascending, and new α, β):
+    writes their new values into the pool's ``alpha`` and ``beta`` and their keys into the
+    chunk's arrays, in one launch. ``excluded``: the chunk's flags."""
+    _launch_step(
+        rolled.alpha, rolled.beta, first_index, seed, counter, target, excluded, keys, high,
+        ids=rolled.ids, write=(alpha, beta), block=block,
+    )  # fmt: skip
+
+
+def _launch_step(
+    alpha: torch.Tensor,
+    beta: torch.Tensor,
+    first_index: int,
+    seed: int,
+    counter: int,
+    target: float,
+    excluded: torch.Tensor | None,
+    keys: torch.Tensor,
+    high: torch.Tensor | None,
+    *,
+    update: KernelUpdate | None = None,
+    ids: torch.Tensor | None = None,
+    write: tuple[torch.Tensor, torch.Tensor] | None = None,
+    block: int | None = None,
+) -> None:
     n = alpha.numel()
     if block is None:
         block = STEP_BLOCK if alpha.is_cuda else BLOCK
-    keys = torch.empty(n, dtype=torch.int64, device=alpha.device)
     k0, k1 = philox_key(seed, counter)
     args, flags = (update or KernelUpdate(1.0, 0.0, 0.0, 1.0, 1.0)).launch_args(alpha)
+    write_alpha, write_beta = write if write is not None else (alpha, beta)
     _step_kernel[(triton.cdiv(n, block),)](
         alpha,
         beta,
@@ -355,6 +512,8 @@ def draw_keys(
         ids if ids is not None else alpha,
         keys,
         high if high is not None else keys,
+        write_alpha,
+        write_beta,
         *args,
         first_index,
         n,
@@ -374,7 +533,6 @@ def draw_keys(
         num_warps=STEP_WARPS if block == STEP_BLOCK else 4,  # 4: Triton's default, for BLOCK-task programs
         enable_fp_fusion=False,  # no fused multiply-adds, as in the core and torch's own operations
     )
-    return keys
 
 
 def smallest_keys(keys: torch.Tensor, high: torch.Tensor, k: int) -> torch.Tensor:

@@ -348,20 +348,13 @@ class TorchBOTS(BOTS):
             hi = min(lo + KEY_CHUNK, self._num_tasks)
             a, b = self._alpha[lo:hi], self._beta[lo:hi]
             args = (self._seed, counter, self._target)
+            chunk_mask = None if mask is None else mask[lo:hi]
             step = None if pending is None else pending.step.chunk(lo, hi)
             high = torch.empty(hi - lo, dtype=torch.int32, device=self._device)
-            keys = _triton_kernels.draw_keys(
-                a, b, lo, *args, None if mask is None else mask[lo:hi], update=step, high=high
-            )
-            if pending is not None:
-                ids = pending.overwrite_rolled(self._alpha, self._beta, lo, hi)
-                if ids.numel() > 0:
-                    where = ids - lo
-                    redrawn_high = torch.empty(ids.numel(), dtype=torch.int32, device=self._device)
-                    keys[where] = _triton_kernels.draw_keys(
-                        a[where], b[where], 0, *args, None if mask is None else mask[ids], ids=ids, high=redrawn_high
-                    )
-                    high[where] = redrawn_high
+            keys = _triton_kernels.draw_keys(a, b, lo, *args, chunk_mask, update=step, high=high)
+            rolled = None if pending is None else pending.rolled_in(lo, hi)
+            if rolled is not None:
+                _triton_kernels.redraw_rolled(keys, high, self._alpha, self._beta, rolled, lo, *args, chunk_mask)
             best.append(_triton_kernels.smallest_keys(keys, high, min(k, hi - lo)))
         merged = best[0] if len(best) == 1 else torch.topk(torch.cat(best), k, largest=False, sorted=True).values
         values = merged.cpu().numpy()
@@ -483,6 +476,10 @@ class TorchBOTS(BOTS):
         implicit evidence; then the rolled-out tasks get their explicit evidence instead."""
         a, b = self._alpha, self._beta
         decay = 1.0 - lam
+        weight = rho * self._n_rollouts
+        if self._kernels == "triton":
+            self._pending = self._pending_update(batch, evidence, decay=decay, lam=lam, weight=weight)
+            return
         at = _to_device(batch.ids, self._device)
         s = _to_device(batch.successes, self._device)
         f = _to_device(batch.trials, self._device) - s
@@ -491,18 +488,6 @@ class TorchBOTS(BOTS):
             decay * a[at].to(torch.float64) + lam * self._prior_at(self._prior_alpha, self._prior_alpha_t, at) + s
         )
         rolled_b = decay * b[at].to(torch.float64) + lam * self._prior_at(self._prior_beta, self._prior_beta_t, at) + f
-        weight = rho * self._n_rollouts
-        if self._kernels == "triton":
-            from ._triton_kernels import KernelUpdate
-
-            prior_a = self._prior_alpha_t if self._prior_alpha_t is not None else float(cast(float, self._prior_alpha))
-            prior_b = self._prior_beta_t if self._prior_beta_t is not None else float(cast(float, self._prior_beta))
-            step = KernelUpdate(decay, lam, weight, prior_a, prior_b, evidence.predicted, evidence.references)
-            # Left for the next pass over the pool (the next selection's, fused with its draw).
-            self._pending = _PendingUpdate(
-                step, at, rolled_a.to(self._dtype), rolled_b.to(self._dtype), np.asarray(batch.ids)
-            )
-            return
         a.mul_(decay).add_(self._pull(lam, self._prior_alpha, self._prior_alpha_t))
         b.mul_(decay).add_(self._pull(lam, self._prior_beta, self._prior_beta_t))
         p = evidence.per_task()
@@ -512,6 +497,35 @@ class TorchBOTS(BOTS):
             b.add_(torch.nan_to_num(weight * (1.0 - p), nan=0.0))
         a[at] = rolled_a.to(self._dtype)
         b[at] = rolled_b.to(self._dtype)
+
+    def _pending_update(
+        self, batch: _core.Batch, evidence: _DeviceEvidence, *, decay: float, lam: float, weight: float
+    ) -> _PendingUpdate:
+        """The update for the next pass over the pool (the next selection's, fused with its
+        draw), and the rolled-out tasks' new values computed now, from their values before it.
+        What goes to the device is one copy (the batch and scalars packed, not waiting for the
+        device) and one launch: on a GPU a step is short enough that each small operation's
+        launch counts."""
+        from ._triton_kernels import KernelUpdate, pack_batch, rolled_values
+
+        per_a, per_b = self._prior_alpha_t, self._prior_beta_t
+        scalar_a = 0.0 if per_a is not None else float(cast(float, self._prior_alpha))
+        scalar_b = 0.0 if per_b is not None else float(cast(float, self._prior_beta))
+        packed = pack_batch(
+            np.asarray(batch.ids), np.asarray(batch.successes), np.asarray(batch.trials),
+            decay, lam * scalar_a, lam * scalar_b, lam,
+        )  # fmt: skip
+        rolled = rolled_values(self._alpha, self._beta, _staged(packed, self._device), per_a, per_b)
+        step = KernelUpdate(
+            decay,
+            lam,
+            weight,
+            per_a if per_a is not None else scalar_a,
+            per_b if per_b is not None else scalar_b,
+            evidence.predicted,
+            evidence.references,
+        )
+        return _PendingUpdate(step, rolled, np.asarray(batch.ids))
 
     @staticmethod
     def _pull(lam: float, scalar: float | FloatArray, on_device: torch.Tensor | None) -> float | torch.Tensor:
@@ -613,25 +627,21 @@ class TorchBOTS(BOTS):
 @dataclass(frozen=True)
 class _PendingUpdate:
     """An update waiting for the next pass over the pool: the kernels' arguments, and the new α, β
-    of the rolled-out tasks (``ids``, ascending), computed from their values before it."""
+    of the rolled-out tasks, computed from their values before it."""
 
     step: Any  # _triton_kernels.KernelUpdate (imported only with Triton)
-    ids: torch.Tensor
-    rolled_alpha: torch.Tensor
-    rolled_beta: torch.Tensor
-    host_ids: IntArray  # ``ids`` on the host, to find a chunk's part without waiting for the device
+    rolled: Any  # _triton_kernels.RolledValues
+    host_ids: IntArray  # the rolled-out ids on the host, to find a chunk's part without waiting for the device
 
-    def overwrite_rolled(
-        self, alpha: torch.Tensor, beta: torch.Tensor, lo: int = 0, hi: int | None = None
-    ) -> torch.Tensor:
-        """Write the rolled-out tasks' values among tasks ``lo .. hi`` (all by default); returns
-        their ids."""
-        first, last = np.searchsorted(self.host_ids, [lo, alpha.numel() if hi is None else hi])
-        inside = slice(int(first), int(last))
-        ids = self.ids[inside]
-        alpha[ids] = self.rolled_alpha[inside]
-        beta[ids] = self.rolled_beta[inside]
-        return ids
+    def rolled_in(self, lo: int, hi: int) -> Any:
+        """The rolled-out tasks among tasks ``lo .. hi`` (None: none)."""
+        first, last = np.searchsorted(self.host_ids, [lo, hi])
+        return self.rolled.part(int(first), int(last)) if last > first else None
+
+    def overwrite_rolled(self, alpha: torch.Tensor, beta: torch.Tensor) -> None:
+        """Write the rolled-out tasks' values."""
+        alpha[self.rolled.ids] = self.rolled.alpha
+        beta[self.rolled.ids] = self.rolled.beta
 
 
 class _DeviceEvidence(NamedTuple):
@@ -682,6 +692,16 @@ def _smallest(d: torch.Tensor, k: int) -> torch.Tensor:
     candidates = torch.nonzero((d <= kth) & (d < math.inf)).squeeze(1)  # ascending positions
     order = torch.sort(d[candidates], stable=True).indices[:k]
     return candidates[order]
+
+
+def _staged(host: np.ndarray, device: torch.device) -> torch.Tensor:
+    """``host`` (a new array, not written again) on ``device``. On a GPU the copy goes through
+    page-locked memory and does not wait: a copy from pageable memory first waits for every
+    operation queued on the device."""
+    tensor = torch.from_numpy(host)
+    if device.type != "cuda":
+        return tensor.to(device)
+    return tensor.pin_memory().to(device, non_blocking=True)
 
 
 def _to_device(arr: np.ndarray, device: torch.device, dtype: torch.dtype | None = None) -> torch.Tensor:
