@@ -511,10 +511,10 @@ class TorchBOTS(BOTS):
         per_a, per_b = self._prior_alpha_t, self._prior_beta_t
         scalar_a = 0.0 if per_a is not None else float(cast(float, self._prior_alpha))
         scalar_b = 0.0 if per_b is not None else float(cast(float, self._prior_beta))
+        ids = np.asarray(batch.ids)
         packed = pack_batch(
-            np.asarray(batch.ids), np.asarray(batch.successes), np.asarray(batch.trials),
-            decay, lam * scalar_a, lam * scalar_b, lam,
-        )  # fmt: skip
+            ids, np.asarray(batch.successes), np.asarray(batch.trials), decay, lam * scalar_a, lam * scalar_b, lam
+        )
         rolled = rolled_values(self._alpha, self._beta, _staged(packed, self._device), per_a, per_b)
         step = KernelUpdate(
             decay,
@@ -525,7 +525,7 @@ class TorchBOTS(BOTS):
             evidence.predicted,
             evidence.references,
         )
-        return _PendingUpdate(step, rolled, np.asarray(batch.ids))
+        return _PendingUpdate(step, rolled, ids)
 
     @staticmethod
     def _pull(lam: float, scalar: float | FloatArray, on_device: torch.Tensor | None) -> float | torch.Tensor:
