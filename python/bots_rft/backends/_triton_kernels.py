@@ -1,7 +1,9 @@
 """Fused Triton kernels of the torch backend, for float32 posteriors on a GPU: one pass over the
 pool that updates every task (α, β and the references read once, α and β written once) and draws
 its Thompson sample from the updated values, writing each task's ranking key for ``torch.topk``;
-and the update alone, for when no selection follows.
+the same pass over the rolled-out tasks alone, which writes their new values and redraws them;
+their new values, computed when the update arrives; and the update alone, for when no selection
+follows.
 
 They compute what :mod:`bots_rft.backends._torch_draws` and ``TorchBOTS._update`` compute with
 torch operations, from the same Philox words, so their draws are the same exact Beta variates up
