@@ -86,6 +86,52 @@ def marker_processes(marker: str) -> list[int]:
     return found
 
 
+class NamespaceHold:
+    """Keeps each sandbox's PID namespace alive after its run, so that its inode number names it.
+
+    The kernel frees a PID namespace's inode number once nothing refers to it, and the next
+    namespace created anywhere on the host (another test worker's sandbox) may be given the same
+    number: looking a finished run's namespace up by inode alone may then find a stranger's
+    processes. A pidfd refers to its process's ``struct pid``, which holds its PID namespace, so a
+    duplicate of the run's PID 1 pidfd, taken as the run starts, reserves the number until
+    :meth:`members` has looked."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.held: dict[int, int] = {}  # namespace inode -> duplicated pidfd of its PID 1
+        launch = sandbox.launch
+
+        def launch_and_hold(*args: Any, **kwargs: Any) -> Any:
+            launched = launch(*args, **kwargs)
+            if launched.pid_namespace is not None and launched.init_pidfd >= 0:
+                self.held[launched.pid_namespace] = os.dup(launched.init_pidfd)
+            return launched
+
+        monkeypatch.setattr(sandbox, "launch", launch_and_hold)
+
+    def members(self, pid_namespace: int) -> list[int]:
+        """Processes left in the run's namespace, then let it go. A run whose PID 1 ended before
+        the launcher could open it has no hold: the kernel killed its namespace with PID 1."""
+        fd = self.held.pop(pid_namespace, None)
+        if fd is None:
+            return []
+        try:
+            return namespace_members(pid_namespace)
+        finally:
+            os.close(fd)
+
+    def release(self) -> None:
+        for fd in self.held.values():
+            os.close(fd)
+        self.held.clear()
+
+
+@pytest.fixture
+def namespaces(monkeypatch: pytest.MonkeyPatch) -> Iterator[NamespaceHold]:
+    hold = NamespaceHold(monkeypatch)
+    yield hold
+    hold.release()
+
+
 def force_no_isolation(monkeypatch: pytest.MonkeyPatch) -> None:
     """Make this process believe the host gives no kernel sandbox."""
     monkeypatch.setitem(
@@ -221,7 +267,9 @@ ADVERSARIAL = {
 
 
 @pytest.mark.parametrize("name", list(ADVERSARIAL))
-def test_adversarial_code_scores_zero_and_leaves_nothing(humaneval_truth: dict[str, Any], name: str) -> None:
+def test_adversarial_code_scores_zero_and_leaves_nothing(
+    humaneval_truth: dict[str, Any], name: str, namespaces: NamespaceHold
+) -> None:
     code = ADVERSARIAL[name]
     res = verify_code("humaneval", f"```python\n{code}\n```", humaneval_truth["truth"], {}, limits=ADV)
     assert res.reward == 0.0
@@ -233,8 +281,27 @@ def test_adversarial_code_scores_zero_and_leaves_nothing(humaneval_truth: dict[s
     assert not run.ok or name == "kill parent"
     assert time.monotonic() - start < ADV.timeout_s + 5
     assert_gone(run.pgid)
-    assert run.pid_namespace is not None and namespace_members(run.pid_namespace) == []
+    assert run.pid_namespace is not None and namespaces.members(run.pid_namespace) == []
     assert len(run.stdout) <= ADV.output_bytes
+
+
+def test_a_finished_runs_namespace_is_not_confused_with_a_later_one(namespaces: NamespaceHold) -> None:
+    """The check above looks a run's namespace up by inode number; a sandbox started after the
+    run ended (here, one still sleeping) must not be counted as the run's leftovers."""
+    first = run_python("print(1)", limits=FAST)
+    if first.pid_namespace is None:
+        pytest.skip("no PID namespace here")
+    sleeper = {"main.py": "import time\ntime.sleep(30)"}
+    later = sandbox.launch(
+        "script", SandboxLimits(timeout_s=30.0), files=sleeper, extra={"program": f"{sandbox._WORK}/main.py"}
+    )
+    try:
+        assert later.pid_namespace is not None and later.pid_namespace != first.pid_namespace
+        assert namespaces.members(first.pid_namespace) == []
+        # While it runs, the later sandbox's own namespace holds its processes.
+        assert namespace_members(later.pid_namespace) != []
+    finally:
+        sandbox.finish(later)
 
 
 @pytest.mark.parametrize("isolate", [True, False])

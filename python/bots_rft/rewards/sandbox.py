@@ -145,7 +145,8 @@ class SandboxResult:
     output_truncated: bool
     duration_s: float
     pgid: int  # the launcher's process group; gone once this result exists
-    pid_namespace: int | None = None  # inode of the run's PID namespace (None when unsandboxed)
+    # Inode of the run's PID namespace (None when unsandboxed); reused by later namespaces.
+    pid_namespace: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -828,7 +829,11 @@ def group_members(pgid: int) -> list[int]:
 
 
 def namespace_members(pid_namespace: int) -> list[int]:
-    """Processes (zombies included) in the PID namespace with inode ``pid_namespace``."""
+    """Processes (zombies included) in the PID namespace with inode ``pid_namespace``.
+
+    The kernel gives a freed namespace's inode number to the next namespace created, so after a
+    run has ended this names the run's own namespace only while something still refers to it (an
+    open pidfd of one of its processes, or an open ``/proc/PID/ns/pid``)."""
     members = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
