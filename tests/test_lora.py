@@ -4,6 +4,7 @@ adapter-only safetensors checkpoint for LoRA), resume exactly, and refuse bad se
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -177,3 +178,73 @@ def test_int8_twin_shares_the_trainable_weights_and_quantizes_the_frozen(toy_poo
         p = torch.softmax(trainer.model(input_ids=ids).logits, -1)
         q = torch.softmax(twin(input_ids=ids).logits, -1)
     assert float((p - q).abs().sum(-1).max()) / 2 < 0.05  # total variation per position
+
+
+def test_a_trained_adapter_loads_merged_from_any_of_its_paths(toy_pool: Path, tmp_path: Path) -> None:
+    """``load_model(base, adapter=...)`` gives the trained policy's logits with the adapter merged
+    into plain weights; the adapter is found from the run directory, its checkpoints/, one
+    checkpoint, or the adapter directory itself."""
+    from bots_rft.llm.models import load_model
+    from bots_rft.train.run_checkpoint import resolve_adapter
+
+    trainer, _ = _run(cfg(toy_pool, tmp_path, **LORA))
+    adapter = _checkpoint(tmp_path) / "adapter"
+    for path in (tmp_path, tmp_path / "checkpoints", _checkpoint(tmp_path), adapter):
+        assert resolve_adapter(path) == adapter
+    merged, _tok = load_model("tiny", device="cpu", adapter=adapter)
+    assert not is_adapter_model(merged) and not any(".lora_" in n for n, _ in merged.named_parameters())
+    base, _tok = load_model("tiny", device="cpu")
+    ids = torch.randint(0, 200, (2, 9), generator=torch.Generator().manual_seed(0))
+    trainer.model.eval()
+    with torch.no_grad():
+        want = trainer.model(input_ids=ids).logits
+        got = merged(input_ids=ids).logits
+        untrained = base(input_ids=ids).logits
+    assert float((want - untrained).abs().max()) > 1e-3  # the adapter changed something
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_refeval_measures_a_lora_run(toy_pool: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``bots refeval --adapter RUN`` writes the trained policy's pass rates as a column."""
+    from bots_rft.cli import main
+    from bots_rft.data import TaskPool
+
+    _run(cfg(toy_pool, tmp_path / "run", **LORA))
+    out = tmp_path / "pool.parquet"
+    argv = ["refeval", "--model", "tiny", "--adapter", str(tmp_path / "run"), "--pool", str(toy_pool)]
+    argv += ["--out", str(out), "--column", "lora_pass_rate", "--rollouts", "2", "--max-new-tokens", "4"]
+    assert main([*argv, "--device", "cpu", "--workers", "0"]) == 0
+    assert "wrote column 'lora_pass_rate'" in capsys.readouterr().out
+    rates = TaskPool.load(out).pass_rate("lora_pass_rate")
+    assert len(rates) == len(TaskPool.load(toy_pool)) and ((rates >= 0) & (rates <= 1)).all()
+
+
+@pytest.mark.parametrize(
+    ("make", "text"),
+    [
+        (lambda d: d / "missing", "--adapter: "),
+        (lambda d: d, "adapter: .* is neither a peft adapter directory"),
+        (lambda d: d / "pickled", "adapter: .* is not a peft adapter directory"),
+    ],
+    ids=["missing", "not-an-adapter", "pickle-only"],
+)
+def test_refeval_refuses_what_is_not_an_adapter(
+    make: Any, text: str, toy_pool: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A path that is not an adapter exits 2 naming --adapter, writes nothing, leaves the pool as
+    it was; an adapter stored only as a pickle (adapter_model.bin) is refused, not loaded."""
+    from bots_rft.cli import main
+
+    pickled = tmp_path / "pickled"
+    pickled.mkdir()
+    (pickled / "adapter_config.json").write_text("{}", encoding="utf-8")
+    (pickled / "adapter_model.bin").write_bytes(b"\x80\x04N.")
+    pool_bytes = toy_pool.read_bytes()
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    argv = ["refeval", "--model", "tiny", "--adapter", str(make(tmp_path)), "--pool", str(toy_pool)]
+    assert main([*argv, "--column", "x_pass_rate", "--rollouts", "1", "--device", "cpu", "--workers", "0"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert re.search(text, err), err
+    assert toy_pool.read_bytes() == pool_bytes
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before

