@@ -89,3 +89,40 @@ def test_reliability_guide_checkpoint_example_prints_what_it_says(
     monkeypatch.chdir(tmp_path)
     exec(compile(block, "reliability.md", "exec"), {})
     assert capsys.readouterr().out.strip() == said.group(1)
+
+
+def documented_bots_commands() -> list[tuple[str, str]]:
+    """``(document, command)`` for each ``bots ...`` command in the docs' fenced blocks (a
+    command continued with ``\\`` is one; a ``$ `` prompt is dropped; output lines such as
+    ``bots train: done`` and commands elided with ``...`` or ``FILE`` are not commands)."""
+    found = []
+    for doc in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        for block in re.findall(r"```[a-z]*\n(.*?)```", doc.read_text(encoding="utf-8"), flags=re.S):
+            for line in re.sub(r"\\\n\s*", "", block).splitlines():
+                command = line.split(" #", 1)[0].strip().removeprefix("$ ")
+                words = command.split()
+                if len(words) < 2 or words[0] != "bots" or words[1].endswith(":"):
+                    continue
+                if "..." in words or "FILE" in words:
+                    continue
+                found.append((doc.name, command))
+    return found
+
+
+def test_every_documented_bots_command_parses_and_its_config_resolves(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each ``bots`` command the docs show is one the CLI accepts as written, and each ``bots
+    train --config configs/...`` resolves that file with its KEY=VALUE overrides (every key known,
+    every value valid), so a long documented run does not fail on a typo when a user starts it."""
+    from bots_rft.commands.train import config_from_args
+
+    monkeypatch.chdir(ROOT)  # the docs' paths are relative to a checkout
+    commands = documented_bots_commands()
+    assert len(commands) > 30, "the docs' commands were not found"
+    parser = build_parser()
+    for doc, command in commands:
+        try:
+            args = parser.parse_args(shlex.split(command)[1:])
+        except SystemExit:
+            pytest.fail(f"{doc}: the CLI refuses {command!r}")
+        if args.command == "train" and str(args.config or "").startswith("configs/"):
+            config_from_args(args)
