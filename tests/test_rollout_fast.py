@@ -211,3 +211,23 @@ def test_sample_next_draws_from_next_token_probs() -> None:
         assert bool((freq[probs[row] == 0] == 0).all())  # outside the nucleus: never drawn
         assert float((freq - probs[row]).abs().max()) < 0.04
     assert torch.equal(sample_next(logits, greedy=True, temperature=0.8, top_p=0.7), logits.argmax(-1))
+
+
+def test_training_logprobs_through_the_kept_positions_equal_the_full_forward(policy: Any) -> None:
+    """The loss's forward sends only the completion positions through the output head; their
+    log-probs are the ones a forward over every position gives (left padding included)."""
+    from bots_rft.train.grpo import token_logprobs
+    from bots_rft.train.policy import position_ids
+
+    model, tok = policy
+    enc = encode_chats(tok, CHATS)
+    prompt_len = enc["input_ids"].shape[1]
+    completion = torch.randint(3, 200, (len(CHATS), 7), generator=torch.Generator().manual_seed(2))
+    ids = torch.cat([enc["input_ids"], completion], 1)
+    attn = torch.cat([enc["attention_mask"], torch.ones_like(completion)], 1)
+    assert int(attn[:, 0].min()) == 0  # some prompts are padded on the left
+    with torch.no_grad():
+        full = model(input_ids=ids, attention_mask=attn, position_ids=position_ids(attn), use_cache=False).logits
+        want = token_logprobs(full[:, prompt_len - 1 : -1], completion, 0.7)
+        got = sequence_logprobs(model, ids, attn, prompt_len, 0.7)
+    assert got.shape == (len(CHATS), 7) and torch.equal(got, want)
