@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from bots_rft.cli import build_parser, main
+from doc_commands import fenced_lines
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -96,16 +97,14 @@ def documented_bots_commands() -> list[tuple[str, str]]:
     command continued with ``\\`` is one; a ``$ `` prompt is dropped; output lines such as
     ``bots train: done`` and commands elided with ``...`` or ``FILE`` are not commands)."""
     found = []
-    for doc in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
-        for block in re.findall(r"```[a-z]*\n(.*?)```", doc.read_text(encoding="utf-8"), flags=re.S):
-            for line in re.sub(r"\\\n\s*", "", block).splitlines():
-                command = line.split(" #", 1)[0].strip().removeprefix("$ ")
-                words = command.split()
-                if len(words) < 2 or words[0] != "bots" or words[1].endswith(":"):
-                    continue
-                if "..." in words or "FILE" in words:
-                    continue
-                found.append((doc.name, command))
+    for doc, line in fenced_lines():
+        command = line.split(" #", 1)[0].strip().removeprefix("$ ")
+        words = command.split()
+        if len(words) < 2 or words[0] != "bots" or words[1].endswith(":"):
+            continue
+        if "..." in words or "FILE" in words:
+            continue
+        found.append((doc.name, command))
     return found
 
 

@@ -6,7 +6,6 @@ as is every ``python -m bots_rft.integrations.<module>`` command the docs show i
 from __future__ import annotations
 
 import os
-import re
 import shlex
 import subprocess
 import sys
@@ -14,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from doc_commands import fenced_lines
+
 ROOT = Path(__file__).resolve().parent.parent
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 #: What each example (or module) prints when its run did its job (beyond exiting with 0).
 MARKERS = {
     "examples/trl_grpo_bots.py": "read back: identical posterior",
@@ -28,16 +28,14 @@ MARKERS = {
 def documented_smoke_commands() -> list[str]:
     """Lines ``python examples/<file> ... --smoke ...`` inside fenced blocks of the docs."""
     found: list[str] = []
-    for doc in DOCS:
-        for block in re.findall(r"```[a-z]*\n(.*?)```", doc.read_text(encoding="utf-8"), flags=re.S):
-            for line in re.sub(r"\\\n\s*", "", block).splitlines():  # a command continued with \ is one line
-                command = line.split("#", 1)[0].strip()
-                if (
-                    command.startswith("python examples/")
-                    and "--smoke" in shlex.split(command)
-                    or command.startswith("python -m bots_rft.integrations.")
-                ):
-                    found.append(command)
+    for _doc, line in fenced_lines():
+        command = line.split("#", 1)[0].strip()
+        if (
+            command.startswith("python examples/")
+            and "--smoke" in shlex.split(command)
+            or command.startswith("python -m bots_rft.integrations.")
+        ):
+            found.append(command)
     return sorted(set(found))
 
 
