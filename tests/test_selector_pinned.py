@@ -8,12 +8,17 @@ what they store.
 The digests cover the picked task ids, the posterior (α, β as float64 bytes) and the state dict's
 arrays and scalars (not a file's bytes: the checkpoint format may change, its content may not).
 
+``test_pins_hold_under_each_numpy_level`` reruns them (Rust and torch backends) in a fresh process
+per numpy SIMD level the host supports (``NPY_DISABLE_CPU_FEATURES``, down to the baseline), so a
+value that depends on one CPU's numpy kernels fails on the machine that has them.
+
 Regenerate (only when a change of results is intended): ``python tests/test_selector_pinned.py``."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -22,6 +27,7 @@ import numpy as np
 import pytest
 
 from bots_rft import BOTS, Interpolation
+from numpy_levels import Level, check_expected, level_env, levels
 
 PINNED = Path(__file__).parent / "data" / "selector_pinned.json"
 N = 2_000
@@ -133,6 +139,7 @@ def _pins() -> dict[str, Any]:
 
 @pytest.mark.parametrize("kind,name", CASES, ids=[f"{k}-{n}" for k, n in CASES])
 def test_selector_results_are_the_pinned_ones(kind: str, name: str, tmp_path: Path) -> None:
+    check_expected()
     if kind == "torch":
         pytest.importorskip("torch")
     if kind != "sharded":
@@ -147,6 +154,21 @@ def test_selector_results_are_the_pinned_ones(kind: str, name: str, tmp_path: Pa
     finally:
         if started:  # leave Ray as it was: later tests start their own instance
             ray.shutdown()
+
+
+_LEVELS = levels()
+
+
+@pytest.mark.parametrize("level", _LEVELS, ids=[lv.name for lv in _LEVELS])
+def test_pins_hold_under_each_numpy_level(level: Level) -> None:
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", __file__]
+    cmd += ["-k", "results_are_the_pinned and not sharded"]
+    done = subprocess.run(cmd, env=level_env(level), capture_output=True, text=True, cwd=Path(__file__).parent.parent)
+    assert done.returncode == 0, (
+        f"pinned selectors with NPY_DISABLE_CPU_FEATURES={level.disable!r}:\n{done.stdout[-6000:]}"
+    )
+    expected = len([c for c in CASES if c[0] != "sharded"])
+    assert f"{expected} passed" in done.stdout, done.stdout[-2000:]
 
 
 if __name__ == "__main__":  # regenerate the pins

@@ -24,7 +24,8 @@ What is pinned, and how close a result must be (the tolerance rule):
 ``test_pins_hold_under_each_instruction_set`` reruns these checks in a fresh process per CPU
 instruction set the host supports (``ATEN_CPU_CAPABILITY`` default, avx2, avx512, with MKL and
 oneDNN held to the same set), so a value that depends on one CPU fails on the machine that
-recorded it.
+recorded it. ``test_pins_hold_under_each_numpy_level`` does the same per numpy SIMD level
+(``NPY_DISABLE_CPU_FEATURES``, down to the build's baseline), with torch on its native set.
 
 Regenerate (only when a change of results is intended, e.g. a torch upgrade that moves the
 tiny model's numbers): ``python tests/test_trainer_pinned.py``."""
@@ -47,6 +48,7 @@ pytest.importorskip("transformers")
 from bots_rft.train import optimise  # noqa: E402
 from bots_rft.train.toy import toy_config, write_toy_pool  # noqa: E402
 from bots_rft.train.trainer import GRPOTrainer  # noqa: E402
+from numpy_levels import Level, check_expected, level_env, levels  # noqa: E402
 
 PINNED = Path(__file__).parent / "data" / "trainer_pinned.json"
 
@@ -136,6 +138,7 @@ def _expected_isa() -> None:
     want = os.environ.get(EXPECT_ISA_ENV)
     if want:
         assert torch.backends.cpu.get_cpu_capability().lower() == want
+    check_expected()
 
 
 @pytest.mark.parametrize("dtype", list(TOLERANCE))
@@ -190,6 +193,19 @@ def test_pins_hold_under_each_instruction_set(isa: str) -> None:
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__, "-k", "results_are_the_pinned"]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=Path(__file__).parent.parent)
     assert done.returncode == 0, f"pinned results under ATEN_CPU_CAPABILITY={isa}:\n{done.stdout[-6000:]}"
+    assert f"{len(RUNS) * len(TOLERANCE)} passed" in done.stdout, done.stdout[-2000:]
+
+
+_NUMPY_LEVELS = levels()
+
+
+@pytest.mark.parametrize("level", _NUMPY_LEVELS, ids=[lv.name for lv in _NUMPY_LEVELS])
+def test_pins_hold_under_each_numpy_level(level: Level) -> None:
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__, "-k", "results_are_the_pinned"]
+    done = subprocess.run(cmd, env=level_env(level), capture_output=True, text=True, cwd=Path(__file__).parent.parent)
+    assert done.returncode == 0, (
+        f"pinned results with NPY_DISABLE_CPU_FEATURES={level.disable!r}:\n{done.stdout[-6000:]}"
+    )
     assert f"{len(RUNS) * len(TOLERANCE)} passed" in done.stdout, done.stdout[-2000:]
 
 

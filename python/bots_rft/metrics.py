@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from ._portable import int_power
 from .errors import InvalidArgumentError, InvalidTypeError
 
 __all__ = [
@@ -300,7 +301,7 @@ def effective_probability(p: object, n: int) -> FloatArray:
     """Probability that ``n`` rollouts at success rate ``p`` are neither all 0 nor all 1: the score
     used to rank tasks by how likely they are to be effective."""
     q = np.clip(np.asarray(p, dtype=np.float64), 0.0, 1.0)
-    return np.asarray(1.0 - q**n - (1.0 - q) ** n, dtype=np.float64)
+    return np.asarray(1.0 - int_power(q, n) - int_power(1.0 - q, n), dtype=np.float64)
 
 
 # ---------------------------------------------------------------------------------------------

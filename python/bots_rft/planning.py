@@ -45,6 +45,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from ._portable import int_power
 from ._validation import as_int
 from .errors import InvalidArgumentError, InvalidTypeError
 
@@ -78,16 +79,16 @@ def informative_probability(theta: npt.ArrayLike, n: npt.ArrayLike) -> FloatArra
     """P(0 < K < n) for K ~ Binomial(n, θ): the chance that n rollouts of a task that succeeds
     with probability θ form an informative group (0 for n ≤ 1)."""
     t = np.asarray(theta, dtype=np.float64)
-    k = np.asarray(n, dtype=np.float64)
-    return np.asarray(np.where(k >= 1, 1.0 - t**k - (1.0 - t) ** k, 0.0), dtype=np.float64)
+    k = np.maximum(np.asarray(n, dtype=np.int64), 0)
+    return np.asarray(np.where(k >= 1, 1.0 - int_power(t, k) - int_power(1.0 - t, k), 0.0), dtype=np.float64)
 
 
 def rollout_gain(theta: npt.ArrayLike, n: npt.ArrayLike) -> FloatArray:
     """f(θ, n + 1) − f(θ, n) = θⁿ(1 − θ) + θ(1 − θ)ⁿ for n ≥ 1: what one more rollout adds to the
     chance of an informative group (decreasing in n)."""
     t = np.asarray(theta, dtype=np.float64)
-    k = np.asarray(n, dtype=np.float64)
-    return np.asarray(t**k * (1.0 - t) + t * (1.0 - t) ** k, dtype=np.float64)
+    k = np.asarray(n, dtype=np.int64)
+    return np.asarray(int_power(t, k) * (1.0 - t) + t * int_power(1.0 - t, k), dtype=np.float64)
 
 
 def check_plan_args(rollout_budget: object, n_min: object, n_max: object) -> tuple[int, int, int]:

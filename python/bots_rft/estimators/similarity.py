@@ -13,6 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .. import _core
+from .._portable import exp as portable_exp
 from .._validation import FloatArray, IntArray, as_floats, as_int, as_real
 from ..errors import CheckpointError, InvalidArgumentError, InvalidTypeError
 from .base import Estimator, StepEvidence
@@ -228,7 +229,9 @@ class Similarity(Estimator):
         s = sims.astype(np.float64)
         best = np.full(reached.size, -np.inf)
         np.maximum.at(best, inverse, s)
-        kernel = np.exp((s - best[inverse]) / self._temperature)  # the largest term of each task is 1
+        # The largest term of each task is 1. exp from IEEE-exact operations (numpy's differs between
+        # CPUs in the last bits, and p̃ reaches the posterior).
+        kernel = portable_exp((s - best[inverse]) / self._temperature)
         num = np.bincount(inverse, weights=kernel * rates[src], minlength=reached.size)
         den = np.bincount(inverse, weights=kernel, minlength=reached.size)
         return reached.astype(np.int64), np.clip(num / den, 0.0, 1.0)

@@ -46,6 +46,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from .._portable import int_power
 from .._validation import as_int, feedback, selectable
 from .._validation import batch_size as _check_batch
 from ..errors import CheckpointError
@@ -97,7 +98,8 @@ class DynamicsPredictiveSampling:
             # unsolved (1-p)^n, solved p^n, partial the rest (NaN: no information, 1/3 each).
             p = prior_rates(prior, n)
             k = ROLLOUTS.check(n_rollouts)
-            start = np.stack([(1 - p) ** k, 1 - (1 - p) ** k - p**k, p**k], axis=1)
+            fail, solve = int_power(1 - p, k), int_power(p, k)  # the same bits on every CPU
+            start = np.stack([fail, 1 - fail - solve, solve], axis=1)
             start[np.isnan(p)] = 1.0 / 3.0
             self.pi, self.pi_before = start.copy(), start.copy()
         self.met = np.zeros(n, dtype=bool)  # prompts DPS has met (and so propagates every step)

@@ -50,6 +50,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from .._portable import int_power
 from ..errors import CheckpointError
 from ..parameters import MAX_ROUNDS, P_EASY, P_HARD, ROLLOUTS, SAMPLING_RATIO, TARGET_ZERO_VARIANCE
 from ..selector_protocol import RolledBatch
@@ -105,7 +106,7 @@ class GRESO(SelfRolling):
         easy, hard = self.easy_streak[task_ids], self.hard_streak[task_ids]
         streak = np.where(easy > 0, easy, hard)
         p = np.where(easy > 0, self.p_easy, self.p_hard)
-        keep = np.maximum(np.power(p, streak), SKIP_FLOOR)
+        keep = np.maximum(int_power(p, streak), SKIP_FLOOR)  # the same bits on every CPU
         return np.asarray(np.where(streak > 0, 1.0 - keep, 0.0), dtype=np.float64)
 
     def _draw(self, count: int, free: npt.NDArray[np.bool_], filtered: bool) -> IdArray:

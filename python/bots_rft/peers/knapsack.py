@@ -47,6 +47,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from .._portable import int_power
 from ..errors import CheckpointError, InvalidArgumentError
 from ..parameters import N_HIGH, N_LOW, ROLLOUTS
 from ..selector_protocol import RolledBatch
@@ -59,8 +60,18 @@ __all__ = ["KnapsackAllocation", "allocate", "task_value", "sampling_budget"]
 def task_value(n: npt.ArrayLike, p: npt.ArrayLike) -> FloatArray:
     """Knapsack-RL's value of ``n`` rollouts of a prompt with success rate ``p``."""
     n_, p_ = np.asarray(n, dtype=np.float64), np.asarray(p, dtype=np.float64)
-    nonzero = 1.0 - p_**n_ - (1.0 - p_) ** n_
+    nonzero = 1.0 - int_power(p_, n_) - int_power(1.0 - p_, n_)  # the same bits on every CPU
     return np.asarray(nonzero * p_ * (1.0 - p_) ** 2, dtype=np.float64)
+
+
+def _rollouts_to_confidence(q: FloatArray, n_high: int) -> npt.NDArray[np.int64]:
+    """Per task, how many rollouts m in 1..n_high keep q**m >= 1 - COST_CONFIDENCE."""
+    count = np.zeros(q.shape, dtype=np.int64)
+    power = np.ones(q.shape, dtype=np.float64)
+    for _ in range(int(n_high)):
+        power = power * q
+        count += power >= 1.0 - COST_CONFIDENCE
+    return count
 
 
 def allocate(p: FloatArray, budget: int, n_low: int, n_high: int) -> npt.NDArray[np.int64]:
@@ -133,8 +144,10 @@ def sampling_budget(
             counts[:] = n
         return counts
     q = np.maximum(p[effective], 1.0 - p[effective])
-    cost = np.minimum(n_high, np.log(1.0 - COST_CONFIDENCE) / np.log(q))
-    estimated = int(np.sum(np.floor(cost)))
+    # floor(min(n_high, log(1 - c) / log q)): the number of m in 1..n_high with q**m >= 1 - c
+    # (q**m falls with m), counted with products rather than np.log, whose float64 kernel
+    # differs between CPUs.
+    estimated = int(np.sum(_rollouts_to_confidence(q, n_high)))
     if estimated < left:
         others = zero if zero.size else np.setdiff1d(np.arange(m), effective)
         _spread(counts, others, left - estimated)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .._portable import int_power
 from .._validation import FloatArray, IntArray, as_int, as_real
 from ..errors import InvalidArgumentError, InvalidTypeError
 
@@ -36,8 +37,10 @@ def lag_weighted(
         return succ, tri
     if succ.size != size or tri.size not in (1, size):
         return succ, tri  # the core reports the length mismatch with its own message
-    # Clamped above 0: evidence of any age stays evidence (trials must be > 0), just negligible.
-    weight = np.maximum(lag_discount ** lag.astype(np.float64), np.finfo(np.float64).tiny)
+    # By repeated squaring, not np.power (whose float64 kernel differs between CPUs): the weights
+    # reach α and β, which must be the same bits everywhere. Clamped above 0: evidence of any age
+    # stays evidence (trials must be > 0), just negligible.
+    weight = np.maximum(int_power(lag_discount, lag), np.finfo(np.float64).tiny)
     return succ * weight, np.broadcast_to(tri, (size,)) * weight
 
 
