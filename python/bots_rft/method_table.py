@@ -196,6 +196,15 @@ ENTRIES: Mapping[str, MethodEntry] = MappingProxyType(
                 _BASELINE_FILE,
             ),
             MethodEntry(
+                "reference-filter",
+                "Ref-filter",
+                "uniform over the tasks the weak and strong references do not both solve always or "
+                "never: the references' information without online updating (a control arm for BOTS)",
+                (SEED,),
+                "required",
+                _BASELINE_FILE,
+            ),
+            MethodEntry(
                 "mopps",
                 "BOTS-MoPPS",
                 "BOTS on explicit evidence only, without discount (appendix E.6)",

@@ -213,6 +213,19 @@ def _build_offline(
     return sel
 
 
+def _build_reference_filter(
+    m: Method, n: int, weak: Any, strong: Any, rollout: Any, threads: Any, p: dict[str, Any]
+) -> Selector:
+    from .static_selectors import ReferenceFilterSelector
+
+    refs = _references(m, weak, strong)
+    assert refs is not None  # required
+    sel = ReferenceFilterSelector(*refs, seed=p["seed"])
+    if sel.num_tasks != n:
+        raise InvalidArgumentError(f"weak: has {sel.num_tasks} pass rates, expected num_tasks={n}", "weak")
+    return sel
+
+
 def _build_dynamic(
     m: Method, n: int, weak: Any, strong: Any, rollout: Any, threads: Any, p: dict[str, Any]
 ) -> Selector:
@@ -286,6 +299,7 @@ _BUILDERS: dict[str, Callable[..., Selector]] = {
     "bots": _build_bots,
     "random": _build_random,
     "offline": _build_offline,
+    "reference-filter": _build_reference_filter,
     "mopps": _build_mopps,
     "dots": _build_dots,
     "dynamic": _build_dynamic,
@@ -303,6 +317,7 @@ _IMPLEMENTATIONS: dict[str, str] = {
     "bots-screen": "bots_rft.screening:ScreenedBOTS",
     "random": "bots_rft.static_selectors:RandomSelector",
     "offline": "bots_rft.static_selectors:OfflineSelector",
+    "reference-filter": "bots_rft.static_selectors:ReferenceFilterSelector",
     "mopps": "bots_rft.selector:BOTS.mopps",
     "dots": "bots_rft.selector:BOTS.dots",
     "dynamic": "bots_rft.peers.dapo:DynamicSampling",

@@ -1,11 +1,13 @@
-"""The two selectors that do not learn from rollouts, BOTS's points of reference in the paper
-(appendix E.6):
+"""The selectors that do not learn from rollouts, BOTS's points of reference:
 
 - :class:`RandomSelector`: uniform without replacement within each batch;
 - :class:`OfflineSelector`: a static easy→hard curriculum by the strong reference pass rate (ties
-  by the weak one), served in order.
+  by the weak one), served in order (the paper's appendix E.6);
+- :class:`ReferenceFilterSelector`: uniform over the tasks the references do not place at 0 or 1
+  (the same information BOTS's implicit evidence reads, used once, without online updating; BOTS
+  minus this arm measures what the Bayesian updating adds).
 
-Both follow the :class:`~bots_rft.selector_protocol.Selector` protocol and still check the
+All follow the :class:`~bots_rft.selector_protocol.Selector` protocol and still check the
 feedback they ignore, like every selector. BOTS-MoPPS and BOTS-DOTS are presets of :class:`bots_rft.BOTS`
 (``BOTS.mopps`` / ``BOTS.dots``); the selectors from the literature (DAPO's dynamic sampling,
 DPS, GRESO, SPEED-RL, AdaRFT, Knapsack-RL, Reinforce-Ada) are in :mod:`bots_rft.peers`.
@@ -23,7 +25,7 @@ from .errors import CheckpointError, InvalidArgumentError
 from .parameters import SEED
 from .selector_protocol import IdArray, check_num_tasks, check_state
 
-__all__ = ["RandomSelector", "OfflineSelector"]
+__all__ = ["RandomSelector", "OfflineSelector", "ReferenceFilterSelector"]
 
 
 class RandomSelector:
@@ -126,3 +128,40 @@ class OfflineSelector:
                 f"state: has an invalid cursor {cursor!r} (the curriculum has {self.num_tasks} tasks)"
             )
         self._cursor = cursor
+
+
+class ReferenceFilterSelector(RandomSelector):
+    """Uniform selection (without replacement within each batch) over the tasks whose reference
+    pass rates place them strictly inside (0, 1): a task is dropped when both references solve it
+    every time (weak = strong = 1) or never (weak = strong = 0), the two cases whose rollouts are
+    expected to carry no GRPO signal for a policy between the references. A task with a missing
+    (NaN) reference is kept. When fewer kept tasks than the batch remain selectable, the batch is
+    filled uniformly from the dropped ones.
+
+    It reads the same reference pass rates as BOTS's implicit evidence and nothing else, and never
+    updates: the control arm that separates what BOTS's online updating adds from what the
+    references alone give."""
+
+    kind = "reference-filter"
+
+    def __init__(self, weak: object, strong: object, *, seed: int = 0) -> None:
+        w = rates_or_nan(weak, "weak")
+        s = rates_or_nan(strong, "strong", len(w))
+        if w.size == 0:
+            raise InvalidArgumentError("weak: must hold the pass rates of at least one task, got none", "weak")
+        super().__init__(int(w.size), seed=seed)
+        both_solved = (w == 1.0) & (s == 1.0)
+        both_failed = (w == 0.0) & (s == 0.0)
+        #: True for the tasks this arm samples from.
+        self.kept: np.ndarray = ~(both_solved | both_failed)
+
+    def select(self, batch_size: int, exclude: object = None) -> IdArray:
+        allowed = selectable(exclude, self.num_tasks)
+        usable = np.ones(self.num_tasks, dtype=bool) if allowed is None else allowed
+        b = _check_batch(batch_size, int(usable.sum()))
+        kept = np.flatnonzero(usable & self.kept)
+        if kept.size >= b:
+            return np.asarray(self._rng.choice(kept, size=b, replace=False), dtype=np.int64)
+        rest = np.flatnonzero(usable & ~self.kept)
+        fill = self._rng.choice(rest, size=b - kept.size, replace=False)
+        return np.asarray(np.concatenate([kept, fill]), dtype=np.int64)

@@ -215,7 +215,7 @@ def _check_existing(out: Path, runs: list[tuple[Path, Any]], warmup: Any, reuse:
                 )
             diff = _differences(saved, cfg.to_dict(), _WARMUP_KEYS)
             refs = None if spec is None or spec.references is None else spec.references
-            wanted = None if refs is None else [refs.weak_sft_steps, refs.strong_sft_steps]
+            wanted = None if refs is None else _reference_record(refs, cfg.seed)
             if saved.get("references") != wanted:
                 diff.append(f"references={saved.get('references')!r} then, {wanted!r} now")
             if diff:
@@ -277,7 +277,10 @@ def _smoke(cfg: Any, spec: Any) -> tuple[Any, Any]:
     if spec.references is not None and cfg.sft_steps > 0:
         spec = spec.replace(
             references=ReferenceSpec(
-                weak_sft_steps=max(1, cfg.sft_steps // 2), strong_sft_steps=cfg.sft_steps * 2, rollouts=2
+                weak_sft_steps=max(1, cfg.sft_steps // 2),
+                strong_sft_steps=cfg.sft_steps * 2,
+                rollouts=2,
+                seed=spec.references.seed,
             )
         )
     if spec.seeds is not None:
@@ -627,6 +630,13 @@ def _measure_references(cfg: Any, refs: Any, models: Path, reuse: bool) -> None:
         print("\n".join(f"bots compare: {line}" for line in summary.lines()))
 
 
+def _reference_record(refs: Any, seed: int) -> list[int]:
+    """What the reference checkpoints depend on besides the warm-up keys: their steps, and the
+    stream's seed when it is not the policy's (a record without it is the policy's stream)."""
+    steps = [refs.weak_sft_steps, refs.strong_sft_steps]
+    return steps if refs.seed is None or refs.seed == seed else [*steps, refs.seed]
+
+
 def _shared_warmup(cfg: object, dest: Path, reuse: bool, refs: Any = None, ref_dir: Path | None = None) -> object:
     """Run the supervised warm-up once; every method then starts from ``dest``. With ``refs``,
     the same warm-up stream also yields the reference models: its model after
@@ -641,13 +651,14 @@ def _shared_warmup(cfg: object, dest: Path, reuse: bool, refs: Any = None, ref_d
     from ..train.sft import sft_warmup
 
     assert isinstance(cfg, TrainConfig)
-    # Step -> the directories the model after that step goes to (a reference may be the policy's
-    # own starting point).
-    targets: dict[int, list[Path]] = {cfg.sft_steps: [dest]}
+    # Per warm-up stream (by seed): step -> the directories the model after that step goes to (a
+    # reference may be the policy's own starting point).
+    streams: dict[int, dict[int, list[Path]]] = {cfg.seed: {cfg.sft_steps: [dest]}}
     if refs is not None and ref_dir is not None:
+        ref_seed = cfg.seed if refs.seed is None else refs.seed
         for k in (refs.weak_sft_steps, refs.strong_sft_steps):
-            targets.setdefault(k, []).append(ref_dir / f"sft{k}")
-    every = [d for dirs in targets.values() for d in dirs]
+            streams.setdefault(ref_seed, {}).setdefault(k, []).append(ref_dir / f"sft{k}")
+    every = [d for targets in streams.values() for dirs in targets.values() for d in dirs]
     ready = all((d / "config.json").exists() for d in every) and (dest / WARMUP_RECORD).exists()
     if not (reuse and ready):
         from ..llm.models import resolve_device
@@ -655,33 +666,40 @@ def _shared_warmup(cfg: object, dest: Path, reuse: bool, refs: Any = None, ref_d
         device = resolve_device(None if cfg.device == "auto" else cfg.device)
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
-        model, tok = load_policy(cfg.model, str(device), cfg.dtype, cfg.seed)
         pool = TaskPool.load(cfg.pool)
+        shown = []
+        for seed, targets in streams.items():
+            stream_cfg = cfg.replace(seed=seed)
+            model, tok = load_policy(cfg.model, str(device), cfg.dtype, seed)
 
-        def saver(where: list[Path]) -> Any:
-            def save() -> None:
-                for d in where:
-                    model.save_pretrained(str(d))
-                    tok.save_pretrained(str(d))
+            def saver(where: list[Path], model: Any = model, tok: Any = tok) -> Any:
+                def save() -> None:
+                    for d in where:
+                        model.save_pretrained(str(d))
+                        tok.save_pretrained(str(d))
 
-            return save
+                return save
 
-        # One stream to the last checkpoint asked for; the learning rate is constant, so the
-        # model after k steps is what a warm-up of k steps gives.
-        last = max(targets)
-        losses = sft_warmup(
-            model,
-            tok,
-            pool,
-            pool.prompts(system_prompt=cfg.system_prompt),
-            cfg.replace(sft_steps=last).sft,
-            device,
-            snapshots={k: saver(d) for k, d in targets.items()},
-        )
+            # One stream to the last checkpoint asked for; the learning rate is constant, so the
+            # model after k steps is what a warm-up of k steps gives.
+            last = max(targets)
+            losses = sft_warmup(
+                model,
+                tok,
+                pool,
+                pool.prompts(system_prompt=cfg.system_prompt),
+                stream_cfg.replace(sft_steps=last).sft,
+                device,
+                snapshots={k: saver(d) for k, d in targets.items()},
+            )
+            label = "" if seed == cfg.seed else f" (reference stream, seed {seed})"
+            shown.append(
+                f"warm-up{label} loss {losses[0]:.3f} at step 1; "
+                + ", ".join(f"{k}: {losses[k - 1]:.3f}" for k in sorted(targets))
+            )
         # What --reuse compares before it uses this warm-up again.
         record = {k: v for k, v in cfg.to_dict().items() if k in _WARMUP_KEYS}
-        record["references"] = None if refs is None else [refs.weak_sft_steps, refs.strong_sft_steps]
+        record["references"] = None if refs is None else _reference_record(refs, cfg.seed)
         (dest / WARMUP_RECORD).write_text(json.dumps(record, indent=1), encoding="utf-8")
-        shown = ", ".join(f"{k}: {losses[k - 1]:.3f}" for k in sorted(targets))
-        print(f"bots compare: warm-up loss {losses[0]:.3f} at step 1; {shown}; saved to {', '.join(map(str, every))}")
+        print(f"bots compare: {'; '.join(shown)}; saved to {', '.join(map(str, every))}")
     return cfg.replace(model=str(dest), sft_steps=0)

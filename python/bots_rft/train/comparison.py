@@ -17,7 +17,9 @@ reference models to measure on it, so that one command reproduces a whole compar
         rollouts: 8
 
 The references are the warm-up's own model after ``weak_sft_steps`` and ``strong_sft_steps``
-steps; the policy starts after ``sft_steps``. The weak reference may be the policy's starting
+steps; the policy starts after ``sft_steps``. With ``references.seed`` other than the config's
+``seed`` they come from a second warm-up stream started from that seed (the same recipe, another
+initialisation and batch order), so they are not the policy's own past or future. The weak reference may be the policy's starting
 point itself (``weak_sft_steps == sft_steps``): the policy then starts on the weak reference and
 moves toward the strong one, the bracket the interpolation assumes. Their pass rates on every training task are measured by
 sampling, as ``bots refeval`` does, into the columns ``weak_sft<k>_pass_rate`` and
@@ -54,13 +56,16 @@ class PoolSpec(ConfigModel):
 
 
 class ReferenceSpec(ConfigModel):
-    """Weak and strong references: the warm-up after these many steps, measured with
-    ``rollouts`` samples per training task."""
+    """Weak and strong references: a warm-up after these many steps, measured with ``rollouts``
+    samples per training task. ``seed`` (default: the config's ``seed``, i.e. the policy's own
+    warm-up stream) set to another value trains the references in a separate warm-up stream from
+    that seed: references independent of the policy's starting point."""
 
     # The strong reference first: the weak one is checked against it.
     strong_sft_steps: Annotated[Int, Field(ge=1)]
     weak_sft_steps: Annotated[Int, Field(ge=1)]
     rollouts: Annotated[Int, Field(ge=1)] = 8
+    seed: Annotated[Int, Field(ge=0)] | None = None
 
     @field_validator("weak_sft_steps")
     @classmethod

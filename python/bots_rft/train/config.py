@@ -290,6 +290,9 @@ class TrainConfig(ConfigModel):
     # 0: held-out accuracy is greedy decoding's; k >= 1: the mean reward of k samples per task at
     # the training temperature (avg@k), a smoother measure of the policy RL actually trains.
     eval_samples: Count0 = 0
+    # With eval_samples >= 1: also decode every evaluated task greedily, logged as
+    # greedy_accuracy beside the avg@k accuracy (both measures of the same policy at each step).
+    eval_greedy: bool = False
     out_dir: str = "runs/train"
     save_every: Count0 = 0  # 0: only on SIGTERM and at the end
     keep_checkpoints: Count = 2

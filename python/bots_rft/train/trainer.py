@@ -1080,6 +1080,25 @@ class GRPOTrainer:
             temperature=self.cfg.temperature,
             seed=self.cfg.seed * 1_000_003 + self.step,
         )
+        if res is not None and self.cfg.eval_greedy and self.cfg.eval_samples:
+            greedy = evaluate(
+                self.model,
+                self.tok,
+                self.eval_pool,
+                self.eval_chats,
+                self.eval_rows,
+                self.scorer,
+                self.dist,
+                max_new_tokens=self.cfg.eval_max_new_tokens or self.cfg.max_new_tokens,
+                batch_size=self.cfg.generation_batch_size,
+                max_prompt_tokens=self.cfg.max_prompt_tokens,
+                bf16=self.cfg.bf16,
+                engine=self.cfg.rollout_engine,
+                samples=0,
+            )
+            if greedy is not None:
+                res["greedy_accuracy"] = greedy["accuracy"]
+                res["greedy_macro_accuracy"] = greedy["macro_accuracy"]
         if res is not None:
             res["eval_s"] = time.perf_counter() - t
         return res
