@@ -214,6 +214,12 @@ class TrainConfig(ConfigModel):
     # proposes, train on the groups whose rollouts disagree; the method still learns from every
     # rolled-out group. method=dynamic is the paper's baseline (epoch order + this filter).
     dynamic_sampling: bool = False
+    # The dilution test (bots_rft.train.filler): the last filler_tasks of every batch are drawn
+    # uniformly from the tasks whose filler_column pass rate is >= filler_min_rate (groups that
+    # carry no GRPO signal), the method choosing the other batch_size - filler_tasks. 0: off.
+    filler_tasks: Count0 = 0
+    filler_column: OptStr = None
+    filler_min_rate: Annotated[Float, Field(ge=0.0, le=1.0)] = 1.0
     oversample: Float = OVERSAMPLE.default  # dynamic sampling: generation batch = oversample * batch_size
     # Dynamic sampling: generation batches per step at most. Fewer than the method's 16: on a
     # trainer each round is a generation pass of the model, not a simulated one.
@@ -418,6 +424,17 @@ class TrainConfig(ConfigModel):
             raise ConfigError(
                 f"method: {self.method!r} needs reference pass rates ({m.summary}); set weak_column and strong_column"
             )
+        if self.filler_tasks:
+            if self.filler_column is None:
+                raise ConfigError(f"filler_column: filler_tasks={self.filler_tasks} needs a pass-rate column, got None")
+            if self.filler_tasks >= self.batch_size:
+                raise ConfigError(f"filler_tasks: must be < batch_size={self.batch_size}, got {self.filler_tasks}")
+            if m.rolls_out or self.method == "bots-plan" or self.dynamic_sampling or self.guard:
+                raise ConfigError(
+                    f"filler_tasks: works with methods that select a batch and then learn from it (no guard); method "
+                    f"{self.method!r} with dynamic_sampling={self.dynamic_sampling}, guard={self.guard}, got "
+                    f"{self.filler_tasks}"
+                )
         if (self.weak_column is None) != (self.strong_column is None):
             raise ConfigError(
                 f"weak_column/strong_column: set both or neither, got {self.weak_column!r} and {self.strong_column!r}"

@@ -69,6 +69,7 @@ from ..selector_protocol import RollsOut, Selector
 from .config import TrainConfig
 from .distributed import Dist
 from .evaluate import evaluate
+from .filler import FilledSelector
 from .logger import MetricsLogger
 from .lora import adapt_policy
 from .optimise import grpo_update
@@ -349,7 +350,17 @@ class GRPOTrainer:
             return make_selector(self.cfg, len(self.pool), self.weak, self.strong, rollout=self.peer_rollout)
         if self.method.rolls_out and not self.plans:
             return EpochOrder(len(self.pool), seed=self.cfg.seed)
-        return make_selector(self.cfg.replace(dynamic_sampling=False), len(self.pool), self.weak, self.strong)
+        selector = make_selector(self.cfg.replace(dynamic_sampling=False), len(self.pool), self.weak, self.strong)
+        if self.cfg.filler_tasks and self.cfg.filler_column:
+            rates = self.pool.pass_rate(self.cfg.filler_column)
+            fillers = np.flatnonzero(rates >= self.cfg.filler_min_rate)
+            if fillers.size < 2 * self.cfg.filler_tasks:  # the method's picks may take some of them
+                raise ConfigError(
+                    f"filler_column: {self.cfg.filler_column!r} has {fillers.size} tasks at pass rate >= "
+                    f"{self.cfg.filler_min_rate:g}, fewer than 2 x filler_tasks={self.cfg.filler_tasks}"
+                )
+            return FilledSelector(selector, fillers, self.cfg.filler_tasks, seed=self.cfg.seed)
+        return selector
 
     def _make_guard(self) -> GroupGuard:
         """``guard=true``'s :class:`~bots_rft.GroupGuard` around the selector, its groups the pool's
