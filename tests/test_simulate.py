@@ -263,3 +263,47 @@ def test_learner_shift_moves_every_ability_once_at_its_step() -> None:
     for expected in (0.0, -1.5, -1.5):
         learner.train(ids, learner.rollout(ids))
         assert np.allclose(learner.ability, expected)
+
+
+def test_step_rules_differ_exactly_on_diluted_batches() -> None:
+    """The linear rule halves a step's progress when B zero-variance groups join B informative
+    ones; the saturating rule does not move at all (their signal is 0)."""
+    from bots_rft.simulate.learner import LearnerConfig, SimulatedLearner, make_world
+
+    def gain(rule: str, diluted: bool) -> float:
+        c = LearnerConfig(num_tasks=200, eval_tasks=16, step_rule=rule, saturation_k=2.0, repeat_decay=1.0)
+        learner = SimulatedLearner(make_world(c, 0), 0)
+        ids = np.arange(8)
+        succ = np.full(8, 8)  # r = 1/2 with 16 rollouts: signal 1 each
+        if diluted:
+            ids, succ = np.arange(16), np.concatenate([succ, np.full(8, 16)])  # 8 more at 16/16
+        learner.train(ids, succ)
+        return float(learner.ability.sum())
+
+    assert gain("linear", True) == pytest.approx(0.5 * gain("linear", False), rel=1e-12)
+    assert gain("saturating", True) == gain("saturating", False)
+    # Saturating: S / (S + K) with S = 8, K = 2, against the linear mean of 1.
+    assert gain("saturating", False) == pytest.approx(0.8 * gain("linear", False), rel=1e-12)
+
+
+def test_trajectory_noise_leaves_rollouts_alone_and_spreads_runs() -> None:
+    from bots_rft.simulate.learner import LearnerConfig, SimulatedLearner, make_world
+
+    quiet = LearnerConfig(num_tasks=200, eval_tasks=16)
+    noisy = LearnerConfig(num_tasks=200, eval_tasks=16, trajectory_noise=0.05)
+    a, b = SimulatedLearner(make_world(quiet, 0), 1), SimulatedLearner(make_world(noisy, 0), 1)
+    ids = np.arange(16)
+    assert np.array_equal(a.rollout(ids), b.rollout(ids))  # the first draw, before any training
+    a.train(ids, np.full(16, 8))
+    b.train(ids, np.full(16, 8))
+    assert not np.array_equal(a.ability, b.ability)
+
+
+def test_learner_refuses_an_unknown_step_rule() -> None:
+    from bots_rft.errors import ConfigError
+    from bots_rft.simulate.learner import LearnerConfig
+
+    with pytest.raises(ConfigError, match="step_rule"):
+        LearnerConfig(step_rule="adam")
+    with pytest.raises(ConfigError, match="trajectory_noise"):
+        LearnerConfig(trajectory_noise=-1.0)

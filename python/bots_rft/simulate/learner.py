@@ -13,7 +13,11 @@ The model (docs/what-bots-does.md explains it at length):
   (``rollout(ids, counts)``); each task's r is then its own k / trials, and every task weighs the
   same in the batch unless ``rollout_weighting`` > 0 (then tasks with more rollouts weigh more)
   or ``group_noise`` > 0 (then a group of n rollouts counts n / (n + group_noise) of its signal:
-  its gradient is less noisy). Group abilities grow by the signal of their own tasks plus a
+  its gradient is less noisy). How a step's progress scales with the batch's summed signal S is
+  ``step_rule``: "linear" (the default) moves in proportion to the batch mean S / B, so
+  zero-variance groups dilute a step; "saturating" moves by S / (S + saturation_k) whatever B, as
+  an optimizer that normalises its step does (docs/training.md's dilution test measures which one
+  the real trainer follows). Group abilities grow by the signal of their own tasks plus a
   share transferred to every group, with diminishing returns; trained tasks also get a small
   task-specific boost m_k.
 - Weak and strong reference models are the same family at fixed abilities with their own
@@ -37,7 +41,10 @@ import numpy.typing as npt
 
 from ..errors import ConfigError, InvalidArgumentError, InvalidTypeError
 
-__all__ = ["LearnerConfig", "TaskWorld", "SimulatedLearner", "make_world"]
+__all__ = ["LearnerConfig", "TaskWorld", "SimulatedLearner", "make_world", "STEP_RULES"]
+
+#: How a step's progress depends on the batch's signal (LearnerConfig.step_rule).
+STEP_RULES = ("linear", "saturating")
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -83,6 +90,19 @@ class LearnerConfig:
     # here B is the group's rollouts, so bigger groups on a task buy a cleaner gradient from it.
     # 0 (the default, the paper's learner): the group size does not matter, only its rate.
     group_noise: float = 0.0
+    # How a step's progress depends on the batch's signal S (the sum of its tasks' weighted
+    # signals). "linear": in proportion to the batch mean S / B, so B more zero-variance groups in
+    # a batch of B halve a step's progress (a plain gradient step on a mean loss). "saturating":
+    # S / (S + saturation_k), whatever B: zero-variance groups change nothing and more
+    # informative groups buy a less noisy direction with diminishing returns (an optimizer that
+    # normalises its step, as AdamW does; saturation_k 0: every step with any signal makes the
+    # same progress). Each group's share of the progress is its share of S either way.
+    step_rule: str = "linear"
+    saturation_k: float = 4.0
+    # Per-step randomness of training itself (minibatch order, sampling noise in the gradient):
+    # every group's ability moves by a N(0, trajectory_noise**2) step each training step, on a
+    # stream of its own (0: none; runs then differ only through their rollouts).
+    trajectory_noise: float = 0.0
     # A sudden change of skill, off by default: after training step `shift_step` (1-based; 0 = never)
     # every group's ability moves by `shift` (positive: a jump, e.g. a merged checkpoint; negative:
     # forgetting). Evidence gathered before it then describes a learner that no longer exists.
@@ -122,6 +142,12 @@ class LearnerConfig:
             raise ConfigError(f"transfer must lie in [0, 1], got {self.transfer!r}")
         if not self.saturation > 0:
             raise ConfigError(f"saturation must be > 0, got {self.saturation!r}")
+        if self.step_rule not in STEP_RULES:
+            raise ConfigError(f"step_rule must be one of {', '.join(STEP_RULES)}, got {self.step_rule!r}")
+        for name in ("saturation_k", "trajectory_noise"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not (isinstance(v, (int, float)) and np.isfinite(v) and v >= 0):
+                raise ConfigError(f"{name} must be a finite number >= 0, got {v!r}")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -208,6 +234,8 @@ class SimulatedLearner:
         self.times_trained: IntArray = np.zeros(c.num_tasks, dtype=np.int64)
         # Rollout noise on its own stream, so methods sharing a world do not share luck.
         self._rng = np.random.default_rng([int(seed), 0x2011, int(stream)])
+        # Training noise on another, so turning it on leaves every rollout draw as it was.
+        self._train_rng = np.random.default_rng([int(seed), 0x7E41, int(stream)])
         self.steps = 0
 
     def success_prob(self, task_ids: IntArray | None = None) -> FloatArray:
@@ -260,9 +288,16 @@ class SimulatedLearner:
         if c.group_noise > 0:
             n_k = np.broadcast_to(np.asarray(c.n_rollouts if trials is None else trials, dtype=np.float64), ids.shape)
             weight = weight * (n_k / (n_k + c.group_noise))
-        own = np.bincount(w.group[ids], weights=signal * weight, minlength=c.num_groups) / ids.size
+        own = np.bincount(w.group[ids], weights=signal * weight, minlength=c.num_groups)
+        if c.step_rule == "linear":
+            own = own / ids.size
+        else:
+            total = float(own.sum())
+            own = own / (total + c.saturation_k) if total + c.saturation_k > 0 else own
         gain = (1.0 - c.transfer) * c.num_groups * own + c.transfer * own.sum()
         self.ability += c.learning_rate * gain * np.exp(-self.ability / c.saturation)
+        if c.trajectory_noise > 0:
+            self.ability += self._train_rng.normal(0.0, c.trajectory_noise, c.num_groups)
         np.add.at(self.memory, ids, c.memorisation * signal)
         np.add.at(self.times_trained, ids, 1)
         self.steps += 1
