@@ -14,6 +14,12 @@ SIGTERM or SIGINT stops every run in progress at its next checkpoint (with ``--j
 is passed on to the worker processes), starts no other run, writes no report and exits with 128 +
 the signal's number (143, 130); the same command with ``--reuse`` continues.
 
+Every report also writes OUT/held_out.csv (method, seed, step, rollouts spent, the sampled
+held-out accuracy avg_at_<k> and the greedy one, one row per evaluation) and a table of the
+primary metric: each run's mean held-out accuracy over its evaluations, paired by seed. With
+``compare.references`` the rollouts that measuring the references cost are charged to the methods
+that read them; with ``compare.decision`` the report ends with that rule's verdict.
+
 ``--seeds 0,1,2`` runs every method once per seed (the RL seed: selection, sampling, mini-batch
 order; the warm-up is shared) into OUT/<method>/seed<k>/. The TTB/BSF table then uses each
 method's mean curve, a seed table gives 95% intervals, a paired table each method's difference
@@ -68,20 +74,76 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
 
 
 def _evidence_section(cfg: Any, groups: Any) -> str:
-    """The implicit-evidence quality table, when the pool carries both reference columns."""
+    """The implicit-evidence quality table, when the pool carries both reference columns (with a
+    Random arm, also an estimator's that replays Random's uniform batches)."""
     if not (cfg.weak_column and cfg.strong_column):
         return ""
     from ..data import TaskPool
     from ..report.training import evidence_markdown
 
     pool = TaskPool.load(cfg.pool)
-    table = evidence_markdown(groups, pool.pass_rate(cfg.weak_column), pool.pass_rate(cfg.strong_column))
+    weak, strong = pool.pass_rate(cfg.weak_column), pool.pass_rate(cfg.strong_column)
+    table = evidence_markdown(groups, weak, strong, shadow="random" if "random" in groups else None)
     if table is None:
         return ""
     return (
         f"Implicit evidence ({cfg.weak_column} → {cfg.strong_column}), predicted before each batch "
         f"was rolled out:\n\n{table}\n\n"
     )
+
+
+def _reading_references(methods: list[str], cfg: Any) -> list[str]:
+    """The methods that see the reference pass rates (none without both columns)."""
+    from ..methods import method
+
+    refs = bool(cfg.weak_column and cfg.strong_column)
+    return [m for m in methods if refs and method(m).references != "unused"]
+
+
+def _decision_rule(spec: Any, methods: list[str]) -> Any:
+    """The ``compare.decision`` rule with canonical method names, every one among ``methods``."""
+    from ..errors import ConfigError
+    from ..methods import method, method_names
+    from ..report.trial import DecisionRule
+    from ..train.comparison import SECTION
+
+    if spec.decision is None:
+        return None
+    names = {}
+    for key in ("method", "baseline", "control"):
+        name = getattr(spec.decision, key)
+        if name is None:
+            continue
+        canonical = method(name.lower()).name if name.lower() in method_names(aliases=True) else name
+        if canonical not in methods:
+            raise ConfigError(f"{SECTION}.decision.{key}: expected one of the compared methods {methods}, got {name!r}")
+        names[key] = canonical
+    return DecisionRule(**{**spec.decision.to_dict(), **names})
+
+
+def _trial_section(cfg: Any, spec: Any, methods: list[str], groups: Any, rule: Any, smoke: bool) -> tuple[str, str]:
+    """The primary-metric table (and the rule's outcome) for summary.md, and the outcome line
+    printed last (empty without a rule)."""
+    from ..data import TaskPool
+    from ..errors import InvalidArgumentError
+    from ..report.trial import decide, held_out_rows, reference_cost, trial_markdown
+
+    reading = _reading_references(methods, cfg)
+    cost = 0
+    text = ""
+    if spec.references is not None:
+        tasks = len(TaskPool.load(cfg.pool))
+        cost = reference_cost(spec.references, tasks)
+        charged = f", charged to {', '.join(reading)}" if reading else ""
+        text = f"references: 2 × {tasks} tasks × {spec.references.rollouts} samples = {cost:,} rollouts{charged}.\n\n"
+    rows = held_out_rows(groups)
+    caveat = "(smoke run, not a result) " if smoke else ""
+    try:
+        table = trial_markdown(rows, rule, reads_references=reading, reference_rollouts=cost, caveat=caveat)
+        outcome = "" if rule is None else caveat + decide(rows, rule).line()
+    except InvalidArgumentError as exc:  # runs on different evaluation schedules: no common metric
+        return text + f"The primary metric is not computed: {exc}\n\n", ""
+    return text + table + "\n\n", outcome
 
 
 def _parse_seeds(text: str | None) -> list[int] | None:
@@ -290,10 +352,7 @@ def _smoke(cfg: Any, spec: Any) -> tuple[Any, Any]:
 
 def _information(methods: list[str], cfg: Any) -> str:
     """What each method saw besides its own rollouts (a comparison states it)."""
-    from ..methods import method
-
-    refs = bool(cfg.weak_column and cfg.strong_column)
-    seen = [m for m in methods if refs and method(m).references != "unused"]
+    seen = _reading_references(methods, cfg)
     blind = [m for m in methods if m not in seen]
     parts = []
     if seen:
@@ -317,6 +376,7 @@ def main(args: argparse.Namespace) -> int:
         seeds_markdown,
         timing_markdown,
     )
+    from ..report.trial import write_held_out_csv
     from ..train.comparison import SECTION, read_compare_section
     from ..train.config import load_config, parse_overrides
 
@@ -346,6 +406,7 @@ def main(args: argparse.Namespace) -> int:
     if len(methods) < 2 or bad:
         raise ConfigError(f"--methods: expected two or more of {list(METHODS)}, got {methods_text!r}")
     methods = [method(m).name for m in methods]  # canonical names: run directories and labels
+    rule = _decision_rule(spec, methods)
     seeds = _parse_seeds(args.seeds) if args.seeds is not None else (list(spec.seeds) if spec.seeds else None)
     jobs = spec.jobs if args.jobs is None else args.jobs
     if jobs < 1:
@@ -421,6 +482,8 @@ def main(args: argparse.Namespace) -> int:
             return _report_stop(stopped)
     groups = {m: [load_run(m, _run_dir(out, m, seed)) for seed in run_seeds] for m in methods}
     runs = [average_runs(m, g) for m, g in groups.items()]
+    csv_path = write_held_out_csv(groups, out / "held_out.csv")
+    trial_text, outcome = _trial_section(cfg, spec, methods, groups, rule, args.smoke)
     seed_text = f"seeds {', '.join(map(str, seeds))} (warm-up from seed {cfg.seed})" if seeds else f"seed {cfg.seed}"
     title = f"{Path(cfg.pool).parent.name or cfg.pool}, model {cfg.model}, B={cfg.batch_size}, n={cfg.rollouts}, {seed_text}"
     plot = plot_runs(groups, out / "curves.png", title)
@@ -444,11 +507,15 @@ def main(args: argparse.Namespace) -> int:
             else ""
         )
         + f"The same rollout budget for every method (mean ± 95% half-width over seeds):\n\n{budget_markdown(groups)}\n\n"
+        + f"Every held-out evaluation of every run: {csv_path.name}.\n\n"
+        + trial_text
         + _evidence_section(cfg, groups)
         + f"Medians over steps:\n\n{timing_markdown(runs)}\n\n![held-out]({held.name})\n\n![curves]({plot.name})\n"
     )
     (out / "summary.md").write_text(text, encoding="utf-8")
     print(text)
+    if outcome:
+        print(f"bots compare: outcome under the rule: {outcome}")
     return 0
 
 

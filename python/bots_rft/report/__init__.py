@@ -4,7 +4,9 @@
 - :mod:`.simulation`: the tables of a ``bots simulate`` experiment (and ``bots demo``'s short
   comparison); :mod:`.simulation_plots`: its figures; :mod:`.simulation_files`: every file it
   writes (markdown, CSV, JSON, PNG);
-- :mod:`.training`: curves, tables and plots of ``bots compare`` training runs.
+- :mod:`.training`: curves, tables and plots of ``bots compare`` training runs;
+- :mod:`.trial`: a comparison read as a trial: every held-out evaluation as CSV, the primary
+  metric paired by seed, a decision rule's verdict and the reference rollouts charged.
 
 Each module imports only what it draws on (matplotlib when a plot is drawn), so nothing is
 loaded here.

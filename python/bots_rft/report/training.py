@@ -38,6 +38,7 @@ __all__ = [
     "best_within",
     "distinct_tasks",
     "evidence_quality",
+    "shadow_evidence_quality",
     "evidence_markdown",
     "plot_runs",
     "paired_markdown",
@@ -328,15 +329,52 @@ def evidence_quality(run: RunCurves, weak: np.ndarray, strong: np.ndarray) -> di
     }
 
 
-def evidence_markdown(groups: dict[str, list[RunCurves]], weak: np.ndarray, strong: np.ndarray) -> str | None:
+def shadow_evidence_quality(run: RunCurves, weak: np.ndarray, strong: np.ndarray) -> dict[str, float] | None:
+    """:func:`evidence_quality` of an interpolation estimator that only watched ``run``'s batches
+    (a fresh :class:`~bots_rft.Interpolation` with the run's momentum and min_gap, fed each
+    logged batch in turn, the run's ``rollouts`` trials per task). On a Random run the batches are
+    uniform draws, so this measures the implicit evidence itself, free of the choices a selector
+    that reads it makes."""
+    from .. import _core
+    from ..estimators import Interpolation
+    from ..parameters import MIN_GAP, MOMENTUM
+
+    n = int(run.config.get("rollouts", 0)) or 1
+    momentum = float(run.config.get("momentum", MOMENTUM.default))
+    est = Interpolation(weak, strong, momentum, min_gap=float(run.config.get("min_gap", MIN_GAP.default)))
+    records: list[dict[str, Any]] = [{"kind": "config", "config": run.config}]
+    for rec in run.train:
+        ids, succ = rec.get("task_ids"), rec.get("successes")
+        if ids and succ is not None:
+            counts = rec.get("rollout_counts")
+            trials = np.full(len(ids), float(n)) if counts is None else np.asarray(counts, dtype=np.float64)
+            batch = _core.aggregate(
+                len(est), np.asarray(ids, dtype=np.int64), np.asarray(succ, dtype=np.float64), trials
+            )
+            est.commit(est.observe(batch))
+        # evidence_quality predicts each batch from the capability logged with the step before.
+        records.append({**rec, "capability": est.capability})
+    return evidence_quality(RunCurves(run.label, records), weak, strong)
+
+
+def evidence_markdown(
+    groups: dict[str, list[RunCurves]], weak: np.ndarray, strong: np.ndarray, shadow: str | None = None
+) -> str | None:
     """One row per method whose runs logged μ̃: Pearson and AUC of the implicit evidence against
-    the next batch, and the final μ̃ (mean ± 95% half-width over seeds)."""
+    the next batch, and the final μ̃ (mean ± 95% half-width over seeds). ``shadow``: a method
+    (Random) whose batches an estimator that chose none of them replays
+    (:func:`shadow_evidence_quality`), one more row."""
     lines = [
         "| Method | Pearson (p̃ vs next batch's rates) | ROC AUC (effective) | final μ̃ | runs |",
         "|---|---:|---:|---:|---:|",
     ]
-    for label, runs in groups.items():
-        qs = [q for q in (evidence_quality(r, weak, strong) for r in runs) if q is not None]
+    rows = [(label, [evidence_quality(r, weak, strong) for r in runs]) for label, runs in groups.items()]
+    if shadow is not None and shadow in groups:
+        rows.append(
+            (f"shadow on {shadow}'s batches", [shadow_evidence_quality(r, weak, strong) for r in groups[shadow]])
+        )
+    for label, found in rows:
+        qs = [q for q in found if q is not None]
         if not qs:
             continue
 

@@ -288,7 +288,9 @@ class SimulatedLearner:
         if c.group_noise > 0:
             n_k = np.broadcast_to(np.asarray(c.n_rollouts if trials is None else trials, dtype=np.float64), ids.shape)
             weight = weight * (n_k / (n_k + c.group_noise))
-        own = np.bincount(w.group[ids], weights=signal * weight, minlength=c.num_groups)
+        own: FloatArray = np.asarray(
+            np.bincount(w.group[ids], weights=signal * weight, minlength=c.num_groups), dtype=np.float64
+        )
         if c.step_rule == "linear":
             own = own / ids.size
         else:

@@ -15,6 +15,11 @@ reference models to measure on it, so that one command reproduces a whole compar
         weak_sft_steps: 200
         strong_sft_steps: 900
         rollouts: 8
+      decision:                    # a decision rule fixed before the runs (all keys optional)
+        method: bots
+        baseline: random
+        control: reference-filter  # the same information without the online part
+        refute_within: 0.005
 
 The references are the warm-up's own model after ``weak_sft_steps`` and ``strong_sft_steps``
 steps; the policy starts after ``sft_steps``. With ``references.seed`` other than the config's
@@ -26,6 +31,12 @@ sampling, as ``bots refeval`` does, into the columns ``weak_sft<k>_pass_rate`` a
 ``strong_sft<k>_pass_rate`` of OUT/pool/train.parquet, and become the config's ``weak_column`` and
 ``strong_column``: the methods that use reference pass rates (``bots``, ``dots``, ``offline``)
 see these; the others see none.
+
+With ``decision``, the report gives the rule's verdict on the primary metric (each run's mean
+held-out accuracy over its evaluations, ``method`` minus ``baseline`` paired by seed, 95% Student-t
+interval): above 0 it "saves rollouts given these references" (and "the online part matters" when
+``method`` minus ``control`` is above 0 too), below 0 it "costs accuracy", inside
+±``refute_within`` it is "refuted at this scale", otherwise "inconclusive at this scale".
 """
 
 from __future__ import annotations
@@ -39,7 +50,7 @@ from pydantic import Field, field_validator
 from ..config_files import ConfigModel, Float, Int, Invalid, read_mapping
 from ..errors import ConfigError
 
-__all__ = ["PoolSpec", "ReferenceSpec", "CompareSpec", "read_compare_section", "SECTION"]
+__all__ = ["PoolSpec", "ReferenceSpec", "DecisionSpec", "CompareSpec", "read_compare_section", "SECTION"]
 
 SECTION = "compare"
 
@@ -84,6 +95,23 @@ class ReferenceSpec(ConfigModel):
         return f"strong_sft{self.strong_sft_steps}_pass_rate"
 
 
+class DecisionSpec(ConfigModel):
+    """A decision rule fixed before the runs (:class:`bots_rft.report.trial.DecisionRule`): the
+    methods it names must be among those compared."""
+
+    method: str = "bots"
+    baseline: str = "random"
+    control: str | None = None
+    refute_within: Annotated[Float, Field(ge=0, allow_inf_nan=False)] = 0.005
+
+    @field_validator("baseline", "control")
+    @classmethod
+    def _other_than_method(cls, name: str | None, info: Any) -> str | None:
+        if name is not None and name == info.data.get("method"):
+            raise Invalid(f"expected a method other than method ({name})")
+        return name
+
+
 class CompareSpec(ConfigModel):
     """The ``compare:`` section (every key optional; the CLI's ``--methods``/``--seeds``/
     ``--jobs`` win over it)."""
@@ -95,6 +123,7 @@ class CompareSpec(ConfigModel):
     jobs: Annotated[Int, Field(ge=1)] = 1
     pool: PoolSpec | None = None
     references: ReferenceSpec | None = None
+    decision: DecisionSpec | None = None
 
     @field_validator("methods", mode="before")
     @classmethod

@@ -1,0 +1,415 @@
+"""A comparison read as a trial: every run's held-out evaluations as one table (OUT/held_out.csv),
+the primary metric (each run's mean held-out accuracy over its evaluations: the area under its
+held-out curve per evaluation, every run on one evaluation schedule), paired by seed against a
+baseline with 95% Student-t intervals, a decision rule fixed in advance and the verdict it gives,
+and the rollouts the reference models cost, charged to the methods that read them."""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..errors import InvalidArgumentError
+from ..metrics import mean_ci
+from .training import RunCurves
+
+if TYPE_CHECKING:
+    from ..train.comparison import ReferenceSpec
+
+__all__ = [
+    "held_out_rows",
+    "write_held_out_csv",
+    "read_held_out_csv",
+    "primary_column",
+    "Interval",
+    "paired_interval",
+    "DecisionRule",
+    "Outcome",
+    "decide",
+    "reference_cost",
+    "trial_markdown",
+    "SAVES",
+    "COSTS",
+    "ONLINE",
+    "REFUTED",
+    "INCONCLUSIVE",
+]
+
+# The verdicts, worded as the decision rule gives them.
+SAVES = "saves rollouts given these references"
+COSTS = "costs accuracy"
+ONLINE = "the online part matters"
+REFUTED = "refuted at this scale"
+INCONCLUSIVE = "inconclusive at this scale"
+
+_KEYS = ("method", "seed", "step", "rollouts")
+Rows = list[dict[str, Any]]
+
+
+def _eval_samples(groups: dict[str, list[RunCurves]]) -> int:
+    """The runs' ``eval_samples`` (0 when there are no runs); runs that disagree are refused: one
+    table holds one measure."""
+    ks = sorted({int(r.config.get("eval_samples", 0) or 0) for runs in groups.values() for r in runs})
+    if len(ks) > 1:
+        raise InvalidArgumentError(f"groups: runs evaluated with different eval_samples {ks}; expected one", "groups")
+    return ks[0] if ks else 0
+
+
+def _columns(k: int) -> tuple[str, ...]:
+    # Without sampled evaluations (eval_samples 0) the logged accuracy is the greedy one.
+    return (*_KEYS, f"avg_at_{k}", "greedy") if k > 0 else (*_KEYS, "greedy")
+
+
+def _number(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def held_out_rows(groups: dict[str, list[RunCurves]]) -> Rows:
+    """One row per evaluation of every run: method (the group's name), seed (the run's RL seed),
+    step, rollouts spent before it, ``avg_at_<k>`` (the mean of k samples per held-out task, k the
+    runs' ``eval_samples``) and ``greedy`` (None when the run did not evaluate greedily). Without
+    sampled evaluations there is no ``avg_at_<k>`` column and ``greedy`` is the logged accuracy."""
+    k = _eval_samples(groups)
+    rows = []
+    for method, runs in groups.items():
+        for run in runs:
+            seed = run.config.get("seed")
+            for rec, spent in zip(run.evals, run.eval_rollouts):
+                row: dict[str, Any] = {
+                    "method": method,
+                    "seed": None if seed is None else int(seed),
+                    "step": int(rec["step"]),
+                    "rollouts": int(round(float(spent))),
+                }
+                if k > 0:
+                    row[f"avg_at_{k}"] = _number(rec.get("accuracy"))
+                    row["greedy"] = _number(rec.get("greedy_accuracy"))
+                else:
+                    row["greedy"] = _number(rec.get("accuracy"))
+                rows.append(row)
+    return rows
+
+
+def write_held_out_csv(groups: dict[str, list[RunCurves]], path: str | Path) -> Path:
+    """:func:`held_out_rows` as CSV (an empty cell where a value is missing; floats written in
+    full, so :func:`read_held_out_csv` gives the same rows back); the path written."""
+    columns = _columns(_eval_samples(groups))
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with out.open("w", encoding="utf-8", newline="") as f:
+        writer = csv.writer(f, lineterminator="\n")
+        writer.writerow(columns)
+        for row in held_out_rows(groups):
+            writer.writerow(
+                ["" if row[c] is None else repr(row[c]) if isinstance(row[c], float) else row[c] for c in columns]
+            )
+    return out
+
+
+def _sampled(columns: Iterable[str]) -> str | None:
+    return next((c for c in columns if c.startswith("avg_at_")), None)
+
+
+def read_held_out_csv(path: str | Path) -> Rows:
+    """The rows :func:`write_held_out_csv` wrote (a file with another header is refused)."""
+    with Path(path).open(encoding="utf-8", newline="") as f:
+        reader = csv.reader(f)
+        header = tuple(next(reader, ()))
+        suffix = (_sampled(header) or "avg_at_0").removeprefix("avg_at_")
+        expected = _columns(int(suffix)) if suffix.isdigit() else (*_KEYS, "avg_at_<k>", "greedy")
+        if header != expected:
+            raise InvalidArgumentError(
+                f"path: {str(path)!r} has the header {','.join(header)!r}; expected {','.join(expected)!r}", "path"
+            )
+        rows = []
+        for line, cells in enumerate(reader, start=2):
+            row: dict[str, Any] = dict(zip(header, cells))
+            try:
+                if len(cells) != len(header):
+                    raise ValueError
+                row["seed"] = int(row["seed"]) if row["seed"] else None
+                row["step"], row["rollouts"] = int(row["step"]), int(row["rollouts"])
+                for c in header[len(_KEYS) :]:
+                    row[c] = float(row[c]) if row[c] else None
+            except ValueError:
+                raise InvalidArgumentError(
+                    f"path: {str(path)!r} line {line} is no row: {','.join(cells)!r}", "path"
+                ) from None
+            rows.append(row)
+    return rows
+
+
+def primary_column(rows: Rows) -> str:
+    """The column the primary metric averages: the sampled accuracy, else (no sampled
+    evaluations) the greedy one."""
+    return (_sampled(rows[0]) if rows else None) or "greedy"
+
+
+def _runs(rows: Rows) -> dict[str, dict[int | None, Rows]]:
+    """method -> seed -> that run's rows by step, methods in the order they first appear."""
+    out: dict[str, dict[int | None, Rows]] = {}
+    for row in rows:
+        out.setdefault(row["method"], {}).setdefault(row["seed"], []).append(row)
+    for by_seed in out.values():
+        for run_rows in by_seed.values():
+            run_rows.sort(key=lambda r: r["step"])
+    return out
+
+
+def _schedule(rows: Rows) -> list[int]:
+    """The evaluation steps every run shares. The mean over a run is a fair comparison only when
+    every run was evaluated at the same steps, so runs on other schedules are refused."""
+    first: tuple[str, int | None, list[int]] | None = None
+    for method, by_seed in _runs(rows).items():
+        for seed, run_rows in by_seed.items():
+            steps = [r["step"] for r in run_rows]
+            if first is None:
+                first = (method, seed, steps)
+            elif steps != first[2]:
+                raise InvalidArgumentError(
+                    f"rows: {method} seed {seed} was evaluated at steps {steps}, {first[0]} seed {first[1]} at "
+                    f"{first[2]}; the mean over the run needs every run on one evaluation schedule",
+                    "rows",
+                )
+    return [] if first is None else first[2]
+
+
+def _per_run(rows: Rows, column: str, how: str) -> dict[str, dict[int | None, float]]:
+    """method -> seed -> the run's ``column`` averaged over its evaluations (``how="mean"``), at
+    its last evaluation (``"final"``); NaN where it has no value."""
+    out: dict[str, dict[int | None, float]] = {}
+    for method, by_seed in _runs(rows).items():
+        for seed, run_rows in by_seed.items():
+            if how == "final":
+                last = run_rows[-1].get(column)
+                value = math.nan if last is None else float(last)
+            else:
+                values = [float(r[column]) for r in run_rows if r.get(column) is not None]
+                value = float(np.mean(values)) if values else math.nan
+            out.setdefault(method, {})[seed] = value
+    return out
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A mean and the half-width of its 95% Student-t interval over ``n`` values."""
+
+    mean: float
+    half: float
+    n: int
+
+    @property
+    def low(self) -> float:
+        return self.mean - self.half
+
+    @property
+    def high(self) -> float:
+        return self.mean + self.half
+
+    @property
+    def excludes_zero(self) -> bool:
+        # One value has no spread to judge it by: never significant.
+        return self.n >= 2 and (self.low > 0 or self.high < 0)
+
+    @classmethod
+    def of(cls, values: Iterable[float]) -> Interval:
+        arr = np.asarray([v for v in values if v == v], dtype=np.float64)
+        if arr.size == 0:
+            return cls(math.nan, math.nan, 0)
+        mean, half = mean_ci(arr)
+        return cls(float(mean), float(half), int(arr.size))
+
+    def text(self, digits: int = 3, signed: bool = True, mark: bool = False) -> str:
+        if self.n == 0:
+            return "-"
+        star = " *" if mark and self.excludes_zero else ""
+        group = "," if digits == 0 else ""  # counts (rollouts) read better grouped
+        return f"{self.mean:{'+' if signed else ''}{group}.{digits}f} ± {self.half:{group}.{digits}f}{star}"
+
+
+def paired_interval(a: Mapping[Any, float], b: Mapping[Any, float]) -> Interval:
+    """``a - b`` paired by seed (the seeds both have) as a 95% Student-t interval."""
+    return Interval.of(a[s] - b[s] for s in a if s in b)
+
+
+@dataclass(frozen=True)
+class DecisionRule:
+    """A decision rule fixed before the runs: ``method`` against ``baseline`` (and ``control``,
+    the same information without the online part) on the primary metric, paired by seed; an
+    interval of ``method - baseline`` inside ±``refute_within`` refutes it at this scale."""
+
+    method: str = "bots"
+    baseline: str = "random"
+    control: str | None = None
+    refute_within: float = 0.005
+
+    def __post_init__(self) -> None:
+        if not (self.refute_within >= 0 and math.isfinite(self.refute_within)):
+            raise InvalidArgumentError(
+                f"refute_within: expected a finite number >= 0, got {self.refute_within!r}", "refute_within"
+            )
+        for name in ("baseline", "control"):
+            if getattr(self, name) == self.method:
+                raise InvalidArgumentError(f"{name}: expected a method other than {self.method!r}", name)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a :class:`DecisionRule` gives on one measure: the paired intervals and the verdict."""
+
+    rule: DecisionRule
+    column: str
+    versus_baseline: Interval
+    versus_control: Interval | None
+    verdict: str
+    online_matters: bool
+
+    @property
+    def text(self) -> str:
+        """The verdict as the rule words it (``saves rollouts ...; the online part matters``)."""
+        return f"{self.verdict}; {ONLINE}" if self.online_matters else self.verdict
+
+    def line(self) -> str:
+        """The intervals and the verdict in one sentence."""
+        r = self.rule
+        parts = [f"{r.method} − {r.baseline} = {self.versus_baseline.text()} ({self.versus_baseline.n} paired seeds)"]
+        if self.versus_control is not None:
+            parts.append(
+                f"{r.method} − {r.control} = {self.versus_control.text()} ({self.versus_control.n} paired seeds)"
+            )
+        return f"{'; '.join(parts)} → {r.method}: {self.text}"
+
+
+def decide(rows: Rows, rule: DecisionRule, column: str | None = None) -> Outcome:
+    """The rule's verdict on ``column`` (default: the primary metric's) averaged over each run,
+    paired by seed, in the rule's order: the ``method - baseline`` interval above 0 "saves
+    rollouts given these references" (and with ``method - control`` also above 0, "the online part
+    matters"), below 0 "costs accuracy"; else inside ±``refute_within`` "refuted at this scale";
+    else "inconclusive at this scale". Fewer than 2 paired seeds decide nothing (inconclusive)."""
+    column = column or primary_column(rows)
+    _schedule(rows)
+    over = _per_run(rows, column, "mean")
+    for role in ("method", "baseline", "control"):
+        name = getattr(rule, role)
+        if name is not None and name not in over:
+            raise InvalidArgumentError(f"rule: the {role} {name!r} has no runs among {sorted(over)}", "rule")
+    versus = paired_interval(over[rule.method], over[rule.baseline])
+    control = None if rule.control is None else paired_interval(over[rule.method], over[rule.control])
+    online = False
+    if versus.excludes_zero and versus.low > 0:
+        verdict = SAVES
+        online = control is not None and control.excludes_zero and control.low > 0
+    elif versus.excludes_zero:
+        verdict = COSTS
+    elif versus.n >= 2 and -rule.refute_within <= versus.low and versus.high <= rule.refute_within:
+        verdict = REFUTED
+    else:
+        verdict = INCONCLUSIVE
+    return Outcome(rule, column, versus, control, verdict, online)
+
+
+def reference_cost(refs: ReferenceSpec, tasks: int) -> int:
+    """Rollouts the two references cost: each measured with ``refs.rollouts`` samples on each of
+    ``tasks`` training tasks."""
+    return 2 * int(tasks) * int(refs.rollouts)
+
+
+def _measure_name(column: str) -> str:
+    return f"avg@{column.removeprefix('avg_at_')}" if column.startswith("avg_at_") else column
+
+
+def _steps_text(steps: list[int]) -> str:
+    if len(steps) > 4 and len({b - a for a, b in zip(steps, steps[1:])}) == 1:
+        return f"{steps[0]}, {steps[1]}, …, {steps[-1]}"
+    return ", ".join(map(str, steps))
+
+
+def trial_markdown(
+    rows: Rows,
+    rule: DecisionRule | None = None,
+    *,
+    reads_references: Collection[str] = (),
+    reference_rollouts: int = 0,
+    caveat: str = "",
+) -> str:
+    """The primary metric per method and paired against the baseline, as markdown: per method its
+    seeds, the primary metric, greedy accuracy over the run, final accuracy (each mean ± 95%
+    half-width over seeds), the rollouts it spent, the reference rollouts charged to it (when it
+    is in ``reads_references``) and their total; then each method minus the baseline (and the
+    rule's method minus its control) paired by seed; then, with a ``rule``, its outcome on the
+    primary metric and, as a secondary, on greedy accuracy (each outcome line starting with
+    ``caveat``, e.g. that the runs were too small to count)."""
+    if not rows:
+        return "No held-out evaluations."
+    steps = _schedule(rows)
+    primary = primary_column(rows)
+    name = _measure_name(primary)
+    has_greedy = primary != "greedy" and any(r.get("greedy") is not None for r in rows)
+    measures = [(f"{name} over the run (primary)", primary, "mean")]
+    if has_greedy:
+        measures.append(("greedy over the run", "greedy", "mean"))
+    measures.append((f"final {name}", primary, "final"))
+    values = {(column, how): _per_run(rows, column, how) for _, column, how in measures}
+    spent = _per_run(rows, "rollouts", "final")
+    methods = list(spent)
+    baseline = rule.baseline if rule else ("random" if "random" in methods else methods[0])
+    control = rule.control if rule else ("reference-filter" if "bots" in methods else None)
+    subject = rule.method if rule else "bots"
+
+    seen = [m for m in methods if m in reads_references]
+    blind = [m for m in methods if m not in reads_references]
+    info = []
+    if seen:
+        charged = f" ({reference_rollouts:,} reference rollouts charged to each)" if reference_rollouts else ""
+        info.append(f"the reference pass rates for {', '.join(seen)}{charged}")
+    if blind:
+        info.append(f"nothing for {', '.join(blind)}")
+    lines = [
+        f"Primary metric: each run's mean held-out {name} over its {len(steps)} evaluations (steps "
+        f"{_steps_text(steps)}; every run on the same schedule), mean ± 95% Student-t half-width over seeds. "
+        f"What each method had besides its rollouts: {'; '.join(info)}.",
+        "",
+        "| Method | information | seeds | "
+        + " | ".join(title for title, _, _ in measures)
+        + " | rollouts spent | reference rollouts charged | charged total |",
+        "|---|---|---:|" + "---:|" * (len(measures) + 3),
+    ]
+    for m in methods:
+        charge = reference_rollouts if m in reads_references else 0
+        cells = [Interval.of(values[(c, how)][m].values()).text(signed=False) for _, c, how in measures]
+        used = list(spent[m].values())
+        lines.append(
+            f"| {m} | {'reference pass rates' if m in reads_references else 'own rollouts only'} | {len(used)} | "
+            + " | ".join(cells)
+            + f" | {Interval.of(used).text(digits=0, signed=False)} | {charge:,} "
+            f"| {Interval.of(u + charge for u in used).text(digits=0, signed=False)} |"
+        )
+    pairs = [(m, baseline) for m in methods if m != baseline]
+    if control in methods and subject in methods and control != baseline:
+        pairs.append((subject, control))
+    if pairs:
+        lines += [
+            "",
+            "Paired by seed (each seed's run minus the other method's run of the same seed; mean ± 95% "
+            "half-width, * where the interval excludes 0):",
+            "",
+            "| Difference | paired seeds | " + " | ".join(title for title, _, _ in measures) + " |",
+            "|---|---:|" + "---:|" * len(measures),
+        ]
+        for a, b in pairs:
+            diffs = [paired_interval(values[(c, how)][a], values[(c, how)][b]) for _, c, how in measures]
+            lines.append(f"| {a} − {b} | {diffs[0].n} | " + " | ".join(i.text(mark=True) for i in diffs) + " |")
+    if rule is not None:
+        lines += [
+            "",
+            f"{caveat}Outcome under the rule ({name} over the run, the primary metric): {decide(rows, rule).line()}.",
+        ]
+        if has_greedy:
+            lines.append(f"{caveat}Secondary (greedy over the run): {decide(rows, rule, 'greedy').line()}.")
+    return "\n".join(lines)
