@@ -38,10 +38,14 @@ def levels() -> list[Level]:
     if EXPECT_ENV in os.environ:
         return []
     found = found_features()
+    # What this process was already started without stays off in every level (a whole suite run
+    # under NPY_DISABLE_CPU_FEATURES reruns the pins at that level and below, not above it).
+    already = os.environ.get("NPY_DISABLE_CPU_FEATURES", "").split()
     out = []
     for keep in range(len(found), -1, -1):
         name = found[keep - 1] if keep else "baseline"
-        out.append(Level(name if keep < len(found) else f"native ({name})", " ".join(found[keep:]), found[:keep]))
+        disable = " ".join([*already, *found[keep:]])
+        out.append(Level(name if keep < len(found) else f"native ({name})", disable, found[:keep]))
     return out
 
 
