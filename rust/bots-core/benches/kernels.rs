@@ -1,5 +1,6 @@
 //! Criterion benches of the core kernels: the Beta sampler (vectorised per backend, and the
-//! scalar f64 reference), the update pass, top-B selection, and the fused update + select step.
+//! scalar f64 reference), the Beta sampler per draw against `rand_distr::Beta`, the update pass,
+//! top-B selection, and the fused update + select step.
 //! Run with `cargo bench -p bots-core` (or `make bench`, which also runs benches/run.py).
 
 use std::hint::black_box;
@@ -9,6 +10,9 @@ use bots_core::{
     UpdateArgs, UpdateParams,
 };
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use rand::rngs::Xoshiro256PlusPlus;
+use rand::SeedableRng;
+use rand_distr::{Beta, Distribution};
 
 const N: usize = 1_000_000;
 const B: usize = 256;
@@ -64,6 +68,54 @@ fn sampler_benches(c: &mut Criterion) {
     g.finish();
 }
 
+/// Draws per iteration of the per-draw benches.
+const DRAWS: usize = 16_384;
+
+/// Cost per draw of one Beta(a, b) draw, on one thread, for a few representative shapes:
+/// `rand_distr::Beta` (Cheng's BB/BC, on rand's xoshiro256++), our scalar f64 sampler
+/// (`beta_draws`: Marsaglia–Tsang on xoshiro256++), and our vectorised Thompson draw (one task per
+/// draw, `thompson_draws` on the detected backend, in a one-thread pool). Throughput is in draws,
+/// so criterion's time per iteration divided by `DRAWS` is ns per draw.
+fn per_draw_benches(c: &mut Criterion) {
+    let one_thread = rayon::ThreadPoolBuilder::new().num_threads(1).build().expect("a one-thread pool");
+    let backend = bots_core::backend();
+    let mut g = c.benchmark_group("beta_per_draw");
+    g.throughput(Throughput::Elements(DRAWS as u64)).sample_size(20);
+    let mut out64 = vec![0f64; DRAWS];
+    let mut out32 = vec![0f32; DRAWS];
+    for (a, b) in [(0.5, 0.5), (2.0, 5.0), (30.0, 0.2), (1e3, 1e3), (1e6, 1e6)] {
+        let shape = format!("{a}_{b}");
+        let dist = Beta::new(a, b).expect("valid shapes");
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(5);
+        g.bench_function(BenchmarkId::new("rand_distr", &shape), |bench| {
+            bench.iter(|| {
+                for x in out64.iter_mut() {
+                    *x = dist.sample(&mut rng);
+                }
+                black_box(&out64);
+            })
+        });
+        let mut seed = 0;
+        g.bench_function(BenchmarkId::new("ours_scalar_f64", &shape), |bench| {
+            bench.iter(|| {
+                seed += 1;
+                beta_draws(a, b, seed, &mut out64).unwrap();
+                black_box(&out64);
+            })
+        });
+        let (alpha, beta) = (vec![a; DRAWS], vec![b; DRAWS]);
+        let mut counter = 0;
+        g.bench_function(BenchmarkId::new(format!("ours_vector_{}", backend.name()), &shape), |bench| {
+            bench.iter(|| {
+                counter += 1;
+                one_thread.install(|| thompson_draws(backend, &alpha, &beta, 7, counter, &mut out32).unwrap());
+                black_box(&out32);
+            })
+        });
+    }
+    g.finish();
+}
+
 fn kernel_benches(c: &mut Criterion) {
     let (mut a, mut b, w, s) = pool(N);
     let ids = batch_ids(N);
@@ -101,5 +153,5 @@ fn kernel_benches(c: &mut Criterion) {
     set_backend(None);
 }
 
-criterion_group!(benches, sampler_benches, kernel_benches);
+criterion_group!(benches, sampler_benches, per_draw_benches, kernel_benches);
 criterion_main!(benches);

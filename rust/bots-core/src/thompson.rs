@@ -4,11 +4,12 @@
 //! Task j's k-th try uses the four 32-bit words of Philox4x32-10 at counter (j, counter, k) under
 //! a key derived from the seed. One try is a Box–Muller pair of normals (one per gamma) and a
 //! Marsaglia–Tsang attempt for each of Gamma(alpha) and Gamma(beta) in f32; the draw is
-//! x / (x + y). A block of tasks takes its first try in stages (below), one short loop each; the
-//! tasks whose pair of gamma attempts was rejected (a few percent) are tried again, compacted,
-//! with the next k, until accepted. Accepted tries are exact draws, and redrawing the pair as a
-//! unit keeps them so. Tasks with a shape below 1 (or beyond f32) take the exact scalar f64
-//! sampler on a stream keyed by (seed, counter, j).
+//! x / (x + y), formed in f64 and rounded to f32 once (see [`ratio`]). A block of tasks takes its
+//! first try in stages (below), one short loop each; the tasks whose pair of gamma attempts was
+//! rejected (a few percent) are tried again, compacted, with the next k, until accepted. Accepted
+//! tries are exact draws, and redrawing the pair as a unit keeps them so. Tasks with a shape
+//! below 1 (or beyond f32) take the exact scalar f64 sampler on a stream keyed by
+//! (seed, counter, j).
 
 use crate::backend::Backend;
 use crate::error::{CoreError, Result};
@@ -82,6 +83,22 @@ fn gamma_attempt(shape: f32, z: f32, u: f32) -> (f32, bool) {
     (g, v_positive & (squeeze | gamma_log_test(shape, z, u)))
 }
 
+/// The draw x / (x + y) from two f32 gammas, rounded to f32 once. The sum and the quotient are
+/// formed in f64: the sum of two f32 is exact there unless their exponents differ by more than
+/// 29 (and then within 2^-53 of it), so the f64 quotient is within about 2^-52 (relative) of
+/// x / (x + y), and rounding it to f32 gives the f32 nearest x / (x + y) unless that lies within
+/// 2^-52 of a midpoint between two f32 values (a few draws in a billion, then still within half
+/// a step and a hair). In f32 the sum itself would be rounded first: with x near 1e6 it lands on a
+/// grid of 1/16, and the draw, rounded twice, on a grid of about 6.25e-8 near 1 that aliases
+/// against f32's own of 5.96e-8 (for Beta(1e6, 1), about every 21st f32 value below 1 nearly
+/// empty). Conversions, sum and quotient are exact or correctly rounded IEEE operations, so
+/// every instruction set gives the same bits.
+#[inline(always)]
+fn ratio(x: f32, y: f32) -> f32 {
+    let (x, y) = (x as f64, y as f64);
+    (x / (x + y)) as f32
+}
+
 /// One whole try at a Beta(a, b) draw from four uniform words (the compacted retries; the first
 /// try of a block computes exactly this, in stages).
 #[inline(always)]
@@ -90,7 +107,7 @@ fn beta_attempt(sa: f32, sb: f32, w: [u32; 4]) -> (f32, bool) {
     let (sn, cs) = sincos_turns(open01(w[1]));
     let (xv, okx) = gamma_attempt(sa, r * cs, open01(w[2]));
     let (yv, oky) = gamma_attempt(sb, r * sn, open01(w[3]));
-    (xv / (xv + yv), okx & oky)
+    (ratio(xv, yv), okx & oky)
 }
 
 /// Compacted work (log tests, retries) runs in whole groups of this many lanes, the padding lanes
@@ -260,7 +277,7 @@ pub(crate) fn gamma_stage(sc: &mut Scratch, m: usize) -> bool {
         let rejected = (sc.flags[i] & RETRY != 0) | !v_positive | !vector_path;
         let needs = (sc.flags[i] & NEEDS_LOG_X) | ((!squeeze as u8) * NEEDS_LOG_Y);
         let flag = if rejected { RETRY } else { needs };
-        sc.x[i] = sc.gx[i] / (sc.gx[i] + gy);
+        sc.x[i] = ratio(sc.gx[i], gy);
         sc.flags[i] = flag;
         any |= flag;
     }
@@ -560,6 +577,39 @@ mod tests {
             assert!(out.iter().zip(&reference).all(|(x, y)| x.to_bits() == y.to_bits()), "{backend:?} differs");
         }
         assert!(reference.iter().all(|p| (0.0..=1.0).contains(p)));
+    }
+
+    /// `ratio` returns the f32 nearest to x / (x + y), checked exactly in integers, where the
+    /// quotient in f32 (its sum rounded first) often does not: half the pairs are like
+    /// Beta(1e6, 1)'s (x near 1e6, y near 1), half spread over x in [1, 2^21), y in [2^-10, 2^12].
+    #[test]
+    fn the_ratio_is_the_nearest_f32() {
+        // Every value is an integer in units of 2^-e: x, y, x + y in units of 2^-33 (below 2^55),
+        // the ratio and its neighbours in units of 2^-40 (it is above 2^-13, so its step is at
+        // least 2^-36), their products below 2^97.
+        let units = |v: f64, e: i32| -> i128 {
+            let scaled = v * 2f64.powi(e);
+            assert_eq!(scaled, scaled.trunc(), "{v} is not a multiple of 2^-{e}");
+            scaled as i128
+        };
+        let mut r = Xoshiro256pp::from_seed(5);
+        let (mut twice_rounded, n) = (0, 1_000_000);
+        for k in 0..n {
+            let (x, y) = if k % 2 == 0 {
+                ((1e6 + 2e3 * (r.open01() - 0.5)) as f32, (2f64.powi(-10) + 4.0 * r.open01()) as f32)
+            } else {
+                (2f64.powf(21.0 * r.open01()) as f32, 2f64.powf(22.0 * r.open01() - 10.0) as f32)
+            };
+            let q = ratio(x, y);
+            let (below, above) = (f32::from_bits(q.to_bits() - 1), f32::from_bits(q.to_bits() + 1));
+            let sum = units(x as f64, 33) + units(y as f64, 33);
+            let two_x = units(x as f64, 33) << 41; // 2x in units of 2^-73
+            let (qu, bu, au) = (units(q as f64, 40), units(below as f64, 40), units(above as f64, 40));
+            // q is nearest iff (below + q) / 2 <= x / (x + y) <= (q + above) / 2.
+            assert!((bu + qu) * sum <= two_x && two_x <= (qu + au) * sum, "ratio({x:e}, {y:e}) = {q:e}");
+            twice_rounded += (x / (x + y) != q) as usize;
+        }
+        assert!(twice_rounded > n / 100, "the f32 quotient differs in only {twice_rounded} of {n}");
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! Tests of the public entry points (each module's own unit tests live beside its code).
 
+mod oracle;
 mod properties;
 mod select;
 mod shards;
