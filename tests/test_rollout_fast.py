@@ -231,3 +231,18 @@ def test_training_logprobs_through_the_kept_positions_equal_the_full_forward(pol
         want = token_logprobs(full[:, prompt_len - 1 : -1], completion, 0.7)
         got = sequence_logprobs(model, ids, attn, prompt_len, 0.7)
     assert got.shape == (len(CHATS), 7) and torch.equal(got, want)
+
+
+def test_the_oneDNN_packing_check_draws_nothing_from_torchs_generator() -> None:
+    """It runs inside a process's first seeded rollout or evaluation; a draw from the global
+    generator there shifted that run's samples (and a resumed run's)."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import torch; from bots_rft.llm.decoders import _packing_works; torch.manual_seed(5); "
+        "before = torch.get_rng_state().clone(); _packing_works(torch.float32); "
+        "print(bool(torch.equal(before, torch.get_rng_state())))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "True"

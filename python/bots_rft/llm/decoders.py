@@ -77,10 +77,14 @@ class HFDecoder:
 @functools.cache
 def _packing_works(dtype: torch.dtype) -> bool:
     """Whether this torch packs ``dtype`` weights for oneDNN's CPU kernels (x86 builds with
-    oneDNN do), checked once on a small product against ``F.linear``."""
+    oneDNN do), checked once on a small product against ``F.linear``. Its inputs come from a
+    generator of its own: the check runs inside the first rollout or evaluation of a process, and
+    a draw from torch's global generator there would shift that run's sampling (and a resumed
+    run's, so resume would not be exact)."""
     try:
-        w = torch.randn(8, 16).to(dtype)
-        x = torch.randn(3, 16).to(dtype)
+        gen = torch.Generator().manual_seed(0)
+        w = torch.randn(8, 16, generator=gen).to(dtype)
+        x = torch.randn(3, 16, generator=gen).to(dtype)
         packed = torch.ops.mkldnn._reorder_linear_weight(w, 3)
         got = torch.ops.mkldnn._linear_pointwise(x, packed, None, "none", [], "")
         return bool(torch.allclose(got.float(), F.linear(x, w).float(), atol=1e-2, rtol=1e-2))
