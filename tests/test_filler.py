@@ -89,3 +89,27 @@ def test_a_diluted_run_trains_on_the_same_picks_plus_fillers(tmp_path: Path) -> 
         assert d["task_ids"][:2] == p["task_ids"]
         assert set(d["task_ids"][2:]) <= fillers
         assert d["rollouts"] == 2 * p["rollouts"]
+
+
+def test_dilution_fillers_marks_long_words_the_start_policy_never_solved(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from bots_rft.data.strings import build_string_pool
+
+    build_string_pool(tmp_path, tasks=60, eval_tasks=4, seed=1, min_length=2, max_length=20, ops={"reverse": 1.0})
+    pool = tmp_path / "train.parquet"
+    table = pq.read_table(pool)
+    lengths = np.asarray([e["length"] for e in table.column("extra_info").to_pylist()])
+    start = np.where(np.arange(lengths.size) % 2 == 0, 0.0, 0.5)
+    pq.write_table(table.append_column("start_pass_rate", pa.array(start)), pool)
+    script = Path(__file__).parent.parent / "examples" / "trial" / "dilution_fillers.py"
+    done = subprocess.run([sys.executable, str(script), str(pool)], capture_output=True, text=True, check=True)
+    marked = pq.read_table(pool).column("zero_variance_filler").to_numpy()
+    assert np.array_equal(marked, ((start == 0) & (lengths >= 16)).astype(float))
+    assert f"{int(marked.sum())} of 60 tasks marked" in done.stdout
+    bad = subprocess.run([sys.executable, str(script), str(tmp_path / "eval.parquet")], capture_output=True, text=True)
+    assert bad.returncode == 2 and "no start_pass_rate column" in bad.stderr
