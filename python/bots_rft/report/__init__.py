@@ -6,7 +6,9 @@
   writes (markdown, CSV, JSON, PNG);
 - :mod:`.training`: curves, tables and plots of ``bots compare`` training runs;
 - :mod:`.trial`: a comparison read as a trial: every held-out evaluation as CSV, the primary
-  metric paired by seed, a decision rule's verdict and the reference rollouts charged.
+  metric paired by seed, a decision rule's verdict and the reference rollouts charged;
+- :mod:`.step_rule`: which of the simulated learner's step rules real runs follow, fitted to their
+  logged signals and held-out gains.
 
 Each module imports only what it draws on (matplotlib when a plot is drawn), so nothing is
 loaded here.
