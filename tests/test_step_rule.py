@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from bots_rft.errors import InvalidArgumentError
-from bots_rft.report.training import load_run
 from bots_rft.report.step_rule import Candidate, RunSignal, fit_markdown, fit_step_rule, run_signal
+from bots_rft.report.training import load_run
 
 EVALS = np.arange(0, 101, 10)
 
