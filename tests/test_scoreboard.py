@@ -5,21 +5,35 @@ from __future__ import annotations
 
 import csv
 import math
+import subprocess
+import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from bots_rft.cli import main
+from bots_rft.report.scoreboard import where_bots_loses
 from bots_rft.simulate.experiment import MethodSpec, SimConfig, run_method
+from bots_rft.simulate.fitted import FITTED_FROM, FITTED_LEARNER
 from bots_rft.simulate.learner import LearnerConfig, make_world
 from bots_rft.simulate.scoreboard import (
     AXES,
     ENTRANTS,
+    GENERATION,
     OURS,
     REGIMES,
     ROUND_LATENCY,
+    SCOREBOARD_INFORMATION,
+    SCOREBOARD_LEARNER,
+    ScoreboardConfig,
+    ScoreboardResult,
     count_runs,
+    reference_charge,
+    reference_rollouts,
+    run_axis,
+    run_scoreboard,
     scoreboard_config,
     wall_clock,
 )
@@ -42,14 +56,14 @@ def test_quick_scoreboard_writes_every_file_with_the_documented_columns(quick_ru
         "scoreboard.csv",
         "paired.csv",
         "scoreboard.md",
-        *(f"scoreboard_{i}.png" for i in ("paper", "shared", "none")),
+        *(f"scoreboard_{i}.png" for i in ("paper", "shared", "none", "charged")),
     ):
         assert (quick_run / name).stat().st_size > 0, name
     rows = _rows(quick_run / "scoreboard.csv")
     assert list(rows[0]) == ["regime", "information", "method", "axis", "metric", "mean", "lo", "hi", "seeds"]
     regimes = {r["regime"] for r in rows}
     assert regimes == {r.name for r in REGIMES}
-    assert {r["information"] for r in rows} == {"paper", "shared", "none"}
+    assert {r["information"] for r in rows} == set(SCOREBOARD_INFORMATION) == {"paper", "shared", "none", "charged"}
     assert {r["axis"] for r in rows} == set(AXES)
     # Random against itself is exactly 1 on every axis, with all seeds.
     for r in rows:
@@ -68,6 +82,168 @@ def test_quick_scoreboard_writes_every_file_with_the_documented_columns(quick_ru
     assert {p["verdict"] for p in paired} <= {"ahead", "behind", "level", "n/a"}
     md = (quick_run / "scoreboard.md").read_text()
     assert "bots scoreboard --out" in md and "## Information: none" in md and "per modelled wall-clock" in md
+    assert "## Information: charged" in md and "## Where BOTS loses" in md and "## Caveats" in md
+    # The header states the fitted step rule, its parameters and what they were fitted to.
+    assert f"step_rule = {FITTED_LEARNER.step_rule}" in md and FITTED_FROM in md
+    assert f"trajectory_noise = {FITTED_LEARNER.trajectory_noise:g}" in md
+    # The charge of each regime, with its numbers (the quick paper-54k pool: 2,720 tasks).
+    assert "paper-54k: 2 × 2,720 × 16 = 87,040 rollouts = 8.5 × Random's budget of 20 × 32 × 16 = 10,240" in md
+
+
+def test_charged_rows_are_the_paper_runs_on_charged_axes(quick_run: Path) -> None:
+    """Under "charged", a row that read no references has exactly its "paper" numbers; one that
+    did keeps its per-step numbers, and where its charge exceeds Random's whole rollout budget
+    (the quick paper-54k pool: 8.5x) it has no score within that budget."""
+    rows = {
+        (r["regime"], r["information"], r["method"], r["axis"], r["metric"]): r
+        for r in _rows(quick_run / "scoreboard.csv")
+    }
+    readers = {e.label for e in ENTRANTS if e.charged("charged")}
+    assert readers == {"BOTS", "BOTS-Screen", "BOTS-Screen 4x", "AdaRFT"}
+    for (regime, info, label, axis, metric), row in rows.items():
+        if info != "charged":
+            continue
+        paper = rows[(regime, "paper", label, axis, metric)]
+        if label not in readers or axis == "step":
+            assert row | {"information": "paper"} == paper, row
+    bsf = rows[("paper-54k", "charged", "BOTS", "rollout", "bsf_100")]
+    assert bsf["seeds"] == "0" and bsf["mean"] == ""
+    ttb = rows[("paper-54k", "charged", "BOTS", "rollout", "ttb_100")]
+    assert ttb["seeds"] == "0" or float(ttb["mean"]) > 8.5  # never before its charge
+    paired = [
+        p
+        for p in _rows(quick_run / "paired.csv")
+        if (p["regime"], p["information"], p["method"], p["peer"], p["axis"], p["metric"])
+        == ("paper-54k", "charged", "BOTS", "Random", "rollout", "bsf_100")
+    ]
+    assert len(paired) == 1 and paired[0]["seeds"] == "0" and paired[0]["verdict"] == "n/a"
+
+
+def test_charged_axis_is_the_paper_axis_shifted_by_the_reference_cost() -> None:
+    """Exactly: a row that read the references starts its rollout axis at 2 x tasks x ref_rollouts
+    rollouts (in batch x n units) and its wall-clock at their generation cost; the rest, and every
+    per-step axis, are the "paper" axes. "charged" adds no run."""
+    regime = scoreboard_config(quick=True).regimes[4]  # noisy-refs: 4 rollouts per reference
+    labels = {"Random", "BOTS", "GRESO", "DPS", "AdaRFT"}
+    config = ScoreboardConfig(
+        regimes=(regime,),
+        entrants=tuple(e for e in ENTRANTS if e.label in labels),
+        information=("paper", "charged"),
+        seeds=(0, 1),
+    )
+    paper_only = ScoreboardConfig(
+        regimes=config.regimes, entrants=config.entrants, information=("paper",), seeds=(0, 1)
+    )
+    assert count_runs(config) == count_runs(paper_only) == len(labels) * 2
+    result = run_scoreboard(config)
+    unit = regime.batch_size * regime.learner.n_rollouts
+    rollouts = reference_rollouts(regime.learner)
+    assert rollouts == 2 * regime.learner.num_tasks * 4
+    charge = {
+        "step": 0.0,
+        "rollout": rollouts / unit,
+        "wallclock": 0.35 * math.ceil(rollouts / unit) + 0.35 * rollouts / unit,
+    }
+    for entrant in config.entrants:
+        for seed in config.seeds:
+            key = result.keys[(regime.name, "charged", entrant.label)]
+            assert key == result.keys[(regime.name, "paper", entrant.label)]
+            rec = result.runs[(regime.name, key, seed)]
+            for axis in AXES:
+                assert reference_charge(regime, axis) == pytest.approx(charge[axis], abs=1e-12)
+                paper, charged = (
+                    run_axis(regime, "paper", entrant, rec, axis),
+                    run_axis(regime, "charged", entrant, rec, axis),
+                )
+                reads = entrant.label in ("BOTS", "AdaRFT")
+                shift = reference_charge(regime, axis) if reads else 0.0
+                assert np.array_equal(charged, paper + shift) if shift else np.array_equal(charged, paper), (
+                    entrant.label,
+                    axis,
+                )
+    # The full paper-54k regime's charge, as the brief states it: 4.25 x Random's rollouts.
+    full = REGIMES[0]
+    assert reference_rollouts(full.learner) == 2 * 54_400 * 16 == 1_740_800
+    assert reference_charge(full, "rollout") / full.steps == pytest.approx(4.25)
+    assert reference_charge(full, "wallclock") == pytest.approx(425 * ROUND_LATENCY + 425 * GENERATION)
+
+
+def test_the_fitted_settings_reach_the_scoreboard_learner() -> None:
+    """Every regime but "linear-rule" runs the fitted learner; "linear-rule" the old one."""
+    fitted = FITTED_LEARNER.settings()
+    assert {k: SCOREBOARD_LEARNER[k] for k in fitted} == fitted
+    assert SCOREBOARD_LEARNER["group_noise"] == 4.0 and SCOREBOARD_LEARNER["repeat_decay"] == 1.0
+    for quick in (False, True):
+        for regime in scoreboard_config(quick=quick).regimes:
+            learner = regime.learner
+            if regime.name == "linear-rule":
+                assert learner.step_rule == "linear" and learner.trajectory_noise == 0.0
+                assert learner.learning_rate == LearnerConfig().learning_rate and learner.num_tasks in (7_500, 400)
+            else:
+                assert {k: getattr(learner, k) for k in fitted} == fitted, regime.name
+    assert "linear-rule" in {r.name for r in REGIMES}
+
+
+def test_changing_the_fitted_file_changes_the_scoreboard() -> None:
+    """The scoreboard reads bots_rft.simulate.fitted at import: other values there give other
+    regimes and another header line."""
+    code = (
+        "import bots_rft.simulate.fitted as f\n"
+        "f.FITTED_LEARNER = f.FittedLearner(step_rule='linear', saturation_k=2.0, trajectory_noise=0.125, "
+        "learning_rate=0.03)\n"
+        "f.FITTED_FROM = 'a test fit'\n"
+        "from bots_rft.simulate.scoreboard import REGIMES\n"
+        "from bots_rft.report.scoreboard import _learner_line\n"
+        "c = REGIMES[0].learner\n"
+        "print(c.step_rule, c.saturation_k, c.trajectory_noise, c.learning_rate)\n"
+        "print(_learner_line())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.splitlines()
+    assert out[0] == "linear 2.0 0.125 0.03"
+    assert "a test fit" in out[1] and "step_rule = linear" in out[1] and "trajectory_noise = 0.125" in out[1]
+
+
+def _paired_row(regime: str, info: str, peer: str, axis: str, verdict: str, seeds: int = 2) -> dict[str, object]:
+    return dict(
+        regime=regime, information=info, method="BOTS", peer=peer, axis=axis, metric="bsf_100",
+        mean=0.0, lo=0.0, hi=0.0, seeds=seeds, verdict=verdict,
+    )  # fmt: skip
+
+
+def _bsf_row(regime: str, info: str, method: str, axis: str, seeds: int) -> dict[str, object]:
+    return dict(regime=regime, information=info, method=method, axis=axis, metric="bsf_100", seeds=seeds)
+
+
+def test_where_bots_loses_lists_the_cells_it_is_behind() -> None:
+    """The text is computed from the paired results: a cell made behind is listed, one where BOTS
+    has no score within Random's budget (charged) is marked, and BOTS without references against
+    SPEED-RL is said behind, level, or neither."""
+    regimes = (replace(REGIMES[3], name="drift"), replace(REGIMES[1], name="math-7.5k"))
+    config = ScoreboardConfig(regimes=regimes, information=("paper", "none", "charged"), seeds=(0, 1))
+    result = ScoreboardResult(config, {})
+    result.paired = [
+        _paired_row("drift", "paper", "GRESO", "rollout", "behind"),
+        _paired_row("math-7.5k", "paper", "GRESO", "step", "ahead"),
+        _paired_row("math-7.5k", "charged", "Random", "rollout", "n/a", seeds=0),
+        _paired_row("drift", "none", "SPEED-RL 1x", "wallclock", "level"),
+        _paired_row("drift", "none", "SPEED-RL 4x", "step", "ahead"),
+    ]
+    result.rows = [
+        _bsf_row("math-7.5k", "charged", "BOTS", "rollout", 0),
+        _bsf_row("math-7.5k", "charged", "Random", "rollout", 2),
+    ]
+    text = "\n".join(where_bots_loses(result))
+    assert "**GRESO**: BOTS behind in 1 cell: per rollout: drift (paper)." in text
+    assert "**Random**: BOTS behind in 1 cell: per rollout: math-7.5k (charged ▽)." in text
+    assert "BOTS is behind a row in 2 of 5 " in text
+    assert "**SPEED-RL 1x**, of 1 (regime, axis) cells: level in 1 (per wall-clock: drift); ahead in 0." in text
+    assert "**SPEED-RL 4x**, of 1 (regime, axis) cells: behind or level in none; ahead in 1." in text
+    assert "BOTS-Screen 4x (like SPEED-RL 4x) trains on screening rollouts generated several steps" in text
+    assert "`drift` regime, TTB measures only the steps before the drop" in text
+    result.paired = result.paired[1:2]
+    result.rows = []
+    text = "\n".join(where_bots_loses(result))
+    assert "BOTS is behind no row in any of the 1 (row, regime, information, axis) cells." in text
 
 
 def test_paired_differences_are_bots_against_the_same_seeds(quick_run: Path) -> None:

@@ -1,15 +1,18 @@
 """``bots scoreboard``: BOTS against every peer, fairly, in several regimes.
 
 Runs the matrix of regimes (the paper's single-epoch pool, a MATH-sized pool over many epochs, a
-DAPO-Math-sized pool, a drifting learner, noisy references, and two sensitivity settings of the
-learner) x information settings (each method as published; every method given the reference
-pass rates it can use; none given them) x methods (Random, BOTS, DAPO dynamic sampling at the
-generation batch each peer paper used, GRESO, SPEED-RL at its yaml's and its scripts' generation
-batch, DPS, Knapsack-RL, Reinforce-Ada, AdaRFT) over several seeds, and writes under --out:
-scoreboard.csv (regime, information, method, axis, metric, mean, lo, hi, seeds), paired.csv
-(BOTS minus each peer, seed by seed, with 95% intervals and a verdict), scoreboard.md and one
-heat map per information setting (scoreboard_<information>.png). Axes: per training step, per
-rollout spent and per modelled wall-clock.
+DAPO-Math-sized pool, a drifting learner, noisy references, and three sensitivity settings of
+the learner, one of them the learner before the fit to the real trainer: "linear-rule") x
+information settings (paper: each method as published; shared: every method given the reference
+pass rates it can use; none: none given them; charged: as published, with every method that read
+the references charged the rollouts and generation time measuring them costs) x methods (Random,
+BOTS, DAPO dynamic sampling at the generation batch each peer paper used, GRESO, SPEED-RL at its
+yaml's and its scripts' generation batch, DPS, Knapsack-RL, Reinforce-Ada, AdaRFT) over several
+seeds, and writes under --out: scoreboard.csv (regime, information, method, axis, metric, mean,
+lo, hi, seeds), paired.csv (BOTS minus each peer, seed by seed, with 95% intervals and a
+verdict), scoreboard.md (with where BOTS loses, computed from the run) and one heat map per
+information setting (scoreboard_<information>.png). Axes: per training step, per rollout spent
+and per modelled wall-clock. The learner's fitted settings are in bots_rft.simulate.fitted.
 """
 
 from __future__ import annotations

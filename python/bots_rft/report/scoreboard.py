@@ -6,14 +6,28 @@ from __future__ import annotations
 
 import csv
 import math
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..simulate.scoreboard import AXES, OURS, ROUND_LATENCY, SCOREBOARD_LEARNER, ScoreboardResult
+from ..simulate.fitted import FITTED_FROM, FittedLearner
+from ..simulate.scoreboard import (
+    AXES,
+    CHARGED,
+    GENERATION,
+    OURS,
+    ROUND_LATENCY,
+    SCOREBOARD_LEARNER,
+    TRAINING,
+    Regime,
+    ScoreboardResult,
+    reference_charge,
+    reference_rollouts,
+)
 
-__all__ = ["write_scoreboard", "scoreboard_markdown", "SCOREBOARD_FILES"]
+__all__ = ["write_scoreboard", "scoreboard_markdown", "where_bots_loses", "SCOREBOARD_FILES"]
 
 SCOREBOARD_FILES = ("scoreboard.csv", "paired.csv", "scoreboard.md")
 _AXIS_TITLES = {"step": "per training step", "rollout": "per rollout spent", "wallclock": "per modelled wall-clock"}
@@ -21,8 +35,151 @@ _INFO_TITLES = {
     "paper": "each method as published (BOTS and AdaRFT read the reference pass rates; DPS and Knapsack-RL start blind)",
     "shared": "every method that can use the reference pass rates reads them (DPS and Knapsack-RL start from the weak reference's)",
     "none": "no method reads reference pass rates (BOTS on its own rollouts alone; AdaRFT cannot run)",
+    "charged": "the runs of 'paper' (the same selection), but every method that read the reference pass rates is "
+    "charged what measuring them costs on the rollout and wall-clock axes",
 }
 _SYMBOL = {"ahead": "▲", "behind": "▼", "level": "=", "n/a": "·"}
+#: A verdict cell where one side has no score within Random's budget and the other has one.
+_UNREACHED_OURS, _UNREACHED_ROW = "▽", "△"
+_AXIS_SHORT = {"step": "per step", "rollout": "per rollout", "wallclock": "per wall-clock"}
+#: The row whose losses scoreboard.md states, and the peer it is set against without references.
+_BOTS, _SPEED = "BOTS", "SPEED-RL"
+_CAVEATS = (
+    "BOTS-Screen 4x (like SPEED-RL 4x) trains on screening rollouts generated several steps before they are "
+    "trained on (one 4x generation call fills a queue that the next steps drain); the simulator trains on them "
+    "as if they were fresh and does not charge that staleness, so these rows are flattered by it.",
+    "In the `drift` regime, TTB measures only the steps before the drop: the target, Random's best score, is "
+    "reached before every skill drops, so TTB says how fast a method gets there, not how it recovers after "
+    "the drop (BSF covers the whole run).",
+)
+
+
+def _learner_line() -> str:
+    """The scoreboard's learner, as its header states it (from SCOREBOARD_LEARNER itself)."""
+    fitted = FittedLearner(**{f.name: SCOREBOARD_LEARNER[f.name] for f in fields(FittedLearner)})
+    return (
+        f"Simulated learner with group_noise = {SCOREBOARD_LEARNER['group_noise']:g}, repeat_decay = "
+        f"{SCOREBOARD_LEARNER['repeat_decay']:g} and the settings fitted to the real trainer "
+        f"(fitted to: {FITTED_FROM}): {fitted.describe()}; unless a regime says otherwise."
+    )
+
+
+def _charge_lines(regimes: tuple[Regime, ...]) -> list[str]:
+    """What the "charged" setting charges in each regime, with its numbers."""
+    lines = []
+    for r in regimes:
+        c = r.learner
+        rollouts, unit = reference_rollouts(c), r.batch_size * c.n_rollouts
+        budget = r.steps * unit
+        calls = -(-rollouts // unit)
+        clock, random_clock = reference_charge(r, "wallclock"), r.steps * (ROUND_LATENCY + GENERATION + TRAINING)
+        lines.append(
+            f"- {r.name}: 2 × {c.num_tasks:,} × {c.ref_rollouts} = {rollouts:,} rollouts = {rollouts / budget:.3g} × "
+            f"Random's budget of {r.steps} × {r.batch_size} × {c.n_rollouts} = {budget:,}; wall-clock "
+            f"{calls:,} generation calls × {ROUND_LATENCY:g} + {rollouts / unit:.4g} × {GENERATION:g} = {clock:.4g} = "
+            f"{clock / random_clock:.3g} × Random's {random_clock:.4g}."
+        )
+    return lines
+
+
+def _mark(p: dict[str, Any] | None, mine: dict[str, Any] | None, theirs: dict[str, Any] | None) -> str:
+    """A verdict's symbol; where the paired comparison has no seed because one side has no score
+    within Random's budget and the other has one, ▽ (ours has none) or △ (the row has none)."""
+    if p is None:
+        return ""
+    if p["verdict"] == "n/a" and mine is not None and theirs is not None:
+        if mine["seeds"] == 0 and theirs["seeds"] > 0:
+            return _UNREACHED_OURS
+        if theirs["seeds"] == 0 and mine["seeds"] > 0:
+            return _UNREACHED_ROW
+    return _SYMBOL[p["verdict"]]
+
+
+def _cells_text(cells: list[tuple[str, str, str, bool]], regimes: list[str], infos: list[str]) -> str:
+    """(regime, information, axis, unreached) cells as "per step: r1 (i1, i2), r2 (i1); per rollout: …"
+    (the information left out when there is one; ▽ marks a cell where BOTS has no score)."""
+    parts = []
+    for axis in AXES:
+        by_regime = []
+        for reg in regimes:
+            got = [(i, u) for i in infos for (r, i2, a, u) in cells if (r, i2, a) == (reg, i, axis)]
+            marks = [(i if len(infos) > 1 else "") + (f" {_UNREACHED_OURS}" if u else "") for i, u in got]
+            if got:
+                by_regime.append(reg + (f" ({', '.join(m.strip() for m in marks)})" if any(marks) else ""))
+        if by_regime:
+            parts.append(f"{_AXIS_SHORT[axis]}: {', '.join(by_regime)}")
+    return "; ".join(parts)
+
+
+def where_bots_loses(result: ScoreboardResult) -> list[str]:
+    """Markdown lines stating, from the run's paired results (BSF 100%), every (regime,
+    information, axis) cell where BOTS is behind (▼) a row or has no score within Random's budget
+    while the row has one, and every cell where BOTS without references is behind or level with
+    SPEED-RL; saying so where there is none."""
+    cfg = result.config
+    regimes, infos = [r.name for r in cfg.regimes], list(cfg.information)
+    pidx = _index(result.paired, "regime", "information", "method", "peer", "axis", "metric")
+    idx = _index(result.rows, "regime", "information", "method", "axis", "metric")
+    lines = [
+        "## Where BOTS loses",
+        "",
+        "Computed from this run's paired results (BOTS against each row, BSF 100%, seed by seed; `paired.csv`). "
+        f"A cell is a (regime, information, axis); {_UNREACHED_OURS} marks a cell where BOTS has no score within "
+        "Random's budget on that axis (its reference charge alone exceeds it) while the row has one.",
+        "",
+    ]
+    total, behind, losing = 0, 0, []
+    for e in cfg.entrants:
+        if e.label == _BOTS:
+            continue
+        cells = []
+        for reg in regimes:
+            for info in infos:
+                for axis in AXES:
+                    p = pidx.get((reg, info, _BOTS, e.label, axis, "bsf_100"))
+                    mine = idx.get((reg, info, _BOTS, axis, "bsf_100"))
+                    theirs = idx.get((reg, info, e.label, axis, "bsf_100"))
+                    if p is None and (mine is None or theirs is None):
+                        continue
+                    total += 1
+                    mark = _mark(p, mine, theirs)
+                    if mark in (_SYMBOL["behind"], _UNREACHED_OURS):
+                        cells.append((reg, info, axis, mark == _UNREACHED_OURS))
+        if cells:
+            behind += len(cells)
+            own = " (this package's)" if e.label in OURS else ""
+            losing.append(
+                f"- **{e.label}**{own}: BOTS behind in {len(cells)} cell{'s' * (len(cells) != 1)}: "
+                f"{_cells_text(cells, regimes, infos)}."
+            )
+    if losing:
+        lines += [f"BOTS is behind a row in {behind} of {total} (row, regime, information, axis) cells:", "", *losing]
+    else:
+        lines.append(f"BOTS is behind no row in any of the {total} (row, regime, information, axis) cells.")
+    lines.append("")
+    speeds = [e.label for e in cfg.entrants if e.label.startswith(_SPEED)]
+    if "none" in infos and speeds:
+        lines += ["Without references (information: none), against SPEED-RL:", ""]
+        for peer in speeds:
+            got: dict[str, list[tuple[str, str, str, bool]]] = {"behind": [], "level": [], "ahead": [], "n/a": []}
+            for reg in regimes:
+                for axis in AXES:
+                    p = pidx.get((reg, "none", _BOTS, peer, axis, "bsf_100"))
+                    if p is not None:  # nobody is charged without references: a verdict or n/a
+                        got[p["verdict"]].append((reg, "none", axis, False))
+            n = sum(len(v) for v in got.values())
+            said = [
+                f"{verdict} in {len(got[verdict])} ({_cells_text(got[verdict], regimes, ['none'])})"
+                for verdict in ("behind", "level")
+                if got[verdict]
+            ]
+            if not said:
+                said = ["behind or level in none"]
+            rest = f"ahead in {len(got['ahead'])}" + (f", too few seeds in {len(got['n/a'])}" if got["n/a"] else "")
+            lines.append(f"- BOTS against **{peer}**, of {n} (regime, axis) cells: {'; '.join(said)}; {rest}.")
+        lines.append("")
+    lines += ["## Caveats", "", *(f"- {c}" for c in _CAVEATS), ""]
+    return lines
 
 
 def _cell(row: dict[str, Any] | None, digits: int, seeds: int) -> str:
@@ -50,9 +207,7 @@ def scoreboard_markdown(result: ScoreboardResult, command: str | None = None) ->
         "",
         f"{'Quick run (small pools, 20 steps of 32): a smoke test, not results. ' if cfg.quick else ''}"
         f"{seeds} seeds per cell; every interval is a 95% Student-t interval over the seeds. "
-        f"Simulated learner with group_noise = {SCOREBOARD_LEARNER['group_noise']:g} and repeat_decay = "
-        f"{SCOREBOARD_LEARNER['repeat_decay']:g} unless a regime says otherwise. "
-        f"Ran in {result.seconds:.0f} s.",
+        f"{_learner_line()} Ran in {result.seconds:.0f} s.",
         "",
     ]
     if command:
@@ -75,19 +230,43 @@ def scoreboard_markdown(result: ScoreboardResult, command: str | None = None) ->
         "See `bots_rft.simulate.scoreboard` for the model.",
         "- **Verdicts** compare BOTS (and BOTS-Screen) with each row seed by seed on BSF 100% (the same worlds): "
         "▲ ahead (the paired 95% interval excludes 0 in our favour), ▼ behind, = level, · too few seeds; three "
-        "symbols per cell: per step, per rollout, per wall-clock. `paired.csv` has the numbers, TTB included.",
+        "symbols per cell: per step, per rollout, per wall-clock. `paired.csv` has the numbers, TTB included. "
+        f"{_UNREACHED_OURS} / {_UNREACHED_ROW}: ours / the row has no score within Random's budget on that axis "
+        "(a reference charge beyond it, information 'charged') while the other has one.",
         "",
     ]
+    lines += where_bots_loses(result)
     for info in cfg.information:
         lines += [f"## Information: {info}", "", _INFO_TITLES[info] + ".", ""]
+        if info == CHARGED:
+            charged = [e.label for e in cfg.entrants if e.charged(info)]
+            lines += [
+                f"Charged here: {', '.join(charged) or 'no row'} (the rows whose run read the references). Each "
+                "starts its rollout axis at the rollouts measuring the two references costs (2 references × tasks × "
+                "ref_rollouts) and its wall-clock axis at their generation cost (in calls of batch × n rollouts: "
+                f"{ROUND_LATENCY:g} per call plus {GENERATION:g} per batch × n rollouts); the per-step axis and every "
+                "other row are as under 'paper'. A row whose charge exceeds Random's whole budget on an axis has no "
+                "score within it (BSF `-`) and its TTB there exceeds its charge ÷ Random's (TTB counts the steps "
+                "the row takes to reach Random's best within its own run, as for every row; `-` if it never does).",
+                "",
+                *_charge_lines(cfg.regimes),
+                "",
+            ]
         for ours in OURS:
             lines += [f"### Verdicts: {ours} against each row (step / rollout / wall-clock, BSF 100%)", ""]
             lines += ["| Row | " + " | ".join(regimes) + " |", "|---|" + "---|" * len(regimes)]
             for e in cfg.entrants:
                 cells = []
                 for reg in regimes:
-                    marks = [pidx.get((reg, info, ours, e.label, axis, "bsf_100")) for axis in AXES]
-                    cells.append("" if marks[0] is None else " ".join(_SYMBOL[m["verdict"]] for m in marks if m))
+                    marks = [
+                        _mark(
+                            pidx.get((reg, info, ours, e.label, axis, "bsf_100")),
+                            idx.get((reg, info, ours, axis, "bsf_100")),
+                            idx.get((reg, info, e.label, axis, "bsf_100")),
+                        )
+                        for axis in AXES
+                    ]
+                    cells.append(" ".join(m for m in marks if m))
                 if any(cells):
                     lines.append(f"| {e.label} | " + " | ".join(cells) + " |")
             lines.append("")
@@ -135,6 +314,8 @@ def _heatmap(result: ScoreboardResult, info: str, path: Path) -> None:
                 row = idx.get((reg, info, lab, axis, "bsf_100"))
                 if row is not None and row["seeds"]:
                     grid[i, j] = row["mean"]
+                elif row is not None:
+                    ax.text(j, i, "-", ha="center", va="center", fontsize=7)  # not reached within the budget
         span = max(0.05, float(np.nanmax(np.abs(grid - 1.0))) if np.isfinite(grid).any() else 0.05)
         ax.imshow(grid, cmap="RdYlGn", vmin=1 - span, vmax=1 + span, aspect="auto")
         for i in range(len(labels)):

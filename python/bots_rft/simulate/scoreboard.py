@@ -3,17 +3,23 @@ information, on three axes (per training step, per rollout spent, per modelled w
 
 A *regime* is a simulated world and run length (pool size and epochs, drift, reference noise,
 and the learner's sensitivity settings). An *information setting* says who reads the weak/strong
-reference pass rates (:data:`~bots_rft.simulate.experiment.INFORMATION`): "paper" (each method
-as published), "shared" (every method that can use them: DPS and Knapsack-RL start from them)
-and "none" (none does). Every entrant runs on every seed of every regime under each setting; a
-run whose method reads the same information in two settings is run once and reused.
+reference pass rates (:data:`SCOREBOARD_INFORMATION`): "paper" (each method as published),
+"shared" (every method that can use them: DPS and Knapsack-RL start from them), "none" (none
+does) and "charged" (the runs of "paper", but every row that read the references starts its
+rollout and wall-clock axes at what measuring them costs: :func:`reference_rollouts` rollouts,
+generated in calls of batch x n rollouts). Every entrant runs on every seed of every regime under
+each setting; a run whose method reads the same information in two settings is run once and
+reused ("charged" adds no run: it is "paper" on other x-axes).
 
 The learner (:class:`~bots_rft.simulate.learner.LearnerConfig`) here differs from the paper
 reproduction's in two settings, both stated in the output: ``group_noise = 4`` (a group of n
 rollouts counts n / (n + 4) of its signal, so group size matters) and ``repeat_decay = 1`` (a
 prompt trained on again teaches as much as the first time: the peers' papers train for many
-epochs on 7.5k-25k prompts and keep improving). The regimes "repeat-penalty" and
-"no-group-noise" rerun the 7,500-task pool with each of these set back, as sensitivity.
+epochs on 7.5k-25k prompts and keep improving); and it takes the settings fitted to the real
+trainer from :mod:`bots_rft.simulate.fitted` (the step rule, its saturation, trajectory noise,
+learning rate). The regimes "repeat-penalty", "no-group-noise" and "linear-rule" rerun the
+7,500-task pool with the first two set back and with the old learner (progress linear in the
+batch-mean signal), as sensitivity.
 
 Modelled wall-clock, in units of one plain GRPO step (one generation call of batch x n rollouts,
 then training on them): a generation call costs a fixed 0.35 (the slowest response of the call
@@ -38,6 +44,7 @@ from ..errors import ConfigError
 from ..methods import method
 from ..metrics import best_so_far, mean_ci, rollout_axis, time_to_baseline
 from .experiment import INFORMATION, MethodSpec, RunRecord, SimConfig, reads_references, run_method
+from .fitted import FITTED_LEARNER
 from .learner import LearnerConfig, make_world
 
 __all__ = [
@@ -46,6 +53,9 @@ __all__ = [
     "ScoreboardConfig",
     "REGIMES",
     "ENTRANTS",
+    "SCOREBOARD_LEARNER",
+    "SCOREBOARD_INFORMATION",
+    "CHARGED",
     "AXES",
     "METRICS",
     "OURS",
@@ -53,12 +63,27 @@ __all__ = [
     "run_scoreboard",
     "ScoreboardResult",
     "wall_clock",
+    "reference_rollouts",
+    "reference_charge",
+    "run_axis",
 ]
 
 FloatArray = npt.NDArray[np.float64]
 
-#: The learner settings every regime starts from (module docstring).
-SCOREBOARD_LEARNER = dict(group_noise=4.0, repeat_decay=1.0)
+#: The learner settings every regime starts from (module docstring): the scoreboard's own two and
+#: the ones fitted to the real trainer (:data:`~bots_rft.simulate.fitted.FITTED_LEARNER`).
+SCOREBOARD_LEARNER: dict[str, Any] = {"group_noise": 4.0, "repeat_decay": 1.0, **FITTED_LEARNER.settings()}
+#: The learner before the fit (the "linear-rule" regime): LearnerConfig's step rule, step size and
+#: no trajectory noise.
+OLD_RULE: dict[str, Any] = {
+    "step_rule": LearnerConfig.step_rule,
+    "learning_rate": LearnerConfig.learning_rate,
+    "trajectory_noise": 0.0,
+}
+#: The setting that charges the reference pass rates' cost (module docstring).
+CHARGED = "charged"
+#: The information settings of the scoreboard: the simulator's, and "charged".
+SCOREBOARD_INFORMATION = (*INFORMATION, CHARGED)
 #: Modelled wall-clock of a generation call (fixed part, and per batch x n rollouts generated)
 #: and of training (per batch x n rollouts trained on), in units of one plain GRPO step.
 ROUND_LATENCY, GENERATION, TRAINING = 0.35, 0.35, 0.30
@@ -95,14 +120,25 @@ class Entrant:
     note: str = ""
 
     def spec(self, information: str) -> MethodSpec:
-        """The run of this row under ``information`` (its key says whether it read the references)."""
+        """The run of this row under ``information`` (its key says whether it read the references);
+        under "charged", its run under "paper"."""
         base = MethodSpec(self.kind, extra=self.extra)
         if method(self.kind).references == "unused":
             return base
-        return replace(base, references=reads_references(base, information))
+        return replace(base, references=reads_references(base, _selection(information)))
 
     def runs_under(self, information: str) -> bool:
         return not (information == "none" and method(self.kind).references == "required")
+
+    def charged(self, information: str) -> bool:
+        """Whether this row pays for the references on the rollout and wall-clock axes: under
+        "charged", when its run read them."""
+        return information == CHARGED and bool(self.spec(information).references)
+
+
+def _selection(information: str) -> str:
+    """The simulator's setting whose selection ``information`` uses ("charged" selects as "paper")."""
+    return "paper" if information == CHARGED else information
 
 
 def _learner(**changes: Any) -> LearnerConfig:
@@ -136,6 +172,13 @@ REGIMES: tuple[Regime, ...] = (
         "no-group-noise",
         "sensitivity: 7,500 tasks with the group size not mattering (group_noise 0)",
         _learner(num_tasks=7_500, group_noise=0.0),
+        100,
+    ),
+    Regime(
+        "linear-rule",
+        "sensitivity: 7,500 tasks with the old learner, progress linear in the batch-mean signal "
+        f"(step_rule linear, learning_rate {OLD_RULE['learning_rate']:g}, trajectory_noise 0)",
+        _learner(num_tasks=7_500, **OLD_RULE),
         100,
     ),
 )
@@ -182,7 +225,7 @@ class ScoreboardConfig(ConfigModel):
     # The regimes and rows are this module's own (frozen dataclasses, built above), taken as given.
     regimes: Annotated[tuple[Regime, ...], SkipValidation] = REGIMES
     entrants: Annotated[tuple[Entrant, ...], SkipValidation] = ENTRANTS
-    information: tuple[str, ...] = INFORMATION
+    information: tuple[str, ...] = SCOREBOARD_INFORMATION
     seeds: tuple[Int, ...] = tuple(range(8))
     quick: bool = False
 
@@ -196,8 +239,8 @@ class ScoreboardConfig(ConfigModel):
     @field_validator("information")
     @classmethod
     def _known_information(cls, information: tuple[str, ...]) -> tuple[str, ...]:
-        if not information or any(i not in INFORMATION for i in information):
-            raise Invalid(f"expected some of {list(INFORMATION)}")
+        if not information or any(i not in SCOREBOARD_INFORMATION for i in information):
+            raise Invalid(f"expected some of {list(SCOREBOARD_INFORMATION)}")
         return information
 
     @field_validator("entrants")
@@ -231,12 +274,45 @@ def wall_clock(rec: RunRecord, unit: float) -> FloatArray:
     return rollout_axis(per_step)
 
 
-def _axis(rec: RunRecord, axis: str, unit: float) -> FloatArray:
+def _unit(regime: Regime) -> float:
+    """One plain GRPO step's rollouts (batch x n): the unit of the rollout and wall-clock axes."""
+    return float(regime.batch_size * regime.learner.n_rollouts)
+
+
+def reference_rollouts(learner: LearnerConfig) -> int:
+    """Rollouts that measuring the two reference pass rates costs: 2 x tasks x ref_rollouts."""
+    return 2 * learner.num_tasks * learner.ref_rollouts
+
+
+def reference_charge(regime: Regime, axis: str) -> float:
+    """What measuring the references costs on ``axis``, in that axis's units: on the rollout axis
+    :func:`reference_rollouts` / (batch x n); on the wall-clock axis the generation cost of those
+    rollouts in calls of batch x n rollouts each (fixed part per call, plus per rollout: module
+    docstring); nothing per training step."""
+    rollouts, unit = reference_rollouts(regime.learner), int(_unit(regime))
+    if axis == "rollout":
+        return rollouts / unit
+    if axis == "wallclock":
+        return ROUND_LATENCY * -(-rollouts // unit) + GENERATION * rollouts / unit
+    return 0.0
+
+
+def _axis(rec: RunRecord, axis: str, unit: float, start: float = 0.0) -> FloatArray:
     if axis == "step":
         return np.arange(rec.perf.size, dtype=np.float64)
     if axis == "rollout":
-        return rollout_axis(rec.rollouts / unit)
-    return wall_clock(rec, unit)
+        return rollout_axis(rec.rollouts / unit, start)
+    return start + wall_clock(rec, unit)
+
+
+def _start(regime: Regime, information: str, entrant: Entrant, axis: str) -> float:
+    return reference_charge(regime, axis) if entrant.charged(information) else 0.0
+
+
+def run_axis(regime: Regime, information: str, entrant: Entrant, rec: RunRecord, axis: str) -> FloatArray:
+    """The x-axis the scoreboard measures ``rec`` (a run of ``entrant`` in ``regime``) on under
+    ``information``: under "charged" a row that read the references starts at their cost."""
+    return _axis(rec, axis, _unit(regime), _start(regime, information, entrant, axis))
 
 
 def _metric(name: str, x: FloatArray, y: FloatArray, bx: FloatArray, by: FloatArray) -> float | None:
@@ -260,14 +336,18 @@ class ScoreboardResult:
 
 
 def _values(
-    result: ScoreboardResult, regime: Regime, key: str, base_key: str, axis: str, name: str
+    result: ScoreboardResult, regime: Regime, key: str, base_key: str, axis: str, name: str, start: float = 0.0
 ) -> list[float | None]:
-    unit = float(regime.batch_size * regime.learner.n_rollouts)
+    """``name`` of run ``key`` against Random's run ``base_key`` on each seed, the run's x-axis
+    starting at ``start`` (a charge for the references; Random's at 0). A run whose charge alone
+    exceeds Random's whole budget has no evaluation within it: BSF is None, as for any budget a
+    curve does not reach, and so is TTB when the target is never reached."""
+    unit = _unit(regime)
     out = []
     for seed in result.config.seeds:
         rec, base = result.runs[(regime.name, key, seed)], result.runs[(regime.name, base_key, seed)]
         out.append(
-            _metric(name, _axis(rec, axis, unit), rec.perf, _axis(base, axis, unit), base.perf)
+            _metric(name, _axis(rec, axis, unit, start), rec.perf, _axis(base, axis, unit), base.perf)
             if name in METRICS
             else float(rec.perf[-1] - base.perf[-1])
         )
@@ -286,21 +366,27 @@ def _summary(values: list[float | None]) -> tuple[float, float, float, int]:
 def _tabulate(result: ScoreboardResult) -> None:
     """scoreboard.csv's rows, and paired.csv's: each of :data:`OURS` against every other row, seed
     by seed."""
-    memo: dict[tuple[str, str, str, str, str], list[float | None]] = {}
+    memo: dict[tuple[str, str, str, str, str, float], list[float | None]] = {}
 
-    def values(regime: Regime, key: str, base_key: str, axis: str, name: str) -> list[float | None]:
-        """:func:`_values`, once per cell: BOTS's own values serve every peer's paired row."""
-        cell = (regime.name, key, base_key, axis, name)
+    def values(regime: Regime, key: str, base_key: str, axis: str, name: str, start: float) -> list[float | None]:
+        """:func:`_values`, once per cell: BOTS's own values serve every peer's paired row, and a
+        row's "paper" values its "charged" ones wherever it is not charged."""
+        cell = (regime.name, key, base_key, axis, name, start)
         if cell not in memo:
-            memo[cell] = _values(result, regime, key, base_key, axis, name)
+            memo[cell] = _values(result, regime, key, base_key, axis, name, start)
         return memo[cell]
 
     cfg = result.config
     base_label = cfg.entrants[0].label
+    by_label = {e.label: e for e in cfg.entrants}
     for regime in cfg.regimes:
         for info in cfg.information:
             base_key = result.keys[(regime.name, info, base_label)]
-            ours = [(label, result.keys.get((regime.name, info, label))) for label in OURS]
+            ours = [
+                (label, result.keys.get((regime.name, info, label)), by_label.get(label))
+                for label in OURS
+                if label in by_label
+            ]
             for entrant in cfg.entrants:
                 key = result.keys.get((regime.name, info, entrant.label))
                 if key is None:
@@ -309,7 +395,7 @@ def _tabulate(result: ScoreboardResult) -> None:
                     for name in (*METRICS, "final_vs_random"):
                         if name == "final_vs_random" and axis != "step":
                             continue
-                        vals = values(regime, key, base_key, axis, name)
+                        vals = values(regime, key, base_key, axis, name, _start(regime, info, entrant, axis))
                         mean, lo, hi, n = _summary(vals)
                         result.rows.append(
                             dict(
@@ -326,8 +412,8 @@ def _tabulate(result: ScoreboardResult) -> None:
                         )
                         if name == "final_vs_random":
                             continue
-                        for our_label, our_key in ours:
-                            if our_key is None or our_label == entrant.label:
+                        for our_label, our_key, our in ours:
+                            if our_key is None or our is None or our_label == entrant.label:
                                 continue
                             result.paired.append(
                                 _paired(
@@ -335,7 +421,7 @@ def _tabulate(result: ScoreboardResult) -> None:
                                     entrant.label,
                                     name,
                                     vals,
-                                    values(regime, our_key, base_key, axis, name),
+                                    values(regime, our_key, base_key, axis, name, _start(regime, info, our, axis)),
                                 )
                                 | dict(regime=regime.name, information=info, axis=axis)
                             )
