@@ -70,15 +70,22 @@ def _softplus(x: FloatArray) -> FloatArray:
     return np.asarray(np.logaddexp(0.0, x), dtype=np.float64)
 
 
+def _at0(base: FloatArray, n: int) -> float:
+    """Expected share of tasks with 0 of n successes, p = sigmoid(base): the mean of (1 - p)^n."""
+    return float(np.exp(-n * _softplus(base)).mean())
+
+
 def _shares(base: FloatArray, n: int) -> tuple[float, float]:
     """Expected share of tasks with 0 of n and with n of n successes, p = sigmoid(base):
     the means of (1 - p)^n and p^n."""
-    at0 = float(np.exp(-n * _softplus(base)).mean())
+    at0 = _at0(base, n)
     at1 = float(np.exp(-n * _softplus(-base)).mean())
     return at0, at1
 
 
-def _bisect(f: Any, lo: float, hi: float, target: float, increasing: bool, iters: int = 60, xtol: float = 1e-9) -> float:
+def _bisect(
+    f: Any, lo: float, hi: float, target: float, increasing: bool, iters: int = 60, xtol: float = 1e-9
+) -> float:
     """x in [lo, hi] with f(x) = target for a monotone f (the endpoint when it lies outside)."""
     sign = 1.0 if increasing else -1.0
     for _ in range(iters):
@@ -167,7 +174,7 @@ def fit_replica(
     ``tolerance``."""
     began = time.perf_counter()
     at0_t, at1_t = (float(x) for x in start_shares)
-    if not (0 < at0_t and 0 < at1_t and at0_t + at1_t < 1):
+    if not (at0_t > 0 and at1_t > 0 and at0_t + at1_t < 1):
         raise ConfigError(f"start_shares: need 0 < at0, 0 < at1, at0 + at1 < 1, got {start_shares!r}")
     for name, v in (("weak_mean", weak_mean), ("strong_mean", strong_mean)):
         if not 0 < v < 1:
@@ -193,7 +200,7 @@ def fit_replica(
     z = logits(0.0, 1.0) - offset
 
     def mean_for(std: float) -> float:
-        return _bisect(lambda m: _shares(m + std * z + offset, n)[0], -60.0, 60.0, at0_t, increasing=False)
+        return _bisect(lambda m: _at0(m + std * z + offset, n), -60.0, 60.0, at0_t, increasing=False)
 
     def at1_for(std: float) -> float:
         return _shares(mean_for(std) + std * z + offset, n)[1]
@@ -222,12 +229,12 @@ def fit_replica(
         w = make_world(cfg, s)
         p = 0.5 * (1.0 + np.tanh(0.5 * w.base_logit))
         a0, a1 = _shares(w.base_logit, n)
-        for k, v in (("at0", a0), ("at1", a1), ("start_mean", p.mean())):
-            per[k].append(float(v))
+        for k, x in (("at0", a0), ("at1", a1), ("start_mean", float(p.mean()))):
+            per[k].append(x)
         per["weak_mean"].append(float(w.weak_true.mean()))
         per["strong_mean"].append(float(w.strong_true.mean()))
         k_succ = np.random.default_rng([s, 0x5EB1]).binomial(n, p)
-        for k, v in (
+        for k, drawn in (
             ("at0", np.mean(k_succ == 0)),
             ("at1", np.mean(k_succ == n)),
             ("between", np.mean((k_succ > 0) & (k_succ < n))),
@@ -235,7 +242,7 @@ def fit_replica(
             ("weak_mean", w.weak.mean()),
             ("strong_mean", w.strong.mean()),
         ):
-            draws[k].append(float(v))
+            draws[k].append(float(drawn))
         corr.append(pearson(k_succ / n, w.strong))
     targets = {"at0": at0_t, "at1": at1_t, "weak_mean": float(weak_mean), "strong_mean": float(strong_mean)}
     achieved = {k: float(np.mean(per[k])) for k in targets}
