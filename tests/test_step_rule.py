@@ -69,3 +69,41 @@ def test_run_signal_reads_a_run_log(tmp_path: Path) -> None:
 def test_fit_needs_the_reference_arm() -> None:
     with pytest.raises(InvalidArgumentError, match="reference"):
         fit_step_rule({"a": _runs("a", Candidate("linear"), 2.0, 8, 2, 0.0)}, "b")
+
+
+def _fake_run(directory: Path, seed: int, batch: int, gain: float) -> None:
+    """A finished run's log: 4 steps of ``batch`` tasks x 8 rollouts, evaluations at 0, 2, 4."""
+    rng = np.random.default_rng(seed * 100 + batch)
+    recs: list[dict[str, object]] = [{"kind": "config", "config": {"steps": 4, "rollouts": 8, "batch_size": batch}}]
+    recs.append({"kind": "eval", "step": 0, "accuracy": 0.40})
+    for step in range(1, 5):
+        succ = rng.integers(0, 9, batch).tolist()
+        recs.append({"kind": "train", "step": step, "task_ids": list(range(batch)), "successes": succ})
+        if step % 2 == 0:
+            recs.append({"kind": "eval", "step": step, "accuracy": 0.40 + gain * step / 4 + rng.normal(0, 0.002)})
+    directory.mkdir(parents=True)
+    (directory / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in recs) + "\n")
+
+
+def test_calibrate_simulator_runs_end_to_end_at_smoke_size(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    for seed in range(3):
+        _fake_run(tmp_path / "dilution" / "batch8" / f"seed{seed}", seed, 8, 0.02)
+        _fake_run(tmp_path / "dilution" / "batch16_filled" / f"seed{seed}", seed, 16, 0.02)
+        _fake_run(tmp_path / "trial" / "random" / f"seed{seed}", seed, 16, 0.04)
+        _fake_run(tmp_path / "trial" / "bots" / f"seed{seed}", seed + 10, 16, 0.05)
+    script = Path(__file__).parent.parent / "examples" / "trial" / "calibrate_simulator.py"
+    cmd = [sys.executable, str(script), "--trial", str(tmp_path / "trial"), "--dilution", str(tmp_path / "dilution")]
+    done = subprocess.run([*cmd, "--out", str(tmp_path / "out"), "--smoke"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    text = (tmp_path / "out" / "calibration.md").read_text()
+    assert "(smoke run, not a result)" in text and "linear (S / B)" in text
+    record = json.loads((tmp_path / "out" / "calibration.json").read_text())
+    assert record["dilution"] == {"batch8": 3, "batch16_filled": 3} and len(record["predictions"]) >= 1
+    bad = subprocess.run(
+        [*cmd[:3], str(tmp_path / "nowhere"), *cmd[4:], "--out", str(tmp_path / "o2")], capture_output=True, text=True
+    )
+    assert bad.returncode == 2 and "--trial: no directory" in bad.stderr
+    assert not (tmp_path / "o2").exists()
