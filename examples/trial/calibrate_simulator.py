@@ -12,6 +12,10 @@
 3. **The prediction.** BOTS − Random on the primary metric (mean held-out accuracy over the run,
    paired by seed) in units of Random's own gain, simulated, beside the real trial's paired
    interval in the same units; under the best rule and under the old linear rule.
+4. **The scoreboard's learner.** Under the best rule, on the scoreboard's paper-54k regime: the
+   learning rate that keeps Random's gain over the run what the old learner gives (the world's
+   calibration to the paper's Random curve), and the trajectory noise that gives Random the real
+   arm's seed spread over its gain. These go into ``bots_rft/simulate/fitted.py``.
 
 Writes OUT/calibration.md and OUT/calibration.json::
 
@@ -136,6 +140,45 @@ def replica_prediction(rule: Candidate, real: dict[str, Any], smoke: bool) -> di
     }
 
 
+def scoreboard_learner(rule: Candidate, real: dict[str, Any], smoke: bool) -> dict[str, Any]:
+    """The paper-54k regime's learner under ``rule``, its learning rate and trajectory noise
+    fitted (module docstring, step 4)."""
+    from dataclasses import replace
+
+    from bots_rft.simulate.learner import LearnerConfig
+
+    base = LearnerConfig(group_noise=4.0, repeat_decay=1.0)  # the scoreboard's old learner
+    size: dict[str, Any] = (
+        dict(seeds=range(2), steps=10, batch_size=64) if smoke else dict(seeds=range(6), steps=100, batch_size=256)
+    )
+    if smoke:
+        base = replace(base, num_tasks=2000, eval_tasks=200)
+    old = predict_paired(base, ("random",), world_seed=0, **size)
+    target = old["baseline_gain"] / old["start"]
+    learner = replace(base, step_rule=rule.rule)
+    if rule.rule == "saturating":
+        k = NO_SATURATION_K if math.isinf(rule.k) else rule.k
+        # Start near the rate that gives a batch of mean signal 0.3 the old step: 0.06 * 0.3 B / (0.3 B + K) -> 0.06.
+        signal = 0.3 * size["batch_size"]
+        learner = replace(
+            learner,
+            saturation_k=k,
+            learning_rate=base.learning_rate * (signal / size["batch_size"]) * (signal + k) / signal,
+        )
+    lr, _ = fit_learning_rate(learner, target, world_seed=0, **size)
+    learner = replace(learner, learning_rate=lr)
+    sigma, table = fit_trajectory_noise(learner, real["sd_ratio"], world_seed=0, **size)
+    return {
+        "rule": rule.name,
+        "step_rule": learner.step_rule,
+        "saturation_k": learner.saturation_k,
+        "learning_rate": lr,
+        "trajectory_noise": sigma,
+        "random_relative_gain": target,
+        "noise_table": table,
+    }
+
+
 def _interval(mean: float, half: float) -> str:
     return f"{mean:+.3f} [{mean - half:+.3f}, {mean + half:+.3f}]"
 
@@ -200,7 +243,18 @@ def main(argv: list[str] | None = None) -> int:
             f"| {_interval(pr['relative'], pr['relative_half'])} | {_interval(real['relative'], real['relative_half'])} "
             f"| {'yes' if inside else 'no'} |"
         )
-    lines += ["", f"Replica world: {predictions[0]['replica']}", ""]
+    board = scoreboard_learner(best, real, args.smoke)
+    lines += [
+        "",
+        f"Replica world: {predictions[0]['replica']}",
+        "",
+        "## The scoreboard's learner",
+        "",
+        f"Under {board['rule']}, on the paper-54k regime: learning rate {board['learning_rate']:.4g} (Random's gain "
+        f"over the run {board['random_relative_gain']:.3f} of its start, as with the old learner), trajectory noise "
+        f"{board['trajectory_noise']:g} (Random's seed SD / gain as the real arm's, {real['sd_ratio']:.3f}).",
+        "",
+    ]
     out.mkdir(parents=True, exist_ok=True)
     (out / "calibration.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     record = {
@@ -209,6 +263,7 @@ def main(argv: list[str] | None = None) -> int:
         "fits": [{"rule": f.candidate.name, "scale": f.scale, "rss": f.rss, "arm_ratio": f.arm_ratio} for f in fits],
         "real": real,
         "predictions": [{k: v for k, v in pr.items() if k != "noise_table"} for pr in predictions],
+        "scoreboard_learner": {k: v for k, v in board.items() if k != "noise_table"},
     }
     (out / "calibration.json").write_text(json.dumps(record, indent=1, default=str) + "\n", encoding="utf-8")
     print("\n".join(lines))
