@@ -38,6 +38,7 @@ import numpy as np
 from bots_rft.metrics import mean_ci
 from bots_rft.report.step_rule import Candidate, fit_markdown, fit_step_rule, run_signal
 from bots_rft.report.training import RunCurves, load_run
+from bots_rft.simulate.fitted import NO_SATURATION_K
 from bots_rft.simulate.replica import (
     TRIAL_STRINGS_POOL,
     fit_learning_rate,
@@ -47,9 +48,6 @@ from bots_rft.simulate.replica import (
 )
 
 DILUTION_ARMS = ("batch8", "batch16_filled", "batch16_onefill")
-#: K standing in for "no saturation" (progress proportional to the summed signal): far above any
-#: batch's signal, with the learning rate fitted to the same gain, S / (S + K) is S / K to 1e-4.
-NO_SATURATION_K = 1e6
 
 
 def finished_runs(root: Path, arm: str) -> dict[int, RunCurves]:
@@ -189,6 +187,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dilution", required=True, help="the dilution test's directory (batch8/, batch16_filled/ ...)")
     p.add_argument("--out", required=True, help="where calibration.md and calibration.json go")
     p.add_argument("--smoke", action="store_true", help="a small replica: checks the pipeline, no result")
+    p.add_argument(
+        "--trial-seeds", type=int, default=20, help="the seeds the trial's rule decides on (fewer paired: interim)"
+    )
     args = p.parse_args(argv)
     trial, dilution, out = Path(args.trial), Path(args.dilution), Path(args.out)
     for flag, path in (("--trial", trial), ("--dilution", dilution)):
@@ -230,7 +231,13 @@ def main(argv: list[str] | None = None) -> int:
         f"{real['gain']:+.4f} ({real['relative_gain']:.3f} of the start), seed SD of the primary metric / gain "
         f"{real['sd_ratio']:.3f}. Real BOTS − Random on the primary metric over {len(real['paired_seeds'])} paired "
         f"seeds: {_interval(real['diff'], real['diff_half'])}, in units of Random's gain "
-        f"{_interval(real['relative'], real['relative_half'])}.",
+        f"{_interval(real['relative'], real['relative_half'])}."
+        + (
+            f" These are interim values ({len(real['paired_seeds'])} of the trial's {args.trial_seeds} seeds), "
+            "not the trial's outcome, which its rule gives on all of them."
+            if len(real["paired_seeds"]) < args.trial_seeds
+            else ""
+        ),
         "",
         "| Learner | learning rate | trajectory noise | simulated BOTS − Random (× Random's gain) "
         "| real (× Random's gain) | inside the real interval |",
