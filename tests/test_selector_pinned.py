@@ -9,8 +9,10 @@ The digests cover the picked task ids, the posterior (α, β as float64 bytes) a
 arrays and scalars (not a file's bytes: the checkpoint format may change, its content may not).
 
 ``test_pins_hold_under_each_numpy_level`` reruns them (Rust and torch backends) in a fresh process
-per numpy SIMD level the host supports (``NPY_DISABLE_CPU_FEATURES``, down to the baseline), so a
-value that depends on one CPU's numpy kernels fails on the machine that has them.
+per numpy SIMD level the host supports (``NPY_DISABLE_CPU_FEATURES``, down to the baseline), and
+``test_torch_backend_pins_hold_under_each_instruction_set`` the torch backend's per ATen
+instruction set (``ATEN_CPU_CAPABILITY``), so a value that depends on one CPU's kernels fails on
+the machine that has them.
 
 Regenerate (only when a change of results is intended): ``python tests/test_selector_pinned.py``."""
 
@@ -28,6 +30,8 @@ import pytest
 
 from bots_rft import BOTS, Interpolation
 from numpy_levels import Level, check_expected, level_env, levels
+from torch_levels import ISA_LADDER, isa_env, skip_reason
+from torch_levels import check_expected as check_expected_isa
 
 PINNED = Path(__file__).parent / "data" / "selector_pinned.json"
 N = 2_000
@@ -141,6 +145,8 @@ def _pins() -> dict[str, Any]:
 def test_selector_results_are_the_pinned_ones(kind: str, name: str, tmp_path: Path) -> None:
     check_expected()
     if kind == "torch":
+        check_expected_isa()
+    if kind == "torch":
         pytest.importorskip("torch")
     if kind != "sharded":
         assert run_scenario(kind, name, tmp_path) == _pins()[f"{kind}-{name}"]
@@ -169,6 +175,21 @@ def test_pins_hold_under_each_numpy_level(level: Level) -> None:
     )
     expected = len([c for c in CASES if c[0] != "sharded"])
     assert f"{expected} passed" in done.stdout, done.stdout[-2000:]
+
+
+@pytest.mark.parametrize("isa", ISA_LADDER)
+def test_torch_backend_pins_hold_under_each_instruction_set(isa: str) -> None:
+    """The torch backend's CPU path (its draws use torch's vectorised log/exp) under each ATen
+    instruction set this host supports."""
+    pytest.importorskip("torch")
+    reason = skip_reason(isa)
+    if reason:
+        pytest.skip(reason)
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", __file__]
+    cmd += ["-k", "results_are_the_pinned and torch"]
+    done = subprocess.run(cmd, env=isa_env(isa), capture_output=True, text=True, cwd=Path(__file__).parent.parent)
+    assert done.returncode == 0, f"pinned torch selectors under ATEN_CPU_CAPABILITY={isa}:\n{done.stdout[-6000:]}"
+    assert f"{len([c for c in CASES if c[0] == 'torch'])} passed" in done.stdout, done.stdout[-2000:]
 
 
 if __name__ == "__main__":  # regenerate the pins

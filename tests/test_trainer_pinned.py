@@ -32,9 +32,7 @@ tiny model's numbers): ``python tests/test_trainer_pinned.py``."""
 
 from __future__ import annotations
 
-import functools
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -49,6 +47,8 @@ from bots_rft.train import optimise  # noqa: E402
 from bots_rft.train.toy import toy_config, write_toy_pool  # noqa: E402
 from bots_rft.train.trainer import GRPOTrainer  # noqa: E402
 from numpy_levels import Level, check_expected, level_env, levels  # noqa: E402
+from torch_levels import ISA_LADDER, isa_env, skip_reason  # noqa: E402
+from torch_levels import check_expected as check_expected_isa  # noqa: E402
 
 PINNED = Path(__file__).parent / "data" / "trainer_pinned.json"
 
@@ -65,13 +65,6 @@ STEP_EXACT = ("task_ids", "successes", "rollouts", "extra_rollouts", "cum_rollou
 STEP_CLOSE = ("reward_mean", "loss", "pg_loss", "kl", "grad_norm", "clip_frac", "ratio_mean")
 #: Relative tolerance (of max(1, |pin|)) per precision of the run; the module docstring says why.
 TOLERANCE = {"float64": 2.0**-40, "float32": 2.0**-16}
-#: The instruction sets ATen dispatches among on x86, lowest first, and the matching limits of
-#: MKL (matrix products) and oneDNN, so that a run under one set uses no wider kernels anywhere.
-ISA_LADDER = ("default", "avx2", "avx512")
-MKL_ISA = {"default": "SSE4_2", "avx2": "AVX2", "avx512": "AVX512"}
-ONEDNN_ISA = {"default": "SSE41", "avx2": "AVX2", "avx512": "AVX512_CORE"}
-#: Set by the per-instruction-set run: the capability torch must report in that process.
-EXPECT_ISA_ENV = "BOTS_PINNED_EXPECT_ISA"
 
 
 def _config(pool: Path, out: Path, **kw: Any) -> Any:
@@ -134,10 +127,8 @@ def pool(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module", autouse=True)
 def _expected_isa() -> None:
-    """In a per-instruction-set run, torch must really use the set it was asked for."""
-    want = os.environ.get(EXPECT_ISA_ENV)
-    if want:
-        assert torch.backends.cpu.get_cpu_capability().lower() == want
+    """In a per-instruction-set or per-numpy-level run, the process really runs at that level."""
+    check_expected_isa()
     check_expected()
 
 
@@ -168,30 +159,13 @@ def test_a_one_ulp_change_in_the_loss_fails_the_pins(
     assert any(" loss:" in line for line in bad), bad
 
 
-@functools.cache
-def _native_isa() -> str:
-    env = {k: v for k, v in os.environ.items() if k not in ("ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS")}
-    probe = "import torch; print(torch.backends.cpu.get_cpu_capability())"
-    done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
-    return done.stdout.strip().lower()
-
-
 @pytest.mark.parametrize("isa", ISA_LADDER)
 def test_pins_hold_under_each_instruction_set(isa: str) -> None:
-    native = _native_isa()
-    if native not in ISA_LADDER:
-        pytest.skip(f"torch's instruction-set ladder here is {native!r}, not x86's {ISA_LADDER}")
-    if ISA_LADDER.index(isa) > ISA_LADDER.index(native):
-        pytest.skip(f"this CPU's widest kernels are {native}; {isa} cannot run here")
-    env = {
-        **os.environ,
-        "ATEN_CPU_CAPABILITY": isa,
-        "MKL_ENABLE_INSTRUCTIONS": MKL_ISA[isa],
-        "ONEDNN_MAX_CPU_ISA": ONEDNN_ISA[isa],
-        EXPECT_ISA_ENV: isa,
-    }
+    reason = skip_reason(isa)
+    if reason:
+        pytest.skip(reason)
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__, "-k", "results_are_the_pinned"]
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=Path(__file__).parent.parent)
+    done = subprocess.run(cmd, env=isa_env(isa), capture_output=True, text=True, cwd=Path(__file__).parent.parent)
     assert done.returncode == 0, f"pinned results under ATEN_CPU_CAPABILITY={isa}:\n{done.stdout[-6000:]}"
     assert f"{len(RUNS) * len(TOLERANCE)} passed" in done.stdout, done.stdout[-2000:]
 
