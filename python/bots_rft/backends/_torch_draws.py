@@ -12,7 +12,7 @@ variates.
 
 One try for Beta(a, b) with a, b >= 1: a Box–Muller pair of normals from words 0 and 1 and a
 Marsaglia–Tsang attempt in float32 for each of Gamma(a) (uniform from word 2) and Gamma(b) (word
-3); accepted when both attempts are, then x / (x + y). A rejected try is redrawn as a unit with
+3); accepted when both attempts are, then x / (x + y) (formed in float64, rounded to float32 once). A rejected try is redrawn as a unit with
 the next k, which keeps accepted tries exact. A shape below 1 uses the boost
 Gamma(s) = Gamma(s + 1) · U^(1/s) with U from the words at the reserved slot ``BOOST_ATTEMPT``
 (the core uses a scalar float64 sampler there instead), carried in log space.
@@ -166,7 +166,10 @@ def thompson_draws(alpha: torch.Tensor, beta: torch.Tensor, j: torch.Tensor, see
         gy[pending] = py
         pending = pending[~pok]
         attempt += 1
-    draws = gx / (gx + gy)
+    # The ratio formed in float64 and rounded to float32 once, as the core forms it: in float32 the
+    # sum is rounded first, and for a large shape the draws land on a grid that aliases against
+    # float32's (Beta(1e6, 1) leaves every 21st value below 1 nearly empty).
+    draws = (gx.double() / (gx.double() + gy.double())).to(torch.float32)
     boosted = torch.nonzero(small_a | small_b).squeeze(1)
     if boosted.numel() > 0:
         u0, u1, _, _ = task_words(j[boosted], counter, BOOST_ATTEMPT, key)

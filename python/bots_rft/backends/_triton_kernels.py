@@ -418,7 +418,8 @@ def _step_kernel(
         gy = tl.where(take, y, gy)
         pending = pending & ~(okx & oky)
         attempt += 1
-    draw = gx / (gx + gy)
+    # Formed in float64 and rounded once, as the core and the torch operations form it.
+    draw = (gx.to(tl.float64) / (gx.to(tl.float64) + gy.to(tl.float64))).to(tl.float32)
     small = live & (small_a | small_b)
     if tl.max(small.to(tl.int32), axis=0) > 0:
         c3 = j_hi | (BOOST_SLOT << 16)
