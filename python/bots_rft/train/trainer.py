@@ -1074,25 +1074,10 @@ class GRPOTrainer:
         if self.eval_pool is None or not self.eval_rows:
             return None
         t = time.perf_counter()
-        res = evaluate(
-            self.model,
-            self.tok,
-            self.eval_pool,
-            self.eval_chats,
-            self.eval_rows,
-            self.scorer,
-            self.dist,
-            max_new_tokens=self.cfg.eval_max_new_tokens or self.cfg.max_new_tokens,
-            batch_size=self.cfg.generation_batch_size,
-            max_prompt_tokens=self.cfg.max_prompt_tokens,
-            bf16=self.cfg.bf16,
-            engine=self.cfg.rollout_engine,
-            samples=self.cfg.eval_samples,
-            temperature=self.cfg.temperature,
-            seed=self.cfg.seed * 1_000_003 + self.step,
-        )
-        if res is not None and self.cfg.eval_greedy and self.cfg.eval_samples:
-            greedy = evaluate(
+
+        def run(samples: int, **sampling: Any) -> dict[str, Any] | None:
+            assert self.eval_pool is not None
+            return evaluate(
                 self.model,
                 self.tok,
                 self.eval_pool,
@@ -1105,8 +1090,13 @@ class GRPOTrainer:
                 max_prompt_tokens=self.cfg.max_prompt_tokens,
                 bf16=self.cfg.bf16,
                 engine=self.cfg.rollout_engine,
-                samples=0,
+                samples=samples,
+                **sampling,
             )
+
+        res = run(self.cfg.eval_samples, temperature=self.cfg.temperature, seed=self.cfg.seed * 1_000_003 + self.step)
+        if res is not None and self.cfg.eval_greedy and self.cfg.eval_samples:
+            greedy = run(0)
             if greedy is not None:
                 res["greedy_accuracy"] = greedy["accuracy"]
                 res["greedy_macro_accuracy"] = greedy["macro_accuracy"]
