@@ -41,7 +41,6 @@ import os
 import secrets
 import struct
 import sys
-import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -537,10 +536,13 @@ def _write_and_stamp(tmp: str, enc: _Encoder, tree: Any) -> None:
 
 def _atomic(target: Path, write: Callable[[str], None]) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    os.close(fd)
+    tmp = _new_temporary(target)
     try:
+        mode = os.stat(tmp).st_mode & 0o777
         write(tmp)
+        # safetensors (0.8) writes through a temporary file of its own, created 0600.
+        if os.stat(tmp).st_mode & 0o777 != mode:
+            os.chmod(tmp, mode)
         os.replace(tmp, target)
     except BaseException:
         try:
@@ -549,6 +551,21 @@ def _atomic(target: Path, write: Callable[[str], None]) -> None:
             pass
         raise
     _fsync_dir(target.parent)
+
+
+def _new_temporary(target: Path) -> str:
+    """A new, empty file beside ``target`` with the mode the umask gives a new file (0644 under
+    022), as ``open(target, "w")`` would: the rename keeps it, so another uid can read the file.
+    ``tempfile.mkstemp`` would create it 0600 whatever the umask; :func:`_atomic` gives the
+    written file this mode back if the writer replaced it."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+    while True:
+        tmp = str(target.parent / f".{target.name}.{secrets.token_hex(6)}.tmp")
+        try:
+            os.close(os.open(tmp, flags, 0o666))
+            return tmp
+        except FileExistsError:
+            continue
 
 
 def _fsync_dir(directory: Path) -> None:
