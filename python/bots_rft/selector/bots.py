@@ -24,14 +24,23 @@ import numpy as np
 from .._validation import FloatArray, IntArray, as_ids, as_int, ids_in_pool
 from .._validation import exclusion as _exclusion
 from ..checkpoint import read_checkpoint
-from ..errors import CheckpointError, InvalidArgumentError
+from ..errors import CheckpointError, DataError, InvalidArgumentError
 from ..estimators import Estimator, ImplicitEvidence, StepEvidence, checked_prediction, user_object
 from ..planning import Plan, allocate_rollouts, check_plan_args
 from .base import Picks, SelectorBase
 from .feedback import aggregate
-from .params import readonly
+from .params import SelectorParams, param_differences, readonly
 from .rules import lam_for, predictions_miss, smoothed_drift
-from .state import check_state_header, state_params, state_posterior
+from .state import (
+    ParamsOnLoad,
+    check_state_header,
+    evidence_identity,
+    identity_differences,
+    pool_fingerprint,
+    state_params,
+    state_pool,
+    state_posterior,
+)
 from .stream import _MAX_SPECULATIVE_EXTRA, _Draw, _Skip, _sorted_contains, _Speculation, _Stream
 
 if TYPE_CHECKING:
@@ -716,6 +725,87 @@ class BOTS(_BackendChoice, SelectorBase):
             self._pending = update
 
     # ----------------------------------------------------------------------------- state
+    #: The pool this selector's task ids index (:meth:`set_pool`); None: not bound to one.
+    _pool: str | None = None
+
+    @property
+    def pool(self) -> str | None:
+        """The fingerprint of the pool of tasks this selector is bound to (:meth:`set_pool`, or a
+        checkpoint that recorded one), or None."""
+        return self._pool
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        """What this selector's posterior is learnt on, as :meth:`state_dict` records it:
+        ``evidence`` (:func:`~bots_rft.selector.state.evidence_identity`: the estimator's kind and
+        a hash of its reference arrays, or None) and ``pool`` (:attr:`pool`)."""
+        with self._lock:
+            return {"evidence": evidence_identity(self._estimator_state()), "pool": self._pool}
+
+    def set_pool(self, task_ids: Any, *, source: str = "task_ids") -> str:
+        """Bind this selector to a pool: the task ids a dataset holds (any order; rows without a
+        task are left out). Its fingerprint (:func:`~bots_rft.selector.state.pool_fingerprint`) is
+        recorded in every :meth:`state_dict`, and :meth:`load_state_dict` refuses a state recorded
+        on another pool. A selector already bound (or restored from a checkpoint that recorded a
+        pool) refuses a different one with a :class:`DataError` naming ``source``. Returns the
+        fingerprint. The trainer integrations call it with their dataset's task-id column."""
+        ids = np.asarray(task_ids if isinstance(task_ids, np.ndarray) else list(task_ids), dtype=np.int64)
+        fingerprint = pool_fingerprint(ids)
+        with self._lock:
+            if self._pool is not None and self._pool != fingerprint:
+                raise DataError(
+                    f"{source}: this pool's task ids ({np.unique(ids).size} distinct, fingerprint {fingerprint}) are "
+                    f"not the pool this selector was built or checkpointed on (fingerprint {self._pool}); resume on "
+                    "the same pool, or start a fresh selector"
+                )
+            self._pool = fingerprint
+        return fingerprint
+
+    def state_dict(self) -> dict[str, Any]:
+        state = super().state_dict()
+        state["identity"]["pool"] = self._pool
+        return state
+
+    def load_state_dict(self, state: dict[str, Any], *, params: ParamsOnLoad = "error") -> None:
+        """Restore a :meth:`state_dict` of a selector over the same number of tasks, validated
+        before anything changes (see :meth:`SelectorBase.load_state_dict`).
+
+        The state's implicit evidence counts as a parameter: an estimator of another kind, other
+        reference arrays (compared by hash), or evidence on one side only is refused under
+        ``params="error"`` (the default) with the differences named, taken from the state under
+        ``params="checkpoint"``, and left as this selector's under ``params="current"``. So is a
+        state recorded on another pool (:meth:`set_pool`); a state or a selector without a pool
+        (written before pools were recorded, or never bound) is no difference. States without
+        these records load as before."""
+        super().load_state_dict(state, params=params)
+
+    def _restore_counts(self, state: dict[str, Any]) -> None:
+        # Every backend's _from_state calls this: the pool a state records comes back with it.
+        super()._restore_counts(state)
+        self._pool = state_pool(state)
+
+    def _adopt_state(self, fresh: SelectorParams, params: ParamsOnLoad, kept: tuple[str, ...]) -> None:
+        """The evidence and the pool are parameters too: a state whose evidence (estimator kind,
+        reference arrays) or pool differs is refused with the parameters' ``params`` choice
+        (``"checkpoint"``: the state's evidence; ``"current"``: this selector's estimator, as it
+        is). Whatever wins, a selector bound to a pool stays bound to it."""
+        assert isinstance(fresh, BOTS)
+        mine = evidence_identity(self._estimator_state())
+        theirs = evidence_identity(fresh._estimator_state())
+        extra = identity_differences((mine, theirs), (self._pool, fresh._pool))
+        if extra and params == "error":
+            differences = param_differences(self, fresh) + extra
+            raise CheckpointError(
+                f"state: its parameters differ from this selector's ({'; '.join(differences)}); pass "
+                "params='checkpoint' to take the state's, params='current' to keep this selector's"
+            )
+        estimator, pool = self._estimator, self._pool
+        super()._adopt_state(fresh, params, kept)
+        if params == "current" and mine != theirs:
+            self._estimator = estimator
+        if pool is not None:
+            self._pool = pool
+
     def _state_parts(self) -> tuple[FloatArray, FloatArray, dict[str, Any] | None]:
         self._flush_locked()
         alpha, beta = self._posterior_arrays()
