@@ -11,7 +11,7 @@ does one of:
   (``run_python``);
 - ``serve``: the untrusted half of a code verdict. Requests arrive on one pipe and replies leave
   on another, each a 4-byte length and a JSON document. The program's source is loaded as module
-  ``__main__``; afterwards the trusted side asks for its global names, calls functions, reads
+  ``solution`` (not ``__main__``, as HumanEval's own harness loads it); afterwards the trusted side asks for its global names, calls functions, reads
   attributes, or (for stdin/stdout tasks) runs the whole program once per input in a fresh child
   process and gets back the raw bytes it wrote. Values cross as plain data (see ``_encode``);
   anything else stays here and crosses as a numbered reference. Nothing in this process decides a
@@ -40,6 +40,8 @@ if TYPE_CHECKING:  # annotations only: the agent imports as little as it can
     from typing import Any
 
 _MAX_DEPTH = 200
+# The name the program's module has when the tests load it (``serve`` and ``verdict`` modes).
+_PROGRAM_MODULE = "solution"
 
 
 def _drop_privileges(cfg: dict[str, Any], key: str = "uid") -> None:
@@ -229,7 +231,12 @@ def _serve(cfg: dict[str, Any]) -> None:
 
     chan = _Channel(int(cfg["request_fd"]), int(cfg["reply_fd"]))
     refs = _Refs()
-    namespace: dict[str, object] = {"__name__": "__main__", "__builtins__": builtins}
+    # The program is a module of its own, not ``__main__`` (as HumanEval's harness runs it): a
+    # demo block under ``if __name__ == "__main__":`` (reading input, unittest.main()) is not run.
+    module = type(sys)(_PROGRAM_MODULE)
+    sys.modules[_PROGRAM_MODULE] = module
+    namespace: dict[str, object] = module.__dict__
+    namespace["__builtins__"] = builtins
     compiled = None
     # The program's prints must not reach the reply pipe, and there is no input to read.
     devnull = os.open(os.devnull, os.O_RDWR)

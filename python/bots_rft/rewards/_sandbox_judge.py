@@ -337,9 +337,9 @@ class Candidate:
 
     # ------------------------------------------------------------------------- operations
     def load(self, source: str, names: list[str], *, run: bool = True) -> dict[str, Any]:
-        """Load the program's source as module ``__main__`` (``run=False``: compile only) and
-        return those of ``names`` (chosen from the ground truth, never by the program) that it
-        defines: plain values or :class:`RemoteObject`."""
+        """Load the program's source as module ``solution``, never ``__main__`` (``run=False``:
+        compile only), and return those of ``names`` (chosen from the ground truth, never by the
+        program) that it defines: plain values or :class:`RemoteObject`."""
         reply = self.request({"op": "load", "source": source, "run": run, "names": names}, raw=True)
         if type(reply) is not dict or not set(reply) <= set(names):
             raise self.fail("not_plain")

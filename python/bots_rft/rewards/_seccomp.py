@@ -8,7 +8,8 @@ seccomp), userfaultfd, the kernel log, swap, quotas, file handles, System V IPC 
 message queues, semaphores: kernel memory outside every per-process limit), and the calls that
 take from a per-user count of the kernel (inotify and fanotify instances, POSIX message queue
 bytes): started as a user, the sandbox's uid is the scorer's, so a program could use up that
-user's share for the host. Denied calls fail with
+user's share for the host; and ``socket()`` of the ``AF_VSOCK`` family (the hypervisor's host
+channel, outside every network namespace). Denied calls fail with
 ``EPERM``; ``clone3`` fails with ``ENOSYS`` because its flags live in memory a filter cannot read
 (the C library then falls back to ``clone``, whose flags are checked). A call made through another
 architecture's system-call table (32-bit x86 on x86-64) kills the process; so does any x32 call.
@@ -23,7 +24,7 @@ import platform
 import struct
 from collections.abc import Collection
 
-__all__ = ["seccomp_filter", "DENIED_SYSCALLS"]
+__all__ = ["seccomp_filter", "DENIED_SYSCALLS", "DENIED_SOCKET_FAMILIES"]
 
 # Names of the denied calls (for the docs and the log); their numbers per architecture below.
 DENIED_SYSCALLS = (
@@ -47,7 +48,7 @@ _NUMBERS = {
         io_uring_setup=425, io_uring_enter=426, io_uring_register=427, userfaultfd=323,
         syslog=103, acct=163, swapon=167, swapoff=168, quotactl=179, quotactl_fd=443,
         name_to_handle_at=303, open_by_handle_at=304, shmget=29, msgget=68, semget=64, clone=56,
-        clone3=435, inotify_init=253, inotify_init1=294, fanotify_init=300, mq_open=240,
+        clone3=435, inotify_init=253, inotify_init1=294, fanotify_init=300, mq_open=240, socket=41,
     ),
     "aarch64": dict(
         mount=40, umount2=39, pivot_root=41, open_tree=428, move_mount=429, fsopen=430,
@@ -58,7 +59,7 @@ _NUMBERS = {
         io_uring_setup=425, io_uring_enter=426, io_uring_register=427, userfaultfd=282,
         syslog=116, acct=89, swapon=224, swapoff=225, quotactl=60, quotactl_fd=443,
         name_to_handle_at=264, open_by_handle_at=265, shmget=194, msgget=186, semget=190, clone=220,
-        clone3=435, inotify_init1=26, fanotify_init=262, mq_open=180,  # (no inotify_init here)
+        clone3=435, inotify_init1=26, fanotify_init=262, mq_open=180, socket=198,  # (no inotify_init)
     ),
 }  # fmt: skip
 _AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
@@ -67,6 +68,11 @@ _X32_SYSCALL_BIT = 0x40000000
 # Every namespace flag clone() accepts: CLONE_NEWTIME, NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER,
 # NEWPID, NEWNET.
 _CLONE_NEW_FLAGS = 0x00000080 | 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000
+
+# Socket families refused by ``socket()``: AF_VSOCK (40) reaches the host and its hypervisor
+# through a virtio device whatever the network namespace (it has no namespace of its own); no
+# program needs it.
+DENIED_SOCKET_FAMILIES = {"AF_VSOCK": 40}
 
 # Classic BPF opcodes and seccomp return values (linux/filter.h, linux/seccomp.h).
 _LD_W_ABS = 0x20
@@ -108,6 +114,11 @@ def seccomp_filter(machine: str | None = None, allow: Collection[str] = ()) -> b
         if name in allow or name not in nr:
             continue
         prog += [_insn(_JEQ_K, nr[name], jf=1), _insn(_RET_K, eperm)]
+    families = list(DENIED_SOCKET_FAMILIES.values())
+    prog.append(_insn(_JEQ_K, nr["socket"], jf=len(families) + 3))
+    prog.append(_insn(_LD_W_ABS, _OFF_ARG0_LOW))  # socket()'s family
+    prog += [_insn(_JEQ_K, family, jt=len(families) - i) for i, family in enumerate(families)]
+    prog += [_insn(_RET_K, _RET_ALLOW), _insn(_RET_K, eperm)]  # any other family; a denied one
     prog += [
         _insn(_JEQ_K, nr["clone3"], jf=1),
         _insn(_RET_K, _RET_ERRNO | errno.ENOSYS),

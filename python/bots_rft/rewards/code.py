@@ -131,31 +131,89 @@ def _prompt_context(prompt: str, entry: str | None) -> str:
     return "\n".join(keep) + "\n" if keep else ""
 
 
-def _verify_tests(
-    code: str, spec: dict[str, Any], limits: SandboxLimits, allow_unsandboxed: bool | None
-) -> RewardResult:
+_FUTURE = re.compile(r"from[ \t]+__future__[ \t]+import[ \t]")
+
+
+def _defines_entry(code: str, entry: str) -> bool:
+    """Whether ``code`` is a whole function: it defines ``entry`` at its top level. Decided on
+    the syntax tree where the answer parses as it stands; else (a body, or a whole function with
+    a syntax error) line by line, on a ``def`` at column 0, so a body's nested helper named like
+    the entry point never counts. A whole function indented as one block (some chat answers) is
+    one that parses once dedented, defines ``entry`` at its top level and has no top-level
+    ``return`` (a dedented body would). Linear in the answer's length either way."""
+    import textwrap
+
+    def top_level(text: str) -> ast.Module | None:
+        try:
+            return parse(text)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return None
+
+    def defines(tree: ast.Module) -> bool:
+        return any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == entry for n in tree.body)
+
+    tree = top_level(code)
+    if tree is not None:
+        return defines(tree)
+    head = re.compile(rf"(?:async[ \t]+)?def[ \t]+{re.escape(entry)}[ \t]*\(")
+    if any(head.match(line) for line in code.splitlines()):
+        return True
+    first = next((line for line in code.splitlines() if line.strip()), "")
+    if first[:1] in (" ", "\t") and head.match(first.lstrip()):
+        tree = top_level(textwrap.dedent(code))
+        return tree is not None and defines(tree) and not any(isinstance(n, ast.Return) for n in tree.body)
+    return False
+
+
+def _hoist_future(source: str) -> str:
+    """``source`` with every ``from __future__ import`` line (at column 0, as a whole function or a
+    prompt writes it) moved to the front: Python accepts them only there, and the prompt's
+    imports and helpers go in front of a whole-function answer."""
+    lines = source.split("\n")
+    future = [line for line in lines if _FUTURE.match(line)]
+    if not future:
+        return source
+    rest = [line for line in lines if not _FUTURE.match(line)]
+    return "\n".join(dict.fromkeys(line.rstrip() for line in future)) + "\n" + "\n".join(rest)
+
+
+def _program_source(code: str, spec: Mapping[str, Any], context: str | None = None) -> str:
+    """The program as it is loaded: a completion of the function body after the prompt (its
+    signature and docstring), a whole function after the prompt's imports and helpers
+    (``context``, from :func:`_prompt_context`), ``from __future__`` lines first."""
     entry = spec.get("entry_point")
     entry = str(entry) if entry else None
     prompt = str(spec.get("prompt") or "")
-    context = _prompt_context(prompt, entry)
-    if entry and not re.search(rf"^\s*(async\s+)?def\s+{re.escape(entry)}\s*\(", code, re.M):
+    if context is None:
+        context = _prompt_context(prompt, entry)
+    if entry and not _defines_entry(code, entry):
         # A completion of the function body: put the signature and docstring back in front.
         code = prompt + code
     elif context:
         # A whole-function answer: the prompt's imports and helpers first, as prompt + completion
         # would have them; the answer's own definitions come after and win in its own process.
         code = context + "\n" + code
+    return _hoist_future(code)
+
+
+def _verify_tests(
+    code: str, spec: dict[str, Any], limits: SandboxLimits, allow_unsandboxed: bool | None
+) -> RewardResult:
+    entry = spec.get("entry_point")
+    entry = str(entry) if entry else None
+    context = _prompt_context(str(spec.get("prompt") or ""), entry)
+    code = _program_source(code, spec, context)
     test = str(spec.get("test") or spec.get("functional"))
     # The ground truth's own syntax errors are data errors, found here before any sandbox starts
     # (parsing runs nothing); the test runs only in the sandbox, in the test side's process.
     parse(test, "<test>")
     if context:
-        compile(context, "<prompt>", "exec")
+        compile(_hoist_future(context), "<prompt>", "exec")
     task = {
         "kind": "tests",
         "source": code,
         "test": test,
-        "context": context,
+        "context": _hoist_future(context),
         "entry": entry,
         "check": bool(entry and "test" in spec),
     }
