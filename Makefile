@@ -4,13 +4,14 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 UV := $(VENV)/bin/uv
-# Every extra the tests exercise (torch is the large one; uv's cache keeps it to one download).
-EXTRAS ?= dev,data,train,integrations
+# Every extra the tests exercise (torch is the large one; uv's cache keeps it to one download);
+# the tools come from the `dev` dependency group.
+EXTRAS ?= cli,plot,data,train,integrations
 # The compiled module, rebuilt whenever a Rust source or manifest changes.
 CORE_SO := python/bots_rft/_core.abi3.so
 RUST_SRC := $(shell find rust -name '*.rs' -o -name Cargo.toml) Cargo.toml pyproject.toml
 
-.PHONY: setup build demo test test-rust test-python bench bench-gpu bench-rollouts lint clean
+.PHONY: setup build demo wheel test test-rust test-python bench bench-gpu bench-rollouts lint clean
 
 $(VENV)/.created:
 	$(PYTHON) -m venv $(VENV)
@@ -19,7 +20,7 @@ $(VENV)/.created:
 
 # uv keeps one wheel cache per machine (~/.cache/uv), so large wheels (torch) download once.
 $(VENV)/.deps-$(EXTRAS): $(VENV)/.created pyproject.toml
-	$(UV) pip install -q --python $(PY) -r pyproject.toml $(foreach e,$(subst $(comma), ,$(EXTRAS)),--extra $(e))
+	$(UV) pip install -q --python $(PY) -r pyproject.toml --group dev $(foreach e,$(subst $(comma), ,$(EXTRAS)),--extra $(e))
 	touch $@
 comma := ,
 
@@ -61,9 +62,10 @@ $(VENV)/.deps-nodeps: $(VENV)/.deps-$(EXTRAS) Makefile
 	$(MAKE_BYTECODE) $(VENV)/lib/python*/site-packages 2>/dev/null || true
 	touch $@
 
-# The base dependencies (numpy, tqdm, matplotlib) and maturin: all the core and `bots demo` need.
+# The core's dependencies (numpy, safetensors), tqdm for `bots demo`'s progress bar, and maturin:
+# all that `make demo` needs.
 $(VENV)/.deps-base: $(VENV)/.created pyproject.toml
-	$(UV) pip install -q --python $(PY) -r pyproject.toml "maturin>=1.7,<2"
+	$(UV) pip install -q --python $(PY) -r pyproject.toml "tqdm>=4.60" "maturin>=1.7,<2"
 	touch $@
 
 $(CORE_SO): $(VENV)/.deps-base $(RUST_SRC)
@@ -92,7 +94,39 @@ test-python: setup
 	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --durations=15
 
 # Lint first: formatting, lint and type errors fail fast, before the long test runs.
-test: setup lint test-rust test-python
+test: setup lint test-rust wheel test-python
+
+# The release artefacts as a user gets them, built apart from the development build (under
+# target/wheel; python/bots_rft/_core.abi3.so is left alone): a portable abi3 wheel
+# (manylinux_2_17, glibc >= 2.17, linked through zig from the package index; stripped) and the
+# sdist. `auditwheel show` and `abi3audit` check the wheel; each is then installed into a clean
+# environment and passes tests/smoke_install.py, the smoke test the release workflow runs on every
+# platform: the wheel with nothing but its environment on PATH (no Rust), the sdist built from
+# source (dev profile: what is checked is that the sdist builds and works, not its speed).
+WHEEL_DIR := target/wheel
+WHEEL_TOOLS := $(WHEEL_DIR)/tools
+WHEEL_TOOLS_PKGS := "maturin>=1.7,<2" "ziglang>=0.13" "auditwheel>=6" "abi3audit>=0.0.20"
+$(WHEEL_TOOLS)/.installed: $(VENV)/.created
+	$(UV) venv -q --allow-existing --python $(PY) $(WHEEL_TOOLS)
+	$(UV) pip install -q --python $(WHEEL_TOOLS)/bin/python $(WHEEL_TOOLS_PKGS)
+	touch $@
+
+wheel: $(WHEEL_TOOLS)/.installed
+	rm -rf $(WHEEL_DIR)/dist $(WHEEL_DIR)/env-wheel $(WHEEL_DIR)/env-sdist
+	PATH="$(abspath $(WHEEL_TOOLS))/bin:$$PATH" CARGO_TARGET_DIR=$(WHEEL_DIR)/cargo \
+		maturin build -q --release --strip --zig --compatibility manylinux2014 --out $(WHEEL_DIR)/dist
+	$(WHEEL_TOOLS)/bin/maturin sdist --out $(WHEEL_DIR)/dist
+	$(WHEEL_TOOLS)/bin/auditwheel show $(WHEEL_DIR)/dist/*manylinux_2_17_x86_64*.whl | tee $(WHEEL_DIR)/auditwheel.txt
+	tr -s ' \n' ' ' < $(WHEEL_DIR)/auditwheel.txt | grep -q 'consistent with the following platform tag: "manylinux_2_17_x86_64"'
+	$(WHEEL_TOOLS)/bin/abi3audit --strict --report $(WHEEL_DIR)/dist/*.whl
+	ls -l $(WHEEL_DIR)/dist
+	$(UV) venv -q --python $(PYTHON) $(WHEEL_DIR)/env-wheel
+	$(UV) pip install -q --python $(WHEEL_DIR)/env-wheel/bin/python $(WHEEL_DIR)/dist/*.whl
+	env PATH="$(abspath $(WHEEL_DIR))/env-wheel/bin" $(WHEEL_DIR)/env-wheel/bin/python tests/smoke_install.py --no-rust --core-only
+	$(UV) venv -q --python $(PYTHON) $(WHEEL_DIR)/env-sdist
+	MATURIN_PEP517_ARGS="--profile dev" CARGO_TARGET_DIR="$(abspath $(WHEEL_DIR))/cargo-sdist" \
+		$(UV) pip install -q --python $(WHEEL_DIR)/env-sdist/bin/python $(WHEEL_DIR)/dist/*.tar.gz
+	env PATH="$(abspath $(WHEEL_DIR))/env-sdist/bin" $(WHEEL_DIR)/env-sdist/bin/python tests/smoke_install.py --no-rust --core-only
 
 # Side-by-side speed against numpy and torch (tables and plot under benches/results/, the run's
 # summary in README.md), what the trainer waits for with and without prefetch, then the

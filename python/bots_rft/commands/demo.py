@@ -55,9 +55,8 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
 def run_demo(
     num_tasks: int, steps: int, batch: int, rollouts: int, seed: int, progress: bool = True
 ) -> list[DemoResult]:
-    from tqdm.auto import tqdm
-
     from .. import BOTS, Interpolation
+    from .._progress import progress_bar
 
     pool = DriftingPool(num_tasks, steps, seed)
     results = []
@@ -66,7 +65,7 @@ def run_demo(
         choice_rng = np.random.default_rng(seed + 1)
         rollout_rng = np.random.default_rng(seed + 2)
         etr, t_sel, t_upd = [], [], []
-        for step in tqdm(range(steps), desc=f"{method:>6}", disable=not progress, unit="step"):
+        for step in progress_bar(range(steps), desc=f"{method:>6}", disable=not progress, unit="step"):
             t0 = time.perf_counter()
             if method == "bots":
                 ids = sel.select(batch)

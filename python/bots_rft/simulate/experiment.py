@@ -580,7 +580,7 @@ def run_experiment(
     """Run every distinct method of every group on every seed (progress bar on stderr)."""
     import time
 
-    from tqdm.auto import tqdm
+    from .._progress import progress_bar
 
     groups = build_groups(config)
     unique: dict[str, MethodSpec] = {}
@@ -590,7 +590,7 @@ def run_experiment(
     total = len(unique) * len(config.seeds) * config.steps
     runs: dict[tuple[str, int], RunRecord] = {}
     start = time.perf_counter()
-    with tqdm(total=total, desc=desc, unit="step", disable=not progress, leave=True, mininterval=0.5) as bar:
+    with progress_bar(total=total, desc=desc, unit="step", disable=not progress, leave=True, mininterval=0.5) as bar:
         for seed in config.seeds:
             world = make_world(config.learner, seed)
             for key, spec in unique.items():
