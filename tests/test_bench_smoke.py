@@ -19,6 +19,8 @@ sys.path.insert(0, str(BENCHES))
 
 from impl_numpy import NumpyBOTS  # noqa: E402
 
+pytestmark = pytest.mark.slow
+
 HAVE_TORCH = importlib.util.find_spec("torch") is not None
 N, B = 5000, 256
 

@@ -24,6 +24,8 @@ from bots_rft.report.training import (  # noqa: E402
 )
 from bots_rft.train.toy import write_toy_pool  # noqa: E402
 
+pytestmark = pytest.mark.slow
+
 
 def toy_config(tmp_path: Path, extra: str = "") -> Path:
     """A two-step config on an 8-task toy pool with reference columns (``extra``: more keys)."""

@@ -18,6 +18,8 @@ import pytest
 from bots_rft.cli import build_parser, main
 from doc_commands import fenced_lines
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

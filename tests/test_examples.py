@@ -15,6 +15,8 @@ import pytest
 
 from doc_commands import fenced_lines
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parent.parent
 #: What each example (or module) prints when its run did its job (beyond exiting with 0).
 MARKERS = {

@@ -27,6 +27,8 @@ from bots_rft.errors import InvalidArgumentError
 from bots_rft.rewards import RewardItem, RewardResult, RewardScorer, register_verifier, score_one
 from bots_rft.rewards.base import coerce_result
 
+pytestmark = pytest.mark.slow
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 

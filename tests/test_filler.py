@@ -91,6 +91,7 @@ def test_a_diluted_run_trains_on_the_same_picks_plus_fillers(tmp_path: Path) -> 
         assert d["rollouts"] == 2 * p["rollouts"]
 
 
+@pytest.mark.slow
 def test_dilution_fillers_marks_long_words_the_start_policy_never_solved(tmp_path: Path) -> None:
     import subprocess
     import sys

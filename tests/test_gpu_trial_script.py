@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "examples" / "gpu" / "trial_smollm2.sh"
 TRIAL = ROOT / "configs" / "trial_smollm2_gpu.yaml"

@@ -48,6 +48,8 @@ from datasets import Dataset  # noqa: E402
 from bots_rft.integrations.areal import TASK_ID_KEY, RecordingFilter, TaskIdWorkflow, with_bots  # noqa: E402
 from bots_rft.integrations.batches import BOTSBatchSampler, EvidenceBuffer  # noqa: E402
 
+pytestmark = pytest.mark.slow
+
 asyncio.set_event_loop_policy(_policy)
 
 N_PASS, N_FAIL, N_MIXED = 6, 6, 12

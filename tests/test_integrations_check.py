@@ -16,7 +16,10 @@ from bots_rft.integrations.gates import installed_version
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "integrations.md"
 INSTALLED = [a for a in ck.ADAPTERS if a.installed()]
-pytestmark = pytest.mark.skipif(len(INSTALLED) < len(ck.ADAPTERS), reason="not every framework is installed")
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(len(INSTALLED) < len(ck.ADAPTERS), reason="not every framework is installed"),
+]
 
 
 def doc_block(name: str) -> str:

@@ -45,6 +45,8 @@ from skyrl_train.generators.base import GeneratorInterface  # noqa: E402
 
 from bots_rft.integrations.batches import BOTSBatchSampler  # noqa: E402
 
+pytestmark = pytest.mark.slow
+
 # isort: on
 
 N_PASS, N_FAIL, N_MIXED = 6, 6, 12

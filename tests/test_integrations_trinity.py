@@ -47,6 +47,8 @@ from trinity.manager.state_manager import StateManager  # noqa: E402
 from bots_rft import BotsError, CheckpointError, ConfigError, DataError, InvalidArgumentError, InvalidTypeError  # noqa: E402
 from bots_rft.integrations.trinity import AUTHOR_DEFAULTS, BOTSSelector  # noqa: E402
 
+pytestmark = pytest.mark.slow
+
 DOTTED = "bots_rft.integrations.trinity.BOTSSelector"
 REPO = Path(__file__).resolve().parents[1]
 #: The paper's BOTS, as the authors' examples/bots/bots.yaml configures difficulty_based.

@@ -24,6 +24,8 @@ from bots_rft.integrations.tasks import rows_of_tasks, successes_from_rewards
 pytest.importorskip("torch")
 from bots_rft.integrations.trl import BOTSRepeatSampler, RewardRecorder  # noqa: E402
 
+pytestmark = pytest.mark.slow
+
 N = 12
 
 

@@ -43,6 +43,8 @@ from bots_rft.integrations import verl as bv  # noqa: E402
 from checkpoint_files import is_codec_bytes  # noqa: E402
 from packed_state import packed_entry  # noqa: E402
 
+pytestmark = pytest.mark.slow
+
 N_ROLLOUTS = 4
 BATCH = 4
 # The pool: 8 tasks always solved, 8 never, 8 half the time (ids 0..23, interleaved).

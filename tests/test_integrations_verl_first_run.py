@@ -24,6 +24,8 @@ from hydra.core.config_store import ConfigStore  # noqa: E402
 from bots_rft import ConfigError, DataError  # noqa: E402
 from bots_rft.integrations import verl as bv  # noqa: E402
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parent.parent
 TWO_CORES = ("+ray_kwargs.ray_init.num_cpus=2", "transfer_queue.backend.SimpleStorage.num_data_storage_units=1")
 

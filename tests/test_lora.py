@@ -23,6 +23,8 @@ from bots_rft.train.policy import load_policy  # noqa: E402
 from bots_rft.train.toy import toy_config  # noqa: E402
 from bots_rft.train.trainer import GRPOTrainer, train  # noqa: E402
 
+pytestmark = pytest.mark.slow
+
 
 def cfg(pool: Path, out: Path, **kw: Any) -> Any:
     base: dict[str, Any] = dict(

@@ -403,6 +403,7 @@ def test_adarft_moves_its_target_with_the_reward_and_takes_the_nearest_tasks() -
 # ---------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_cli_simulate_with_the_peers_writes_interval_tables_per_step_and_per_rollout(tmp_path: Path) -> None:
     import csv
 

@@ -124,6 +124,7 @@ def test_selector_through_a_spawned_process() -> None:
     assert_same_selector(sel, back)
 
 
+@pytest.mark.slow
 def test_selector_in_a_ray_actor() -> None:
     ray = pytest.importorskip("ray")
     from bots_rft.integrations.ray import remote_selector

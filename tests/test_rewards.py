@@ -227,6 +227,7 @@ def humaneval_truth() -> dict[str, Any]:
     }
 
 
+@pytest.mark.slow
 def test_code_right_wrong_malformed(humaneval_truth: dict[str, Any]) -> None:
     h = humaneval_truth
     full = f"Here you go:\n```python\n{h['prompt']}{h['solution']}\n```"
@@ -243,6 +244,7 @@ def test_code_right_wrong_malformed(humaneval_truth: dict[str, Any]) -> None:
     assert verify_code("humaneval", early, h["truth"], {}, limits=FAST).reward == 0.0
 
 
+@pytest.mark.slow
 def test_code_stdin_stdout() -> None:
     truth = json.dumps({"inputs": ["1 2\n", "5 7\n"], "outputs": ["3\n", "12\n"]})
     right = "```python\na, b = map(int, input().split())\nprint(a + b)\n```"
@@ -266,6 +268,7 @@ ADVERSARIAL = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(ADVERSARIAL))
 def test_adversarial_code_scores_zero_and_leaves_nothing(
     humaneval_truth: dict[str, Any], name: str, namespaces: NamespaceHold
@@ -285,6 +288,7 @@ def test_adversarial_code_scores_zero_and_leaves_nothing(
     assert len(run.stdout) <= ADV.output_bytes
 
 
+@pytest.mark.slow
 def test_a_finished_runs_namespace_is_not_confused_with_a_later_one(namespaces: NamespaceHold) -> None:
     """The check above looks a run's namespace up by inode number; a sandbox started after the
     run ended (here, one still sleeping) must not be counted as the run's leftovers."""
@@ -304,6 +308,7 @@ def test_a_finished_runs_namespace_is_not_confused_with_a_later_one(namespaces: 
         sandbox.finish(later)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("isolate", [True, False])
 def test_children_are_killed_with_the_run(isolate: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     """Children left running (in the background, or looping until the timeout) die with the run,
@@ -328,6 +333,7 @@ def test_children_are_killed_with_the_run(isolate: bool, monkeypatch: pytest.Mon
     assert marker_processes(marker) == []
 
 
+@pytest.mark.slow
 def test_cpu_limit_ends_a_busy_loop_and_the_group() -> None:
     """A busy loop under a wall clock longer than its CPU budget is stopped by SIGXCPU, reported as
     such, and its background children go with the group."""
@@ -342,6 +348,7 @@ def test_cpu_limit_ends_a_busy_loop_and_the_group() -> None:
     assert marker_processes(marker) == []
 
 
+@pytest.mark.slow
 def test_escaping_the_process_group_does_not_survive() -> None:
     """A child that starts its own session escapes killpg; the PID namespace still takes it down
     (skipped where the kernel does not allow namespaces)."""
@@ -362,6 +369,7 @@ def test_escaping_the_process_group_does_not_survive() -> None:
     assert marker_processes(marker) == []
 
 
+@pytest.mark.slow
 def test_sandbox_environment_is_scrubbed_and_isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
     monkeypatch.setenv("BOTS_TEST_SECRET", "hunter2")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "x")
@@ -415,6 +423,7 @@ def test_dispatch_by_data_source() -> None:
         register_verifier("lambda_src", lambda *a: 1.0)
 
 
+@pytest.mark.slow
 def test_scorer_survives_raising_hanging_crashing_and_garbage(scorer: RewardScorer, caplog: Any) -> None:
     items = [
         RewardItem("math", r"\boxed{4}", "4", {}),
@@ -440,6 +449,7 @@ def test_scorer_survives_raising_hanging_crashing_and_garbage(scorer: RewardScor
     assert [r.reward for r in again] == [0.0, 0.0, 0.0, 1.0, 0.0, 0.0]
 
 
+@pytest.mark.slow
 def test_scorer_unknown_source_fails_fast(scorer: RewardScorer) -> None:
     with pytest.raises(DataError, match="no verifier for 'nowhere'"):
         scorer.score_batch([RewardItem("math", "", "1", {}), RewardItem("nowhere", "", "", {})])
@@ -457,6 +467,7 @@ def test_in_process_scoring() -> None:
         RewardScorer(timeout=0)
 
 
+@pytest.mark.slow
 def test_math_pathological_answer_is_cut_off(scorer: RewardScorer) -> None:
     """An answer sympy would take forever on costs one reward, within the scorer's timeout."""
     res = scorer.score_batch([RewardItem("math", r"\boxed{9^{9^{9^{9^{9}}}}}", "1", {})])[0]

@@ -233,6 +233,7 @@ def test_training_logprobs_through_the_kept_positions_equal_the_full_forward(pol
     assert got.shape == (len(CHATS), 7) and torch.equal(got, want)
 
 
+@pytest.mark.slow
 def test_the_oneDNN_packing_check_draws_nothing_from_torchs_generator() -> None:
     """It runs inside a process's first seeded rollout or evaluation; a draw from the global
     generator there shifted that run's samples (and a resumed run's)."""

@@ -36,6 +36,8 @@ from bots_rft.rewards import RewardItem, RewardScorer, run_python, sandbox
 from bots_rft.rewards.code import verify_code
 from bots_rft.rewards.sandbox import Isolation, SandboxLimits, SandboxUnavailableError, isolation
 
+pytestmark = pytest.mark.slow
+
 LIMITS = SandboxLimits(timeout_s=3.0, memory_mb=256, output_bytes=64 * 1024, max_processes=16)
 # Programs that only end at a limit: keep the limit short.
 SHORT = SandboxLimits(timeout_s=1.0, memory_mb=256, output_bytes=64 * 1024, max_processes=16)

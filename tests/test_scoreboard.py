@@ -51,6 +51,7 @@ def _rows(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(fh))
 
 
+@pytest.mark.slow
 def test_quick_scoreboard_writes_every_file_with_the_documented_columns(quick_run: Path) -> None:
     for name in (
         "scoreboard.csv",
@@ -90,6 +91,7 @@ def test_quick_scoreboard_writes_every_file_with_the_documented_columns(quick_ru
     assert "paper-54k: 2 × 2,720 × 16 = 87,040 rollouts = 8.5 × Random's budget of 20 × 32 × 16 = 10,240" in md
 
 
+@pytest.mark.slow
 def test_charged_rows_are_the_paper_runs_on_charged_axes(quick_run: Path) -> None:
     """Under "charged", a row that read no references has exactly its "paper" numbers; one that
     did keeps its per-step numbers, and where its charge exceeds Random's whole rollout budget
@@ -246,6 +248,7 @@ def test_where_bots_loses_lists_the_cells_it_is_behind() -> None:
     assert "BOTS is behind no row in any of the 1 (row, regime, information, axis) cells." in text
 
 
+@pytest.mark.slow
 def test_paired_differences_are_bots_against_the_same_seeds(quick_run: Path) -> None:
     """Where every seed reached it, the paired mean is the difference of the two rows' means."""
     rows = {

@@ -19,7 +19,8 @@ from bots_rft.selector import SelectorBase
 
 N = 400
 B = 16
-BACKENDS = ["rust", "torch", "sharded"]
+# The sharded backend starts a Ray instance (seconds per test): in the slow tier.
+BACKENDS = ["rust", "torch", pytest.param("sharded", marks=pytest.mark.slow)]
 
 
 @pytest.fixture(scope="module")

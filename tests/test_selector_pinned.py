@@ -143,7 +143,12 @@ def _pins() -> dict[str, Any]:
     return json.loads(PINNED.read_text())
 
 
-@pytest.mark.parametrize("kind,name", CASES, ids=[f"{k}-{n}" for k, n in CASES])
+@pytest.mark.parametrize(
+    "kind,name",
+    # The sharded case starts a Ray instance: in the slow tier.
+    [pytest.param(k, n, marks=[pytest.mark.slow] if k == "sharded" else []) for k, n in CASES],
+    ids=[f"{k}-{n}" for k, n in CASES],
+)
 def test_selector_results_are_the_pinned_ones(kind: str, name: str, tmp_path: Path) -> None:
     check_expected()
     if kind == "torch":
@@ -167,6 +172,7 @@ def test_selector_results_are_the_pinned_ones(kind: str, name: str, tmp_path: Pa
 _LEVELS = levels()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("level", _LEVELS, ids=[lv.name for lv in _LEVELS])
 def test_pins_hold_under_each_numpy_level(level: Level) -> None:
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", __file__]
@@ -179,6 +185,7 @@ def test_pins_hold_under_each_numpy_level(level: Level) -> None:
     assert f"{expected} passed" in done.stdout, done.stdout[-2000:]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("isa", ISA_LADDER)
 def test_torch_backend_pins_hold_under_each_instruction_set(isa: str) -> None:
     """The torch backend's CPU path (its draws use torch's vectorised log/exp) under each ATen

@@ -14,6 +14,8 @@ ray = pytest.importorskip("ray")
 
 from bots_rft.integrations.ray import ShardedBOTS, ShardLostError  # noqa: E402
 
+pytestmark = pytest.mark.slow
+
 N = 3000
 B = 24
 

@@ -163,6 +163,7 @@ EXPECTED_FILES = [
 ]
 
 
+@pytest.mark.slow
 def test_cli_simulate_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "run"
     rc = cli_main(

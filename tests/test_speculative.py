@@ -109,6 +109,7 @@ def test_the_rejection_step_returns_the_models_distribution(k: int) -> None:
         assert _chi2_pvalue(counts, p[pos].double().numpy()) > 1e-4, pos
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("temperature,top_p", [(1.0, 1.0), (0.7, 0.8)])
 @pytest.mark.parametrize("which", ["poor", "own"])
 def test_sampled_tokens_follow_the_model(
@@ -155,6 +156,7 @@ def test_sampled_tokens_follow_the_model(
     assert tested >= 5
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("which", ["poor", "own"])
 def test_greedy_tokens_are_the_models(policy: Any, poor_draft: Any, which: str) -> None:
     """Greedy decoding keeps a proposal only when it is the model's argmax: the same tokens as
@@ -226,6 +228,7 @@ def test_the_lean_draft_computes_the_hugging_face_forward(policy: Any, dtype: st
             assert torch.equal(a.argmax(-1), b.argmax(-1))
 
 
+@pytest.mark.slow
 def test_the_lean_decoder_merges_lora_adapters() -> None:
     """A peft LoRA policy (adapters non-zero) decodes through the written-out forward pass with
     each adapter's ``scaling * B @ A`` merged into the copy: the peft module's logits to float32
@@ -258,6 +261,7 @@ def test_the_lean_decoder_merges_lora_adapters() -> None:
     assert torch.equal(runs[0].input_ids, runs[1].input_ids)
 
 
+@pytest.mark.slow
 def test_generate_rollouts_with_the_speculative_engine(policy: Any) -> None:
     """The engine behind ``rollout_engine: speculative``: reproducible for a seed, the rollout
     layout of the fast engine (same prompts and masks, completions up to EOS)."""

@@ -85,6 +85,7 @@ def _fake_run(directory: Path, seed: int, batch: int, gain: float) -> None:
     (directory / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in recs) + "\n")
 
 
+@pytest.mark.slow
 def test_calibrate_simulator_runs_end_to_end_at_smoke_size(tmp_path: Path) -> None:
     import subprocess
     import sys

@@ -19,6 +19,8 @@ from bots_rft.errors import InvalidArgumentError
 from bots_rft.rewards.registry import get_verifier
 from bots_rft.rewards.strings import verify_first_line
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -306,6 +306,7 @@ _NO_LAUNCH = {
 }  # fmt: skip
 
 
+@pytest.mark.slow
 def test_a_step_asks_little_of_the_device(monkeypatch: Any) -> None:
     """On a GPU a step at 10^7 tasks lasts about a millisecond, and each small operation's launch
     costs the host microseconds: an update is one launch (the rolled-out tasks' new values; the
@@ -395,6 +396,7 @@ print("compiled")
 """
 
 
+@pytest.mark.slow
 def test_the_kernels_compile_for_a_gpu() -> None:
     """The interpreter is lenient with types; Triton's compiler is not. The kernels compile to
     an H100 (sm_90) binary with Triton's own toolchain, which needs no GPU."""

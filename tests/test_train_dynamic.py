@@ -15,6 +15,8 @@ from bots_rft.train.logger import read_metrics  # noqa: E402
 from bots_rft.train.trainer import GRPOTrainer, train  # noqa: E402
 from test_train import cfg  # noqa: E402  (the trainer tests' config; their toy_pool fixture is in conftest)
 
+pytestmark = pytest.mark.slow
+
 
 def _cfg(pool: Path, out: Path, **kw: Any) -> Any:
     """The trainer tests' toy run, with BOTS proposing and DAPO's filter on."""

@@ -22,6 +22,8 @@ from bots_rft.train.toy import toy_config, toy_rows  # noqa: E402
 from bots_rft.train.trainer import GRPOTrainer, train  # noqa: E402
 from bots_rft.train.trainer import log as trainer_log  # noqa: E402
 
+pytestmark = pytest.mark.slow
+
 BROKEN = "toy/broken"
 
 

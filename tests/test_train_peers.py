@@ -25,6 +25,8 @@ from bots_rft.train.self_rolling import trained_rows  # noqa: E402
 from bots_rft.train.toy import toy_config  # noqa: E402
 from bots_rft.train.trainer import GRPOTrainer, train  # noqa: E402
 
+pytestmark = pytest.mark.slow
+
 PEERS = ("greso", "speed", "knapsack", "reinforce-ada", "bots-screen")
 
 

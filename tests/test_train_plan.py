@@ -25,6 +25,8 @@ from bots_rft.train.rollout import PlannedRollouts, generate_planned_rollouts, g
 from bots_rft.train.toy import toy_config  # noqa: E402
 from bots_rft.train.trainer import GRPOTrainer, train  # noqa: E402
 
+pytestmark = pytest.mark.slow
+
 BUDGET = 16  # batch_size 4 x rollouts 4
 
 

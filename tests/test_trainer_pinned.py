@@ -50,6 +50,8 @@ from numpy_levels import Level, check_expected, level_env, levels  # noqa: E402
 from torch_levels import ISA_LADDER, isa_env, skip_reason  # noqa: E402
 from torch_levels import check_expected as check_expected_isa  # noqa: E402
 
+pytestmark = pytest.mark.slow
+
 PINNED = Path(__file__).parent / "data" / "trainer_pinned.json"
 
 # Each run: 3 steps of 4 tasks x 4 rollouts; mini-batches of 2 tasks (2 optimizer updates a

@@ -262,6 +262,7 @@ def test_decision_naming_a_method_not_compared_is_refused(tmp_path: Path, capsys
         assert not out.exists()
 
 
+@pytest.mark.slow
 def test_trial_config_at_smoke_size_reports_the_outcome(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The pre-registered trial's config with --smoke: held_out.csv, the primary-metric table,
     the reference cost charged and the outcome under its rule (at this size, not a result)."""
