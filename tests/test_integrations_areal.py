@@ -402,7 +402,7 @@ def test_filter_and_workflow_refuse_bad_input(tmp_path: Any, monkeypatch: pytest
         TaskIdWorkflow(object())
     with pytest.raises(ConfigError):
         with_bots(object)
-    trainer = _trainer(_config(tmp_path), BOTS(N))
+    trainer = _trainer(_config(tmp_path), BOTS(N, n_rollouts=GROUP))
     try:
         monkeypatch.setenv("AREAL_SPMD_MODE", "0")
         with pytest.raises(ConfigError, match="single-controller"):

@@ -30,9 +30,11 @@ N = 12
 
 
 class RecordingBOTS(BOTS):
-    """BOTS that logs each selection together with the number of updates it had seen."""
+    """BOTS that logs each selection together with the number of updates it had seen (n_rollouts:
+    the trainers' num_generations=4 unless given, which attach_bots checks)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("n_rollouts", 4)
         super().__init__(*args, **kwargs)
         self.log: list[tuple[int, np.ndarray]] = []
 
@@ -283,7 +285,7 @@ def test_resume_from_trl_checkpoint_restores_the_selector_exactly(tmp_path: Any)
     # A checkpoint written without BOTS is refused rather than silently resumed from the prior.
     (tmp_path / "c" / "checkpoint-1").mkdir(parents=True)
     trainer, _ = _trainer(tmp_path / "c", max_steps=1)
-    fresh = BOTS(N, seed=5, threads=1)
+    fresh = BOTS(N, seed=5, threads=1, n_rollouts=4)
     attach_bots(trainer, fresh)
     with pytest.raises(CheckpointError, match="bots_selector.bots"):
         trainer.train(resume_from_checkpoint=str(tmp_path / "c" / "checkpoint-1"))
@@ -349,9 +351,11 @@ def pass_fail_or_half(completions: list[Any], task_id: list[int], **kw: Any) -> 
 
 
 class EventBOTS(BOTS):
-    """BOTS that logs ('pick', ids) (from select or take) and ('feed', ids) events in order."""
+    """BOTS that logs ('pick', ids) (from select or take) and ('feed', ids) events in order
+    (n_rollouts: num_generations=4 unless given)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("n_rollouts", 4)
         super().__init__(*args, **kwargs)
         self.events: list[tuple[str, list[int]]] = []
 
@@ -561,7 +565,7 @@ def test_async_grpo_trainer_attach_logs_saves_and_restores(tmp_path: Any, monkey
     monkeypatch.setattr(async_trainer_module, "get_peak_flops_per_device", lambda *a, **k: None)
     tok = byte_tokenizer()
     tiny_model(tok).save_pretrained(tmp_path / "model")
-    sel = BOTS(9, seed=3, threads=1)
+    sel = BOTS(9, seed=3, threads=1, n_rollouts=4)
     stream = AsyncBOTS(sel, _pool(9))
     args = AsyncGRPOConfig(
         output_dir=str(tmp_path / "out"),
@@ -617,7 +621,7 @@ def test_async_grpo_trainer_attach_logs_saves_and_restores(tmp_path: Any, monkey
     # Resume: train(resume_from_checkpoint=...) restores it before TRL's own train runs (which
     # needs vLLM and a GPU, so it is replaced here by a recorder of its arguments).
     ran: list[Any] = []
-    other = BOTS(9, seed=3, threads=1)
+    other = BOTS(9, seed=3, threads=1, n_rollouts=4)
     stream2 = AsyncBOTS(other, _pool(9))
     trainer.train_dataset = stream2.prompts
     trainer.train = lambda resume_from_checkpoint=None, *a, **k: ran.append(resume_from_checkpoint)

@@ -46,7 +46,7 @@ from torchdata.stateful_dataloader import StatefulDataLoader
 from ..errors import ConfigError, DataError, InvalidTypeError
 from .batches import BOTSBatchSampler, EvidenceBuffer
 from .gates import Seam, Window, check_framework
-from .tasks import column_values, rows_of_tasks, task_id_of
+from .tasks import bind_pool, check_references_by_id, check_rollouts, column_values, rows_of_tasks, task_id_of
 
 __all__ = [
     "with_bots",
@@ -160,6 +160,13 @@ def _resolve_workflow(workflow: Any, workflow_kwargs: dict[str, Any] | None) -> 
     return workflow
 
 
+_SINGLE_CONTROLLER = (
+    "AREAL_SPMD_MODE: with_bots needs AReaL's SPMD mode; in single-controller mode (AREAL_SPMD_MODE unset or 0) "
+    "AReaL runs dynamic_filter_fn in remote rollout workers, so the groups it rejects would never reach BOTS; "
+    "launch with python -m areal.launcher.local|ray|slurm"
+)
+
+
 def with_bots(trainer_cls: type) -> type:
     """A subclass of AReaL's ``PPOTrainer`` whose constructor takes, besides the trainer's own
     arguments, ``bots`` (the selector: one task per task id), ``task_id_column`` (default
@@ -180,6 +187,8 @@ def with_bots(trainer_cls: type) -> type:
             release_after: int = 4,
             **kwargs: Any,
         ) -> None:
+            if is_single_controller():  # refused before AReaL builds engines, servers and loaders
+                raise ConfigError(_SINGLE_CONTROLLER)
             # Set before the base constructor: it builds the data loader and restores checkpoints.
             self.bots_selector = bots
             self.bots_task_id_column = str(task_id_column)
@@ -199,7 +208,11 @@ def with_bots(trainer_cls: type) -> type:
                     "with_bots: the train dataset must be a map-style dataset (AReaL's data service is not supported)"
                 )
             column = self.bots_task_id_column
-            rows = rows_of_tasks(column_values(dataset, column), int(self.bots_selector.num_tasks), column)
+            ids = column_values(dataset, column)
+            rows = rows_of_tasks(ids, int(self.bots_selector.num_tasks), column)
+            gconfig = getattr(self.config, "gconfig", None)
+            check_rollouts(self.bots_selector, getattr(gconfig, "n_samples", None), "gconfig.n_samples")
+            check_references_by_id(self.bots_selector, dataset, ids, column)
             if dataset_config.batch_size % world_size != 0:
                 raise ConfigError(
                     f"train_dataset.batch_size ({dataset_config.batch_size}) must be divisible by world_size ({world_size})"
@@ -209,6 +222,7 @@ def with_bots(trainer_cls: type) -> type:
             sampler = BOTSBatchSampler(
                 self.bots_selector, rows, per_rank, allowed=allowed, release_after=self.bots_release_after
             )
+            bind_pool(self.bots_selector, ids, column)
             self.bots_sampler = sampler
             self.bots_evidence.sampler = sampler
             # num_workers=0: a worker would fetch batches ahead, chosen from a stale posterior.
@@ -226,10 +240,7 @@ def with_bots(trainer_cls: type) -> type:
             total_epochs: int | None = None,
         ) -> Any:
             if is_single_controller():
-                raise ConfigError(
-                    "with_bots: AReaL's single-controller mode runs dynamic_filter_fn in remote rollout workers, so the "
-                    "groups it rejects would never reach BOTS; launch in SPMD mode (python -m areal.launcher.local|ray|slurm)"
-                )
+                raise ConfigError(_SINGLE_CONTROLLER)
             if workflow is None:
                 raise ConfigError("with_bots: train() needs a RolloutWorkflow (online agent mode is not supported)")
             wrapped = TaskIdWorkflow(_resolve_workflow(workflow, workflow_kwargs), self.bots_task_id_column)

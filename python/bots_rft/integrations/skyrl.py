@@ -35,7 +35,7 @@ from torchdata.stateful_dataloader import StatefulDataLoader
 from ..errors import ConfigError, DataError
 from .batches import BOTSBatchSampler, EvidenceBuffer
 from .gates import Seam, Window, check_framework
-from .tasks import column_values, rows_of_tasks
+from .tasks import bind_pool, check_references_by_id, check_rollouts, column_values, rows_of_tasks
 
 __all__ = ["with_bots", "sequence_rewards", "TESTED_SKYRL", "check_skyrl", "skyrl_seams"]
 
@@ -133,7 +133,13 @@ def with_bots(trainer_cls: type) -> type:
             dataset = self.train_dataset
             frame = getattr(dataset, "dataframe", dataset)
             column = self.bots_task_id_column
-            rows = rows_of_tasks(column_values(frame, column), int(self.bots_selector.num_tasks), column)
+            ids = column_values(frame, column)
+            rows = rows_of_tasks(ids, int(self.bots_selector.num_tasks), column)
+            check_rollouts(
+                self.bots_selector, self.cfg.generator.get("n_samples_per_prompt"), "generator.n_samples_per_prompt"
+            )
+            check_references_by_id(self.bots_selector, frame, ids, column)
+            bind_pool(self.bots_selector, ids, column)
             task_of_row = np.empty(len(dataset), dtype=np.int64)  # the inverse: row -> task id
             task_of_row[rows[rows >= 0]] = np.flatnonzero(rows >= 0)
             batch_size = int(self.cfg.trainer.train_batch_size)

@@ -8,6 +8,7 @@ integrations translate both ways with a dense ``rows_of_task`` array (-1 where a
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -15,12 +16,23 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ..errors import DataError, InvalidArgumentError, InvalidTypeError
+from ..errors import ConfigError, DataError, InvalidArgumentError, InvalidTypeError
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
 
-__all__ = ["column_values", "split_column", "task_id_of", "rows_of_tasks", "successes_from_rewards", "RewardClip"]
+__all__ = [
+    "column_values",
+    "split_column",
+    "task_id_of",
+    "rows_of_tasks",
+    "references_by_id",
+    "bind_pool",
+    "check_references_by_id",
+    "check_rollouts",
+    "successes_from_rewards",
+    "RewardClip",
+]
 
 logger = logging.getLogger("bots_rft.integrations")
 
@@ -98,6 +110,154 @@ def rows_of_tasks(task_ids: Sequence[Any], num_tasks: int, column: str = "task_i
             "task id (GURU's extra_info.index restarts in every domain file: re-index the merged pool)"
         )
     return rows
+
+
+def _open_pool(pool: Any) -> Any:
+    """A parquet file (a path) as a pandas DataFrame; anything else as it is."""
+    if isinstance(pool, (str, os.PathLike)):
+        path = os.fspath(pool)
+        if not os.path.isfile(path):
+            raise InvalidArgumentError(f"pool: {path!r} is not a file (a parquet file was expected)", "pool")
+        import pandas as pd  # type: ignore[import-untyped]  # comes with datasets, verl and Trinity
+
+        return pd.read_parquet(path)
+    return pool
+
+
+def references_by_id(
+    pool: Any,
+    columns: Sequence[str],
+    *,
+    task_id_column: str = "task_id",
+    num_tasks: int | None = None,
+) -> tuple[FloatArray, ...]:
+    """Reference pass-rate columns of a pool, indexed by **task id**, as every estimator and
+    selector reads them: ``out[i][k]`` is column ``columns[i]`` on the row whose task id is ``k``
+    (NaN where no row has that id, and where the value is missing).
+
+    ``pool``: a parquet file (path), a Hugging Face ``datasets.Dataset``, a pandas DataFrame or a
+    list of row dicts. ``task_id_column`` and ``columns`` may be dotted paths into struct columns
+    (``extra_info.index``); a name that is itself a column wins (GURU's ``qwen2.5_7b_pass_rate``).
+    ``num_tasks``: the selector's pool size (default: the largest id + 1). Ids are checked as
+    :func:`rows_of_tasks` checks them (integers in range, one row each)::
+
+        weak, strong = references_by_id(ds, ["qwen2.5_7b_pass_rate", "qwen3_30b_pass_rate"],
+                                        task_id_column="extra_info.index")
+        sel = BOTS(len(weak), evidence=Interpolation(weak, strong))
+
+    Reading the columns by row instead (``Interpolation(ds["weak"], ds["strong"])``) gives task
+    ``k`` the references of row ``k``: right only while the ids are the row numbers."""
+    frame = _open_pool(pool)
+    if isinstance(columns, str) or not isinstance(columns, Sequence) or not columns:
+        raise InvalidArgumentError(f"columns: a list of column names, got {columns!r}", "columns")
+    ids = [_as_id(v, task_id_column) for v in column_values(frame, task_id_column)]
+    if num_tasks is None:
+        num_tasks = max(ids) + 1 if ids else 0
+    if num_tasks < 1:
+        raise DataError(f"{task_id_column}: the pool has no rows")
+    rows = rows_of_tasks(ids, int(num_tasks), task_id_column)
+    has = rows >= 0
+    out = []
+    for column in columns:
+        values = column_values(frame, column)
+        try:
+            per_row = np.array([np.nan if v is None else float(v) for v in values], dtype=np.float64)
+        except (TypeError, ValueError):
+            bad = next(v for v in values if not isinstance(v, (int, float, np.number, type(None))))
+            raise DataError(f"{column}: reference pass rates must be numbers, got {bad!r:.60}") from None
+        by_id = np.full(int(num_tasks), np.nan)
+        by_id[has] = per_row[rows[has]]
+        out.append(by_id)
+    return tuple(out)
+
+
+def bind_pool(selector: Any, task_ids: Sequence[Any], column: str) -> None:
+    """Bind ``selector`` to the pool whose rows carry ``task_ids`` (:meth:`bots_rft.BOTS.set_pool`:
+    its checkpoints record the pool, and a state recorded on another pool is refused); a
+    selector without ``set_pool`` is left alone."""
+    set_pool = getattr(selector, "set_pool", None)
+    if callable(set_pool):
+        set_pool([_as_id(v, column) for v in task_ids], source=column)
+
+
+def _reference_arrays(evidence: Any) -> list[tuple[str, FloatArray]]:
+    """(name, per-task array) of the reference columns of a built-in estimator."""
+    from ..estimators import Interpolation, MultiReference
+
+    if isinstance(evidence, Interpolation):
+        return [("weak", evidence.weak), ("strong", evidence.strong)]
+    if isinstance(evidence, MultiReference):
+        refs = np.asarray(evidence.state_dict()["references"], dtype=np.float64)
+        return [(f"references[:, {i}]", refs[:, i]) for i in range(refs.shape[1])]
+    return []
+
+
+def _numeric_columns(pool: Any) -> list[str]:
+    """Top-level columns of a pool whose values look like numbers (candidates for references)."""
+    names = getattr(pool, "column_names", None)
+    if names is None and hasattr(pool, "columns"):
+        names = list(pool.columns)
+    if names is None and isinstance(pool, Sequence) and pool and isinstance(pool[0], Mapping):
+        names = list(pool[0])
+    out = []
+    for name in names or ():
+        try:
+            first = next(iter(column_values(pool, str(name))), None)
+        except (DataError, InvalidTypeError, TypeError, KeyError):
+            continue
+        if isinstance(first, (float, np.floating)) or first is None:
+            out.append(str(name))
+    return out
+
+
+def check_references_by_id(selector: Any, pool: Any, task_ids: Sequence[Any], column: str) -> None:
+    """Refuse a selector whose reference arrays were read from ``pool`` by row while the rows'
+    task ids are not the row numbers: task ``k`` would get row ``k``'s references, another task's.
+
+    Compared only when the ids are out of row order (otherwise row and id order agree): each
+    reference array of the selector's estimator (an ``Interpolation``'s weak and strong, a
+    ``MultiReference``'s columns) against each numeric column of the pool, as float32 (the
+    precision estimators store). An array equal to a column in row order and not in id order is
+    refused with a :class:`DataError` naming both and :func:`references_by_id`."""
+    evidence = getattr(selector, "evidence", None)
+    arrays = _reference_arrays(evidence) if evidence is not None else []
+    ids = np.asarray([_as_id(v, column) for v in task_ids], dtype=np.int64)
+    if not arrays or ids.size == 0 or np.array_equal(ids, np.arange(ids.size)):
+        return
+    for name in _numeric_columns(pool):
+        try:
+            values = np.array([np.nan if v is None else float(v) for v in column_values(pool, name)], np.float64)
+        except (TypeError, ValueError):
+            continue
+        col = values.astype(np.float32)
+        for label, ref in arrays:
+            ref32 = np.asarray(ref, dtype=np.float64).astype(np.float32)
+            if ref32.size < col.size or ids.max() >= ref32.size:
+                continue
+            by_row = np.array_equal(ref32[: col.size], col, equal_nan=True)
+            by_id = np.array_equal(ref32[ids], col, equal_nan=True)
+            if by_row and not by_id:
+                raise DataError(
+                    f"evidence: the selector's {type(evidence).__name__} {label} references are the pool's {name!r} "
+                    f"column in row order, but the rows' task ids ({column}) are not the row numbers, so task k "
+                    f"would get row k's references; build them by task id: "
+                    f"references_by_id(pool, [...], task_id_column={column!r})"
+                )
+
+
+def check_rollouts(selector: Any, rollouts: Any, key: str) -> None:
+    """Refuse a selector whose rollouts per task (``n_rollouts``, n: how many pseudo-trials
+    implicit evidence weighs) differ from the trainer's own setting ``key`` (its value
+    ``rollouts``), with a :class:`~bots_rft.errors.ConfigError` naming both. A selector without
+    ``n_rollouts`` is not checked."""
+    n = getattr(selector, "n_rollouts", None)
+    if n is None or rollouts is None:
+        return
+    if float(n) != float(rollouts):
+        raise ConfigError(
+            f"{key}: the trainer rolls out {rollouts} completions per task but the selector has n_rollouts={n:g}; "
+            f"build the selector with n_rollouts={rollouts} (or change {key})"
+        )
 
 
 def successes_from_rewards(rewards: Any, threshold: float | None = None) -> FloatArray:

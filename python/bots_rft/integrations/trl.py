@@ -65,7 +65,15 @@ from torch.utils.data import Sampler
 from ..errors import CheckpointError, ConfigError, InvalidArgumentError
 from .gates import Seam, Window, check_framework
 from .step_metrics import Pick, calibration_step_metrics, capability_metrics, outcome_metrics
-from .tasks import RewardClip, column_values, rows_of_tasks, split_column
+from .tasks import (
+    RewardClip,
+    bind_pool,
+    check_references_by_id,
+    check_rollouts,
+    column_values,
+    rows_of_tasks,
+    split_column,
+)
 
 __all__ = [
     "BOTSRepeatSampler",
@@ -397,9 +405,12 @@ def attach_bots(
     if select_at == "fetch" and num_workers > 0:
         raise ConfigError("dataloader_num_workers: must be 0 with select_at='fetch' (workers would prefetch chunks)")
 
-    rows = rows_of_tasks(column_values(dataset, task_id_column), int(selector.num_tasks), task_id_column)
+    ids = column_values(dataset, task_id_column)
+    rows = rows_of_tasks(ids, int(selector.num_tasks), task_id_column)
     gen_batch = int(args.generation_batch_size)
     num_generations = int(trainer.num_generations)
+    check_rollouts(selector, num_generations, "num_generations")
+    check_references_by_id(selector, dataset, ids, task_id_column)
     sampler = BOTSRepeatSampler(
         selector,
         rows,
@@ -416,6 +427,7 @@ def attach_bots(
             f"reward_func: {trainer.reward_func_names[index]!r} is a reward model; pick a Python reward function"
         )
 
+    bind_pool(selector, ids, task_id_column)  # the last check: a resumed selector on another pool
     hook = BOTSTrainerHook(
         trainer, selector, sampler, recorder, select_at=select_at, success_threshold=success_threshold
     )

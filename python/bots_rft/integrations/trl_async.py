@@ -55,7 +55,7 @@ import numpy.typing as npt
 from ..errors import ConfigError, InvalidArgumentError
 from .gates import Seam, Window, check_framework
 from .step_metrics import Pick, pick_metrics
-from .tasks import RewardClip, column_values, rows_of_tasks
+from .tasks import RewardClip, bind_pool, check_references_by_id, check_rollouts, column_values, rows_of_tasks
 from .trl import add_checkpointing, task_ids_and_rewards
 
 __all__ = ["AsyncBOTS", "BOTSPrompts", "RecordingReward"]
@@ -409,9 +409,12 @@ class AsyncBOTS:
             raise ConfigError(
                 "dataset: BOTS needs a map-style pool (a datasets.Dataset or a list of rows) to pick rows from"
             )
-        rows = rows_of_tasks(column_values(dataset, task_id_column), int(selector.num_tasks), task_id_column)
+        ids = column_values(dataset, task_id_column)
+        rows = rows_of_tasks(ids, int(selector.num_tasks), task_id_column)
         if not np.any(rows >= 0):
             raise ConfigError("dataset: holds no task of the selector")
+        check_references_by_id(selector, dataset, ids, task_id_column)
+        bind_pool(selector, ids, task_id_column)
         self.dataset = dataset
         self.task_id_column = task_id_column
         self._groups_per_update = groups_per_update
@@ -462,6 +465,7 @@ class AsyncBOTS:
             raise ConfigError(
                 "trainer: its train_dataset is not this AsyncBOTS's prompts; pass train_dataset=stream.prompts"
             )
+        check_rollouts(self.selector, int(trainer.args.num_generations), "num_generations")
         if self._groups_per_update is None:
             args = trainer.args
             samples = int(args.per_device_train_batch_size) * int(args.gradient_accumulation_steps)
