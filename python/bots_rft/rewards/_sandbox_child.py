@@ -51,16 +51,20 @@ def _drop_privileges(cfg: dict[str, Any], key: str = "uid") -> None:
         os.setresgid(gid, gid, gid)
         os.setresuid(uid, uid, uid)  # from uid 0: clears every capability (no keep-caps)
     if cfg.get("require_unprivileged"):
-        status = _status()
-        caps = [int(status.get(k, "0"), 16) for k in ("CapPrm", "CapEff", "CapAmb")]
-        if os.getuid() == 0 or os.geteuid() == 0 or any(caps):
-            os.write(2, b"sandbox agent: still privileged after the switch; refusing to run\n")
-            os._exit(125)
+        # Every thread: the C library changes the others' ids with a real-time signal each, and
+        # where none can be queued it leaves a thread at the old ids and still reports success.
+        for task in os.listdir("/proc/self/task"):
+            status = _status(f"/proc/self/task/{task}/status")
+            caps = [int(status.get(k, "0"), 16) for k in ("CapPrm", "CapEff", "CapAmb")]
+            ids = [int(x) for k in ("Uid", "Gid") for x in status.get(k, "0").split()]
+            if 0 in ids or (uid is not None and any(x != uid for x in ids)) or any(caps):
+                os.write(2, b"sandbox agent: still privileged after the switch; refusing to run\n")
+                os._exit(125)
 
 
-def _status() -> dict[str, str]:
+def _status(path: str = "/proc/self/status") -> dict[str, str]:
     out = {}
-    with open("/proc/self/status", encoding="ascii", errors="replace") as f:
+    with open(path, encoding="ascii", errors="replace") as f:
         for line in f:
             key, _, value = line.partition(":")
             out[key] = value.strip()
@@ -89,6 +93,11 @@ def _set_limits(cfg: dict[str, Any]) -> None:
     lim(resource.RLIMIT_CORE, 0)
     if os.getuid() != 0:  # root ignores RLIMIT_NPROC; the sandbox never runs programs as root
         lim(resource.RLIMIT_NPROC, int(cfg["max_processes"]))
+    # Per-user counts the kernel also charges to the owner of the sandbox's user namespace (the
+    # scorer's uid): pending signals bounded, no locked memory, no POSIX message-queue bytes.
+    lim(resource.RLIMIT_SIGPENDING, int(cfg.get("pending_signals", 64)))
+    lim(resource.RLIMIT_MEMLOCK, 0)
+    lim(resource.RLIMIT_MSGQUEUE, 0)
 
 
 def _run_script(path: str) -> None:
@@ -363,6 +372,7 @@ def _verdict(cfg: dict[str, Any]) -> None:
     os.close(rep_w)
     _drop_privileges(cfg)
     _set_limits(cfg)
+    _start_lifeline(cfg)
     if cfg.get("candidate_uid") is None:  # same uid as the candidate: close /proc/1 to it
         import ctypes
 
@@ -455,6 +465,11 @@ def _probe() -> None:
     print(json.dumps(info), flush=True)
 
 
+def _start_lifeline(cfg: dict[str, Any]) -> None:
+    if cfg.get("lifeline_fd") is not None:
+        _watch_lifeline(int(cfg["lifeline_fd"]))
+
+
 def _watch_lifeline(fd: int) -> None:
     """End this process (and with it, as its namespace's PID 1, everything the program started)
     when the launcher goes away: the write end of the lifeline pipe is the launcher's alone, so
@@ -480,13 +495,12 @@ def main() -> None:
     cfg = json.loads(sys.argv[1])
     if cfg.get("work") is not None:
         _mount_work(cfg["work"])
-    if cfg.get("lifeline_fd") is not None:
-        _watch_lifeline(int(cfg["lifeline_fd"]))
     mode = cfg["mode"]
     if mode == "verdict":  # each side drops to its own identity after the fork
         _verdict(cfg)
-    _drop_privileges(cfg)
+    _drop_privileges(cfg)  # one thread here: the lifeline's starts once the ids are changed
     _set_limits(cfg)
+    _start_lifeline(cfg)
     if mode == "probe":
         _probe()
     elif mode == "serve":

@@ -6,7 +6,9 @@ Messages are length-prefixed pickles: in ``(job_id, inner)`` where ``inner`` is 
 (the scorer raises: it is a setup error, not a verifier error), else ``("begin", job_id)`` once the
 verifier's module is prepared (its ``prepare()`` hook, if any, imports heavy libraries: that time
 does not count against the per-response timeout), then ``("done", job_id, reward, reason, error,
-kind)``. Whatever the verifier raises — SystemExit and KeyboardInterrupt included — is reported,
+kind, retire)``: ``retire`` when the call left this worker unfit for the next one (see
+:func:`_left_broken`), so that the scorer replaces it before the next verdict. Whatever the
+verifier raises — SystemExit and KeyboardInterrupt included — is reported,
 never fatal; a verifier that hangs or exits the process is handled from outside.
 """
 
@@ -35,6 +37,41 @@ def _die_with_parent() -> None:
         os._exit(1)
 
 
+def _children() -> list[int]:
+    kids: list[int] = []
+    try:
+        for task in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{task}/children") as f:
+                kids += [int(x) for x in f.read().split()]
+    except OSError:
+        pass
+    return kids
+
+
+def _left_broken(baseline_fds: int) -> bool:
+    """Whether the last call left this worker unfit to score the next one, so that no verdict
+    depends on the one before it: a child process still running (killed and reaped here), a
+    sandbox identity never given back, or descriptors leaking (64 more than after the first call)."""
+    broken = False
+    for pid in _children():
+        broken = True
+        try:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass
+    sandbox = sys.modules.get("bots_rft.rewards.sandbox")
+    ids = getattr(sandbox, "_identities", None) if sandbox is not None else None
+    if ids is not None and ids.pid == os.getpid() and len(ids.free) != getattr(sandbox, "_SLOTS", len(ids.free)):
+        broken = True
+    try:
+        if len(os.listdir("/proc/self/fd")) > baseline_fds + 64:
+            broken = True
+    except OSError:
+        pass
+    return broken
+
+
 def main() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     _die_with_parent()
@@ -45,6 +82,7 @@ def main() -> None:
     from bots_rft.rewards.base import coerce_result, verifier_error
 
     prepared: set[str] = set()
+    baseline_fds = -1
     while True:
         header = read_exact(inp, HEADER.size)
         if header is None:
@@ -72,7 +110,10 @@ def main() -> None:
             res = coerce_result(verifier(*args))
         except BaseException as exc:  # noqa: BLE001 - a failing verifier costs one reward
             res = verifier_error("raised", f"verifier raised {type(exc).__name__}: {exc}")
-        out.write(frame(pickle.dumps(("done", job_id, res.reward, res.reason, res.error, res.kind))))
+        if baseline_fds < 0:
+            baseline_fds = len(os.listdir("/proc/self/fd"))
+        retire = _left_broken(baseline_fds)
+        out.write(frame(pickle.dumps(("done", job_id, res.reward, res.reason, res.error, res.kind, retire))))
 
 
 if __name__ == "__main__":

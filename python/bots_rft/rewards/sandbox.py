@@ -95,6 +95,9 @@ class SandboxLimits:
     # kernel memory that workdir_mb does not count.
     workdir_inodes: int = 4096
     network: bool = False  # True shares the host's network namespace
+    # Signals queued and not yet delivered (real-time signals, POSIX timers) per sandbox uid,
+    # RLIMIT_SIGPENDING: the kernel charges them to the owner of the sandbox's user namespace too.
+    pending_signals: int = 64
 
     def __post_init__(self) -> None:
         if not (self.timeout_s > 0 and math.isfinite(self.timeout_s)):
@@ -119,6 +122,10 @@ class SandboxLimits:
             )
         if self.workdir_mb < 1:
             raise InvalidArgumentError(f"workdir_mb: must be at least 1, got {self.workdir_mb!r}", "workdir_mb")
+        if self.pending_signals < 8:
+            raise InvalidArgumentError(
+                f"pending_signals: must be at least 8, got {self.pending_signals!r}", "pending_signals"
+            )
         if self.workdir_inodes < 16:
             raise InvalidArgumentError(
                 f"workdir_inodes: must be at least 16, got {self.workdir_inodes!r}", "workdir_inodes"
@@ -131,6 +138,7 @@ class SandboxLimits:
             "output_bytes": self.output_bytes,
             "max_open_files": self.max_open_files,
             "max_processes": self.max_processes,
+            "pending_signals": self.pending_signals,
         }
 
 
@@ -452,8 +460,15 @@ class _Identities:
             self.cond.notify()
 
 
-_USERNS_HOLDER = """
-import ctypes, sys
+# The holder lowers its own limits before it creates the namespace: the kernel takes a new user
+# namespace's caps on the per-user counts it charges up the chain (pending signals, locked memory,
+# POSIX message-queue bytes) from its creator's limits, so the sandboxes of this process together
+# can never push those counts of the user that owns the namespace (root) past these values.
+_USERNS_HOLDER = f"""
+import ctypes, resource, sys
+for which, value in ((resource.RLIMIT_SIGPENDING, {_SLOTS * 64}), (resource.RLIMIT_MEMLOCK, 0),
+                     (resource.RLIMIT_MSGQUEUE, 0)):
+    resource.setrlimit(which, (value, value))
 libc = ctypes.CDLL(None, use_errno=True)
 if libc.unshare(0x10000000) != 0:
     print("unshare failed: errno %d" % ctypes.get_errno(), flush=True)

@@ -132,6 +132,57 @@ def _remove_stale_roots(tmp: str) -> None:
         shutil.rmtree(entry.path, ignore_errors=True)
 
 
+class _Spawner:
+    """Starts worker processes from a thread that lives as long as this process.
+
+    A worker dies with its parent through the kernel's parent-death signal, and the kernel sends
+    that signal when the *thread* that started the worker ends, not the process: a scorer first
+    used from a thread that then ended (a thread pool's, a trainer's callback thread) had its
+    workers killed, and the next response sent to one scored 0 as "its worker died (killed by
+    signal 9)". The main thread, and this one daemon thread, end only with the process."""
+
+    def __init__(self) -> None:
+        import queue
+
+        self.pid = os.getpid()
+        self.requests: queue.SimpleQueue[tuple[Any, list[Any], threading.Event]] = queue.SimpleQueue()
+        threading.Thread(target=self._serve, name="bots-reward-spawner", daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            start, box, done = self.requests.get()
+            try:
+                box.append(start())
+            except BaseException as exc:  # noqa: BLE001 - handed back to the caller
+                box.append(exc)
+            done.set()
+
+    def run(self, start: Any) -> Any:
+        box: list[Any] = []
+        done = threading.Event()
+        self.requests.put((start, box, done))
+        done.wait()
+        if isinstance(box[0], BaseException):
+            raise box[0]
+        return box[0]
+
+
+_spawner: _Spawner | None = None
+_spawner_lock = threading.Lock()
+
+
+def _start_process(start: Any) -> Any:
+    """``start()`` (which starts a worker process) on a thread that lives as long as this process."""
+    global _spawner
+    if threading.current_thread() is threading.main_thread():
+        return start()
+    with _spawner_lock:
+        if _spawner is None or _spawner.pid != os.getpid():
+            _spawner = _Spawner()
+        spawner = _spawner
+    return spawner.run(start)
+
+
 class _Worker:
     def __init__(self, root: Path) -> None:
         self.tmpdir = tempfile.mkdtemp(prefix="w-", dir=root)
@@ -140,12 +191,14 @@ class _Worker:
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
         # Everything the verifier (and its sandbox) creates through tempfile lands here.
         env["TMPDIR"] = self.tmpdir
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "bots_rft.rewards._worker"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            env=env,
-            bufsize=0,
+        self.proc: subprocess.Popen[bytes] = _start_process(
+            lambda: subprocess.Popen(
+                [sys.executable, "-m", "bots_rft.rewards._worker"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                env=env,
+                bufsize=0,
+            )
         )
         self.job: int | None = None
         self.deadline = 0.0
@@ -344,6 +397,7 @@ class RewardScorer:
         streak: Counter[tuple[int, str, str]] = Counter()
 
         keys: dict[int, tuple[int, str, str]] = {}
+        retried: set[int] = set()
 
         def same(job: int) -> tuple[int, str, str]:
             if job not in keys:  # computed on demand: most batches have no fault at all
@@ -398,7 +452,13 @@ class RewardScorer:
                         how = f"killed by signal {-code}" if code < 0 else f"exit status {code}"
                         w.kill()
                         self._pool[i] = self._new_worker()
-                        fault(job, "crashed", f"verifier crashed: its worker died ({how})")
+                        if not w.started and job not in retried:
+                            # It died before the job began (before its verifier ran): not this
+                            # response's doing; a fresh worker takes it once more.
+                            retried.add(job)
+                            pending.appendleft(job)
+                        else:
+                            fault(job, "crashed", f"verifier crashed: its worker died ({how})")
                     elif msg[0] == "begin":
                         w.started, w.deadline = True, now + self.timeout
                     elif msg[0] == "unloadable":
@@ -410,11 +470,14 @@ class RewardScorer:
                             "verifier",
                         )
                     else:
-                        _, _, reward, reason, error, kind = msg
+                        _, _, reward, reason, error, kind, retire = msg
                         results[job] = RewardResult(reward, reason, error, kind)
                         if streak:
                             streak.pop(same(job), None)
                         w.job = None
+                        if retire:  # the call left it unfit: a fresh one scores the next response
+                            w.kill()
+                            self._pool[i] = self._new_worker()
                 elif now >= w.deadline:
                     what = (
                         f"timed out after {self.timeout:g}s"
