@@ -70,13 +70,15 @@ import numpy as np
 import numpy.typing as npt
 from torch.utils.data import Sampler
 
+from ..checkpoint import read_checkpoint
 from ..errors import BotsError, CheckpointError, ConfigError, DataError, InvalidArgumentError
 from ..estimators import DEFAULT_MIN_GAP, Interpolation
 from ..selector import BOTS
+from ..selector.state import check_state_header
 from .batches import pack_state, unpack_state
 from .gates import Seam, Window, check_framework
 from .step_metrics import calibration_step_metrics, capability_metrics, outcome_metrics, pick_metrics
-from .tasks import RewardClip, column_values, rows_of_tasks
+from .tasks import RewardClip, bind_pool, check_rollouts, column_values, references_by_id, rows_of_tasks
 
 SUPPORTED_VERL = "verl 0.9.x (tested with 0.9.1) with its V1 trainer (trainer.use_v1=true)"
 
@@ -133,6 +135,7 @@ __all__ = [
     "register",
     "main",
     "preflight",
+    "describe_selector",
     "check_ray_capacity",
 ]
 
@@ -152,15 +155,18 @@ _OTHER_KEYS = (
     "num_tasks",
     "success_threshold",
     "checkpoint",
+    "checkpoint_params",
 )
 #: Defaults of the ``bots`` config section the entry point adds (None: derived, see the module doc).
+#: The BOTS parameters are null here: unset, a run takes BOTS's defaults (λ = ρ = 0.1, p* = 0.5,
+#: Thompson, seed 0), or with ``bots.checkpoint`` the checkpoint's; set, they must agree with it.
 BOTS_DEFAULTS: dict[str, Any] = {
-    "lam": 0.1,
-    "rho": 0.1,
-    "target": 0.5,
+    "lam": None,
+    "rho": None,
+    "target": None,
     "n_rollouts": None,
-    "thompson": True,
-    "seed": 0,
+    "thompson": None,
+    "seed": None,
     "threads": None,
     "weak_column": None,
     "strong_column": None,
@@ -170,7 +176,10 @@ BOTS_DEFAULTS: dict[str, Any] = {
     "num_tasks": None,
     "success_threshold": None,
     "checkpoint": None,
+    "checkpoint_params": "error",
 }
+#: The BOTS parameters a verl run cannot set; with ``bots.checkpoint`` they are the checkpoint's.
+_STATE_ONLY = ("prior_alpha", "prior_beta", "adaptive_rho", "tau", "adaptive_lam", "lag_discount")
 _STATE_FORMAT = "bots-rft/verl-prompt-sampler"
 
 
@@ -455,19 +464,84 @@ def _bots_options(config: Any) -> dict[str, Any]:
     return {k: v for k, v in cfg.items() if v is not None}
 
 
-def _rates(frame: Any, column: str, rows_of_task: IntArray) -> FloatArray:
-    per_row = np.array([np.nan if v is None else float(v) for v in column_values(frame, column)], dtype=np.float64)
-    out = np.full(rows_of_task.shape, np.nan)
-    has = rows_of_task >= 0
-    out[has] = per_row[rows_of_task[has]]
-    return out
+def _evidence(frame: Any, cfg: dict[str, Any], column: str, num_tasks: int) -> Interpolation | None:
+    """Interpolation evidence from the ``bots.weak_column`` / ``bots.strong_column`` pass rates,
+    read by task id (:func:`~bots_rft.integrations.tasks.references_by_id`), or None."""
+    weak, strong = cfg.get("weak_column"), cfg.get("strong_column")
+    if (weak is None) != (strong is None):
+        raise ConfigError("bots: weak_column and strong_column go together")
+    if weak is None:
+        return None
+    w, s = references_by_id(frame, [str(weak), str(strong)], task_id_column=column, num_tasks=num_tasks)
+    return Interpolation(w, s, cfg.get("momentum", 0.9), min_gap=cfg.get("min_gap", DEFAULT_MIN_GAP))
+
+
+#: What each parameter a checkpoint can differ in is set by, in a verl command.
+_KEY_OF = {
+    "n_rollouts": "bots.n_rollouts (default: actor_rollout_ref.rollout.n)",
+    "evidence": "bots.weak_column / bots.strong_column",
+    "pool": f"the training data's task ids ({BOTS_DEFAULTS['task_id_column']} or bots.task_id_column)",
+}
+
+
+def _resumed(
+    path: str, cfg: dict[str, Any], kwargs: dict[str, Any], evidence: Any, num_tasks: int, column: str, ids: list[Any]
+) -> BOTS:
+    """The selector of ``bots.checkpoint``: built from this run's config (unset BOTS keys take the
+    checkpoint's values), bound to this run's pool, then loaded with the checkpoint's state. A
+    key the config sets to another value than the checkpoint's (``rollout.n`` included), other
+    reference columns, or another pool is refused naming the key, unless
+    ``bots.checkpoint_params`` is ``checkpoint`` (the checkpoint's win) or ``current`` (the
+    config's win)."""
+    from ..selector.state import check_params_on_load
+
+    choice = cfg.get("checkpoint_params", "error")
+    try:
+        check_params_on_load(choice)
+    except InvalidArgumentError:
+        raise ConfigError(f"bots.checkpoint_params: must be error, checkpoint or current, got {choice!r}") from None
+    state = read_checkpoint(path)
+    check_state_header(state)
+    saved = dict(state.get("params") or {})
+    for key in ("lam", "rho", "target", "thompson", "seed"):
+        if key not in kwargs and key in saved:
+            kwargs[key] = saved[key]
+    for key in _STATE_ONLY:
+        source = state if key.startswith("prior_") else saved
+        if key in source:
+            kwargs[key] = source[key]
+    if int(state.get("num_tasks", -1)) != num_tasks:
+        raise ConfigError(
+            f"bots.checkpoint: {path} holds {state.get('num_tasks')} tasks, this run's pool {num_tasks} "
+            "(bots.num_tasks, or the largest task id + 1)"
+        )
+    selector = BOTS(num_tasks, evidence=evidence, **kwargs)
+    bind_pool(selector, ids, column)
+    try:
+        selector.load_state_dict(state, params=choice)
+    except CheckpointError as exc:
+        text = str(exc)
+        inner = text[text.find("(") + 1 : text.rfind(")")] if "differ" in text else text
+        named = []
+        for part in inner.split("; "):
+            name, _, rest = part.partition(": ")
+            key = _KEY_OF.get(name, f"bots.{name}" if name in _BOTS_KEYS else name)
+            named.append(f"{key}: {rest}")
+        raise ConfigError(
+            f"bots.checkpoint: {path} was written with other settings than this run's ({'; '.join(named)}); "
+            "set them as the checkpoint has them, or bots.checkpoint_params=checkpoint (take the checkpoint's) or "
+            "current (keep this run's)"
+        ) from None
+    return selector
 
 
 def build_sampler(config: Any, dataset: Any, selector: BOTS | None = None) -> BOTSPromptSampler:
     """The :class:`BOTSPromptSampler` for verl's training ``dataset`` (an ``RLHFDataset``: its
     ``dataframe`` is read, or any dataset with those columns) under the full verl ``config``
     (``data.train_batch_size``, ``actor_rollout_ref.rollout.n`` and the ``bots`` section).
-    ``selector`` replaces the configured one."""
+    ``selector`` replaces the configured one. With ``bots.checkpoint`` the selector is built from
+    the config and loaded with the checkpoint (see :func:`_resumed`): the checkpoint never
+    replaces a key the config sets."""
     cfg = _bots_options(config)
     frame = getattr(dataset, "dataframe", None)
     frame = dataset if frame is None else frame
@@ -477,31 +551,32 @@ def build_sampler(config: Any, dataset: Any, selector: BOTS | None = None) -> BO
         raise DataError(f"{column}: {len(ids)} task ids for {len(dataset)} dataset rows")
     int_ids = [int(v) if isinstance(v, (float, np.floating)) and float(v).is_integer() else v for v in ids]
     chunk = int(config.data.train_batch_size)
+    rollout_n = int(config.actor_rollout_ref.rollout.n)
+    if "n_rollouts" in cfg and float(cfg["n_rollouts"]) != float(rollout_n):
+        raise ConfigError(
+            f"bots.n_rollouts: {cfg['n_rollouts']} rollouts per task, but actor_rollout_ref.rollout.n is {rollout_n}; "
+            "leave bots.n_rollouts unset (it defaults to rollout.n) or set both alike"
+        )
     if selector is None:
+        num_tasks = cfg.get("num_tasks")
+        if num_tasks is None:
+            ints = [v for v in int_ids if isinstance(v, (int, np.integer)) and not isinstance(v, bool)]
+            num_tasks = (max(ints) + 1) if ints else len(int_ids)
+        kwargs = {k: cfg[k] for k in _BOTS_KEYS if k in cfg}
+        kwargs.setdefault("n_rollouts", rollout_n)
+        rows_of_tasks(int_ids, int(num_tasks), column)  # validates ids before reading columns
+        evidence = _evidence(frame, cfg, column, int(num_tasks))
         if cfg.get("checkpoint"):
-            selector = BOTS.load(str(cfg["checkpoint"]), threads=cfg.get("threads"))
+            selector = _resumed(str(cfg["checkpoint"]), cfg, kwargs, evidence, int(num_tasks), column, int_ids)
         else:
-            num_tasks = cfg.get("num_tasks")
-            if num_tasks is None:
-                ints = [v for v in int_ids if isinstance(v, (int, np.integer)) and not isinstance(v, bool)]
-                num_tasks = (max(ints) + 1) if ints else len(int_ids)
-            kwargs = {k: cfg[k] for k in _BOTS_KEYS if k in cfg}
-            kwargs.setdefault("n_rollouts", int(config.actor_rollout_ref.rollout.n))
-            rows = rows_of_tasks(int_ids, int(num_tasks), column)  # validates ids before reading columns
-            weak, strong = cfg.get("weak_column"), cfg.get("strong_column")
-            if (weak is None) != (strong is None):
-                raise ConfigError("bots: weak_column and strong_column go together")
-            if weak is not None:
-                kwargs["evidence"] = Interpolation(
-                    _rates(frame, str(weak), rows),
-                    _rates(frame, str(strong), rows),
-                    cfg.get("momentum", 0.9),
-                    min_gap=cfg.get("min_gap", DEFAULT_MIN_GAP),
-                )
-            selector = BOTS(int(num_tasks), **kwargs)
+            selector = BOTS(int(num_tasks), evidence=evidence, **kwargs)
+    else:
+        check_rollouts(selector, rollout_n, "actor_rollout_ref.rollout.n")
     if chunk > len(int_ids):
         raise ConfigError(f"data.train_batch_size: {chunk} exceeds the {len(int_ids)} training rows")
-    return BOTSPromptSampler(selector, int_ids, chunk, cfg.get("success_threshold"), column)
+    sampler = BOTSPromptSampler(selector, int_ids, chunk, cfg.get("success_threshold"), column)
+    bind_pool(selector, int_ids, column)
+    return sampler
 
 
 # ------------------------------------------------------------------------------- replay buffer
@@ -600,6 +675,19 @@ def check_config(config: Any) -> str:
         raise ConfigError(
             "trainer.v1.sampler.custom_sampler: BOTS installs its own replay buffer (verl's, extended); "
             f"unset custom_sampler (got path={custom.get('path')!r}, name={custom.get('name')!r})"
+        )
+    sampler = config.data.get("sampler", None)
+    if sampler is not None and any(v is not None for v in dict(sampler).values()):
+        raise ConfigError(
+            f"data.sampler: verl 0.9's V1 trainer never reads it (the verl <= 0.7 curriculum-sampler route), so it "
+            f"would be ignored; BOTS chooses the prompts: remove data.sampler (got {dict(sampler)!r:.120})"
+        )
+    workers = config.data.get("dataloader_num_workers", 0)
+    if workers:
+        raise ConfigError(
+            f"data.dataloader_num_workers: {workers}, but BOTS's training loader runs with 0 workers (a worker "
+            "fetches prompts ahead, chosen from a posterior missing the latest evidence), and verl's validation "
+            "loader takes the same key; remove it (the entry point's default is 0)"
         )
     reward_model = config.reward.reward_model
     if reward_model.enable and not reward_model.enable_resource_pool:
@@ -792,7 +880,7 @@ def preflight(config: DictConfig) -> list[str]:
     bypassed = check_verl()
     version = str(getattr(_verl, "__version__", "?"))
     where = "inside" if TESTED_VERL.contains(version) else "OUTSIDE"
-    lines = [f"verl {version}: {where} the tested window ({TESTED_VERL}); {len(VERL_SEAMS)} methods checked"]
+    lines = [f"verl {version}: {where} the tested window ({TESTED_VERL}); {_count(len(VERL_SEAMS), 'method')} checked"]
     if bypassed:
         lines[-1] += f"; BOTS_ALLOW_UNTESTED=1 bypassed {len(bypassed)}"
     mode = check_config(config)
@@ -817,21 +905,43 @@ def preflight(config: DictConfig) -> list[str]:
     frame = _train_frame(config)
     sampler = build_sampler(config, frame)
     sel = sampler.selector
-    params = ", ".join(
-        f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in sel.params.items() if k in _BOTS_KEYS
-    )
-    evidence = _bots_options(config)
-    refs = (
-        f"interpolation evidence from {evidence['weak_column']} / {evidence['strong_column']}"
-        if "weak_column" in evidence
-        else "no reference columns (no implicit evidence)"
-    )
     lines.append(
         f"pool: {len(frame)} rows, task ids from {sampler.task_id_column}, {sel.num_tasks} tasks; "
-        f"{sampler.chunk_size} prompts x {config.actor_rollout_ref.rollout.n} rollouts per step"
+        f"{sampler.chunk_size} prompts x {config.actor_rollout_ref.rollout.n} rollouts per step; "
+        f"pool fingerprint {sel.pool}"
     )
-    lines.append(f"selector: BOTS({params}); {refs}")
+    lines.append(describe_selector(sel, _bots_options(config)))
     return lines
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def describe_selector(sel: BOTS, cfg: Mapping[str, Any]) -> str:
+    """One line on the selector a run will use, read from the selector itself (not from the
+    config): its parameters, where it came from (``bots.checkpoint``: the file and its updates)
+    and its implicit evidence (kind, reference columns, hash of the references)."""
+    p = sel.params
+    shown = ("lam", "rho", "target", "n_rollouts", "thompson", "seed", "tau", "adaptive_rho", "adaptive_lam")
+    params = ", ".join(f"{k}={p[k]:g}" if isinstance(p[k], float) else f"{k}={p[k]}" for k in shown if k in p)
+    origin = (
+        f" resumed from {cfg['checkpoint']} ({_count(sel.num_updates, 'update')}, "
+        f"{_count(sel.num_selections, 'selection')})"
+        if cfg.get("checkpoint")
+        else ""
+    )
+    evidence = sel.identity["evidence"]
+    if evidence is None:
+        refs = "no implicit evidence (no reference columns)"
+    elif evidence["kind"] == "interpolation" and "weak_column" in cfg:
+        refs = (
+            f"interpolation evidence from {cfg['weak_column']} / {cfg['strong_column']} "
+            f"(references {evidence['sha256']}, momentum {sel.evidence.momentum:g})"  # type: ignore[union-attr]
+        )
+    else:
+        refs = f"{evidence['kind']} evidence (references {evidence['sha256']})"
+    return f"selector: BOTS({params}){origin}; {refs}"
 
 
 def _preflight(config: DictConfig) -> None:
