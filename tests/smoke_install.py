@@ -130,7 +130,10 @@ def bots_command() -> str:
 
 
 def run(argv: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=600)
+    # The commands' tables have arrows (↑ ↓): UTF-8 both ways, whatever the locale (Windows' is
+    # cp1252 when output goes to a pipe).
+    env = dict(os.environ, PYTHONIOENCODING="utf-8")
+    return subprocess.run(argv, cwd=cwd, capture_output=True, encoding="utf-8", env=env, timeout=600)
 
 
 def main() -> int:
