@@ -11,7 +11,7 @@ EXTRAS ?= cli,plot,data,train,integrations
 CORE_SO := python/bots_rft/_core.abi3.so
 RUST_SRC := $(shell find rust -name '*.rs' -o -name Cargo.toml) Cargo.toml pyproject.toml
 
-.PHONY: setup build demo wheel test check test-rust test-python bench bench-gpu bench-rollouts lint clean
+.PHONY: setup build demo wheel wheel-aarch64 test test-rust test-python bench bench-gpu bench-rollouts lint clean
 
 $(VENV)/.created:
 	$(PYTHON) -m venv $(VENV)
@@ -89,21 +89,12 @@ test-rust:
 # stays on one worker, so a module's fixtures (a Ray cluster with TransferQueue takes 30-50 s to
 # start) start once: spreading files' tests over workers ran them twice and ended no sooner.
 PYTEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( n < 4 ? n : 4 )))
-# The full suite's slowest tests stay in the log (`issues ci` shows it): what to mark `slow` next.
 test-python: setup
 	$(MAKE_BYTECODE) python/bots_rft
-	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --durations=30
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --durations=15
 
-# Lint first: formatting, lint and type errors fail fast, before the long test runs. mypy and
-# stubtest run in lint only (no test runs them again).
+# Lint first: formatting, lint and type errors fail fast, before the long test runs.
 test: setup lint test-rust wheel test-python
-
-# The fast tier: lint once, then the tests not marked `slow` (pyproject.toml's pytest markers):
-# unit and property tests, without the smoke runs, framework integrations, sandboxes, subprocesses
-# and trainers that `make test` runs too.
-check: setup lint
-	$(MAKE_BYTECODE) python/bots_rft
-	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile -m "not slow" --durations=15
 
 # The release artefacts as a user gets them, built apart from the development build (under
 # target/wheel; python/bots_rft/_core.abi3.so is left alone): a portable abi3 wheel
@@ -136,6 +127,21 @@ wheel: $(WHEEL_TOOLS)/.installed
 	MATURIN_PEP517_ARGS="--profile dev" CARGO_TARGET_DIR="$(abspath $(WHEEL_DIR))/cargo-sdist" \
 		$(UV) pip install -q --python $(WHEEL_DIR)/env-sdist/bin/python $(WHEEL_DIR)/dist/*.tar.gz
 	env PATH="$(abspath $(WHEEL_DIR))/env-sdist/bin" $(WHEEL_DIR)/env-sdist/bin/python tests/smoke_install.py --no-rust --core-only
+
+# The same wheel for aarch64 Linux (Grace Hopper, Graviton), cross-compiled through zig with the
+# aarch64 standard library from rustup, and checked with auditwheel and abi3audit; not run by
+# `make test` (a second optimised build; nothing here runs aarch64 code: the release workflow
+# builds it on an arm64 runner and smoke-tests it there).
+wheel-aarch64: $(WHEEL_TOOLS)/.installed
+	rustup target add aarch64-unknown-linux-gnu
+	rm -rf $(WHEEL_DIR)/dist-aarch64
+	PATH="$(abspath $(WHEEL_TOOLS))/bin:$$PATH" CARGO_TARGET_DIR=$(WHEEL_DIR)/cargo \
+		maturin build -q --release --strip --zig --target aarch64-unknown-linux-gnu --compatibility manylinux2014 \
+		--out $(WHEEL_DIR)/dist-aarch64
+	$(WHEEL_TOOLS)/bin/auditwheel show $(WHEEL_DIR)/dist-aarch64/*.whl | tee $(WHEEL_DIR)/auditwheel-aarch64.txt
+	tr -s ' \n' ' ' < $(WHEEL_DIR)/auditwheel-aarch64.txt | grep -q 'consistent with the following platform tag: "manylinux_2_17_aarch64"'
+	$(WHEEL_TOOLS)/bin/abi3audit --strict --report $(WHEEL_DIR)/dist-aarch64/*.whl
+	ls -l $(WHEEL_DIR)/dist-aarch64
 
 # Side-by-side speed against numpy and torch (tables and plot under benches/results/, the run's
 # summary in README.md), what the trainer waits for with and without prefetch, then the
