@@ -29,8 +29,21 @@ SMALL: dict[str, Any] = dict(steps=20, batch_size=16, eval_every=10)
 
 @pytest.fixture(scope="module")
 def fit() -> ReplicaFit:
+    # The linear rule without trajectory noise (the learner these fits were first written for): at
+    # batch 16 its step is a usable size for the fits' mechanics, which do not depend on the rule.
     return fit_replica(
-        SHARES, WEAK, STRONG, 1500, 8, 200, fit_seeds=SEEDS, start_mean=0.428, group_noise=4.0, repeat_decay=1.0
+        SHARES,
+        WEAK,
+        STRONG,
+        1500,
+        8,
+        200,
+        fit_seeds=SEEDS,
+        start_mean=0.428,
+        group_noise=4.0,
+        repeat_decay=1.0,
+        step_rule="linear",
+        trajectory_noise=0.0,
     )
 
 
@@ -54,6 +67,57 @@ def test_the_replica_world_matches_the_requested_shares(fit: ReplicaFit) -> None
     assert set(fit.targets) == {"at0", "at1", "weak_mean", "strong_mean"}
     assert all(abs(e) <= 0.02 for e in fit.errors.values())
     assert "start_mean" in fit.unmatched and "not fitted" in fit.describe()
+
+
+@pytest.mark.parametrize("target", [0.3, 0.45])
+def test_the_reference_noise_is_fitted_to_the_real_correlation(target: float) -> None:
+    f = fit_replica(SHARES, WEAK, STRONG, 1500, 8, 200, fit_seeds=SEEDS, start_strong_pearson=target, fit_pearson=True)
+    # Measured on the worlds themselves: the start measured with 8 samples against the strong
+    # reference's measured rates, as a real pool gives them; the levels still hold their means.
+    corr = []
+    for s in SEEDS:
+        w = make_world(f.learner, s)
+        p = 1.0 / (1.0 + np.exp(-w.base_logit))
+        k = np.random.default_rng([s, 99]).binomial(8, p)
+        corr.append(np.corrcoef(k / 8, w.strong)[0, 1])
+    assert abs(float(np.mean(corr)) - target) <= 0.03
+    assert abs(f.achieved["start_strong_pearson"] - target) <= 0.02
+    assert abs(f.achieved["strong_mean"] - STRONG) <= 0.02 and abs(f.achieved["weak_mean"] - WEAK) <= 0.02
+    assert "start_strong_pearson" in f.targets and "start_strong_pearson" not in f.unmatched
+    assert "ref_task_noise" in f.describe()
+
+
+def test_a_weaker_correlation_needs_noisier_references() -> None:
+    noise = [
+        fit_replica(
+            SHARES, WEAK, STRONG, 1500, 8, 200, fit_seeds=SEEDS, start_strong_pearson=r, fit_pearson=True
+        ).learner.ref_task_noise
+        for r in (0.45, 0.3)
+    ]
+    assert noise[1] > noise[0] > 0
+
+
+def test_the_pearson_fit_refuses_what_it_cannot_use() -> None:
+    with pytest.raises(ConfigError, match="fit_pearson"):
+        fit_replica(SHARES, WEAK, STRONG, 800, 8, 100, fit_seeds=(0,), fit_pearson=True)
+    with pytest.raises(ConfigError, match="start_strong_pearson"):
+        fit_replica(SHARES, WEAK, STRONG, 800, 8, 100, fit_seeds=(0,), start_strong_pearson=1.5)
+    # Noise-free references correlate with the start at about 0.55 here: 0.9 cannot be met.
+    with pytest.raises(ConfigError, match="start_strong_pearson .target 0.9"):
+        fit_replica(SHARES, WEAK, STRONG, 800, 8, 100, fit_seeds=(0,), start_strong_pearson=0.9, fit_pearson=True)
+    with pytest.raises(ConfigError, match="ref_task_noise"):
+        fit_replica(
+            SHARES,
+            WEAK,
+            STRONG,
+            800,
+            8,
+            100,
+            fit_seeds=(0,),
+            start_strong_pearson=0.3,
+            fit_pearson=True,
+            ref_task_noise=1.0,
+        )
 
 
 def test_replica_learner_is_the_fit_and_refuses_what_it_cannot_match() -> None:

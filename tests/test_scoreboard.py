@@ -17,7 +17,7 @@ from bots_rft.cli import main
 from bots_rft.report.scoreboard import where_bots_loses
 from bots_rft.simulate.experiment import MethodSpec, SimConfig, run_method
 from bots_rft.simulate.fitted import FITTED_FROM, FITTED_LEARNER
-from bots_rft.simulate.learner import LearnerConfig, make_world
+from bots_rft.simulate.learner import LINEAR_LEARNING_RATE, LearnerConfig, make_world
 from bots_rft.simulate.scoreboard import (
     AXES,
     ENTRANTS,
@@ -180,7 +180,7 @@ def test_the_fitted_settings_reach_the_scoreboard_learner() -> None:
             learner = regime.learner
             if regime.name == "linear-rule":
                 assert learner.step_rule == "linear" and learner.trajectory_noise == 0.0
-                assert learner.learning_rate == LearnerConfig().learning_rate and learner.num_tasks in (7_500, 400)
+                assert learner.learning_rate == LINEAR_LEARNING_RATE and learner.num_tasks in (7_500, 400)
             else:
                 assert {k: getattr(learner, k) for k in fitted} == fitted, regime.name
     assert "linear-rule" in {r.name for r in REGIMES}

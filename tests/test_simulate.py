@@ -15,7 +15,9 @@ from bots_rft.report.simulation import quick_comparison
 from bots_rft.simulate import LearnerConfig, SimulatedLearner, make_world
 from bots_rft.simulate.experiment import MethodSpec, SimConfig, build_groups, run_method
 
-TINY = LearnerConfig(num_tasks=600, num_groups=3, eval_tasks=200)
+# No trajectory noise: these tests check the learner's deterministic response to a batch's signal
+# (the noise, on by default, is tested on its own below).
+TINY = LearnerConfig(num_tasks=600, num_groups=3, eval_tasks=200, trajectory_noise=0.0)
 
 
 def test_world_is_determined_by_seed() -> None:
@@ -229,7 +231,23 @@ def test_cli_simulate_rejects_bad_options(tmp_path: Path, capsys: pytest.Capture
     assert rc == 2 and "bogus" in capsys.readouterr().err
     rc = cli_main(["simulate", "--tasks", "100", "--batch", "8", "--learner", "nope=1", "--out", str(tmp_path)])
     assert rc == 2 and "nope" in capsys.readouterr().err
+    rc = cli_main(["simulate", "--tasks", "100", "--batch", "8", "--learner", "step_rule=adam", "--out", str(tmp_path)])
+    assert rc == 2 and "step_rule" in capsys.readouterr().err
+    rc = cli_main(
+        ["simulate", "--tasks", "100", "--batch", "8", "--learner", "learning_rate=x", "--out", str(tmp_path)]
+    )
+    assert rc == 2 and "learning_rate" in capsys.readouterr().err
     assert not any(tmp_path.iterdir())
+
+
+def test_cli_learner_overrides_take_the_step_rule_by_name() -> None:
+    """`--learner step_rule=linear` (the learner before the fit, a documented sensitivity run) and
+    `--learner learning_rate=none` (the rule's own step size) reach LearnerConfig."""
+    from bots_rft.commands.simulate import _learner_overrides
+
+    got = _learner_overrides([("step_rule", "linear"), ("trajectory_noise", "0"), ("learning_rate", "none")])
+    assert got == {"step_rule": "linear", "trajectory_noise": 0.0, "learning_rate": None}
+    assert LearnerConfig(**got).step_size == 0.06
 
 
 def test_quick_comparison_returns_markdown() -> None:
@@ -258,7 +276,7 @@ def test_rule_tables_and_keys_of_default_runs_unchanged() -> None:
 def test_learner_shift_moves_every_ability_once_at_its_step() -> None:
     from bots_rft.simulate import SimulatedLearner, make_world
 
-    lc = LearnerConfig(num_tasks=64, eval_tasks=16, shift_step=2, shift=-1.5, learning_rate=0.0)
+    lc = LearnerConfig(num_tasks=64, eval_tasks=16, shift_step=2, shift=-1.5, learning_rate=0.0, trajectory_noise=0.0)
     learner = SimulatedLearner(make_world(lc, 0), 0)
     ids = np.arange(8)
     for expected in (0.0, -1.5, -1.5):
@@ -272,7 +290,16 @@ def test_step_rules_differ_exactly_on_diluted_batches() -> None:
     from bots_rft.simulate.learner import LearnerConfig, SimulatedLearner, make_world
 
     def gain(rule: str, diluted: bool) -> float:
-        c = LearnerConfig(num_tasks=200, eval_tasks=16, step_rule=rule, saturation_k=2.0, repeat_decay=1.0)
+        # One step size for both rules and no trajectory noise: the rules alone differ.
+        c = LearnerConfig(
+            num_tasks=200,
+            eval_tasks=16,
+            step_rule=rule,
+            saturation_k=2.0,
+            repeat_decay=1.0,
+            learning_rate=0.06,
+            trajectory_noise=0.0,
+        )
         learner = SimulatedLearner(make_world(c, 0), 0)
         ids = np.arange(8)
         succ = np.full(8, 8)  # r = 1/2 with 16 rollouts: signal 1 each
@@ -290,7 +317,7 @@ def test_step_rules_differ_exactly_on_diluted_batches() -> None:
 def test_trajectory_noise_leaves_rollouts_alone_and_spreads_runs() -> None:
     from bots_rft.simulate.learner import LearnerConfig, SimulatedLearner, make_world
 
-    quiet = LearnerConfig(num_tasks=200, eval_tasks=16)
+    quiet = LearnerConfig(num_tasks=200, eval_tasks=16, trajectory_noise=0.0)
     noisy = LearnerConfig(num_tasks=200, eval_tasks=16, trajectory_noise=0.05)
     a, b = SimulatedLearner(make_world(quiet, 0), 1), SimulatedLearner(make_world(noisy, 0), 1)
     ids = np.arange(16)
@@ -308,3 +335,27 @@ def test_learner_refuses_an_unknown_step_rule() -> None:
         LearnerConfig(step_rule="adam")
     with pytest.raises(ConfigError, match="trajectory_noise"):
         LearnerConfig(trajectory_noise=-1.0)
+
+
+def test_the_default_learner_is_the_one_fitted_to_the_real_trainer() -> None:
+    """LearnerConfig's step rule, K, trajectory noise and step size are FITTED_LEARNER's; the
+    linear rule and other K get their own step size unless one is given."""
+    from bots_rft.simulate.fitted import FITTED_LEARNER
+    from bots_rft.simulate.learner import LINEAR_LEARNING_RATE, default_learning_rate
+
+    c = LearnerConfig()
+    fitted = FITTED_LEARNER.settings()
+    assert {k: getattr(c, k) for k in fitted if k != "learning_rate"} == {
+        k: v for k, v in fitted.items() if k != "learning_rate"
+    }
+    assert c.learning_rate is None and c.step_size == FITTED_LEARNER.learning_rate
+    assert LearnerConfig(**fitted).step_size == c.step_size  # the fitted values build a valid learner
+    assert LearnerConfig(step_rule="linear").step_size == LINEAR_LEARNING_RATE
+    # Another K: a batch of 256 tasks with summed signal 76.8 moves as far as under the linear rule.
+    k = 4.0
+    assert default_learning_rate("saturating", k) * 76.8 / (76.8 + k) == pytest.approx(LINEAR_LEARNING_RATE * 0.3)
+    assert LearnerConfig(step_rule="linear", learning_rate=0.5).step_size == 0.5
+    with pytest.raises(ConfigError, match="learning_rate"):
+        LearnerConfig(learning_rate=-1.0)
+    with pytest.raises(ConfigError, match="learning_rate"):
+        LearnerConfig(learning_rate=float("nan"))

@@ -93,9 +93,12 @@ def real_arms(trial: Path) -> dict[str, Any]:
     }
 
 
-def replica_prediction(rule: Candidate, real: dict[str, Any], smoke: bool) -> dict[str, Any]:
+def replica_prediction(rule: Candidate, real: dict[str, Any], smoke: bool, fit_pearson: bool = True) -> dict[str, Any]:
     """The trial's replica under ``rule``: learning rate and trajectory noise fitted to the real
-    Random arm, then BOTS − Random predicted."""
+    Random arm, then BOTS − Random predicted. ``fit_pearson``: the references' per-task noise is
+    fitted too, so that the strong reference correlates with the start policy as the real one
+    does (otherwise the learner's default noise, which makes the references more informative
+    than the trial's)."""
     size = dict(seeds=range(3), steps=20) if smoke else dict(seeds=range(20), steps=100)
     pool = dict(TRIAL_STRINGS_POOL)
     if smoke:
@@ -113,11 +116,10 @@ def replica_prediction(rule: Candidate, real: dict[str, Any], smoke: bool) -> di
         fit_seeds=[0],
         start_mean=pool["start_mean"],
         start_strong_pearson=pool["start_strong_pearson"],
+        fit_pearson=fit_pearson,
         **overrides,
     )
-    learner = fit.learner
-    if rule.rule == "saturating" and math.isinf(rule.k):  # start the search near S / K's scale
-        learner = type(learner)(**{**learner.to_dict(), "learning_rate": learner.learning_rate * NO_SATURATION_K / 16})
+    learner = fit.learner  # the search starts at the rule's default step size
     lr, _ = fit_learning_rate(learner, real["relative_gain"], world_seed=0, **size)
     learner = type(learner)(**{**learner.to_dict(), "learning_rate": lr})
     sigma, noise_table = fit_trajectory_noise(learner, real["sd_ratio"], world_seed=0, **size)
@@ -126,6 +128,8 @@ def replica_prediction(rule: Candidate, real: dict[str, Any], smoke: bool) -> di
     b = pred["methods"]["bots"]
     return {
         "rule": rule.name,
+        "references": "fitted to the real correlation" if fit_pearson else "default noise (not fitted)",
+        "ref_task_noise": learner.ref_task_noise,
         "learning_rate": lr,
         "trajectory_noise": sigma,
         "noise_table": noise_table,
@@ -145,7 +149,8 @@ def scoreboard_learner(rule: Candidate, real: dict[str, Any], smoke: bool) -> di
 
     from bots_rft.simulate.learner import LearnerConfig
 
-    base = LearnerConfig(group_noise=4.0, repeat_decay=1.0)  # the scoreboard's old learner
+    # The scoreboard's old learner: the linear rule at its step size, no trajectory noise.
+    base = LearnerConfig(group_noise=4.0, repeat_decay=1.0, step_rule="linear", trajectory_noise=0.0)
     size: dict[str, Any] = (
         dict(seeds=range(2), steps=10, batch_size=64) if smoke else dict(seeds=range(6), steps=100, batch_size=256)
     )
@@ -161,7 +166,7 @@ def scoreboard_learner(rule: Candidate, real: dict[str, Any], smoke: bool) -> di
         learner = replace(
             learner,
             saturation_k=k,
-            learning_rate=base.learning_rate * (signal / size["batch_size"]) * (signal + k) / signal,
+            learning_rate=base.step_size * (signal / size["batch_size"]) * (signal + k) / signal,
         )
     lr, _ = fit_learning_rate(learner, target, world_seed=0, **size)
     learner = replace(learner, learning_rate=lr)
@@ -212,7 +217,11 @@ def main(argv: list[str] | None = None) -> int:
     real = real_arms(trial)
     best = fits[0].candidate
     rules = [best] + ([Candidate("linear")] if best.rule != "linear" else [])
+    # The calibrated replica (references fitted too) under each rule, then the best rule with the
+    # learner's default reference noise, as a sensitivity row: how much of the prediction the
+    # references' informativeness carries.
     predictions = [replica_prediction(rule, real, args.smoke) for rule in rules]
+    predictions.append(replica_prediction(best, real, args.smoke, fit_pearson=False))
 
     lines = [
         "# The simulated learner against the real trainer" + (" (smoke run, not a result)" if args.smoke else ""),
@@ -239,14 +248,15 @@ def main(argv: list[str] | None = None) -> int:
             else ""
         ),
         "",
-        "| Learner | learning rate | trajectory noise | simulated BOTS − Random (× Random's gain) "
+        "| Learner | references | learning rate | trajectory noise | simulated BOTS − Random (× Random's gain) "
         "| real (× Random's gain) | inside the real interval |",
-        "|---|---:|---:|---:|---:|---|",
+        "|---|---|---:|---:|---:|---:|---|",
     ]
     for pr in predictions:
         inside = abs(pr["relative"] - real["relative"]) <= real["relative_half"]
         lines.append(
-            f"| {pr['rule']} | {pr['learning_rate']:.4g} | {pr['trajectory_noise']:g} "
+            f"| {pr['rule']} | {pr['references']} (noise {pr['ref_task_noise']:.2f}) | {pr['learning_rate']:.4g} "
+            f"| {pr['trajectory_noise']:g} "
             f"| {_interval(pr['relative'], pr['relative_half'])} | {_interval(real['relative'], real['relative_half'])} "
             f"| {'yes' if inside else 'no'} |"
         )
@@ -254,6 +264,8 @@ def main(argv: list[str] | None = None) -> int:
     lines += [
         "",
         f"Replica world: {predictions[0]['replica']}",
+        "",
+        f"Without the reference fit: {predictions[-1]['replica']}",
         "",
         "## The scoreboard's learner",
         "",

@@ -245,6 +245,12 @@ def _learner_overrides(pairs: list[tuple[str, str]]) -> dict[str, Any]:
     for key, value in pairs:
         if key not in types:
             raise ConfigError(f"--learner: unknown setting {key!r}; known: {', '.join(types)}")
+        if types[key] in (str, "str"):  # step_rule: LearnerConfig checks the value itself
+            out[key] = value
+            continue
+        if types[key] in ("float | None",) and value.lower() == "none":  # learning_rate: the rule's default
+            out[key] = None
+            continue
         try:
             out[key] = int(value) if types[key] in (int, "int") else float(value)
         except ValueError:

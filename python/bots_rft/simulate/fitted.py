@@ -9,10 +9,9 @@ from them and its report states them, so changing this file changes the scoreboa
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from typing import Any
-
-from .learner import LearnerConfig
 
 __all__ = ["FittedLearner", "FITTED_LEARNER", "FITTED_FROM", "NO_SATURATION_K"]
 
@@ -30,7 +29,16 @@ class FittedLearner:
     learning_rate: float
 
     def __post_init__(self) -> None:
-        LearnerConfig(**self.settings())  # the learner's own checks, one ConfigError line
+        # The learner's defaults are read from here (simulate/learner.py imports this module), so
+        # the checks are this class's own; a test builds a LearnerConfig from every instance.
+        from ..errors import ConfigError
+
+        if self.step_rule not in ("linear", "saturating"):
+            raise ConfigError(f"step_rule must be 'linear' or 'saturating', got {self.step_rule!r}")
+        for name in ("saturation_k", "trajectory_noise", "learning_rate"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
+                raise ConfigError(f"{name} must be a finite number >= 0, got {v!r}")
 
     def settings(self) -> dict[str, Any]:
         """The keyword arguments of :class:`LearnerConfig` these settings set."""
@@ -57,7 +65,7 @@ class FittedLearner:
 NO_SATURATION_K = 1e6
 
 #: The settings fitted to the real trainer (docs/trial/calibration.md, made by
-#: examples/trial/calibrate_simulator.py). The step rule: of the rules tried, "no saturation"
+#: examples/trial/calibrate_simulator.py), and the simulated learner's defaults. The step rule: of the rules tried, "no saturation"
 #: (progress proportional to the batch's summed signal S) explained the dilution test's runs best
 #: and the old linear rule (S / B) worst. The learning rate keeps Random's gain over the run on the
 #: paper-54k regime what the old learner gave (0.06 x K / 256); the trajectory noise gives Random

@@ -14,12 +14,15 @@ The model (docs/what-bots-does.md explains it at length):
   same in the batch unless ``rollout_weighting`` > 0 (then tasks with more rollouts weigh more)
   or ``group_noise`` > 0 (then a group of n rollouts counts n / (n + group_noise) of its signal:
   its gradient is less noisy). How a step's progress scales with the batch's summed signal S is
-  ``step_rule``: "linear" (the default) moves in proportion to the batch mean S / B, so
-  zero-variance groups dilute a step; "saturating" moves by S / (S + saturation_k) whatever B, as
-  an optimizer that normalises its step does (docs/training.md's dilution test measures which one
-  the real trainer follows). Group abilities grow by the signal of their own tasks plus a
-  share transferred to every group, with diminishing returns; trained tasks also get a small
-  task-specific boost m_k.
+  ``step_rule``: "saturating" (the default) moves by S / (S + saturation_k) whatever B, as an
+  optimizer that normalises its step does; the default K is far above any batch's signal, so a
+  step's progress is proportional to S and zero-variance groups neither help nor dilute it: the
+  rule the real trainer followed in the dilution test (docs/training.md), with the per-step
+  trajectory noise fitted to the real trial's seed spread (:mod:`.fitted`). "linear" moves in
+  proportion to the batch mean S / B, so zero-variance groups dilute a step (the learner before
+  that test; the real runs fitted it worst). Group abilities grow by the signal of their own tasks
+  plus a share transferred to every group, with diminishing returns; trained tasks also get a
+  small task-specific boost m_k.
 - Weak and strong reference models are the same family at fixed abilities with their own
   per-group profile and per-task noise. Their pass rates are *measured* from 16 rollouts each, as
   GURU's difficulty tags are. Because paces differ and the link is a sigmoid, interpolating
@@ -40,8 +43,17 @@ import numpy as np
 import numpy.typing as npt
 
 from ..errors import ConfigError, InvalidArgumentError, InvalidTypeError
+from .fitted import FITTED_LEARNER
 
-__all__ = ["LearnerConfig", "TaskWorld", "SimulatedLearner", "make_world", "STEP_RULES"]
+__all__ = [
+    "LearnerConfig",
+    "TaskWorld",
+    "SimulatedLearner",
+    "make_world",
+    "STEP_RULES",
+    "LINEAR_LEARNING_RATE",
+    "default_learning_rate",
+]
 
 #: How a step's progress depends on the batch's signal (LearnerConfig.step_rule).
 STEP_RULES = ("linear", "saturating")
@@ -49,13 +61,36 @@ STEP_RULES = ("linear", "saturating")
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
+#: The linear rule's step size: with it, random selection on the default world (batch 256, 16
+#: rollouts) improves the held-out score by about half its initial value in 100 steps.
+LINEAR_LEARNING_RATE = 0.06
+#: A typical batch of that calibration: 256 tasks at a mean signal of 0.3 (summed signal 76.8).
+_REFERENCE_BATCH, _REFERENCE_SIGNAL = 256, 0.3 * 256
+
+
+def default_learning_rate(step_rule: str, saturation_k: float) -> float:
+    """The step size a :class:`LearnerConfig` uses when ``learning_rate`` is left at None.
+
+    "linear": :data:`LINEAR_LEARNING_RATE`. "saturating" with the fitted K: the fitted rate
+    (:data:`~.fitted.FITTED_LEARNER`, which keeps Random's gain on the default world what the
+    linear rule gives). Any other K: the rate at which the calibration's typical batch (256 tasks,
+    summed signal 76.8) moves as far as under the linear rule, 0.06 x (76.8 + K) / 256."""
+    if step_rule == "linear":
+        return LINEAR_LEARNING_RATE
+    if step_rule == FITTED_LEARNER.step_rule and saturation_k == FITTED_LEARNER.saturation_k:
+        return FITTED_LEARNER.learning_rate
+    return LINEAR_LEARNING_RATE * (_REFERENCE_SIGNAL + saturation_k) / _REFERENCE_BATCH
+
 
 @dataclass(frozen=True)
 class LearnerConfig:
     """Parameters of the simulated world and learner. Defaults are calibrated so that, like
     Qwen2.5-1.5B-Instruct on GURU-Math, about half of a random batch is unsolvable (0/16), a few
     percent are mastered (16/16), and random selection improves the held-out score by roughly
-    half its initial value over 100 steps of batch 256."""
+    half its initial value over 100 steps of batch 256. The step rule, its K and the trajectory
+    noise default to the values fitted to the real trainer (:data:`~.fitted.FITTED_LEARNER`);
+    ``learning_rate`` None (the default) means the rule's own step size
+    (:func:`default_learning_rate`, read back as :attr:`step_size`)."""
 
     num_tasks: int = 54_400
     num_groups: int = 8
@@ -73,7 +108,9 @@ class LearnerConfig:
     ref_group_std: float = 0.4
     ref_task_noise: float = 1.5
     # Learning dynamics.
-    learning_rate: float = 0.06  # ability gained per step by a batch of maximal signal
+    # Ability gained per step by a batch of maximal signal (None: the step rule's default, see
+    # default_learning_rate; the step actually taken is `step_size`).
+    learning_rate: float | None = None
     transfer: float = 0.5  # share of a group's gain that generalises to every group
     saturation: float = 4.0  # gains shrink as exp(-a / saturation)
     memorisation: float = 0.5  # logit boost of a task per unit of its own signal
@@ -97,12 +134,12 @@ class LearnerConfig:
     # informative groups buy a less noisy direction with diminishing returns (an optimizer that
     # normalises its step, as AdamW does; saturation_k 0: every step with any signal makes the
     # same progress). Each group's share of the progress is its share of S either way.
-    step_rule: str = "linear"
-    saturation_k: float = 4.0
+    step_rule: str = FITTED_LEARNER.step_rule
+    saturation_k: float = FITTED_LEARNER.saturation_k
     # Per-step randomness of training itself (minibatch order, sampling noise in the gradient):
     # every group's ability moves by a N(0, trajectory_noise**2) step each training step, on a
     # stream of its own (0: none; runs then differ only through their rollouts).
-    trajectory_noise: float = 0.0
+    trajectory_noise: float = FITTED_LEARNER.trajectory_noise
     # A sudden change of skill, off by default: after training step `shift_step` (1-based; 0 = never)
     # every group's ability moves by `shift` (positive: a jump, e.g. a merged checkpoint; negative:
     # forgetting). Evidence gathered before it then describes a learner that no longer exists.
@@ -121,7 +158,6 @@ class LearnerConfig:
             "pace_sigma",
             "ref_group_std",
             "ref_task_noise",
-            "learning_rate",
             "memorisation",
         )
         for name in non_negative:
@@ -148,6 +184,19 @@ class LearnerConfig:
             v = getattr(self, name)
             if isinstance(v, bool) or not (isinstance(v, (int, float)) and np.isfinite(v) and v >= 0):
                 raise ConfigError(f"{name} must be a finite number >= 0, got {v!r}")
+        lr = self.learning_rate
+        if lr is not None and (
+            isinstance(lr, bool) or not (isinstance(lr, (int, float)) and np.isfinite(lr) and lr >= 0)
+        ):
+            raise ConfigError(f"learning_rate must be a finite number >= 0 or None (the rule's default), got {lr!r}")
+
+    @property
+    def step_size(self) -> float:
+        """The learning rate the learner uses: ``learning_rate``, or the rule's default when it is
+        None (:func:`default_learning_rate`)."""
+        if self.learning_rate is None:
+            return default_learning_rate(self.step_rule, self.saturation_k)
+        return float(self.learning_rate)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -297,7 +346,7 @@ class SimulatedLearner:
             total = float(own.sum())
             own = own / (total + c.saturation_k) if total + c.saturation_k > 0 else own
         gain = (1.0 - c.transfer) * c.num_groups * own + c.transfer * own.sum()
-        self.ability += c.learning_rate * gain * np.exp(-self.ability / c.saturation)
+        self.ability += c.step_size * gain * np.exp(-self.ability / c.saturation)
         if c.trajectory_noise > 0:
             self.ability += self._train_rng.normal(0.0, c.trajectory_noise, c.num_groups)
         np.add.at(self.memory, ids, c.memorisation * signal)

@@ -131,7 +131,7 @@ class ReplicaFit:
             f"replica world ({c.num_tasks} tasks, {c.eval_tasks} held out, {c.n_rollouts} rollouts, "
             f"references from {c.ref_rollouts}; fitted on worlds {list(self.fit_seeds)} pooled, tolerance "
             f"±{self.tolerance:g}): difficulty_mean {c.difficulty_mean:.4f}, difficulty_std {c.difficulty_std:.4f}, "
-            f"weak_level {c.weak_level:.4f}, strong_level {c.strong_level:.4f}",
+            f"weak_level {c.weak_level:.4f}, strong_level {c.strong_level:.4f}, ref_task_noise {c.ref_task_noise:.4f}",
         ]
         for k, v in self.targets.items():
             lo, hi = self.spread[k]
@@ -156,6 +156,7 @@ def fit_replica(
     tolerance: float = 0.02,
     start_mean: float | None = None,
     start_strong_pearson: float | None = None,
+    fit_pearson: bool = False,
     **learner_overrides: Any,
 ) -> ReplicaFit:
     """A world whose starting policy has ``start_shares`` = (share of tasks at 0, share at 1) of
@@ -170,8 +171,12 @@ def fit_replica(
     :class:`LearnerConfig` (group_noise, repeat_decay, step_rule, saturation_k,
     trajectory_noise, learning_rate, ...) is settable through ``learner_overrides``.
     ``start_mean`` and ``start_strong_pearson`` (the real values), if given, are reported beside
-    the simulated ones, not fitted. Raises ConfigError when a target cannot be met within
-    ``tolerance``."""
+    the simulated ones, not fitted, unless ``fit_pearson``: then ``ref_task_noise`` (how far each
+    reference's per-task rate strays from the learner's, the same for both references) is
+    bisected so that the measured correlation of the start's and the strong reference's pass
+    rates per task equals ``start_strong_pearson``, the two reference levels refitted at every
+    noise tried (more noise, less correlation). Raises ConfigError when a target cannot be met
+    within ``tolerance``."""
     began = time.perf_counter()
     at0_t, at1_t = (float(x) for x in start_shares)
     if not (at0_t > 0 and at1_t > 0 and at0_t + at1_t < 1):
@@ -179,7 +184,12 @@ def fit_replica(
     for name, v in (("weak_mean", weak_mean), ("strong_mean", strong_mean)):
         if not 0 < v < 1:
             raise ConfigError(f"{name}: need a mean pass rate in (0, 1), got {v!r}")
-    clash = sorted(set(learner_overrides) & set(_FITTED))
+    if fit_pearson and start_strong_pearson is None:
+        raise ConfigError("fit_pearson: needs start_strong_pearson, the correlation to match")
+    if start_strong_pearson is not None and not -1 < start_strong_pearson < 1:
+        raise ConfigError(f"start_strong_pearson: need a correlation in (-1, 1), got {start_strong_pearson!r}")
+    fitted = _FITTED + (("ref_task_noise",) if fit_pearson else ())
+    clash = sorted(set(learner_overrides) & set(fitted))
     if clash:
         raise ConfigError(f"learner_overrides: {clash} are what the replica fits")
     seeds = tuple(int(s) for s in fit_seeds)
@@ -214,12 +224,36 @@ def fit_replica(
     def ref_mean(c: LearnerConfig, which: str) -> float:
         return float(np.mean([getattr(make_world(c, s), f"{which}_true").mean() for s in seeds]))
 
-    weak = _bisect(lambda x: ref_mean(replace(cfg, weak_level=x), "weak"), -40.0, 40.0, weak_mean, True, xtol=1e-4)
-    cfg = replace(cfg, weak_level=weak)
-    strong = _bisect(
-        lambda x: ref_mean(replace(cfg, strong_level=x), "strong"), -40.0, 40.0, strong_mean, True, xtol=1e-4
-    )
-    cfg = replace(cfg, strong_level=strong)
+    def fit_levels(c: LearnerConfig) -> LearnerConfig:
+        weak = _bisect(lambda x: ref_mean(replace(c, weak_level=x), "weak"), -40.0, 40.0, weak_mean, True, xtol=1e-4)
+        c = replace(c, weak_level=weak)
+        strong = _bisect(
+            lambda x: ref_mean(replace(c, strong_level=x), "strong"), -40.0, 40.0, strong_mean, True, xtol=1e-4
+        )
+        return replace(c, strong_level=strong)
+
+    cfg = fit_levels(cfg)
+    if fit_pearson:
+        assert start_strong_pearson is not None
+        target_r = float(start_strong_pearson)
+        levels: dict[float, LearnerConfig] = {}
+
+        def at_noise(noise: float) -> LearnerConfig:
+            if noise not in levels:
+                levels[noise] = fit_levels(replace(cfg, ref_task_noise=noise))
+            return levels[noise]
+
+        tried: dict[float, float] = {}
+
+        def corr_at(x: float) -> float:
+            tried[x] = _measured_pearson(at_noise(x), seeds, n)
+            return tried[x]
+
+        _bisect(corr_at, 0.0, 30.0, target_r, increasing=False, iters=24, xtol=1e-3)
+        # The measured correlation is a sample statistic, not exactly monotone in the noise on a
+        # small pool: keep the noise tried whose correlation came closest, not the last midpoint.
+        noise = min(tried, key=lambda x: abs(tried[x] - target_r))
+        cfg = at_noise(noise)
 
     # The check, on the worlds themselves.
     per: dict[str, list[float]] = {k: [] for k in ("at0", "at1", "start_mean", "weak_mean", "strong_mean")}
@@ -245,13 +279,18 @@ def fit_replica(
             draws[k].append(float(drawn))
         corr.append(pearson(k_succ / n, w.strong))
     targets = {"at0": at0_t, "at1": at1_t, "weak_mean": float(weak_mean), "strong_mean": float(strong_mean)}
-    achieved = {k: float(np.mean(per[k])) for k in targets}
+    if fit_pearson:
+        targets["start_strong_pearson"] = float(start_strong_pearson)  # type: ignore[arg-type]
+    achieved = {k: float(np.mean(per[k])) for k in targets if k in per}
+    if fit_pearson:
+        achieved["start_strong_pearson"] = float(np.mean(corr))
+        per["start_strong_pearson"] = corr
     measured = {k: float(np.mean(v)) for k, v in draws.items()} | {"start_strong_pearson": float(np.mean(corr))}
     spread = {k: (float(min(v)), float(max(v))) for k, v in per.items()}
     unmatched: dict[str, tuple[float, float]] = {}
     if start_mean is not None:
         unmatched["start_mean"] = (float(start_mean), float(np.mean(per["start_mean"])))
-    if start_strong_pearson is not None:
+    if start_strong_pearson is not None and not fit_pearson:
         unmatched["start_strong_pearson"] = (float(start_strong_pearson), measured["start_strong_pearson"])
     fit = ReplicaFit(
         cfg, targets, achieved, measured, spread, unmatched, seeds, float(tolerance), time.perf_counter() - began
@@ -264,6 +303,20 @@ def fit_replica(
             + f" within ±{tolerance:g}"
         )
     return fit
+
+
+def _measured_pearson(c: LearnerConfig, seeds: Sequence[int], n: int) -> float:
+    """The mean over the worlds of ``seeds`` of the per-task correlation between the start
+    policy's pass rate measured with ``n`` samples and the strong reference's measured rate: the
+    statistic a real pool gives (both sides measured, neither the true rate). The start's samples
+    come from the same stream as the fit's own check."""
+    out = []
+    for s in seeds:
+        w = make_world(c, s)
+        p = 0.5 * (1.0 + np.tanh(0.5 * w.base_logit))
+        k_succ = np.random.default_rng([s, 0x5EB1]).binomial(n, p)
+        out.append(pearson(k_succ / n, w.strong))
+    return float(np.mean(out))
 
 
 def replica_learner(
@@ -455,7 +508,7 @@ def fit_learning_rate(
     def close(v: float) -> bool:
         return abs(v - target_relative_gain) <= rtol * target_relative_gain
 
-    lr = learner.learning_rate if learner.learning_rate > 0 else 0.06
+    lr = learner.step_size if learner.step_size > 0 else 0.06
     v = rel(lr)
     lo = hi = lr
     if not close(v):

@@ -45,7 +45,7 @@ from ..methods import method
 from ..metrics import best_so_far, mean_ci, rollout_axis, time_to_baseline
 from .experiment import INFORMATION, MethodSpec, RunRecord, SimConfig, reads_references, run_method
 from .fitted import FITTED_LEARNER
-from .learner import LearnerConfig, make_world
+from .learner import LINEAR_LEARNING_RATE, LearnerConfig, make_world
 
 __all__ = [
     "Regime",
@@ -73,11 +73,11 @@ FloatArray = npt.NDArray[np.float64]
 #: The learner settings every regime starts from (module docstring): the scoreboard's own two and
 #: the ones fitted to the real trainer (:data:`~bots_rft.simulate.fitted.FITTED_LEARNER`).
 SCOREBOARD_LEARNER: dict[str, Any] = {"group_noise": 4.0, "repeat_decay": 1.0, **FITTED_LEARNER.settings()}
-#: The learner before the fit (the "linear-rule" regime): LearnerConfig's step rule, step size and
+#: The learner before the fit (the "linear-rule" regime): the linear step rule at its step size and
 #: no trajectory noise.
 OLD_RULE: dict[str, Any] = {
-    "step_rule": LearnerConfig.step_rule,
-    "learning_rate": LearnerConfig.learning_rate,
+    "step_rule": "linear",
+    "learning_rate": LINEAR_LEARNING_RATE,
     "trajectory_noise": 0.0,
 }
 #: The setting that charges the reference pass rates' cost (module docstring).
