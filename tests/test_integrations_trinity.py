@@ -45,7 +45,7 @@ from trinity.common.experience import Experience  # noqa: E402
 from trinity.manager.state_manager import StateManager  # noqa: E402
 
 from bots_rft import BotsError, CheckpointError, ConfigError, DataError, InvalidArgumentError, InvalidTypeError  # noqa: E402
-from bots_rft.integrations.trinity import AUTHOR_DEFAULTS, BOTSSelector  # noqa: E402
+from bots_rft.integrations.trinity import AUTHOR_DEFAULTS, BOTSSelector, whole_config  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -99,7 +99,15 @@ def reader(
     seed: int = 42,
     batch_size: int = 4,
 ) -> FileReader:
-    """A taskset reader as Trinity builds it (the fields its config validator fills are set)."""
+    """A taskset reader as Trinity builds it (the fields its config validator fills are set).
+    Built outside a TasksetScheduler, with no whole config to check (whole_config(None))."""
+    with whole_config(None):
+        return _file_reader(path, selector_type, kwargs, feature_keys, seed, batch_size)
+
+
+def _file_reader(
+    path: str, selector_type: str, kwargs: dict[str, Any] | None, feature_keys: tuple[str, ...], seed: int, batch_size: int
+) -> FileReader:
     return FileReader(
         StorageConfig(
             name="math",

@@ -21,7 +21,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ..errors import IntegrationError
+from ..errors import BotsError, IntegrationError
 from .gates import Seam, Window, check_framework, installed_version
 
 __all__ = ["Adapter", "ADAPTERS", "check", "versions_table", "seams_table", "main"]
@@ -109,7 +109,8 @@ def check(adapter: Adapter) -> tuple[bool, str]:
     note = f"; BOTS_ALLOW_UNTESTED=1 bypassed {len(bypassed)} problem(s)" if bypassed else ""
     return True, (
         f"{adapter.name}: ok: {adapter.framework} {version}, {where} the tested window ({window}); "
-        f"{len(seams)} methods checked, {sum(private(s) for s in seams)} of them private{note}"
+        f"{len(seams)} method{'' if len(seams) == 1 else 's'} checked, {sum(private(s) for s in seams)} of them "
+        f"private{note}"
     )
 
 
@@ -156,8 +157,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("frameworks", nargs="*", metavar="FRAMEWORK", help=f"any of {', '.join(_BY_NAME)}")
     parser.add_argument("--versions", action="store_true", help="print the version table of docs/integrations.md")
     parser.add_argument("--seams", action="store_true", help="print the checked-methods table of docs/integrations.md")
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        help="with trinity: also run every check a Trinity run makes of BOTS on this YAML (no Ray, no GPU)",
+    )
     args = parser.parse_args(argv)
     chosen = _names(args.frameworks, parser.error)
+    if args.config is not None:
+        if [a.name for a in chosen] != ["trinity"]:
+            parser.error(f"--config: checks a Trinity YAML; name trinity alone, got {args.frameworks or 'none'}")
+        return _trinity_config(args.config)
     if args.versions or args.seams:
         tables = [versions_table(chosen or ADAPTERS)] if args.versions else []
         tables += [seams_table(chosen or ADAPTERS)] if args.seams else []
@@ -174,6 +184,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(line, flush=True)
         failed += not ok
     return 1 if failed else 0
+
+
+def _trinity_config(path: str) -> int:
+    """``check trinity --config FILE``: the gate, then :func:`bots_rft.integrations.trinity.preflight`
+    on the YAML. Exit 0 with what the run would use, 1 when the gate fails, 2 with one line naming
+    the key at fault."""
+    ok, line = check(_BY_NAME["trinity"])
+    if not ok:
+        print(line, flush=True)
+        return 1
+    from .trinity import preflight
+
+    try:
+        lines = preflight(path)
+    except BotsError as exc:
+        print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
+    print("\n".join(lines))
+    print("check passed: nothing was started (no Ray, no model)")
+    return 0
 
 
 if __name__ == "__main__":

@@ -32,6 +32,8 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
+import contextvars
 import inspect
 import math
 import os
@@ -39,7 +41,7 @@ import re
 import secrets
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -53,14 +55,24 @@ from trinity.buffer.selector.selector import BaseSelector
 from .. import _core
 from .._validation import FloatArray, IntArray, as_bool, as_floats, as_ids, as_int, as_real
 from ..checkpoint import from_bytes, load_state, to_bytes
-from ..errors import BotsError, CheckpointError, ConfigError, DataError, InvalidArgumentError
+from ..errors import BotsError, CheckpointError, ConfigError, DataError, InvalidArgumentError, InvalidTypeError
 from ..estimators import DEFAULT_MIN_GAP, Interpolation
 from ..selector import BOTS
 from .gates import Seam, Window, check_framework
 from .step_metrics import calibration_step_metrics, capability_metrics, outcome_metrics, pick_metrics
 from .tasks import column_values
 
-__all__ = ["BOTSSelector", "AUTHOR_DEFAULTS", "STATE_FORMAT", "TESTED_TRINITY", "check_trinity", "trinity_seams"]
+__all__ = [
+    "BOTSSelector",
+    "AUTHOR_DEFAULTS",
+    "STATE_FORMAT",
+    "TESTED_TRINITY",
+    "check_trinity",
+    "trinity_seams",
+    "check_config",
+    "whole_config",
+    "preflight",
+]
 
 #: The trinity-rft releases BOTSSelector was tested with (both ends tested).
 TESTED_TRINITY = Window("trinity-rft", "0.6.0", "0.6.0", "bots_rft.integrations.trinity")
@@ -68,8 +80,12 @@ TESTED_TRINITY = Window("trinity-rft", "0.6.0", "0.6.0", "bots_rft.integrations.
 
 def trinity_seams() -> list[Seam]:
     """The selector contract BOTSSelector implements (``BaseSelector``'s methods, which Trinity's
-    reader and scheduler call)."""
+    reader and scheduler call), and ``TasksetScheduler.__init__``, whose ``config`` argument (the
+    whole Trinity config) the selector reads to run its config checks (:func:`check_config`)."""
+    from trinity.buffer.task_scheduler import TasksetScheduler
+
     return [
+        Seam(TasksetScheduler, "__init__", "(self, explorer_state, config)", "5f03b007b336ff3e"),
         Seam(BaseSelector, "__init__", "(self, data_source, config)", "72c40e7f241ec5ff"),
         Seam(BaseSelector, "get_indices", "(self, batch_size, return_extra_info=)", "65dbd5bafee263fd"),
         Seam(BaseSelector, "feedback", "(self, indices, values)", "f205581fe341d348"),
@@ -333,10 +349,15 @@ class BOTSSelector(BaseSelector):
 
         self._logger = get_logger("bots_selector")
         self._settings = _resolve(getattr(config, "kwargs", None) or {}, getattr(config, "seed", 42))
-        whole = _calling_trinity_config()
+        whole = _whole_config()
         if whole is not None:
             for line in check_config(whole):
                 self._logger.warning(line)
+        else:
+            self._logger.warning(
+                "BOTSSelector: built with whole_config(None): the checks of algorithm.repeat_times and the "
+                "experience operators were left to the caller"
+            )
         self._num_tasks = as_int(data_source.dataset_size, "dataset_size", minimum=1)
         self._name = re.sub(r"[^A-Za-z0-9._-]+", "_", str(getattr(data_source, "name", "") or "taskset"))
         self._evidence = _interpolation(data_source.dataset, getattr(config, "feature_keys", None), self._settings)
@@ -672,7 +693,9 @@ class BOTSSelector(BaseSelector):
             raise CheckpointError("state: names neither bots_file nor bots_state")
         bots = self._new_bots()
         try:
-            bots.load_state_dict(posterior)
+            # The parameters were compared with the state's settings above, and the evidence is
+            # compared with the config's feature_keys next (_check_evidence, naming the key).
+            bots.load_state_dict(posterior, params="checkpoint")
         except CheckpointError as exc:
             raise CheckpointError(f"{source}: {exc}") from None
         return bots, source
@@ -750,23 +773,60 @@ def check_config(config: Any) -> list[str]:
     ]
 
 
-def _calling_trinity_config() -> Any:
-    """The whole Trinity ``Config`` of the ``TasksetScheduler`` building this selector (a local
-    of its ``__init__``, a few frames up), or None when the selector is built some other way."""
+_UNSET: Any = object()
+_GIVEN: contextvars.ContextVar[Any] = contextvars.ContextVar("bots_trinity_config", default=_UNSET)
+
+
+@contextlib.contextmanager
+def whole_config(config: Any) -> Iterator[None]:
+    """Build BOTSSelectors outside Trinity's ``TasksetScheduler`` (a reader of your own, a test)
+    with ``config``, the whole Trinity ``Config`` their checks read (:func:`check_config`):
+    ``with whole_config(cfg): reader = FileReader(...)``. ``None`` says that you checked
+    ``algorithm.repeat_times`` and the operators yourself: the selector then logs that it did not.
+    Without this, a selector built outside ``TasksetScheduler`` is refused."""
+    from trinity.common.config import Config
+
+    if config is not None and not isinstance(config, Config):
+        raise InvalidTypeError(f"config: a trinity Config or None, got {type(config).__name__}", "config")
+    token = _GIVEN.set(config)
+    try:
+        yield
+    finally:
+        _GIVEN.reset(token)
+
+
+def _whole_config() -> Any:
+    """The whole Trinity ``Config`` the checks read: the one :func:`whole_config` gives, else the
+    ``config`` argument of the ``TasksetScheduler.__init__`` building this selector (a declared,
+    version-gated seam: :func:`trinity_seams`). Fails closed: a scheduler whose ``config`` is not
+    a Config, or a selector built outside any scheduler, raises :class:`ConfigError` rather than
+    skipping the checks."""
+    given = _GIVEN.get()
+    if given is not _UNSET:
+        return given
+    from trinity.buffer.task_scheduler import TasksetScheduler
     from trinity.common.config import Config
 
     frame = inspect.currentframe()
     try:
-        for _ in range(12):
-            if frame is None:
-                return None
-            candidate = frame.f_locals.get("config")
-            if isinstance(candidate, Config):
+        while frame is not None:
+            if frame.f_code.co_name == "__init__" and isinstance(frame.f_locals.get("self"), TasksetScheduler):
+                candidate = frame.f_locals.get("config")
+                if not isinstance(candidate, Config):
+                    raise ConfigError(
+                        "BOTSSelector: TasksetScheduler.__init__ has no Trinity Config in its config argument (got "
+                        f"{type(candidate).__name__}), so the checks of algorithm.repeat_times and the experience "
+                        "operators cannot run; use a trinity-rft release this adapter supports"
+                    )
                 return candidate
             frame = frame.f_back
-        return None
     finally:
         del frame
+    raise ConfigError(
+        "BOTSSelector: built outside Trinity's TasksetScheduler, so the whole config (algorithm.repeat_times, "
+        "data_processor.experience_pipeline.operators) cannot be checked; build it through TasksetScheduler, or "
+        "within bots_rft.integrations.trinity.whole_config(cfg) (None: you checked them yourself)"
+    )
 
 
 def _state_int(state: Mapping[str, Any], key: str, default: int | None = None) -> int:
@@ -791,3 +851,85 @@ def _pending_marks(value: Any, num_tasks: int, reads: int) -> dict[int, int]:
             raise CheckpointError(f"state.pending: bad entry {pair!r:.60} (pool of {num_tasks}, {reads} reads)")
         marks[pair[0]] = pair[1]
     return marks
+
+
+def _ours(config: Any) -> list[tuple[str, Any]]:
+    """(config key, taskset) of every taskset on BOTSSelector."""
+    explorer_input = config.buffer.explorer_input
+    tasksets = list(getattr(explorer_input, "tasksets", None) or [])
+    single = getattr(explorer_input, "taskset", None)
+    out = [(f"buffer.explorer_input.tasksets[{i}]", t) for i, t in enumerate(tasksets)]
+    if single is not None and single not in tasksets:
+        out.append(("buffer.explorer_input.taskset", single))
+    names = ("bots_rft.integrations.trinity.BOTSSelector", f"{__name__}.BOTSSelector")
+    return [(k, t) for k, t in out if getattr(getattr(t, "data_selector", None), "selector_type", None) in names]
+
+
+def preflight(path: str) -> list[str]:
+    """Every check a Trinity run makes of BOTS, on a YAML file, without Ray, a model or a GPU:
+    the version gate, Trinity's own ``load_config``, :func:`check_config` (``kwargs.m`` against
+    ``algorithm.repeat_times``, the experience operators' order) and, for each taskset on
+    BOTSSelector, the selector built over its data as Trinity's reader builds it (kwargs,
+    ``feature_keys`` columns and their values). Returns what the run would use, one line each;
+    raises a :class:`BotsError` naming the key at the first problem."""
+    from trinity.buffer.buffer import get_buffer_reader
+    from trinity.common.config import load_config
+
+    from .gates import installed_version
+
+    bypassed = check_trinity()
+    version = installed_version(TESTED_TRINITY.framework)
+    where = "inside" if TESTED_TRINITY.contains(version) else "OUTSIDE"
+    seams = len(trinity_seams())
+    lines = [f"trinity-rft {version}: {where} the tested window ({TESTED_TRINITY}); {seams} methods checked"]
+    if bypassed:
+        lines[-1] += f"; BOTS_ALLOW_UNTESTED=1 bypassed {len(bypassed)}"
+    if not os.path.isfile(path):
+        raise ConfigError(f"--config: {path!r} is not a file")
+    try:
+        config = load_config(path)
+    except Exception as exc:  # Trinity's loader raises whatever OmegaConf and its dataclasses raise
+        raise ConfigError(
+            f"--config: Trinity's load_config refused {path}: {' '.join(str(exc).split())[:300]}"
+        ) from None
+    ours = _ours(config)
+    if not ours:
+        raise ConfigError(
+            "buffer.explorer_input: no taskset has data_selector.selector_type "
+            "bots_rft.integrations.trinity.BOTSSelector; nothing of BOTS to check"
+        )
+    warnings = check_config(config)
+    repeat = getattr(config.algorithm, "repeat_times", None)
+    names = [str(getattr(o, "name", o)) for o in config.data_processor.experience_pipeline.operators]
+    lines.append(f"algorithm.repeat_times: {repeat}; experience operators: {', '.join(names)}")
+    for key, taskset in ours:
+        if not os.path.exists(str(taskset.path)):
+            raise ConfigError(f"{key}.path: {taskset.path!r} does not exist (the taskset BOTS reads)")
+        # What Trinity's config validator fills before a reader is built (it needs a model to run).
+        if getattr(taskset, "batch_size", None) is None:
+            taskset.batch_size = config.buffer.batch_size
+        if getattr(taskset, "total_epochs", None) is None:
+            taskset.total_epochs = config.buffer.total_epochs
+        taskset.enable_progress_bar = False
+        try:
+            with whole_config(config):
+                reader = get_buffer_reader(taskset)
+        except BotsError as exc:
+            raise type(exc)(f"{key}.data_selector: {exc}") from None
+        sel = getattr(reader, "reader", reader).selector  # FileReader wraps the dataset's reader
+        bots = sel.bots
+        p = bots.params
+        params = ", ".join(
+            f"{k}={p[k]:g}" if isinstance(p[k], float) else f"{k}={p[k]}"
+            for k in ("lam", "rho", "target", "n_rollouts", "thompson", "seed", "tau", "adaptive_rho")
+        )
+        evidence = bots.identity["evidence"]
+        refs = (
+            "no implicit evidence (no feature_keys)"
+            if evidence is None
+            else f"interpolation evidence from {list(taskset.data_selector.feature_keys)} "
+            f"(references {evidence['sha256']})"
+        )
+        lines.append(f"{key}: BOTSSelector over {bots.num_tasks} tasks of {taskset.path}; BOTS({params}); {refs}")
+    lines.extend(warnings)
+    return lines

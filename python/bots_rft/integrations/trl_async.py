@@ -487,11 +487,24 @@ TESTED_TRL_ASYNC = Window("trl", "1.16.0", "1.16.0", "bots_rft.integrations.trl_
 
 
 def trl_async_seams() -> list[Seam]:
-    """The metrics reach TRL's logs through the rollout worker's ``metrics_queue``, which
-    ``AsyncGRPOTrainer.log`` drains: that method is the seam."""
+    """What :class:`AsyncBOTS` relies on in TRL's experimental trainer: the metrics reach TRL's
+    logs through the rollout worker's ``metrics_queue`` (made in ``AsyncRolloutWorker.__init__``),
+    which ``AsyncGRPOTrainer.log`` drains; and the rollout loop takes one row of
+    ``train_dataset`` per group and restarts an exhausted iterator (``_repeat_iterator``), which
+    is how :attr:`AsyncBOTS.prompts` hands BOTS's picks over one task at a time."""
     from trl.experimental.async_grpo import AsyncGRPOTrainer
+    from trl.experimental.async_grpo.async_rollout_worker import AsyncRolloutWorker, _AsyncRolloutLoop
 
-    return [Seam(AsyncGRPOTrainer, "log", "(self, logs, start_time=)", "a4014eca8ee76e61")]
+    return [
+        Seam(AsyncGRPOTrainer, "log", "(self, logs, start_time=)", "a4014eca8ee76e61"),
+        Seam(
+            AsyncRolloutWorker,
+            "__init__",
+            "(self, *, queue_maxsize=, child_ready_timeout=, **loop_kwargs)",
+            "574ec70d0bd04f26",
+        ),
+        Seam(_AsyncRolloutLoop, "_repeat_iterator", "(self)", "c199044c82c73dce"),
+    ]
 
 
 def check_trl_async() -> list[str]:
