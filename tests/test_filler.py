@@ -60,6 +60,7 @@ def test_config_refuses_fillers_without_a_column_or_room(tmp_path: Path) -> None
         toy_config(pool, tmp_path / "o", method="dynamic", batch_size=4, filler_tasks=2, filler_column="weak_pass_rate")
 
 
+@pytest.mark.slow
 def test_a_diluted_run_trains_on_the_same_picks_plus_fillers(tmp_path: Path) -> None:
     pytest.importorskip("torch")
     pytest.importorskip("transformers")

@@ -221,6 +221,7 @@ def test_a_failed_start_leaves_nothing_that_blocks_the_corrected_rerun(pool_path
     assert summary.tasks == 4 and summary.evaluated_now == 4
 
 
+@pytest.mark.slow
 def test_the_engine_is_part_of_the_resume_fingerprint(pool_path: Path, tmp_path: Path) -> None:
     """The engines sample the same distribution but not the same draws: a progress file resumes
     only with the engine that wrote it. Files written before the setting existed (hf, no engine
@@ -238,6 +239,7 @@ def test_the_engine_is_part_of_the_resume_fingerprint(pool_path: Path, tmp_path:
         run_refeval(cfg(pool_path, out=str(out), engine="vllm"), progress=False)
 
 
+@pytest.mark.slow
 def test_the_speculative_engine_measures_pass_rates(pool_path: Path, tmp_path: Path) -> None:
     """``--engine speculative`` end to end: every task's pass rate written, and resumable."""
     out = tmp_path / "o.parquet"

@@ -474,6 +474,7 @@ def test_math_pathological_answer_is_cut_off(scorer: RewardScorer) -> None:
     assert res.reward == 0.0
 
 
+@pytest.mark.slow
 def test_code_verifier_parses_from_many_threads_at_once() -> None:
     """Rewards are scored from the trainer's threads. On CPython 3.11 two threads converting
     parse trees at once fail with "AST constructor recursion depth mismatch" when the GIL changes

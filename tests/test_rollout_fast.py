@@ -51,6 +51,7 @@ def test_shared_prefix_len() -> None:
     assert shared_prefix_len([]) == 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("batch_size", [64, 5])  # all tasks at once; two tasks per call (5 // 2)
 def test_greedy_rollouts_equal_generate(policy: Any, batch_size: int) -> None:
     model, tok = policy
@@ -82,6 +83,7 @@ def test_dropping_finished_rows_leaves_greedy_tokens_unchanged(policy: Any) -> N
     assert int(lengths.min()) < int(lengths.max())  # some rows did finish early
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("engine", ["fast", "speculative"])
 def test_decode_logprobs_are_the_training_forwards(policy: Any, engine: str) -> None:
     """The decode loop's log-prob of every sampled token (shared prefix, repeated KV cache,
