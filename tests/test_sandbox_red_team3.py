@@ -420,16 +420,20 @@ def test_a_tests_own_node_class_crosses_to_the_program() -> None:
 def test_bots_data_info_flags_functional_tests_with_free_names(tmp_path: Any, capsys: Any) -> None:
     from bots_rft.cli import main
     from bots_rft.data import TaskPool
+    from bots_rft.data.schema import make_row
 
+    truths = [
+        AREA,
+        json.dumps(LEETCODE_REVERSE),
+        json.dumps({"functional": "assert is_same_list(f(list_node([1])), list_node([1]))"}),
+    ]
     rows = [
-        {"id": "a", "prompt": [{"role": "user", "content": "x"}], "data_source": "codegen__x", "ground_truth": AREA},
-        {"id": "b", "prompt": [{"role": "user", "content": "x"}], "data_source": "codegen__x",
-         "ground_truth": json.dumps(LEETCODE_REVERSE)},
-        {"id": "c", "prompt": [{"role": "user", "content": "x"}], "data_source": "codegen__x",
-         "ground_truth": json.dumps({"functional": "assert is_same_list(reverse_list(list_node([1])), list_node([1]))"})},
+        make_row(index=i, prompt=[{"role": "user", "content": "x"}], ground_truth=t, data_source="codegen__x",
+                 ability="code", split="train")
+        for i, t in enumerate(truths)
     ]  # fmt: skip
     TaskPool.from_records(rows).to_jsonl(tmp_path / "pool.jsonl")
     assert main(["data", "info", str(tmp_path / "pool.jsonl")]) == 0
     printed = capsys.readouterr().out
-    assert "1 functional test takes names from the program" in printed, printed
-    assert "is_same_list, list_node" in printed, printed
+    assert "3 functional tests take names from the program" in printed, printed
+    assert "1 of them use names the 'leetcode' header defines (is_same_list, list_node)" in printed, printed

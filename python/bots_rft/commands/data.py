@@ -307,6 +307,7 @@ def _info(args: argparse.Namespace) -> int:
         print(f"{pool.source}: {len(pool)} tasks, valid (every task has a verifier)")
     for source, count in counts:
         print(f"  {source:40s} {count:>9d}  {verifiers[source] or 'NO VERIFIER'}")
+    _flag_free_names(pool)
     for col in pool.difficulty_columns:
         rates = pool.pass_rate(col)
         known = rates[~np.isnan(rates)]
@@ -325,3 +326,45 @@ def _info(args: argparse.Namespace) -> int:
         )
         return 1
     return 0
+
+
+def _flag_free_names(pool: Any) -> None:
+    """Functional code tests whose names nothing trusted defines: the verifier takes such a name
+    from the program (where the program's own top-level def or class binds it), so a helper the
+    test calls (``is_same_list``) should come from a harness header the pool declares."""
+    from collections import Counter
+
+    from ..rewards.code import HEADERS, functional_free_names, header_names
+
+    taking = 0
+    names: Counter[str] = Counter()
+    need_header: dict[str, Counter[str]] = {h: Counter() for h in HEADERS}
+    for truth in pool.ground_truths():
+        try:
+            free = functional_free_names(truth)
+        except (ValueError, SyntaxError, TypeError):
+            continue
+        if not free:
+            continue
+        taking += 1
+        names.update(free)
+        for header in HEADERS:
+            defined = [n for n in free if n in header_names(header)]
+            if defined:
+                need_header[header][", ".join(defined)] += 1
+    if not taking:
+        return
+    common = ", ".join(f"{n} ({c})" for n, c in names.most_common(8))
+    tests = "test takes" if taking == 1 else "tests take"
+    print(
+        f"  {taking} functional {tests} names from the program (its own top-level def or class only; "
+        f"the functions under test, or helpers a harness header should define): {common}"
+    )
+    for header, found in need_header.items():
+        if found:
+            rows = sum(found.values())
+            listed = ", ".join(sorted({n for key in found for n in key.split(", ")}))
+            print(
+                f"  {rows} of them use names the {header!r} header defines ({listed}) without declaring it: "
+                f'add "header": "{header}" to their ground truth'
+            )

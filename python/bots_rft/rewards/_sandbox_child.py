@@ -138,6 +138,8 @@ class _Refs:
 
     def __init__(self) -> None:
         self.objects: list[Any] = []
+        self.namespace: dict[str, Any] = {}  # the program's: classes objects from the tests become
+        self.standins: dict[str, type] = {}
 
     def add(self, obj: object) -> dict[str, Any]:
         self.objects.append(obj)
@@ -193,7 +195,37 @@ def _decode(v: Any, refs: _Refs) -> Any:
         return complex(_decode(body[0], refs), _decode(body[1], refs))
     if tag == "ref":
         return refs.get(body)
+    if tag == "obj":
+        return _decode_objects(body, refs)
     raise ValueError("malformed value")
+
+
+def _decode_objects(nodes: Any, refs: _Refs) -> Any:
+    """The tests' objects (see the test side's ``_encode_objects``) as instances of the program's
+    class of the same name, or of a plain stand-in class with that name; node 0 is the root."""
+    made = []
+    for name, _ in nodes:
+        cls = refs.namespace.get(str(name))
+        obj = None
+        if isinstance(cls, type):
+            try:
+                obj = object.__new__(cls) if cls.__new__ is object.__new__ else cls.__new__(cls)  # type: ignore[call-overload]
+            except Exception:  # noqa: BLE001 - a class that cannot be made bare: the stand-in
+                obj = None
+        if obj is None:
+            standin = refs.standins.setdefault(str(name), type(str(name), (), {}))
+            obj = standin()
+        made.append(obj)
+    for obj, (_, attrs) in zip(made, nodes):
+        for key, x in attrs:
+            value = made[x["v"]] if type(x) is dict and x.get("t") == "node" else _decode(x, refs)
+            try:
+                setattr(obj, str(key), value)
+            except Exception:  # noqa: BLE001 - the program's class refuses it: its own answer
+                pass
+    if not made:
+        raise ValueError("malformed value")
+    return made[0]
 
 
 # ----------------------------------------------------------------------------------- serving
@@ -246,6 +278,7 @@ def _serve(cfg: dict[str, Any]) -> None:
     sys.modules[_PROGRAM_MODULE] = module
     namespace: dict[str, object] = module.__dict__
     namespace["__builtins__"] = builtins
+    refs.namespace = namespace
     compiled = None
     # The program's prints must not reach the reply pipe, and there is no input to read.
     devnull = os.open(os.devnull, os.O_RDWR)

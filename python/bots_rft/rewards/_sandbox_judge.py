@@ -283,7 +283,35 @@ class Candidate:
             return {"t": "bytes", "v": bytes(v).hex()}
         if isinstance(v, complex):
             return {"t": "complex", "v": [self.encode(v.real), self.encode(v.imag)]}
+        if _crosses_as_object(v):
+            return self._encode_objects(v, depth)
         raise TypeError(f"a {type(v).__name__} cannot be sent to the program")
+
+    def _encode_objects(self, root: Any, depth: int) -> Any:
+        """An object of a class the trusted text defines (a test's or the header's ``ListNode``,
+        ``TreeNode``) and the objects its attributes reach, as one flat graph: a list of (class
+        name, attributes) with node 0 the root and links as node numbers, so cycles and long
+        lists cross without deep nesting. The program's process rebuilds them as instances of
+        its own class of that name (the header's, when the pool declares one), or of a plain
+        stand-in class with that name."""
+        index = {id(root): 0}
+        order = [root]
+        nodes = []
+        i = 0
+        while i < len(order):
+            obj = order[i]
+            attrs = []
+            for key, x in vars(obj).items():
+                if _crosses_as_object(x):
+                    if id(x) not in index:
+                        index[id(x)] = len(order)
+                        order.append(x)
+                    attrs.append([str(key), {"t": "node", "v": index[id(x)]}])
+                else:
+                    attrs.append([str(key), self.encode(x, depth + 1)])
+            nodes.append([type(obj).__name__, attrs])
+            i += 1
+        return {"t": "obj", "v": nodes}
 
     def decode(self, v: Any) -> Any:
         """The candidate's plain data as built-in values; references as :class:`RemoteObject`.
@@ -366,6 +394,14 @@ class Candidate:
         return out[: self.output_bytes], reply["status"], reply["truncated"]
 
 
+_TRUSTED_MODULE = "__bots_test__"  # the tests' namespace: classes its text defines carry it
+
+
+def _crosses_as_object(v: Any) -> bool:
+    """An instance of a class the trusted text (header, prompt, test) defined, with plain attributes."""
+    return getattr(type(v), "__module__", None) == _TRUSTED_MODULE and hasattr(v, "__dict__")
+
+
 def _check_hashes(items: list[Any]) -> None:
     """Refuse more than :data:`_MAX_SAME_HASH` distinct values that share one hash value (equal
     values, as in ``[0] * 1000``, are fine: a set finds them at once). Sorting the hash values
@@ -442,18 +478,60 @@ def _bound_names(tree: ast.Module) -> set[str]:
     return names
 
 
+def _defined_by_program(source: str) -> set[str]:
+    """Names the program binds only with its own top-level ``def`` or ``class``: a name it also
+    binds otherwise (an assignment, an import, a loop target) or declares ``global`` anywhere is
+    not one. A program that does not parse binds nothing (its load fails anyway)."""
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return set()
+    defs = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+    other: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            other.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            other.update(n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
+            other.update(n.name for n in ast.walk(node) if isinstance(n, ast.ExceptHandler) and n.name)
+    for sub in ast.walk(tree):
+        if isinstance(sub, (ast.Global, ast.Nonlocal)):
+            other.update(sub.names)
+        elif isinstance(sub, ast.NamedExpr) and isinstance(sub.target, ast.Name):
+            other.add(sub.target.id)
+    return defs - other
+
+
+def _standard_module(name: str) -> Any:
+    """The standard-library module ``name`` imported here, or None: a test that uses ``math``
+    without importing it gets the real one, never the program's."""
+    import importlib
+    import sys
+
+    if name.startswith("_") or name not in sys.stdlib_module_names:
+        return None
+    try:
+        return importlib.import_module(name)
+    except Exception:  # noqa: BLE001 - a module this interpreter lacks
+        return None
+
+
 def _fail(code: str, *values: Any) -> dict[str, Any]:
     return {"pass": False, "code": code, "values": list(values)}
 
 
 def run_tests(candidate: Candidate, task: dict[str, Any]) -> dict[str, Any]:
     """HumanEval / GURU functional tests. The tests' namespace is built here from trusted text
-    only: the real built-ins, then the prompt's imports and helpers. From the program it takes
-    only the entry point, or, for a test without one, the names the test uses that neither the
-    built-ins, the prompt nor the test itself define."""
+    only: the real built-ins, then the pool's harness header and the prompt's imports and
+    helpers. From the program it takes only the entry point, or, for a test without one, the
+    names the test uses that nothing trusted defines and that are no standard-library module
+    (those are imported here), and only where the program's own top-level ``def`` or ``class``
+    binds them."""
     entry = task.get("entry")
     compiled = compile(task["test"], _TEST_FILE, "exec")
-    namespace: dict[str, Any] = {"__name__": "__bots_test__", "__builtins__": builtins}
+    namespace: dict[str, Any] = {"__name__": _TRUSTED_MODULE, "__builtins__": builtins}
     if task.get("context"):
         try:
             exec(compile(task["context"], "<prompt>", "exec"), namespace)
@@ -466,7 +544,15 @@ def run_tests(candidate: Candidate, task: dict[str, Any]) -> dict[str, Any]:
 
         tree = ast.parse(task["test"], _TEST_FILE)
         trusted = set(namespace) | set(dir(builtins)) | _bound_names(tree)
-        wanted = sorted(_referenced_names(tree) - trusted)
+        free = sorted(_referenced_names(tree) - trusted)
+        for name in free:  # real standard-library modules, imported here
+            module = _standard_module(name)
+            if module is not None:
+                namespace[name] = module
+        # What the test still needs comes from the program only where its own top-level def or
+        # class binds it; a name it gets nowhere fails the test as a NameError.
+        own = _defined_by_program(task["source"])
+        wanted = [name for name in free if name not in namespace and name in own]
     try:
         names = candidate.load(task["source"], wanted)
     except CandidateFailure as failure:

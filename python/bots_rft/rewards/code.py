@@ -28,20 +28,169 @@ passes, else 0 with a reason in the verifier's own words (never the program's ou
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import re
 from collections.abc import Mapping
 from typing import Any
 
 from .._pyast import parse
+from ..errors import InvalidArgumentError
 from .base import RewardResult
 from .extract import extract_code
 from .harness import run_verdict
 from .sandbox import SandboxLimits, isolation
 
-__all__ = ["verify_code", "DEFAULT_CODE_LIMITS"]
+__all__ = ["verify_code", "DEFAULT_CODE_LIMITS", "HEADERS", "LEETCODE_HEADER", "functional_free_names", "header_names"]
 
 DEFAULT_CODE_LIMITS = SandboxLimits(timeout_s=10.0, memory_mb=1024, output_bytes=1 << 20)
+
+
+#: The harness header LeetCode-style pools (GURU's LeetCode set, LeetCodeDataset) put in front of
+#: both the program and the tests: the standard-library star imports the solutions assume, and the
+#: list and tree helpers the tests call. The helpers compare iteratively (a long list does not
+#: reach the recursion limit). A ground truth names it with ``"header": "leetcode"``.
+LEETCODE_HEADER = """\
+from typing import *
+from functools import *
+from collections import *
+from itertools import *
+from heapq import *
+from bisect import *
+from string import *
+from operator import *
+from math import *
+import math
+import datetime
+inf = float("inf")
+
+
+class ListNode:
+    def __init__(self, val=0, next=None):
+        self.val = val
+        self.next = next
+
+
+def list_node(values):
+    head = None
+    for value in reversed(list(values or [])):
+        head = ListNode(value, head)
+    return head
+
+
+def is_same_list(p1, p2):
+    while p1 is not None and p2 is not None:
+        if not p1.val == p2.val:
+            return False
+        p1, p2 = p1.next, p2.next
+    return p1 is None and p2 is None
+
+
+class TreeNode:
+    def __init__(self, val=0, left=None, right=None):
+        self.val = val
+        self.left = left
+        self.right = right
+
+
+def tree_node(values):
+    values = list(values or [])
+    if not values or values[0] is None:
+        return None
+    root = TreeNode(values[0])
+    queue = deque([root])
+    i = 1
+    while queue and i < len(values):
+        node = queue.popleft()
+        if i < len(values) and values[i] is not None:
+            node.left = TreeNode(values[i])
+            queue.append(node.left)
+        i += 1
+        if i < len(values) and values[i] is not None:
+            node.right = TreeNode(values[i])
+            queue.append(node.right)
+        i += 1
+    return root
+
+
+def is_same_tree(p, q):
+    stack = [(p, q)]
+    while stack:
+        a, b = stack.pop()
+        if a is None and b is None:
+            continue
+        if a is None or b is None or not a.val == b.val:
+            return False
+        stack += [(a.left, b.left), (a.right, b.right)]
+    return True
+"""
+
+#: Harness headers a ground truth may name (``"header": NAME``); any other ``header`` value is
+#: the header's own text. Trusted like the tests: it runs in front of the program and the tests.
+HEADERS = {"leetcode": LEETCODE_HEADER}
+
+
+def _header(spec: Mapping[str, Any]) -> str:
+    header = spec.get("header")
+    if header is None:
+        return ""
+    if not isinstance(header, str):
+        raise ValueError(f"code ground truth 'header': expected a header name or Python text, got {header!r:.80}")
+    text = HEADERS.get(header, header)
+    return text if text.endswith("\n") else text + "\n"
+
+
+def functional_free_names(ground_truth: Any) -> list[str]:
+    """The names a ``functional`` test uses that nothing trusted defines: not a built-in, not bound
+    by the test, the pool's header or the prompt, and no standard-library module (the test side
+    imports those). The verifier takes such a name from the program, where the program's own
+    top-level ``def`` or ``class`` binds it, so a pool whose tests have any should declare the
+    header that defines them (``bots data info`` flags them). Empty for other ground truths."""
+    import builtins
+    import sys
+
+    spec = _parse_spec(ground_truth)
+    if "functional" not in spec or spec.get("entry_point"):
+        return []
+    tree = parse(str(spec["functional"]), "<test>")
+    trusted = set(dir(builtins)) | _top_level_names(tree)
+    trusted |= _text_names(_header(spec) + _prompt_context(str(spec.get("prompt") or ""), None))
+    used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    return sorted(n for n in used - trusted if n not in sys.stdlib_module_names)
+
+
+@functools.lru_cache(maxsize=64)
+def _text_names(text: str) -> frozenset[str]:
+    """Names trusted text (a header, a prompt's context) binds at its top level, cached: a pool
+    repeats one header on every row."""
+    return frozenset(_top_level_names(parse(text))) if text.strip() else frozenset()
+
+
+def header_names(name: str) -> frozenset[str]:
+    """The names the harness header ``name`` (a key of :data:`HEADERS`) defines."""
+    if name not in HEADERS:
+        raise InvalidArgumentError(f"header: expected one of {sorted(HEADERS)}, got {name!r}", "header")
+    return _text_names(HEADERS[name])
+
+
+def _top_level_names(tree: ast.Module) -> set[str]:
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            if any(a.name == "*" for a in node.names) and isinstance(node, ast.ImportFrom) and node.module:
+                try:
+                    import importlib
+
+                    module = importlib.import_module(node.module)
+                    names.update(getattr(module, "__all__", None) or [k for k in vars(module) if k[:1] != "_"])
+                except ImportError:
+                    pass
+            names.update((a.asname or a.name).split(".")[0] for a in node.names if a.name != "*")
+        else:
+            names.update(n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
+    return names
 
 
 def _parse_spec(ground_truth: Any) -> dict[str, Any]:
@@ -193,7 +342,7 @@ def _program_source(code: str, spec: Mapping[str, Any], context: str | None = No
         # A whole-function answer: the prompt's imports and helpers first, as prompt + completion
         # would have them; the answer's own definitions come after and win in its own process.
         code = context + "\n" + code
-    return _hoist_future(code)
+    return _hoist_future(_header(spec) + code)
 
 
 def _verify_tests(
@@ -207,13 +356,15 @@ def _verify_tests(
     # The ground truth's own syntax errors are data errors, found here before any sandbox starts
     # (parsing runs nothing); the test runs only in the sandbox, in the test side's process.
     parse(test, "<test>")
-    if context:
-        compile(_hoist_future(context), "<prompt>", "exec")
+    # The pool's harness header runs in front of the prompt's context on the test side.
+    context = _hoist_future(_header(spec) + context)
+    if context.strip():
+        compile(context, "<prompt>", "exec")
     task = {
         "kind": "tests",
         "source": code,
         "test": test,
-        "context": _hoist_future(context),
+        "context": context,
         "entry": entry,
         "check": bool(entry and "test" in spec),
     }
