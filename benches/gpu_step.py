@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "python"))
 
 from bots_rft import Interpolation  # noqa: E402
-from bots_rft.backends.torch import TorchBOTS  # noqa: E402
+from bots_rft.selector.backends.torch import TorchBOTS  # noqa: E402
 
 #: Bytes per task a fused step cannot avoid (float32): α, β read and written, weak and strong read.
 FLOOR_BYTES_PER_TASK = 4 * (2 + 2 + 2)

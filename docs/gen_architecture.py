@@ -33,7 +33,7 @@ MAP_END = "<!-- end of package map -->"
 
 # One training step as data walks it: (stage, what leaves it for the next, the modules doing it).
 STAGES = [
-    ("select", "task ids", ["bots_rft.selector", "bots_rft.backends"]),
+    ("select", "task ids", ["bots_rft.selector", "bots_rft.selector.backends"]),
     ("roll out", "sampled responses", ["bots_rft.train.rollout", "bots_rft.llm.generation"]),
     ("score", "rewards", ["bots_rft.train.scoring", "bots_rft.rewards"]),
     ("update", "new posterior and weights", ["bots_rft.selector", "bots_rft.train.optimise"]),

@@ -5,7 +5,7 @@
     python examples/planning_figures.py --smoke    # all three, tiny (seconds), into a fresh temp folder
 
 Writes docs/img/plan19_*.png (``--out`` for another folder); run from the repository root. Peer
-methods (knapsack, reinforce-ada) come from bots_rft.peers.
+methods (knapsack, reinforce-ada) come from bots_rft.selector.peers.
 """
 
 import argparse
@@ -136,7 +136,7 @@ if "lag" in which:
 
 if "guard" in which:
     from bots_rft import BOTS
-    from bots_rft.guard import AllZeroGroupWarning, GroupGuard
+    from bots_rft.selector.guard import AllZeroGroupWarning, GroupGuard
     from bots_rft.simulate.learner import SimulatedLearner, make_world
 
     small = (

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from bots_rft.errors import BotsError, CheckpointError, InvalidArgumentError, InvalidTypeError
-from bots_rft.peers.dapo import DynamicSampling, EpochOrder
-from bots_rft.selector_protocol import Selector
-from bots_rft.static_selectors import OfflineSelector, RandomSelector
+from bots_rft.selector.peers.dapo import DynamicSampling, EpochOrder
+from bots_rft.selector.protocol import Selector
+from bots_rft.selector.static import OfflineSelector, RandomSelector
 
 # ------------------------------------------------------------------------------------------
 # Protocol
@@ -409,9 +409,9 @@ def test_the_old_baselines_module_re_exports_the_same_objects() -> None:
     """Code written against ``bots_rft.baselines`` keeps working: every name it exported is the
     object from the module that now defines it."""
     import bots_rft.baselines as old
-    import bots_rft.peers.dapo as dapo
-    import bots_rft.selector_protocol as protocol
-    import bots_rft.static_selectors as static_selectors
+    import bots_rft.selector.peers.dapo as dapo
+    import bots_rft.selector.protocol as protocol
+    import bots_rft.selector.static as static_selectors
 
     for name in old.__all__:
         home = next(m for m in (protocol, static_selectors, dapo) if hasattr(m, name))

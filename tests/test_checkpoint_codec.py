@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from bots_rft import BOTS, CheckpointError, checkpoint
-from bots_rft.multipool import MultiPool
+from bots_rft.selector.multipool import MultiPool
 
 DATA = Path(__file__).parent / "data"
 EXPECTED = json.loads((DATA / "legacy_expected.json").read_text())

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from bots_rft.errors import CheckpointError, ConfigError, InvalidArgumentError
-from bots_rft.static_selectors import RandomSelector
+from bots_rft.selector.static import RandomSelector
 from bots_rft.train.filler import FilledSelector
 
 FILLERS = np.arange(100, 140)

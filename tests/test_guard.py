@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from bots_rft import BOTS, CheckpointError, InvalidArgumentError, InvalidTypeError
 from bots_rft.checkpoint import load_state, save_state
-from bots_rft.guard import AllZeroGroupWarning, GroupGuard
+from bots_rft.selector.guard import AllZeroGroupWarning, GroupGuard
 
 N = 120
 GROUPS = np.array(["math"] * 60 + ["code"] * 40 + ["science"] * 20)

@@ -44,7 +44,7 @@ def _imports_in_fresh_interpreter(statement: str) -> set[str]:
 
 def test_importing_bots_rft_does_not_import_torch() -> None:
     loaded = _imports_in_fresh_interpreter(
-        "import bots_rft, bots_rft.methods, bots_rft.method_table, bots_rft.static_selectors, bots_rft.peers"
+        "import bots_rft, bots_rft.selector.registry, bots_rft.selector.method_table, bots_rft.selector.static, bots_rft.selector.peers"
     )
     assert "bots_rft.selector" in loaded  # the statement ran
     heavy = sorted(m for m in loaded if m.split(".")[0] in ("torch", "transformers", "matplotlib"))
@@ -176,7 +176,9 @@ def _shown(graph: dict[str, set[str]], group: set[str]) -> str:
 def test_no_import_circle_in_the_package() -> None:
     graph = import_graph()
     # The graph was read, with function-local, TYPE_CHECKING and __getattr__ imports.
-    assert {"bots_rft.selector", "bots_rft.peers.greso", "bots_rft.screening"} <= graph["bots_rft.methods"]
+    assert {"bots_rft.selector", "bots_rft.selector.peers.greso", "bots_rft.selector.screen"} <= graph[
+        "bots_rft.selector.registry"
+    ]
     assert "bots_rft.train.trainer" in graph["bots_rft.train"]  # the package's lazy __getattr__
     found = circles(graph)
     assert found == [], "\n".join(_shown(graph, g) for g in found)
@@ -252,10 +254,38 @@ def test_a_planted_circle_in_a_copy_of_bots_rft_is_reported(tmp_path: Path) -> N
     assert len(found) == 1 and {"bots_rft.errors", "bots_rft.selector"} <= found[0], found
 
 
+# The paths the selection modules had before they moved under bots_rft.selector (temporary:
+# removed when the move lands, with the shims themselves).
+_MOVED = [
+    "bots_rft.selector_protocol",
+    "bots_rft.static_selectors",
+    "bots_rft.methods",
+    "bots_rft.method_table",
+    "bots_rft.parameters",
+    "bots_rft.planning",
+    "bots_rft.screening",
+    "bots_rft.guard",
+    "bots_rft.multipool",
+    "bots_rft.backends",
+    "bots_rft.backends.rust",
+    "bots_rft.backends.torch",
+    "bots_rft.backends.sharded",
+    "bots_rft.peers",
+    "bots_rft.peers.dapo",
+    "bots_rft.selector.base",
+    "bots_rft.selector.feedback",
+    "bots_rft.selector.params",
+    "bots_rft.selector.rules",
+    "bots_rft.selector.state",
+    "bots_rft.selector.stream",
+]
+
+
 def test_the_old_import_paths_are_one_way_shims() -> None:
     """``bots_rft.evidence`` and ``bots_rft.baselines`` re-export the modules that replaced them,
-    for code written against them; nothing in the package imports them."""
+    for code written against them, as the old paths of the selection modules do; nothing in the
+    package imports them."""
     graph = import_graph()
-    for shim in ("bots_rft.evidence", "bots_rft.baselines"):
+    for shim in ("bots_rft.evidence", "bots_rft.baselines", *_MOVED):
         importers = sorted(m for m, targets in graph.items() if shim in targets)
         assert importers == [], (shim, importers)

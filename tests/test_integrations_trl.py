@@ -701,7 +701,7 @@ def test_baseline_selectors_checkpoint_without_pickles(tmp_path: Any) -> None:
     """A selector without its own file format (the baselines) is stored in bots-rft's
     checksummed state format, never as a pickle, and restores exactly."""
     from bots_rft.integrations.trl import restore_selector, save_selector
-    from bots_rft.static_selectors import RandomSelector
+    from bots_rft.selector.static import RandomSelector
 
     sel = RandomSelector(50, seed=3)
     sel.select(5)

@@ -1,4 +1,4 @@
-"""Every method of the method table (bots_rft.methods.METHODS) passes the same battery: bad input
+"""Every method of the method table (bots_rft.selector.registry.METHODS) passes the same battery: bad input
 raises the same typed error naming the argument and changes nothing; a seed determines the
 selections; a checkpoint round-trip continues with identical selections; exclusions are honoured.
 And every entry point (trainer config, simulator config, CLI, the classes themselves) accepts
@@ -18,9 +18,9 @@ import pytest
 
 from bots_rft import BotsError, CheckpointError, InvalidArgumentError, InvalidTypeError
 from bots_rft.checkpoint import load_state, save_state
-from bots_rft.methods import METHODS, Method, method, method_names
-from bots_rft.parameters import PARAMETERS, Parameter
-from bots_rft.selector_protocol import RollsOut, Selector
+from bots_rft.selector.parameters import PARAMETERS, Parameter
+from bots_rft.selector.protocol import RollsOut, Selector
+from bots_rft.selector.registry import METHODS, Method, method, method_names
 from checkpoint_files import is_codec_bytes
 
 N = 40
@@ -329,11 +329,11 @@ def test_the_classes_accept_the_tables_range() -> None:
 
 
 def test_the_registry_builds_exactly_the_methods_of_the_table() -> None:
-    """bots_rft.method_table states each method; bots_rft.methods adds its class and builder. The
+    """bots_rft.selector.method_table states each method; bots_rft.selector.registry adds its class and builder. The
     two list the same methods in the same order, and each registered method is its table entry."""
     import dataclasses
 
-    from bots_rft.method_table import ENTRIES, MethodEntry, entry
+    from bots_rft.selector.method_table import ENTRIES, MethodEntry, entry
 
     assert list(METHODS) == list(ENTRIES)
     for name, m in METHODS.items():

@@ -1,4 +1,4 @@
-"""The peers from the literature (bots_rft.peers) and the simulator's per-task rollout counts."""
+"""The peers from the literature (bots_rft.selector.peers) and the simulator's per-task rollout counts."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 
 from bots_rft.checkpoint import load_state, save_state
 from bots_rft.errors import CheckpointError, ConfigError, InvalidArgumentError, InvalidTypeError
-from bots_rft.methods import method
-from bots_rft.selector_protocol import RolledBatch, RollsOut, Selector
+from bots_rft.selector.protocol import RolledBatch, RollsOut, Selector
+from bots_rft.selector.registry import method
 from bots_rft.simulate import LearnerConfig, SimConfig, SimulatedLearner, make_world
 from bots_rft.simulate.experiment import MethodSpec, make_selector, run_method
 
@@ -185,18 +185,18 @@ def test_rolling_peers_need_a_rollout_callback_and_refuse_a_bad_one(name: str) -
 
 
 def test_peers_live_in_peers_and_the_method_table_points_there() -> None:
-    """One home per peer (bots_rft.peers): every peer class is defined there, and the modules the
+    """One home per peer (bots_rft.selector.peers): every peer class is defined there, and the modules the
     peers build on (the protocol, the static selectors) define none; every method's
     implementation path names a real class."""
     import importlib
 
-    import bots_rft.peers as peers
-    import bots_rft.selector_protocol as protocol
-    import bots_rft.static_selectors as static_selectors
-    from bots_rft.methods import METHODS
+    import bots_rft.selector.peers as peers
+    import bots_rft.selector.protocol as protocol
+    import bots_rft.selector.static as static_selectors
+    from bots_rft.selector.registry import METHODS
 
     for name in set(peers.__all__) - {"SelfRolling"}:
-        assert getattr(peers, name).__module__.startswith("bots_rft.peers."), name
+        assert getattr(peers, name).__module__.startswith("bots_rft.selector.peers."), name
         assert not hasattr(protocol, name) and not hasattr(static_selectors, name), name
     for m in METHODS.values():
         module, _, qualname = m.implementation.partition(":")
@@ -205,7 +205,7 @@ def test_peers_live_in_peers_and_the_method_table_points_there() -> None:
             target = getattr(target, part)
         assert callable(target), m.implementation
     for name in ("dynamic", "dps", "greso", "speed", "adarft", "knapsack", "reinforce-ada"):
-        assert method(name).implementation.startswith("bots_rft.peers."), name
+        assert method(name).implementation.startswith("bots_rft.selector.peers."), name
 
 
 # ---------------------------------------------------------------------------------------------
@@ -251,7 +251,7 @@ class _ReferenceDPS:
 
 
 def test_dps_filter_is_the_published_samplers_arithmetic() -> None:
-    from bots_rft.peers import DynamicsPredictiveSampling
+    from bots_rft.selector.peers import DynamicsPredictiveSampling
 
     rng = np.random.default_rng(5)
     ours = DynamicsPredictiveSampling(30, prior_alpha=1.0, transition_decay=0.7)
@@ -273,7 +273,7 @@ def test_dps_filter_is_the_published_samplers_arithmetic() -> None:
 
 
 def test_dps_selects_the_candidates_most_likely_partially_solved() -> None:
-    from bots_rft.peers import DynamicsPredictiveSampling
+    from bots_rft.selector.peers import DynamicsPredictiveSampling
 
     sel = DynamicsPredictiveSampling(50, candidate_ratio=50.0)  # every task is a candidate
     first = sel.select(10)
@@ -284,7 +284,7 @@ def test_dps_selects_the_candidates_most_likely_partially_solved() -> None:
 
 
 def test_greso_skips_by_the_streak_of_zero_variance_groups_and_tunes_itself() -> None:
-    from bots_rft.peers import GRESO
+    from bots_rft.selector.peers import GRESO
 
     sel = GRESO(20, lambda ids, counts: np.zeros(len(ids)), n_rollouts=8, p_easy=0.5, p_hard=0.25)
     ids = np.arange(4)
@@ -306,7 +306,7 @@ def test_greso_skips_by_the_streak_of_zero_variance_groups_and_tunes_itself() ->
 
 
 def test_speed_screens_then_continues_and_charges_both() -> None:
-    from bots_rft.peers import SpeedRL
+    from bots_rft.selector.peers import SpeedRL
 
     calls: list[tuple[list[int], list[int]]] = []
 
@@ -336,7 +336,7 @@ def test_speed_screens_then_continues_and_charges_both() -> None:
 
 
 def test_reinforce_ada_stops_a_prompt_once_it_has_both_outcomes() -> None:
-    from bots_rft.peers import ReinforceAda
+    from bots_rft.selector.peers import ReinforceAda
 
     def rollout(ids: np.ndarray, counts: np.ndarray) -> np.ndarray:
         # Task 0: half right; task 1: never; task 2: one success per 8 rollouts.
@@ -358,7 +358,7 @@ def test_reinforce_ada_stops_a_prompt_once_it_has_both_outcomes() -> None:
 
 
 def test_reinforce_ada_keeps_as_balanced_a_subset_as_the_rollouts_allow() -> None:
-    from bots_rft.peers.reinforce_ada import kept_subset
+    from bots_rft.selector.peers.reinforce_ada import kept_subset
 
     succ = np.array([0, 1, 2, 5, 32, 31, 30, 3, 1], dtype=float)
     seen = np.array([32, 32, 32, 8, 32, 32, 32, 8, 2], dtype=float)
@@ -370,7 +370,7 @@ def test_reinforce_ada_keeps_as_balanced_a_subset_as_the_rollouts_allow() -> Non
 def test_knapsack_allocation_is_the_exact_optimum_within_its_bounds() -> None:
     from itertools import product
 
-    from bots_rft.peers.knapsack import allocate, task_value
+    from bots_rft.selector.peers.knapsack import allocate, task_value
 
     p = np.array([0.05, 0.5, 0.9, 0.3])
     counts = allocate(p, budget=20, n_low=2, n_high=9)
@@ -386,7 +386,7 @@ def test_knapsack_allocation_is_the_exact_optimum_within_its_bounds() -> None:
 
 
 def test_adarft_moves_its_target_with_the_reward_and_takes_the_nearest_tasks() -> None:
-    from bots_rft.peers import AdaRFT
+    from bots_rft.selector.peers import AdaRFT
 
     strong = np.linspace(1.0, 0.0, 11)  # difficulty 0, 10, ..., 100
     sel = AdaRFT(strong * 0.5, strong, step_size=50.0, sensitivity=2.0, target_reward=0.5, initial_difficulty=0.0)
@@ -542,7 +542,7 @@ def test_bigger_groups_at_the_same_rate_teach_more_with_group_noise() -> None:
 def test_greso_tunes_on_each_steps_share_not_the_running_total() -> None:
     """The reference resets its easy/hard counts after every step: a step with no solved group
     raises p_easy even after a step where every group was solved."""
-    from bots_rft.peers import GRESO
+    from bots_rft.selector.peers import GRESO
 
     sel = GRESO(10, lambda ids, k: np.zeros(ids.size), n_rollouts=4)
     sel.walked = 10  # past the first epoch, where the tuning starts
@@ -677,7 +677,7 @@ def test_knapsack_allocates_as_the_authors_code() -> None:
     """sampling_budget against hand-computed allocations of the authors' rule
     (exploration_utils.sampling_budget_by_knapsack): base counts, the cost-bounded knapsack, the
     uncapped fallback to the never-solved prompts, and the all-unsolved case."""
-    from bots_rft.peers.knapsack import allocate, sampling_budget
+    from bots_rft.selector.peers.knapsack import allocate, sampling_budget
 
     nan = np.nan
     p = np.array([0.0, 1.0, 0.5, 0.9, nan])
@@ -694,7 +694,7 @@ def test_knapsack_allocates_as_the_authors_code() -> None:
 
 
 def test_knapsack_estimates_from_a_buffer_of_the_last_16_rewards() -> None:
-    from bots_rft.peers import KnapsackAllocation
+    from bots_rft.selector.peers import KnapsackAllocation
 
     sel = KnapsackAllocation(3, lambda ids, k: np.zeros(ids.size))
     ids = np.array([0, 1, 2])

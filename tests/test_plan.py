@@ -1,4 +1,4 @@
-"""BOTS.plan: tasks and rollout counts chosen together under a budget (bots_rft.planning)."""
+"""BOTS.plan: tasks and rollout counts chosen together under a budget (bots_rft.selector.plan)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bots_rft import BOTS, InvalidArgumentError, InvalidTypeError
-from bots_rft.planning import Plan, allocate_rollouts, informative_probability, rollout_gain
+from bots_rft.selector.plan import Plan, allocate_rollouts, informative_probability, rollout_gain
 
 
 def _stepped(seed: int = 5, steps: int = 4, n: int = 400, **kwargs: object) -> BOTS:
@@ -188,8 +188,8 @@ def test_bots_plan_in_the_simulator_stays_within_budget_and_finds_more_informati
 
 
 def test_bots_plan_builds_from_the_method_table() -> None:
-    from bots_rft.methods import method
-    from bots_rft.planning import PlannedBOTS
+    from bots_rft.selector.plan import PlannedBOTS
+    from bots_rft.selector.registry import method
 
     def rollout(ids: np.ndarray, counts: np.ndarray) -> np.ndarray:
         return counts // 2

@@ -66,9 +66,9 @@ def test_int_power_refuses_what_is_not_a_whole_exponent() -> None:
 _PROBE = """
 import hashlib, numpy as np
 from bots_rft._portable import exp, int_power
-from bots_rft.selector.rules import lag_weighted
+from bots_rft.selector.bots.rules import lag_weighted
 from bots_rft.metrics import effective_probability
-from bots_rft.planning import informative_probability
+from bots_rft.selector.plan import informative_probability
 rng = np.random.default_rng(5)
 x = rng.normal(0, 20, 100_000)
 base = rng.random(100_000)

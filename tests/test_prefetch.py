@@ -250,7 +250,7 @@ def test_wait_take_returns_the_first_ids_and_the_kth_distance() -> None:
 def test_the_speculation_asks_for_the_last_batch_size(monkeypatch: pytest.MonkeyPatch) -> None:
     """The background pass is told the batch size the next ``select`` will probably ask for (the
     last one), so its answer's array is made while the caller is still busy."""
-    from bots_rft.backends.rust import RustPosterior
+    from bots_rft.selector.backends.rust import RustPosterior
 
     asked: list[int | None] = []
     original = RustPosterior.start

@@ -60,7 +60,7 @@ def make(backend: str) -> Callable[..., Any]:
             return BOTS(n, **kwargs)
         if backend == "torch":
             return BOTS(n, backend="torch", device="cpu", **kwargs)
-        from bots_rft.backends.sharded import ShardedBOTS
+        from bots_rft.selector.backends.sharded import ShardedBOTS
 
         return ShardedBOTS(n, shards=2, prefetch=False, actor_options={"num_cpus": 0}, **kwargs)
 
@@ -72,7 +72,7 @@ def _load(backend: str, path: Path) -> Any:
         return BOTS.load(path)
     if backend == "torch":
         return BOTS.load(path, backend="torch", device="cpu")
-    from bots_rft.backends.sharded import ShardedBOTS
+    from bots_rft.selector.backends.sharded import ShardedBOTS
 
     return ShardedBOTS.load(path, shards=3, actor_options={"num_cpus": 0})
 
@@ -103,7 +103,7 @@ def test_every_backend_is_a_selector_on_the_shared_base(make: Callable[..., Any]
 
 def test_the_torch_backend_is_built_by_bots_and_is_a_bots() -> None:
     pytest.importorskip("torch")
-    from bots_rft.backends.torch import TorchBOTS
+    from bots_rft.selector.backends.torch import TorchBOTS
 
     sel = BOTS(10, backend="torch", device="cpu")
     assert type(sel) is TorchBOTS and isinstance(sel, BOTS)

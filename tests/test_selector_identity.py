@@ -15,7 +15,7 @@ from bots_rft import BOTS, Interpolation
 from bots_rft.checkpoint import load_state
 from bots_rft.errors import CheckpointError, DataError
 from bots_rft.estimators import MultiReference
-from bots_rft.selector.state import evidence_identity, pool_fingerprint
+from bots_rft.selector.bots.state import evidence_identity, pool_fingerprint
 
 N = 12
 WEAK = np.linspace(0.0, 0.8, N)

@@ -19,10 +19,10 @@ from scipy import stats
 torch = pytest.importorskip("torch")
 
 from bots_rft import BOTS, Interpolation, _core  # noqa: E402
-from bots_rft.backends import UnsupportedByBackendError  # noqa: E402
-from bots_rft.backends._torch_draws import philox4x32, thompson_draws  # noqa: E402
-from bots_rft.backends.torch import TorchBOTS  # noqa: E402
 from bots_rft.errors import BotsError, CheckpointError, InvalidArgumentError  # noqa: E402
+from bots_rft.selector.backends import UnsupportedByBackendError  # noqa: E402
+from bots_rft.selector.backends._torch_draws import philox4x32, thompson_draws  # noqa: E402
+from bots_rft.selector.backends.torch import TorchBOTS  # noqa: E402
 
 DTYPES = ["float32", "float64"]
 
@@ -271,7 +271,7 @@ def test_plan_is_the_cores(device: str, thompson: bool) -> None:
 def test_chunks_do_not_change_the_selection(device: str, thompson: bool, monkeypatch: Any) -> None:
     """The pool is ranked chunk by chunk (4M tasks each); small chunks, ties across chunk
     boundaries and exclusions give the same picks as one chunk."""
-    import bots_rft.backends.torch as backend
+    import bots_rft.selector.backends.torch as backend
 
     n = 1000
     state = BOTS(n, seed=5).state_dict()
@@ -599,7 +599,7 @@ def test_torch_draws_of_a_narrow_beta_follow_it_on_float32s_grid() -> None:
     """Beta(1e6, 1) spans ~17 float32 steps below 1: a ratio rounded twice in float32 left every
     21st of them nearly empty (KS D 0.016 at these sizes); rounded once it matches numpy's draws
     rounded to float32 (two-sample KS at level 1e-4)."""
-    from bots_rft.backends._torch_draws import thompson_draws
+    from bots_rft.selector.backends._torch_draws import thompson_draws
 
     n = 50_000
     ours = thompson_draws(

@@ -16,7 +16,7 @@ if not torch.cuda.is_available():
 from scipy import stats  # noqa: E402
 
 from bots_rft import BOTS  # noqa: E402
-from bots_rft.backends.torch import TorchBOTS  # noqa: E402
+from bots_rft.selector.backends.torch import TorchBOTS  # noqa: E402
 from test_torch_backend import *  # noqa: E402, F403  (the CPU checks, collected again here)
 from test_torch_backend import selection_counts  # noqa: E402
 

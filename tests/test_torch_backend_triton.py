@@ -28,10 +28,10 @@ if DEVICE == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
     os.environ["TRITON_INTERPRET"] = "1"
 
 from bots_rft import BOTS, Interpolation  # noqa: E402
-from bots_rft.backends import _triton_kernels as kernels  # noqa: E402
-from bots_rft.backends._torch_draws import thompson_draws  # noqa: E402
-from bots_rft.backends.torch import TorchBOTS  # noqa: E402
 from bots_rft.errors import BotsError  # noqa: E402
+from bots_rft.selector.backends import _triton_kernels as kernels  # noqa: E402
+from bots_rft.selector.backends._torch_draws import thompson_draws  # noqa: E402
+from bots_rft.selector.backends.torch import TorchBOTS  # noqa: E402
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -138,7 +138,7 @@ def test_the_fused_pass_equals_the_update_then_the_selection(key_chunk: int | No
     """An update waits for the next selection and runs in its pass; reading the posterior in
     between applies it alone. Both give the same posterior and the same picks, bit for bit (small
     key chunks put rolled-out tasks in every chunk)."""
-    import bots_rft.backends.torch as backend
+    import bots_rft.selector.backends.torch as backend
 
     if key_chunk is not None:
         monkeypatch.setattr(backend, "KEY_CHUNK", key_chunk)
@@ -169,7 +169,7 @@ def test_the_fused_pass_equals_the_update_then_the_selection(key_chunk: int | No
 
 
 def test_key_chunks_do_not_change_the_selection(monkeypatch: Any) -> None:
-    import bots_rft.backends.torch as backend
+    import bots_rft.selector.backends.torch as backend
 
     def picks() -> list[list[int]]:
         sel = TorchBOTS(3000, seed=8, device=DEVICE, kernels="triton")
@@ -361,7 +361,7 @@ AHEAD_OF_TIME = """
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
-from bots_rft.backends import _triton_kernels as K
+from bots_rft.selector.backends import _triton_kernels as K
 
 target = GPUTarget("cuda", 90, 32)  # an H100
 types = {"excluded_ptr": "*u8", "ids_ptr": "*i64", "keys_ptr": "*i64", "high_ptr": "*i32", "packed_ptr": "*fp64", "first": "i64",

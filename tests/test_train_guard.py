@@ -16,7 +16,7 @@ pytest.importorskip("transformers")
 
 from bots_rft.data import TaskPool  # noqa: E402
 from bots_rft.errors import ConfigError  # noqa: E402
-from bots_rft.guard import AllZeroGroupWarning  # noqa: E402
+from bots_rft.selector.guard import AllZeroGroupWarning  # noqa: E402
 from bots_rft.train.logger import read_metrics  # noqa: E402
 from bots_rft.train.toy import toy_config, toy_rows  # noqa: E402
 from bots_rft.train.trainer import GRPOTrainer, train  # noqa: E402

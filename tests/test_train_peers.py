@@ -17,7 +17,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from bots_rft.errors import CheckpointError, ConfigError, InvalidArgumentError  # noqa: E402
-from bots_rft.selector_protocol import RolledBatch  # noqa: E402
+from bots_rft.selector.protocol import RolledBatch  # noqa: E402
 from bots_rft.train.distributed import Dist  # noqa: E402
 from bots_rft.train.logger import read_metrics  # noqa: E402
 from bots_rft.train.rollout import PlannedRollouts, Rollouts  # noqa: E402

@@ -8,7 +8,6 @@
 
 from __future__ import annotations
 
-from . import backends  # noqa: F401  (registers the selector backends with BOTS)
 from ._core import __version__
 from .errors import (
     BotsError,
@@ -20,11 +19,12 @@ from .errors import (
     InvalidTypeError,
 )
 from .estimators import Estimator, ImplicitEvidence, Interpolation, StepEvidence
-from .guard import GroupGuard
-from .multipool import MultiPool
-from .planning import Plan
-from .selector import BOTS, Picks, PosteriorSelector
-from .selector_protocol import Selector
+from .selector import backends  # noqa: F401  (registers the selector backends with BOTS)
+from .selector.bots import BOTS, Picks, PosteriorSelector
+from .selector.guard import GroupGuard
+from .selector.multipool import MultiPool
+from .selector.plan import Plan
+from .selector.protocol import Selector
 
 __all__ = [
     "BOTS",

@@ -62,7 +62,7 @@ class IntegrationError(ConfigError):
 class UnsupportedByBackendError(BotsError, NotImplementedError):
     """A feature of :class:`~bots_rft.BOTS` that a backend does not implement (``feature`` names
     it). Raised when the feature is asked for, never silently ignored. Also importable as
-    ``bots_rft.backends.UnsupportedByBackendError``."""
+    ``bots_rft.selector.backends.UnsupportedByBackendError``."""
 
     def __init__(self, feature: str, backend: str, *, instead: str = "use backend='rust'") -> None:
         super().__init__(f"{feature}: not supported by the {backend} backend ({instead})")

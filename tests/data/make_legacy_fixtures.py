@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from bots_rft import BOTS, Interpolation, checkpoint
-from bots_rft.multipool import MultiPool
+from bots_rft.selector.multipool import MultiPool
 
 out = Path(sys.argv[1])
 

@@ -71,7 +71,7 @@ def real(
 
 
 def parameter(param: Any) -> Callable[[str], Any]:
-    """An argparse ``type`` accepting the range of a :class:`bots_rft.methods.Parameter` (a number
+    """An argparse ``type`` accepting the range of a :class:`bots_rft.selector.registry.Parameter` (a number
     parameter; the CLI spells booleans as flags)."""
     if param.type == "int":
         return integer(

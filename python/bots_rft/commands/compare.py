@@ -94,7 +94,7 @@ def _evidence_section(cfg: Any, groups: Any) -> str:
 
 def _reading_references(methods: list[str], cfg: Any) -> list[str]:
     """The methods that see the reference pass rates (none without both columns)."""
-    from ..methods import method
+    from ..selector.registry import method
 
     refs = bool(cfg.weak_column and cfg.strong_column)
     return [m for m in methods if refs and method(m).references != "unused"]
@@ -103,8 +103,8 @@ def _reading_references(methods: list[str], cfg: Any) -> list[str]:
 def _decision_rule(spec: Any, methods: list[str]) -> Any:
     """The ``compare.decision`` rule with canonical method names, every one among ``methods``."""
     from ..errors import ConfigError
-    from ..methods import method, method_names
     from ..report.trial import DecisionRule
+    from ..selector.registry import method, method_names
     from ..train.comparison import SECTION
 
     if spec.decision is None:
@@ -364,7 +364,6 @@ def _information(methods: list[str], cfg: Any) -> str:
 
 def main(args: argparse.Namespace) -> int:
     from ..errors import ConfigError
-    from ..methods import METHODS, method, method_names
     from ..report.training import (
         average_runs,
         budget_markdown,
@@ -377,6 +376,7 @@ def main(args: argparse.Namespace) -> int:
         timing_markdown,
     )
     from ..report.trial import write_held_out_csv
+    from ..selector.registry import METHODS, method, method_names
     from ..train.comparison import SECTION, read_compare_section
     from ..train.config import load_config, parse_overrides
 

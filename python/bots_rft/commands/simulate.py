@@ -19,8 +19,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..methods import METHODS
-from ..parameters import LAG_DISCOUNT, LAM, MIN_GAP, OVERSAMPLE, RHO, TARGET, TAU, Parameter
+from ..selector.parameters import LAG_DISCOUNT, LAM, MIN_GAP, OVERSAMPLE, RHO, TARGET, TAU, Parameter
+from ..selector.registry import METHODS
 from ._args import check_output_dir, integer, parameter, real
 
 # The simulator's table order (bots_rft.simulate.experiment.TABLE_ORDER; not imported, so that
@@ -56,7 +56,7 @@ def _values(param: Parameter) -> Any:
 
 def _names(text: str) -> tuple[str, ...]:
     """Method names (or aliases) of the method table, as their canonical names."""
-    from ..methods import method, method_names
+    from ..selector.registry import method, method_names
 
     names = tuple(v.strip().lower() for v in text.split(",") if v.strip())
     unknown = [n for n in names if n not in method_names(aliases=True)]

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..methods import METHODS
+from ..selector.registry import METHODS
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

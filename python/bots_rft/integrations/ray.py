@@ -24,7 +24,7 @@ from typing import Any
 
 # ShardedBOTS is one of the selector backends; it is re-exported here, where it was first
 # published, so that code importing it from this module keeps working.
-from ..backends.sharded import SHARDED_PARAMS, ShardedBOTS, ShardLostError
+from ..selector.backends.sharded import SHARDED_PARAMS, ShardedBOTS, ShardLostError
 
 __all__ = ["SelectorActor", "remote_selector", "pickled_sizes", "ShardedBOTS", "ShardLostError", "SHARDED_PARAMS"]
 

@@ -39,7 +39,7 @@ import numpy.typing as npt
 
 from ..calibration import calibration_metrics
 from ..metrics import effective_ratios
-from ..selector import BOTS
+from ..selector.bots import BOTS
 
 __all__ = [
     "PICK_QUANTILES",

@@ -369,7 +369,7 @@ def attach_bots(
 ) -> BOTSTrainerHook:
     """Make a constructed ``trl.GRPOTrainer`` train on the prompts ``selector`` chooses.
 
-    ``selector``: a :class:`bots_rft.BOTS` (or any :class:`bots_rft.selector_protocol.Selector`) over
+    ``selector``: a :class:`bots_rft.BOTS` (or any :class:`bots_rft.selector.protocol.Selector`) over
     task ids ``0..num_tasks-1``; build it identically on every process (same seed and data).
     ``task_id_column``: the train dataset's task-id column (dotted path allowed); every row needs
     a distinct id in ``[0, num_tasks)``. ``reward_func``: index or name of the reward function
@@ -480,7 +480,7 @@ def _check_generation_seam(trainer: Any) -> None:
 
 def load_selector(checkpoint_dir: str | os.PathLike[str], **kwargs: Any) -> Any:
     """The BOTS selector saved in a TRL checkpoint folder by :func:`attach_bots`."""
-    from ..selector import BOTS
+    from ..selector.bots import BOTS
 
     return BOTS.load(os.path.join(os.fspath(checkpoint_dir), SELECTOR_FILE), **kwargs)
 

@@ -73,8 +73,8 @@ from torch.utils.data import Sampler
 from ..checkpoint import read_checkpoint
 from ..errors import BotsError, CheckpointError, ConfigError, DataError, InvalidArgumentError
 from ..estimators import DEFAULT_MIN_GAP, Interpolation
-from ..selector import BOTS
-from ..selector.state import check_state_header
+from ..selector.bots import BOTS
+from ..selector.bots.state import check_state_header
 from .batches import pack_state, unpack_state
 from .gates import Seam, Window, check_framework
 from .step_metrics import calibration_step_metrics, capability_metrics, outcome_metrics, pick_metrics
@@ -493,7 +493,7 @@ def _resumed(
     reference columns, or another pool is refused naming the key, unless
     ``bots.checkpoint_params`` is ``checkpoint`` (the checkpoint's win) or ``current`` (the
     config's win)."""
-    from ..selector.state import check_params_on_load
+    from ..selector.bots.state import check_params_on_load
 
     choice = cfg.get("checkpoint_params", "error")
     try:

@@ -1,40 +1,50 @@
-"""The BOTS selector: one Beta posterior per task, updated each step from rollout results
-(explicit evidence) and predictions for the other tasks (implicit evidence), and Thompson
-sampling (or the posterior mean) to pick the tasks nearest a target success rate.
+"""Everything that picks tasks: the selector protocol, each method's parameters and the registry
+of methods, the BOTS selector and its backends, the static and the published peer selectors,
+rollout planning, screening, the group guard and multi-pool selection.
 
-The package holds what every backend shares, one concern per module:
+- :mod:`~bots_rft.selector.protocol`: ``Selector``, ``RollsOut``, what every method provides;
+- :mod:`~bots_rft.selector.parameters`: every method parameter, its default and its range;
+- :mod:`~bots_rft.selector.registry`: the methods by name, each built from a pool and references;
+- :mod:`~bots_rft.selector.bots`: :class:`~bots_rft.BOTS`, its posterior rules and checkpoint layout;
+- :mod:`~bots_rft.selector.backends`: BOTS's backends (the Rust core, torch, Ray shards);
+- :mod:`~bots_rft.selector.static`: random, offline and reference-filter selection;
+- :mod:`~bots_rft.selector.peers`: the published selectors BOTS is compared with;
+- :mod:`~bots_rft.selector.plan`, :mod:`~bots_rft.selector.screen`: rollout counts per task, and
+  screening before the batch;
+- :mod:`~bots_rft.selector.guard`, :mod:`~bots_rft.selector.multipool`: the group guard and one
+  selector over several pools.
 
-- :mod:`~bots_rft.selector.params`: the validated parameters, their read-only properties,
-  ``set_params`` and the presets;
-- :mod:`~bots_rft.selector.rules`: adaptive ρ, adaptive λ and the weighting of stale evidence;
-- :mod:`~bots_rft.selector.feedback`: rollout results and rewards as successes and trials;
-- :mod:`~bots_rft.selector.state`: the checkpoint layout, its version and its checks;
-- :mod:`~bots_rft.selector.stream`: selections made ahead of time and ``take``'s task stream;
-- :mod:`~bots_rft.selector.base`: :class:`SelectorBase`, feedback in and checkpoints out for
-  every backend;
-- :mod:`~bots_rft.selector.bots`: :class:`BOTS`, the public selector, which picks its backend;
-- :mod:`~bots_rft.selector.protocol`: :class:`PosteriorSelector`, the contract every backend keeps.
-
-The backends themselves live in :mod:`bots_rft.backends` (the Rust core, torch, Ray shards).
+The BOTS names this package exported before (``from bots_rft.selector import BOTS``) are
+re-exported from :mod:`bots_rft.selector.bots`.
 """
 
 from __future__ import annotations
 
-from .base import Picks, SelectorBase
-from .bots import BOTS, PassHandle, Posterior, register_backend
-from .feedback import feedback_arrays, reward_counts, reward_map
-from .params import SETTABLE_PARAMS, SelectorParams
-from .protocol import PosteriorSelector
-from .rules import (
+from .bots import (
     ADAPTIVE_RHO_MAE,
+    BOTS,
     DRIFT_MOMENTUM,
     LAM_RANGE,
+    SETTABLE_PARAMS,
+    STATE_FORMAT,
+    STATE_VERSION,
+    ParamsOnLoad,
+    PassHandle,
+    Picks,
+    Posterior,
+    PosteriorSelector,
+    SelectorBase,
+    SelectorParams,
+    feedback_arrays,
     lag_weighted,
     lam_for,
     predictions_miss,
+    register_backend,
+    reward_counts,
+    reward_map,
+    selector_state,
     smoothed_drift,
 )
-from .state import STATE_FORMAT, STATE_VERSION, ParamsOnLoad, selector_state
 
 __all__ = [
     "BOTS",

@@ -19,9 +19,8 @@ import numpy.typing as npt
 
 from ..calibration import calibration_metrics, predicted_pass_rates
 from ..errors import BotsError, ConfigError
-from ..methods import method, method_names
 from ..metrics import effective_probability, effective_ratios, pearson, rate_histogram, roc_auc
-from ..parameters import (
+from ..selector.parameters import (
     ADAPTIVE_LAM,
     ADAPTIVE_RHO,
     LAG_DISCOUNT,
@@ -34,8 +33,9 @@ from ..parameters import (
     TAU,
     Parameter,
 )
-from ..peers.dapo import DynamicSampling
-from ..selector_protocol import RollsOut, Selector
+from ..selector.peers.dapo import DynamicSampling
+from ..selector.protocol import RollsOut, Selector
+from ..selector.registry import method, method_names
 from .learner import LearnerConfig, SimulatedLearner, TaskWorld, make_world
 from .signals import simulated_signals
 
@@ -72,7 +72,7 @@ def _checked(param: Parameter, value: Any, argument: str | None = None) -> Any:
 
 @dataclass(frozen=True)
 class MethodSpec:
-    """One task-selection method of :data:`bots_rft.methods.METHODS` (any of its names; ``kind``
+    """One task-selection method of :data:`bots_rft.selector.registry.METHODS` (any of its names; ``kind``
     holds the canonical one). ``lam``/``rho``/``thompson`` matter for kind "bots" only (the
     presets "mopps" and "dots" fix them, as the paper's appendix E.6). ``target``, ``tau``,
     ``adaptive_rho`` and ``adaptive_lam`` (docs/selection-rules.md) reach the methods that take

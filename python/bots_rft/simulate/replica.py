@@ -367,7 +367,7 @@ def predict_paired(
 ) -> dict[str, Any]:
     """Run every method on every seed and pair them by seed against ``baseline``.
 
-    ``methods``: names of :data:`bots_rft.methods.METHODS` (a name is its method at the paper's
+    ``methods``: names of :data:`bots_rft.selector.registry.METHODS` (a name is its method at the paper's
     defaults: "bots" is λ = ρ = 0.1, p* = 0.5, Thompson sampling), :class:`MethodSpec` (labelled
     by their key), or a mapping label -> either. The baseline must be one of the labels.
     ``world_seed``: None (default) draws a world per seed, shared by that seed's methods, as

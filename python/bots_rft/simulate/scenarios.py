@@ -10,7 +10,7 @@ as contiguous id ranges (as concatenated datasets are), and the user asks for th
 ``pool_weights``. Arms: Random over the concatenation (ignores the weights); *fixed mix*, the
 weights' quotas filled uniformly at random within each set (Trinity-RFT's taskset scheduling with
 weights); BOTS over the concatenation (one posterior, ignores the weights); and
-:class:`~bots_rft.multipool.MultiPool`, one BOTS per set with the weights' quotas.
+:class:`~bots_rft.selector.multipool.MultiPool`, one BOTS per set with the weights' quotas.
 
 **graded**: each rollout's reward is the fraction of ``checks`` sub-checks it passes, each check
 passing independently with the task's success probability ``p``, so the mean reward is ``p``. The
@@ -32,10 +32,10 @@ import numpy.typing as npt
 
 from ..errors import ConfigError
 from ..estimators import Interpolation
-from ..multipool import MultiPool
-from ..parameters import LAM, MIN_GAP, MOMENTUM, RHO, TARGET
-from ..selector import BOTS
-from ..static_selectors import RandomSelector
+from ..selector.bots import BOTS
+from ..selector.multipool import MultiPool
+from ..selector.parameters import LAM, MIN_GAP, MOMENTUM, RHO, TARGET
+from ..selector.static import RandomSelector
 from .learner import LearnerConfig, SimulatedLearner, TaskWorld, make_world
 
 __all__ = [

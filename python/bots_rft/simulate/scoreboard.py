@@ -41,8 +41,8 @@ from pydantic import ConfigDict, SkipValidation, field_validator
 
 from ..config_files import ConfigModel, Int, Invalid
 from ..errors import ConfigError
-from ..methods import method
 from ..metrics import best_so_far, mean_ci, rollout_axis, time_to_baseline
+from ..selector.registry import method
 from .experiment import INFORMATION, MethodSpec, RunRecord, SimConfig, reads_references, run_method
 from .fitted import FITTED_LEARNER
 from .learner import LINEAR_LEARNING_RATE, LearnerConfig, make_world

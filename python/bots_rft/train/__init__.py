@@ -10,7 +10,7 @@
   included; :mod:`.optimise`: the GRPO update of one step; :mod:`.resume`: continuing a run from
   its latest checkpoint;
 - :mod:`.run_selector`: the run's selector from the method table, and its checkpoints
-  (``method=dynamic`` draws from :class:`bots_rft.peers.dapo.EpochOrder`);
+  (``method=dynamic`` draws from :class:`bots_rft.selector.peers.dapo.EpochOrder`);
 - :mod:`.refeval`: reference pass rates measured by sampling a model with the rollout engine
   (``bots refeval``);
 - :mod:`.scoring`: verifier rewards; :mod:`.policy`: the policy; :mod:`.distributed`: torchrun;

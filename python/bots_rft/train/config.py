@@ -28,9 +28,7 @@ from ..config_files import (
 )
 from ..errors import BotsError, ConfigError
 from ..llm.models import DTYPE_NAMES
-from ..methods import method as method_spec
-from ..methods import method_names
-from ..parameters import (
+from ..selector.parameters import (
     ADAPTIVE_LAM,
     ADAPTIVE_RHO,
     GEN_RATIO,
@@ -58,6 +56,8 @@ from ..parameters import (
     THOMPSON,
     Parameter,
 )
+from ..selector.registry import method as method_spec
+from ..selector.registry import method_names
 
 __all__ = [
     "TrainConfig",
@@ -115,7 +115,7 @@ _TABLE_PARAMS: dict[str, Parameter] = {
     + PEER_PARAMS
 }
 
-#: Selection methods ``method=`` accepts (:data:`bots_rft.methods.METHODS`; their aliases too).
+#: Selection methods ``method=`` accepts (:data:`bots_rft.selector.registry.METHODS`; their aliases too).
 METHODS = method_names()
 
 
@@ -200,7 +200,7 @@ class TrainConfig(ConfigModel):
     lora_target_modules: str = "all-linear"  # or comma-separated linear-layer names ("q_proj,v_proj")
     train_top_layers: OptCount = None  # train only the top k decoder layers (with lora_r: adapt only them)
     # --- selection
-    method: str = "bots"  # a name of bots_rft.methods.METHODS
+    method: str = "bots"  # a name of bots_rft.selector.registry.METHODS
     lam: Float = LAM.default
     rho: Float = RHO.default
     target: Float = TARGET.default

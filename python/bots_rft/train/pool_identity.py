@@ -16,7 +16,7 @@ from .. import BOTS
 from ..checkpoint import load_state, save_state
 from ..data import TaskPool
 from ..errors import CheckpointError, ConfigError
-from ..static_selectors import RandomSelector
+from ..selector.static import RandomSelector
 
 __all__ = ["POOL_IDS_FILE", "PoolChange", "save_pool_ids", "load_pool_ids", "compare_pools", "grown_state"]
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from .. import PosteriorSelector
 from ..checkpoint import load_state
 from ..errors import CheckpointError, ConfigError
-from ..selector_protocol import Selector
+from ..selector.protocol import Selector
 from .config import PEER_PARAMS, SELECTION_PARAMS
 from .pool_identity import compare_pools, grown_state, load_pool_ids
 from .run_checkpoint import load_model_state, load_training_state, load_tree, set_rng_state
@@ -32,8 +32,8 @@ if TYPE_CHECKING:
     import torch
 
     from ..data import TaskPool
-    from ..guard import GroupGuard
-    from ..methods import Method
+    from ..selector.guard import GroupGuard
+    from ..selector.registry import Method
     from .config import TrainConfig
     from .distributed import Dist
     from .self_rolling import KeptRows

@@ -1,7 +1,7 @@
 """The selector a training run uses, built from its config by the method table, and its
 checkpoints.
 
-The method and its parameters come from :data:`bots_rft.methods.METHODS`. Every selector's state
+The method and its parameters come from :data:`bots_rft.selector.registry.METHODS`. Every selector's state
 is saved in bots-rft's checkpoint format (a checksummed safetensors file; never a pickle), in the
 file the method table names.
 
@@ -10,9 +10,9 @@ For ``method=bots-plan`` the selector is the BOTS posterior the trainer's plans 
 
 The trainer builds the method's selector alone (``dynamic_sampling`` off) and, with dynamic
 sampling, runs DAPO's fill loop itself (:meth:`bots_rft.train.trainer.GRPOTrainer.fill_batch`);
-``method=dynamic``'s generation batches then come from :class:`bots_rft.peers.dapo.EpochOrder`.
+``method=dynamic``'s generation batches then come from :class:`bots_rft.selector.peers.dapo.EpochOrder`.
 Given ``dynamic_sampling`` and a ``rollout`` callback, :func:`make_selector` instead wraps the
-method in :class:`~bots_rft.peers.dapo.DynamicSampling`, which rolls out inside ``select``
+method in :class:`~bots_rft.selector.peers.dapo.DynamicSampling`, which rolls out inside ``select``
 through that callback, as the simulator's selectors do."""
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ import numpy.typing as npt
 from .. import BOTS
 from ..checkpoint import load_state, save_state
 from ..errors import BotsError, CheckpointError, ConfigError
-from ..methods import Method, method
-from ..peers.dapo import DynamicSampling
-from ..selector_protocol import CountedRolloutFn, RolloutFn, Selector
+from ..selector.peers.dapo import DynamicSampling
+from ..selector.protocol import CountedRolloutFn, RolloutFn, Selector
+from ..selector.registry import Method, method
 from .config import PEER_PARAMS, TrainConfig
 
 __all__ = ["make_selector", "save_selector", "load_selector", "selector_file"]

@@ -1,5 +1,5 @@
 """The completions of the methods that roll out inside their own selection (``greso``, ``speed``,
-``knapsack``, ``reinforce-ada``, ``bots-screen``: :class:`bots_rft.selector_protocol.RollsOut`),
+``knapsack``, ``reinforce-ada``, ``bots-screen``: :class:`bots_rft.selector.protocol.RollsOut`),
 kept between the generation round that produced them and the GRPO update that trains on them.
 
 The trainer hands such a selector a rollout callback; every call generates the completions it

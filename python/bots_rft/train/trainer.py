@@ -58,14 +58,14 @@ from ..calibration import calibration_metrics
 from ..checkpoint import save_state
 from ..data import TaskPool
 from ..errors import ConfigError, InvalidArgumentError
-from ..guard import GroupGuard
 from ..integrations.step_metrics import pick_distributions
 from ..llm.models import resolve_device
-from ..methods import method
 from ..metrics import effective_ratios
-from ..peers.dapo import EpochOrder
 from ..rewards import RewardScorer
-from ..selector_protocol import RollsOut, Selector
+from ..selector.guard import GroupGuard
+from ..selector.peers.dapo import EpochOrder
+from ..selector.protocol import RollsOut, Selector
+from ..selector.registry import method
 from .config import TrainConfig
 from .distributed import Dist
 from .evaluate import evaluate

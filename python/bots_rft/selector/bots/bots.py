@@ -21,12 +21,12 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 import numpy as np
 
-from .._validation import FloatArray, IntArray, as_ids, as_int, ids_in_pool
-from .._validation import exclusion as _exclusion
-from ..checkpoint import read_checkpoint
-from ..errors import CheckpointError, DataError, InvalidArgumentError
-from ..estimators import Estimator, ImplicitEvidence, StepEvidence, checked_prediction, user_object
-from ..planning import Plan, allocate_rollouts, check_plan_args
+from ..._validation import FloatArray, IntArray, as_ids, as_int, ids_in_pool
+from ..._validation import exclusion as _exclusion
+from ...checkpoint import read_checkpoint
+from ...errors import CheckpointError, DataError, InvalidArgumentError
+from ...estimators import Estimator, ImplicitEvidence, StepEvidence, checked_prediction, user_object
+from ..plan import Plan, allocate_rollouts, check_plan_args
 from .base import Picks, SelectorBase
 from .feedback import aggregate
 from .params import SelectorParams, param_differences, readonly
@@ -44,7 +44,7 @@ from .state import (
 from .stream import _MAX_SPECULATIVE_EXTRA, _Draw, _Skip, _sorted_contains, _Speculation, _Stream
 
 if TYPE_CHECKING:
-    from .. import _core
+    from ... import _core
 
 _ChoiceT = TypeVar("_ChoiceT", bound="_BackendChoice")
 
@@ -113,7 +113,7 @@ class Posterior(Protocol):
 #: logic and holds the posterior its own way registers a :class:`Posterior` class (the Rust core:
 #: the instance is a BOTS); one that replaces BOTS's methods registers a function returning its
 #: subclass of BOTS (torch: imported only when asked for). Backends register themselves
-#: (:func:`register_backend`); ``bots_rft.backends`` registers them all when the package loads.
+#: (:func:`register_backend`); ``bots_rft.selector.backends`` registers them all when the package loads.
 @dataclass(frozen=True)
 class _Backend:
     posterior: type[Posterior] | None
@@ -187,7 +187,7 @@ class BOTS(_BackendChoice, SelectorBase):
     ``threads=None`` uses every core; an int uses a pool of that size. Results never depend on it.
     ``backend="rust"`` (the default) runs on the Rust core; ``backend="torch"`` with
     ``device="cuda"`` (or ``"cpu"``) keeps the posterior in torch tensors on that device and
-    returns a :class:`bots_rft.backends.torch.TorchBOTS`, a subclass of BOTS with the same API
+    returns a :class:`bots_rft.selector.backends.torch.TorchBOTS`, a subclass of BOTS with the same API
     and checkpoints.
     ``prefetch=True`` (the default) runs each update's pass over the pool in the background,
     fused with the selection the next :meth:`select` is expected to ask for, so that ``select``
@@ -485,13 +485,13 @@ class BOTS(_BackendChoice, SelectorBase):
         """Tasks and a rollout count for each, chosen together: the plan that maximises the
         expected number of informative groups (0 < successes < n) under the draws, spending at
         most ``rollout_budget`` rollouts with ``n_min <= counts <= n_max``
-        (:mod:`bots_rft.planning` has the objective and why the optimum is exact).
+        (:mod:`bots_rft.selector.plan` has the objective and why the optimum is exact).
 
         The candidates are the selection rule's ranking (as :meth:`select` makes it, with
         ``exclude`` applied) and θ is what it ranked by, so a plan consumes one selection of the
         random stream, is deterministic per seed, and :meth:`explain` describes its picks. With
         ``n_min == n_max == n`` and ``rollout_budget == B * n`` it returns ``select(B)``'s ids,
-        each with n rollouts. Returns a :class:`~bots_rft.planning.Plan` (``ids``, ``counts``)."""
+        each with n rollouts. Returns a :class:`~bots_rft.selector.plan.Plan` (``ids``, ``counts``)."""
         budget, lo, hi = check_plan_args(rollout_budget, n_min, n_max)
         mask, ids = _exclusion(exclude, self._num_tasks)
         excluded = int(ids.size) if ids is not None else (int(np.count_nonzero(mask)) if mask is not None else 0)
@@ -737,14 +737,14 @@ class BOTS(_BackendChoice, SelectorBase):
     @property
     def identity(self) -> dict[str, Any]:
         """What this selector's posterior is learnt on, as :meth:`state_dict` records it:
-        ``evidence`` (:func:`~bots_rft.selector.state.evidence_identity`: the estimator's kind and
+        ``evidence`` (:func:`~bots_rft.selector.bots.state.evidence_identity`: the estimator's kind and
         a hash of its reference arrays, or None) and ``pool`` (:attr:`pool`)."""
         with self._lock:
             return {"evidence": evidence_identity(self._estimator_state()), "pool": self._pool}
 
     def set_pool(self, task_ids: Any, *, source: str = "task_ids") -> str:
         """Bind this selector to a pool: the task ids a dataset holds (any order; rows without a
-        task are left out). Its fingerprint (:func:`~bots_rft.selector.state.pool_fingerprint`) is
+        task are left out). Its fingerprint (:func:`~bots_rft.selector.bots.state.pool_fingerprint`) is
         recorded in every :meth:`state_dict`, and :meth:`load_state_dict` refuses a state recorded
         on another pool. A selector already bound (or restored from a checkpoint that recorded a
         pool) refuses a different one with a :class:`DataError` naming ``source``. Returns the
