@@ -264,3 +264,43 @@ def test_areal_checks_rollouts_references_and_single_controller(tmp_path: Path) 
             os.environ.pop("AREAL_SPMD_MODE", None)
         else:
             os.environ["AREAL_SPMD_MODE"] = previous
+
+
+# ------------------------------------------------------------------------ the docs' snippets
+def _python_block_after(text: str, marker: str) -> str:
+    import re
+
+    start = text.index(marker)
+    block = re.search(r"```python\n(.*?)```", text[start:], flags=re.S)
+    assert block is not None, marker
+    import textwrap
+
+    return textwrap.dedent(block.group(1))
+
+
+@pytest.mark.slow
+def test_the_documented_reference_snippets_run_as_written(tmp_path: Path) -> None:
+    """README's integration snippet and the docs' *References by task id* block, run as written on
+    a GURU-layout pool whose ids are not in row order, with a real GRPOTrainer."""
+    root = Path(__file__).resolve().parents[1]
+    rows = [
+        {
+            "prompt": f"task {t}:",
+            "extra_info": {"index": t},
+            "qwen2.5_7b_pass_rate": float(WEAK_OF_TASK[t]),
+            "qwen3_30b_pass_rate": float(STRONG_OF_TASK[t]),
+        }
+        for t in IDS
+    ]
+    datasets = pytest.importorskip("datasets")
+    ds = datasets.Dataset.from_list(rows)
+    docs = _python_block_after((root / "docs" / "integrations.md").read_text(), "**References by task id.**")
+    space: dict[str, Any] = {"ds": ds}
+    exec(compile(docs, "docs/integrations.md", "exec"), space)
+    np.testing.assert_array_equal(space["weak"], WEAK_OF_TASK)
+    readme = _python_block_after((root / "README.md").read_text(), "Reference pass rates are read **by task id**")
+    trainer = _grpo(tmp_path, rows, num_generations=16, per_device_train_batch_size=16)
+    space = {"ds": ds, "trainer": trainer, "BOTS": BOTS, "Interpolation": Interpolation}
+    exec(compile(readme, "README.md", "exec"), space)
+    np.testing.assert_array_equal(space["sel"].evidence.strong, STRONG_OF_TASK.astype(np.float32))
+    assert space["hook"].selector is space["sel"] and space["sel"].pool is not None
