@@ -40,7 +40,7 @@ the rule's first B tasks, each with n rollouts: exactly ``select(B)``.
 from __future__ import annotations
 
 import heapq
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -48,6 +48,7 @@ import numpy.typing as npt
 from .._portable import int_power
 from .._validation import as_int
 from ..errors import InvalidArgumentError, InvalidTypeError
+from .protocol import Plan as Plan
 
 __all__ = [
     "Plan",
@@ -60,19 +61,6 @@ __all__ = [
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
-
-
-class Plan(NamedTuple):
-    """A plan: the tasks to roll out (best first, as :meth:`~bots_rft.BOTS.select` ranks them)
-    and how many rollouts each gets (``counts[i]`` for ``ids[i]``)."""
-
-    ids: IntArray
-    counts: IntArray
-
-    @property
-    def rollouts(self) -> int:
-        """Rollouts the plan spends (never more than its budget)."""
-        return int(self.counts.sum())
 
 
 def informative_probability(theta: npt.ArrayLike, n: npt.ArrayLike) -> FloatArray:

@@ -4,6 +4,10 @@
   :class:`~bots_rft.BOTS`, the selectors of :mod:`bots_rft.selector.static` and the peers of
   :mod:`bots_rft.selector.peers` all satisfy it;
 - :func:`check_state`: the check every selector's :meth:`Selector.load_state_dict` starts with.
+- :class:`PosteriorSelector`: the contract every BOTS backend keeps, extending
+  :class:`Selector`: what a trainer or an integration may call on a BOTS selector whichever
+  backend holds its posterior; and the types its methods return or take (:class:`Plan`,
+  :class:`Picks`, :data:`ParamsOnLoad`).
 
 **Selectors that roll out themselves** (:class:`RollsOut`). A method whose table entry has
 ``rolls_out=True`` gets a rollout callback and spends rollouts inside :meth:`Selector.select`:
@@ -23,14 +27,16 @@ through ``take_rollouts`` and ``total_rollouts`` instead.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from types import MappingProxyType
+from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
-from .._validation import as_int
+from .._validation import FloatArray, IntArray, as_int
 from ..errors import CheckpointError, InvalidArgumentError
 
 __all__ = [
@@ -41,6 +47,10 @@ __all__ = [
     "RollsOut",
     "check_num_tasks",
     "check_state",
+    "PosteriorSelector",
+    "Plan",
+    "Picks",
+    "ParamsOnLoad",
 ]
 
 IdArray = npt.NDArray[np.int64]
@@ -48,6 +58,39 @@ IdArray = npt.NDArray[np.int64]
 RolloutFn = Callable[[IdArray], npt.NDArray[Any]]
 #: ``rollout(task_ids, counts) -> successes``: rolls out task ``task_ids[i]`` ``counts[i]`` times.
 CountedRolloutFn = Callable[[IdArray, npt.NDArray[np.int64]], npt.NDArray[Any]]
+
+
+# How load_state_dict resolves a state whose parameters differ from the selector's.
+ParamsOnLoad = Literal["error", "checkpoint", "current"]
+
+
+class Plan(NamedTuple):
+    """A plan: the tasks to roll out (best first, as :meth:`~bots_rft.BOTS.select` ranks them)
+    and how many rollouts each gets (``counts[i]`` for ``ids[i]``)."""
+
+    ids: IntArray
+    counts: IntArray
+
+    @property
+    def rollouts(self) -> int:
+        """Rollouts the plan spends (never more than its budget)."""
+        return int(self.counts.sum())
+
+
+class Picks(NamedTuple):
+    """One selection's picks with what was drawn and why (:meth:`BOTS.explain`).
+
+    ``theta``: each pick's sampled success rate (its Thompson draw, as the core computed it in
+    float32) or its posterior mean (``thompson=False``); ``score``: −|θ − p*|, what the rule
+    ranks by (with ``tau`` > 0 the rule samples from softmax(score / τ)); ``alpha``/``beta``: the
+    posterior the draw came from; ``predicted``: the estimator's p̃ (NaN: none)."""
+
+    ids: IntArray
+    theta: FloatArray
+    score: FloatArray
+    alpha: FloatArray
+    beta: FloatArray
+    predicted: FloatArray
 
 
 @dataclass(frozen=True)
@@ -124,3 +167,105 @@ def check_state(state: object, kind: str, num_tasks: int) -> dict[str, Any]:
     if state.get("num_tasks") != num_tasks:
         raise CheckpointError(f"state: has num_tasks={state.get('num_tasks')!r}, this selector {num_tasks}")
     return state
+
+
+@runtime_checkable
+class PosteriorSelector(Selector, Protocol):
+    """A :class:`~bots_rft.selector.protocol.Selector` holding a Beta posterior per task: a BOTS
+    selector on any backend: :class:`~bots_rft.BOTS` on the Rust core
+    (``backend="rust"``) or on torch (``backend="torch"``), and
+    :class:`~bots_rft.selector.backends.sharded.ShardedBOTS` (a pool over Ray actors). Each takes the same
+    arguments, raises the same errors for the same bad input, and writes and reads one
+    checkpoint layout, so a run can move between them.
+
+    Beyond this contract, each backend says what it does not provide:
+
+    - the task stream (``take``, ``release``, ``in_flight``) is BOTS's on the Rust core; the torch
+      backend raises :class:`~bots_rft.errors.UnsupportedByBackendError` for it, and
+      ``ShardedBOTS`` has none;
+    - ``alpha``/``beta`` (the whole pool), ``mean`` and ``predicted`` are BOTS's (both
+      backends); ``ShardedBOTS`` has none (use :meth:`posterior` for some tasks, or
+      :meth:`state_dict`);
+    - ``load_state_dict`` restores a selector in place on both BOTS backends; ``ShardedBOTS``
+      raises :class:`~bots_rft.errors.UnsupportedByBackendError` and is rebuilt from a state with
+      ``ShardedBOTS.from_state_dict`` (its shards are new actors).
+
+    ``load`` (a classmethod) reads a checkpoint on every backend, with the backend's own options.
+    """
+
+    @property
+    def num_tasks(self) -> int: ...
+
+    @property
+    def num_selections(self) -> int: ...
+
+    @property
+    def num_updates(self) -> int: ...
+
+    @property
+    def params(self) -> MappingProxyType[str, Any]: ...
+
+    @property
+    def capability(self) -> float | None: ...
+
+    @property
+    def rho_in_use(self) -> float: ...
+
+    @property
+    def lam_in_use(self) -> float: ...
+
+    def __len__(self) -> int: ...
+
+    def set_params(self, **changes: Any) -> None:
+        """Change parameters between steps (validated before any is applied)."""
+        ...
+
+    def select(self, batch_size: int, exclude: Any = None) -> IntArray:
+        """The ``batch_size`` tasks nearest the target, best first, ties to the lower id."""
+        ...
+
+    def plan(self, rollout_budget: int, n_min: int, n_max: int, exclude: Any = None) -> Plan:
+        """Tasks and a rollout count for each under ``rollout_budget``."""
+        ...
+
+    def explain(self, task_ids: Any) -> Picks:
+        """What the last selection drew for ``task_ids`` and why."""
+        ...
+
+    def posterior(self, task_ids: Any) -> tuple[FloatArray, FloatArray]:
+        """(α, β) of the given tasks."""
+        ...
+
+    def update(
+        self, task_ids: Any, successes: Any, trials: Any, predicted: Any = None, *, policy_lag: Any = None
+    ) -> None:
+        """Fold one step's rollout results into the posterior."""
+        ...
+
+    def update_rewards(
+        self,
+        task_ids: Any,
+        rewards: Any,
+        *,
+        reward_range: tuple[float, float] | None = None,
+        success_threshold: float | None = None,
+        policy_lag: Any = None,
+    ) -> None:
+        """``update`` from a reward matrix."""
+        ...
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to resume, in the one checkpoint layout."""
+        ...
+
+    def load_state_dict(self, state: dict[str, Any], *, params: ParamsOnLoad = "error") -> None:
+        """Restore a :meth:`state_dict`; ``params`` says whose parameters win if they differ."""
+        ...
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write a checkpoint atomically."""
+        ...
+
+    def close(self) -> None:
+        """Finish any work in flight."""
+        ...

@@ -13,18 +13,18 @@ The package holds what every backend shares, one concern per module:
 - :mod:`~bots_rft.selector.bots.base`: :class:`SelectorBase`, feedback in and checkpoints out for
   every backend;
 - :mod:`~bots_rft.selector.bots.bots`: :class:`BOTS`, the public selector, which picks its backend;
-- :mod:`~bots_rft.selector.bots.protocol`: :class:`PosteriorSelector`, the contract every backend keeps.
+- :mod:`~bots_rft.selector.protocol`: :class:`PosteriorSelector`, the contract every backend keeps.
 
 The backends themselves live in :mod:`bots_rft.selector.backends` (the Rust core, torch, Ray shards).
 """
 
 from __future__ import annotations
 
+from ..protocol import PosteriorSelector
 from .base import Picks, SelectorBase
 from .bots import BOTS, PassHandle, Posterior, register_backend
 from .feedback import feedback_arrays, reward_counts, reward_map
 from .params import SETTABLE_PARAMS, SelectorParams
-from .protocol import PosteriorSelector
 from .rules import (
     ADAPTIVE_RHO_MAE,
     DRIFT_MOMENTUM,

@@ -11,35 +11,21 @@ from __future__ import annotations
 import os
 import threading
 from abc import ABCMeta, abstractmethod
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, TypeVar
 
 from ..._validation import FloatArray, IntArray, as_floats, as_ids
 from ...checkpoint import write_checkpoint
 from ...errors import CheckpointError
 from ...estimators import user_object
 from ..plan import Plan
+from ..protocol import ParamsOnLoad
+from ..protocol import Picks as Picks
 from .feedback import feedback_arrays, reward_counts, reward_map
 from .params import SETTABLE_PARAMS, SelectorParams
 from .rules import lag_weighted
-from .state import ParamsOnLoad, check_params_on_load, selector_state
+from .state import check_params_on_load, selector_state
 
 _SelectorT = TypeVar("_SelectorT", bound="SelectorBase")
-
-
-class Picks(NamedTuple):
-    """One selection's picks with what was drawn and why (:meth:`BOTS.explain`).
-
-    ``theta``: each pick's sampled success rate (its Thompson draw, as the core computed it in
-    float32) or its posterior mean (``thompson=False``); ``score``: −|θ − p*|, what the rule
-    ranks by (with ``tau`` > 0 the rule samples from softmax(score / τ)); ``alpha``/``beta``: the
-    posterior the draw came from; ``predicted``: the estimator's p̃ (NaN: none)."""
-
-    ids: IntArray
-    theta: FloatArray
-    score: FloatArray
-    alpha: FloatArray
-    beta: FloatArray
-    predicted: FloatArray
 
 
 class SelectorBase(SelectorParams, metaclass=ABCMeta):

@@ -5,21 +5,20 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
 from ..._validation import FloatArray, as_floats
 from ...errors import CheckpointError, InvalidArgumentError
 from ...estimators import estimator_from_state, user_object
+from ..protocol import ParamsOnLoad as ParamsOnLoad
 
 STATE_FORMAT = "bots-rft/selector"
 # 2: adds "stream" (the state of `take`); version-1 states load unchanged. Later additions that
 # older readers may ignore ("identity": the evidence's and the pool's fingerprints) keep version 2;
 # states without them load unchanged.
 STATE_VERSION = 2
-# How load_state_dict resolves a state whose parameters differ from this selector's.
-ParamsOnLoad = Literal["error", "checkpoint", "current"]
 _PARAMS_ON_LOAD = ("error", "checkpoint", "current")
 
 
