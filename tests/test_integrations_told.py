@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from bots_rft import BOTS, CheckpointError, ConfigError, DataError, Interpolation
+from bots_rft import BOTS, CheckpointError, ConfigError, DataError, Interpolation, InvalidArgumentError
 from bots_rft.estimators import MultiReference
 from bots_rft.integrations.tasks import check_references_by_id, check_rollouts, references_by_id
 
@@ -304,3 +304,49 @@ def test_the_documented_reference_snippets_run_as_written(tmp_path: Path) -> Non
     exec(compile(readme, "README.md", "exec"), space)
     np.testing.assert_array_equal(space["sel"].evidence.strong, STRONG_OF_TASK.astype(np.float32))
     assert space["hook"].selector is space["sel"] and space["sel"].pool is not None
+
+
+# ------------------------------------------------------------------------ resume_params
+@pytest.mark.slow
+def test_trl_resume_params_says_which_wins(tmp_path: Path) -> None:
+    from bots_rft.integrations.trl import attach_bots, restore_selector, save_selector
+
+    weak, strong = references_by_id(_rows(), ["weak", "strong"])
+    swapped = BOTS(N, n_rollouts=4, evidence=Interpolation(strong, weak))
+    swapped.update([0, 1], [1, 2], 4)
+    save_selector(swapped, tmp_path / "checkpoint-1")
+    folder = str(tmp_path / "checkpoint-1")
+    with pytest.raises(InvalidArgumentError, match="^resume_params: must be"):
+        attach_bots(_grpo(tmp_path), BOTS(N, n_rollouts=4), resume_params="mine")
+    trainer = _grpo(tmp_path / "error")
+    sel = BOTS(N, n_rollouts=4, evidence=Interpolation(weak, strong))
+    attach_bots(trainer, sel)
+    with pytest.raises(CheckpointError, match=r"bots_selector\.bots: .*set resume_params='checkpoint'"):
+        trainer.train(resume_from_checkpoint=folder)  # the restore runs before TRL's own train
+    assert sel.num_updates == 0
+    # What attach_bots(..., resume_params=choice) hands the restore on train(resume_from_checkpoint=...).
+    for choice in ("checkpoint", "current"):
+        sel = BOTS(N, n_rollouts=4, evidence=Interpolation(weak, strong))
+        restore_selector(sel, folder, params=choice)
+        assert sel.num_updates == 1
+        want = swapped.identity["evidence"] if choice == "checkpoint" else evidence_identity_of(weak, strong)
+        assert sel.identity["evidence"] == want
+
+
+def evidence_identity_of(weak: Any, strong: Any) -> Any:
+    return BOTS(N, evidence=Interpolation(weak, strong)).identity["evidence"]
+
+
+def test_batch_sampler_resume_params() -> None:
+    pytest.importorskip("torch")
+    from bots_rft.integrations.batches import BOTSBatchSampler
+
+    weak, strong = references_by_id(_rows(), ["weak", "strong"])
+    saved = BOTSBatchSampler(BOTS(N, evidence=Interpolation(weak, strong)), np.arange(N), 4)
+    state = saved.state_dict()
+    mine = BOTSBatchSampler(BOTS(N), np.arange(N), 4)
+    with pytest.raises(CheckpointError, match="^data loader state: .*evidence: none here.*resume_params='current'"):
+        mine.load_state_dict(state)
+    mine.resume_params = "current"
+    mine.load_state_dict(state)
+    assert mine.selector.evidence is None

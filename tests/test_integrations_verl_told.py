@@ -99,3 +99,19 @@ def test_checkpoint_params_says_which_wins(tmp_path: Path) -> None:
 def test_settings_verl_would_ignore_or_contradict_are_refused(change: str, message: str) -> None:
     with pytest.raises(ConfigError, match="^" + message.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")):
         bv.preflight(config(change))
+
+
+def test_a_data_pt_written_with_other_references_is_refused_on_resume() -> None:
+    from bots_rft import CheckpointError
+
+    frame = bv._train_frame(config())
+    saved = bv.build_sampler(config(), frame)  # the documented command: interpolation evidence
+    state = saved.state_dict()
+    other = bv.build_sampler(config(drop=COLUMNS), frame)
+    with pytest.raises(
+        CheckpointError, match=r"^data\.pt .*evidence: none here.*set bots\.checkpoint_params='checkpoint'"
+    ):
+        other.load_state_dict(state)
+    took = bv.build_sampler(config("bots.checkpoint_params=checkpoint", drop=COLUMNS), frame)
+    took.load_state_dict(state)
+    assert took.selector.identity == saved.selector.identity

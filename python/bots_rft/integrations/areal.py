@@ -46,7 +46,15 @@ from torchdata.stateful_dataloader import StatefulDataLoader
 from ..errors import ConfigError, DataError, InvalidTypeError
 from .batches import BOTSBatchSampler, EvidenceBuffer
 from .gates import Seam, Window, check_framework
-from .tasks import bind_pool, check_references_by_id, check_rollouts, column_values, rows_of_tasks, task_id_of
+from .tasks import (
+    bind_pool,
+    check_references_by_id,
+    check_resume_params,
+    check_rollouts,
+    column_values,
+    rows_of_tasks,
+    task_id_of,
+)
 
 __all__ = [
     "with_bots",
@@ -171,8 +179,10 @@ def with_bots(trainer_cls: type) -> type:
     """A subclass of AReaL's ``PPOTrainer`` whose constructor takes, besides the trainer's own
     arguments, ``bots`` (the selector: one task per task id), ``task_id_column`` (default
     ``"task_id"``), ``success_threshold`` (None: rewards clipped into [0, 1] are the successes)
-    and ``release_after`` (steps after which a chosen task whose group never reported, e.g. its
-    workflow returned None, may be chosen again; default 4)."""
+    ``release_after`` (steps after which a chosen task whose group never reported, e.g. its
+    workflow returned None, may be chosen again; default 4) and ``resume_params`` (a recover
+    checkpoint whose selector was built with other parameters, references or pool: ``"error"``
+    refuses it, ``"checkpoint"`` / ``"current"`` say which wins)."""
     if not isinstance(trainer_cls, type) or not hasattr(trainer_cls, "_create_dataloader"):
         raise ConfigError(f"with_bots: expects AReaL's PPOTrainer class, got {trainer_cls!r}")
     check_areal()
@@ -185,11 +195,13 @@ def with_bots(trainer_cls: type) -> type:
             task_id_column: str = "task_id",
             success_threshold: float | None = None,
             release_after: int = 4,
+            resume_params: str = "error",
             **kwargs: Any,
         ) -> None:
             if is_single_controller():  # refused before AReaL builds engines, servers and loaders
                 raise ConfigError(_SINGLE_CONTROLLER)
             # Set before the base constructor: it builds the data loader and restores checkpoints.
+            self.bots_resume_params = check_resume_params(resume_params, "resume_params")
             self.bots_selector = bots
             self.bots_task_id_column = str(task_id_column)
             self.bots_release_after = release_after
@@ -223,6 +235,7 @@ def with_bots(trainer_cls: type) -> type:
                 self.bots_selector, rows, per_rank, allowed=allowed, release_after=self.bots_release_after
             )
             bind_pool(self.bots_selector, ids, column)
+            sampler.resume_params = self.bots_resume_params
             self.bots_sampler = sampler
             self.bots_evidence.sampler = sampler
             # num_workers=0: a worker would fetch batches ahead, chosen from a stale posterior.

@@ -31,7 +31,7 @@ from torch.utils.data import Sampler
 from ..checkpoint import from_bytes, to_bytes
 from ..errors import CheckpointError, DataError, InvalidArgumentError
 from .step_metrics import Pick, calibration_step_metrics, capability_metrics, outcome_metrics, pick_metrics
-from .tasks import RewardClip
+from .tasks import RewardClip, load_selector_state
 
 __all__ = ["BOTSBatchSampler", "EvidenceBuffer", "pack_state", "unpack_state"]
 
@@ -121,6 +121,9 @@ class BOTSBatchSampler(Sampler[int]):
                 f"release_after: must be None or an int >= 1, got {release_after!r}", "release_after"
             )
         self.selector = selector
+        #: What a restored state whose selector parameters, evidence or pool differ from this
+        #: selector's does: ``"error"`` (refused), ``"checkpoint"`` or ``"current"`` (which wins).
+        self.resume_params = "error"
         self.rows_of_task = rows
         self.batch_size = int(batch_size)
         self.num_batches = available // self.batch_size if num_batches is None else int(num_batches)
@@ -247,7 +250,9 @@ class BOTSBatchSampler(Sampler[int]):
             raise CheckpointError(f"state: not a BOTSBatchSampler state ({exc})") from None
         if since.shape != self._since.shape:
             raise CheckpointError(f"state: saved for {since.size} tasks, this sampler has {self._since.size}")
-        self.selector.load_state_dict(selector_state)
+        load_selector_state(
+            self.selector, selector_state, params=self.resume_params, knob="resume_params", source="data loader state"
+        )
         with self._lock:
             self._since = since.copy()
             self._batch, self._offset, self._steps = batch, offset, steps

@@ -35,7 +35,14 @@ from torchdata.stateful_dataloader import StatefulDataLoader
 from ..errors import ConfigError, DataError
 from .batches import BOTSBatchSampler, EvidenceBuffer
 from .gates import Seam, Window, check_framework
-from .tasks import bind_pool, check_references_by_id, check_rollouts, column_values, rows_of_tasks
+from .tasks import (
+    bind_pool,
+    check_references_by_id,
+    check_resume_params,
+    check_rollouts,
+    column_values,
+    rows_of_tasks,
+)
 
 __all__ = ["with_bots", "sequence_rewards", "TESTED_SKYRL", "check_skyrl", "skyrl_seams"]
 
@@ -96,7 +103,9 @@ def with_bots(trainer_cls: type) -> type:
     """A subclass of SkyRL-train's ``RayPPOTrainer`` (or of a subclass of it) whose constructor
     takes, besides the trainer's own arguments, ``bots`` (the selector: one task per task id),
     ``task_id_column`` (default ``"task_id"``; dotted paths such as ``extra_info.index`` work) and
-    ``success_threshold`` (None: rewards clipped into [0, 1] are the successes)."""
+    ``success_threshold`` (None: rewards clipped into [0, 1] are the successes) and
+    ``resume_params`` (a ``data.pt`` whose selector was built with other parameters, references or
+    pool: ``"error"`` refuses it, ``"checkpoint"`` / ``"current"`` say which wins)."""
     if not isinstance(trainer_cls, type) or not hasattr(trainer_cls, "handle_dynamic_sampling"):
         raise ConfigError(f"with_bots: expects SkyRL-train's RayPPOTrainer class, got {trainer_cls!r}")
     check_skyrl()
@@ -115,9 +124,11 @@ def with_bots(trainer_cls: type) -> type:
             bots: Any,
             task_id_column: str = "task_id",
             success_threshold: float | None = None,
+            resume_params: str = "error",
             **kwargs: Any,
         ) -> None:
             # Set before the base constructor: it builds the data loader.
+            self.bots_resume_params = check_resume_params(resume_params, "resume_params")
             self.bots_selector = bots
             self.bots_task_id_column = str(task_id_column)
             self.bots_sampler: BOTSBatchSampler | None = None
@@ -154,6 +165,7 @@ def with_bots(trainer_cls: type) -> type:
                 drop_last=True,
             )
             self.total_training_steps = len(self.train_dataloader) * self.cfg.trainer.epochs
+            sampler.resume_params = self.bots_resume_params
             self.bots_sampler = sampler
             self.bots_evidence.sampler = sampler
             self._bots_task_of_row = task_of_row

@@ -30,6 +30,7 @@ __all__ = [
     "bind_pool",
     "check_references_by_id",
     "check_rollouts",
+    "load_selector_state",
     "successes_from_rewards",
     "RewardClip",
 ]
@@ -258,6 +259,38 @@ def check_rollouts(selector: Any, rollouts: Any, key: str) -> None:
             f"{key}: the trainer rolls out {rollouts} completions per task but the selector has n_rollouts={n:g}; "
             f"build the selector with n_rollouts={rollouts} (or change {key})"
         )
+
+
+_RESUME_CHOICES = ("error", "checkpoint", "current")
+_LOAD_HINT = "pass params='checkpoint' to take the state's, params='current' to keep this selector's"
+
+
+def check_resume_params(params: Any, knob: str) -> str:
+    """``params`` as :func:`load_selector_state` takes it, or an error naming ``knob``."""
+    if params not in _RESUME_CHOICES:
+        raise InvalidArgumentError(f"{knob}: must be 'error', 'checkpoint' or 'current', got {params!r}", knob)
+    return str(params)
+
+
+def load_selector_state(selector: Any, state: Any, *, params: str, knob: str, source: str) -> None:
+    """``selector.load_state_dict(state)`` on a resume, with the adapter's ``params`` choice
+    (``"error"``: a state whose parameters, evidence or pool differ is refused; ``"checkpoint"``
+    / ``"current"``: which wins). The refusal names ``source`` (the checkpoint) and the adapter's
+    own ``knob`` for the choice instead of ``params=``. A selector whose ``load_state_dict`` takes
+    no ``params`` is loaded as it loads."""
+    check_resume_params(params, knob)
+    from ..errors import CheckpointError
+
+    try:
+        if params == "error":
+            selector.load_state_dict(state)
+        else:
+            selector.load_state_dict(state, params=params)
+    except CheckpointError as exc:
+        text = str(exc).replace(
+            _LOAD_HINT, f"set {knob}='checkpoint' to take the checkpoint's, {knob}='current' to keep this run's"
+        )
+        raise CheckpointError(f"{source}: {text}") from None
 
 
 def successes_from_rewards(rewards: Any, threshold: float | None = None) -> FloatArray:

@@ -69,8 +69,10 @@ from .tasks import (
     RewardClip,
     bind_pool,
     check_references_by_id,
+    check_resume_params,
     check_rollouts,
     column_values,
+    load_selector_state,
     rows_of_tasks,
     split_column,
 )
@@ -366,6 +368,7 @@ def attach_bots(
     select_at: str = "generation",
     success_threshold: float | None = None,
     save_with_checkpoints: bool = True,
+    resume_params: str = "error",
 ) -> BOTSTrainerHook:
     """Make a constructed ``trl.GRPOTrainer`` train on the prompts ``selector`` chooses.
 
@@ -380,9 +383,14 @@ def attach_bots(
     ``save_with_checkpoints`` writes the selector into each TRL checkpoint folder as
     :data:`SELECTOR_FILE` and loads it back when ``trainer.train(resume_from_checkpoint=...)``
     resumes from one (a checkpoint without the file is refused with a ``CheckpointError``).
+    ``resume_params``: a saved selector whose parameters, references or pool differ from
+    ``selector``'s is refused (``"error"``, the default), or the checkpoint's (``"checkpoint"``) or
+    the selector's (``"current"``) win. ``selector.n_rollouts`` must equal ``num_generations``, and
+    reference arrays are indexed by task id (:func:`~bots_rft.integrations.tasks.references_by_id`).
     """
     if select_at not in ("generation", "fetch"):
         raise InvalidArgumentError(f"select_at: must be 'generation' or 'fetch', got {select_at!r}", "select_at")
+    check_resume_params(resume_params, "resume_params")
     check_trl(select_at)
     for attr in ("_get_train_sampler", "reward_funcs", "num_generations", "num_iterations", "accelerator"):
         if not hasattr(trainer, attr):
@@ -438,7 +446,7 @@ def attach_bots(
         original = trainer._generate_and_score_completions
         trainer._generate_and_score_completions = lambda inputs: hook._generate_and_score(original, inputs)
     if save_with_checkpoints:
-        add_checkpointing(trainer, selector)
+        add_checkpointing(trainer, selector, params=resume_params)
     return hook
 
 
@@ -500,15 +508,18 @@ def save_selector(selector: Any, checkpoint_dir: str | os.PathLike[str]) -> str:
     return path
 
 
-def restore_selector(selector: Any, checkpoint_dir: str | os.PathLike[str]) -> None:
-    """Load the selector state saved in a checkpoint folder into ``selector``, in place (a BOTS
-    refuses a state whose parameters differ, see :meth:`bots_rft.BOTS.load_state_dict`)."""
+def restore_selector(selector: Any, checkpoint_dir: str | os.PathLike[str], *, params: str = "error") -> None:
+    """Load the selector state saved in a checkpoint folder into ``selector``, in place. A BOTS
+    refuses a state whose parameters, evidence or pool differ unless ``params`` is
+    ``"checkpoint"`` or ``"current"`` (see :meth:`bots_rft.BOTS.load_state_dict`); the refusal
+    names the file and ``resume_params``."""
     from ..checkpoint import load_state
 
+    check_resume_params(params, "resume_params")
     folder = os.fspath(checkpoint_dir)
     path = os.path.join(folder, SELECTOR_FILE)
     if os.path.isfile(path):
-        selector.load_state_dict(load_state(path))
+        load_selector_state(selector, load_state(path), params=params, knob="resume_params", source=path)
     else:
         raise CheckpointError(
             f"resume_from_checkpoint: {folder!r} holds no {SELECTOR_FILE} (written by a run without BOTS, or with "
@@ -523,12 +534,13 @@ def add_checkpointing(
     lock: Any = None,
     before_save: Callable[[], None] | None = None,
     on_restore: Callable[[], None] | None = None,
+    params: str = "error",
 ) -> None:
     """Save ``selector`` with every checkpoint of a transformers ``Trainer`` (a callback) and
     restore it on ``trainer.train(resume_from_checkpoint=...)`` (the instance's ``train`` is
     wrapped; a folder or ``True`` for the newest checkpoint in ``output_dir``). ``lock``: held
     while saving or restoring, for a selector that other threads update; ``before_save`` runs
-    before each save, ``on_restore`` after a restore."""
+    before each save, ``on_restore`` after a restore; ``params``: as in :func:`restore_selector`."""
     guard = lock if lock is not None else contextlib.nullcontext()
     trainer.add_callback(_checkpoint_callback(selector, guard, before_save))
     original = trainer.train
@@ -538,7 +550,7 @@ def add_checkpointing(
         folder = _checkpoint_to_resume(trainer.args.output_dir, resume_from_checkpoint)
         if folder is not None:
             with guard:
-                restore_selector(selector, folder)
+                restore_selector(selector, folder, params=params)
             if on_restore is not None:
                 on_restore()
         return original(resume_from_checkpoint, *args, **kwargs)

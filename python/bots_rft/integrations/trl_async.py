@@ -55,7 +55,15 @@ import numpy.typing as npt
 from ..errors import ConfigError, InvalidArgumentError
 from .gates import Seam, Window, check_framework
 from .step_metrics import Pick, pick_metrics
-from .tasks import RewardClip, bind_pool, check_references_by_id, check_rollouts, column_values, rows_of_tasks
+from .tasks import (
+    RewardClip,
+    bind_pool,
+    check_references_by_id,
+    check_resume_params,
+    check_rollouts,
+    column_values,
+    rows_of_tasks,
+)
 from .trl import add_checkpointing, task_ids_and_rewards
 
 __all__ = ["AsyncBOTS", "BOTSPrompts", "RecordingReward"]
@@ -455,12 +463,15 @@ class AsyncBOTS:
         """Task ids picked and not yet scored."""
         return self.selection.in_flight()
 
-    def attach(self, trainer: Any, *, save_with_checkpoints: bool = True) -> None:
+    def attach(self, trainer: Any, *, save_with_checkpoints: bool = True, resume_params: str = "error") -> None:
         """On a constructed ``AsyncGRPOTrainer`` built with :attr:`prompts` and a
         :meth:`recording` reward: push ``bots/*`` metrics into the trainer's logs at every
         optimiser step, and (``save_with_checkpoints``) save the selector into every checkpoint
-        folder and restore it on ``train(resume_from_checkpoint=...)``."""
+        folder and restore it on ``train(resume_from_checkpoint=...)`` (``resume_params``: as in
+        :func:`bots_rft.integrations.trl.attach_bots`). The selector's ``n_rollouts`` must equal
+        the trainer's ``num_generations``."""
         check_trl_async()
+        check_resume_params(resume_params, "resume_params")
         if getattr(trainer, "train_dataset", None) is not self.prompts:
             raise ConfigError(
                 "trainer: its train_dataset is not this AsyncBOTS's prompts; pass train_dataset=stream.prompts"
@@ -479,6 +490,7 @@ class AsyncBOTS:
                 lock=self.selection.lock,
                 before_save=self.selection.flush,
                 on_restore=self.selection.forget_in_flight,
+                params=resume_params,
             )
 
 

@@ -78,7 +78,15 @@ from ..selector.bots.state import check_state_header
 from .batches import pack_state, unpack_state
 from .gates import Seam, Window, check_framework
 from .step_metrics import calibration_step_metrics, capability_metrics, outcome_metrics, pick_metrics
-from .tasks import RewardClip, bind_pool, check_rollouts, column_values, references_by_id, rows_of_tasks
+from .tasks import (
+    RewardClip,
+    bind_pool,
+    check_rollouts,
+    column_values,
+    load_selector_state,
+    references_by_id,
+    rows_of_tasks,
+)
 
 SUPPORTED_VERL = "verl 0.9.x (tested with 0.9.1) with its V1 trainer (trainer.use_v1=true)"
 
@@ -275,6 +283,9 @@ class BOTSPromptSampler(Sampler[int]):
         self._successes = RewardClip(self.success_threshold, "bots_rft.integrations.verl (rm_scores summed)")
         self.task_id_column = task_id_column
         self._no_row = self.rows_of_task < 0
+        #: What a resumed ``data.pt`` whose selector differs (parameters, references, pool) does:
+        #: ``"error"``, ``"checkpoint"`` or ``"current"`` (``bots.checkpoint_params``).
+        self.resume_params = "error"
         self._reset_dynamic_state()
 
     def _reset_dynamic_state(self) -> None:
@@ -444,7 +455,13 @@ class BOTSPromptSampler(Sampler[int]):
             raise CheckpointError(f"state: not a BOTSPromptSampler state ({exc!r})") from None
         if inflight.shape != self._inflight.shape:
             raise CheckpointError(f"state: has {inflight.size} tasks, this sampler {self._inflight.size}")
-        self.selector.load_state_dict(selector_state)  # validates before changing anything
+        load_selector_state(  # validates before changing anything
+            self.selector,
+            selector_state,
+            params=self.resume_params,
+            knob="bots.checkpoint_params",
+            source="data.pt (the BOTS sampler's state)",
+        )
         self._chunk, self._yielded, self._inflight, self._uid_task = chunk, yielded, inflight.copy(), uid_task
         self._ev_tasks, self._ev_successes = [int(t) for t in tasks], [float(s) for s in succ]
         self._ev_trials, self._ev_kept = [float(t) for t in trials], [bool(k) for k in kept]
@@ -493,13 +510,7 @@ def _resumed(
     reference columns, or another pool is refused naming the key, unless
     ``bots.checkpoint_params`` is ``checkpoint`` (the checkpoint's win) or ``current`` (the
     config's win)."""
-    from ..selector.bots.state import check_params_on_load
-
-    choice = cfg.get("checkpoint_params", "error")
-    try:
-        check_params_on_load(choice)
-    except InvalidArgumentError:
-        raise ConfigError(f"bots.checkpoint_params: must be error, checkpoint or current, got {choice!r}") from None
+    choice = _checkpoint_params(cfg)
     state = read_checkpoint(path)
     check_state_header(state)
     saved = dict(state.get("params") or {})
@@ -518,7 +529,7 @@ def _resumed(
     selector = BOTS(num_tasks, evidence=evidence, **kwargs)
     bind_pool(selector, ids, column)
     try:
-        selector.load_state_dict(state, params=choice)
+        selector.load_state_dict(state, params=choice)  # type: ignore[arg-type]  # checked above
     except CheckpointError as exc:
         text = str(exc)
         inner = text[text.find("(") + 1 : text.rfind(")")] if "differ" in text else text
@@ -535,6 +546,15 @@ def _resumed(
     return selector
 
 
+def _checkpoint_params(cfg: Mapping[str, Any]) -> str:
+    """``bots.checkpoint_params``: which wins when a checkpoint (``bots.checkpoint``, or verl's
+    ``data.pt`` on resume) differs from this run's selector."""
+    choice = cfg.get("checkpoint_params", "error")
+    if choice not in ("error", "checkpoint", "current"):
+        raise ConfigError(f"bots.checkpoint_params: must be error, checkpoint or current, got {choice!r}")
+    return str(choice)
+
+
 def build_sampler(config: Any, dataset: Any, selector: BOTS | None = None) -> BOTSPromptSampler:
     """The :class:`BOTSPromptSampler` for verl's training ``dataset`` (an ``RLHFDataset``: its
     ``dataframe`` is read, or any dataset with those columns) under the full verl ``config``
@@ -543,6 +563,7 @@ def build_sampler(config: Any, dataset: Any, selector: BOTS | None = None) -> BO
     the config and loaded with the checkpoint (see :func:`_resumed`): the checkpoint never
     replaces a key the config sets."""
     cfg = _bots_options(config)
+    resume_params = _checkpoint_params(cfg)
     frame = getattr(dataset, "dataframe", None)
     frame = dataset if frame is None else frame
     column = str(cfg.get("task_id_column", "extra_info.index"))
@@ -575,6 +596,7 @@ def build_sampler(config: Any, dataset: Any, selector: BOTS | None = None) -> BO
     if chunk > len(int_ids):
         raise ConfigError(f"data.train_batch_size: {chunk} exceeds the {len(int_ids)} training rows")
     sampler = BOTSPromptSampler(selector, int_ids, chunk, cfg.get("success_threshold"), column)
+    sampler.resume_params = resume_params
     bind_pool(selector, int_ids, column)
     return sampler
 
