@@ -44,7 +44,7 @@ def _imports_in_fresh_interpreter(statement: str) -> set[str]:
 
 def test_importing_bots_rft_does_not_import_torch() -> None:
     loaded = _imports_in_fresh_interpreter(
-        "import bots_rft, bots_rft.selector.registry, bots_rft.selector.method_table, bots_rft.selector.static, bots_rft.selector.peers"
+        "import bots_rft, bots_rft.selector.registry, bots_rft.selector.static, bots_rft.selector.peers"
     )
     assert "bots_rft.selector" in loaded  # the statement ran
     heavy = sorted(m for m in loaded if m.split(".")[0] in ("torch", "transformers", "matplotlib"))

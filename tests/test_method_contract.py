@@ -329,11 +329,11 @@ def test_the_classes_accept_the_tables_range() -> None:
 
 
 def test_the_registry_builds_exactly_the_methods_of_the_table() -> None:
-    """bots_rft.selector.method_table states each method; bots_rft.selector.registry adds its class and builder. The
-    two list the same methods in the same order, and each registered method is its table entry."""
+    """The registry's table (``ENTRIES``) states each method; ``METHODS`` adds its class and builder.
+    The two list the same methods in the same order, and each registered method is its table entry."""
     import dataclasses
 
-    from bots_rft.selector.method_table import ENTRIES, MethodEntry, entry
+    from bots_rft.selector.registry import ENTRIES, MethodEntry, entry
 
     assert list(METHODS) == list(ENTRIES)
     for name, m in METHODS.items():

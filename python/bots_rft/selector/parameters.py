@@ -4,7 +4,7 @@ wrong type and :class:`~bots_rft.errors.InvalidArgumentError` for one out of ran
 the parameter and the value.
 
 This is the bottom of the method layer: the selectors, the peers and the static selectors read
-their parameters from here; :mod:`bots_rft.selector.method_table` (which method takes which parameters)
+their parameters from here; :mod:`bots_rft.selector.registry` (which method takes which parameters)
 and :mod:`bots_rft.selector.registry` (the registry that builds those selectors) sit on top of it, so the
 imports run one way.
 """
