@@ -115,3 +115,21 @@ def test_a_data_pt_written_with_other_references_is_refused_on_resume() -> None:
     took = bv.build_sampler(config("bots.checkpoint_params=checkpoint", drop=COLUMNS), frame)
     took.load_state_dict(state)
     assert took.selector.identity == saved.selector.identity
+
+
+def test_a_run_keeps_hydras_files_with_its_checkpoints(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """hydra's default outputs/<date>/<time>/ landed in the working directory (the repository);
+    a run without --check puts them under trainer.default_local_dir unless hydra.run.dir is set."""
+    import sys
+
+    ran: list[Any] = []
+    monkeypatch.setattr(bv, "_run", lambda config: ran.append(config))
+    monkeypatch.chdir(tmp_path)
+    quiet = ["hydra/job_logging=disabled", "hydra/hydra_logging=disabled"]  # leave this session's logging alone
+    monkeypatch.setattr(sys, "argv", ["verl", "trainer.default_local_dir=ckpt", *quiet])
+    bv.main()
+    assert len(ran) == 1 and not (tmp_path / "outputs").exists()
+    assert [p.name for p in (tmp_path / "ckpt" / "hydra").iterdir()]  # hydra's run folder
+    monkeypatch.setattr(sys, "argv", ["verl", f"hydra.run.dir={tmp_path / 'mine'}", *quiet])
+    bv.main()
+    assert (tmp_path / "mine").is_dir() and len(ran) == 2

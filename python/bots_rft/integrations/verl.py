@@ -991,6 +991,10 @@ def _run(config: DictConfig) -> None:
     run_ppo(config, task_runner_class=ray.remote(BOTSTaskRunner))
 
 
+#: Where a run's hydra log and config copy go unless the command sets ``hydra.run.dir``.
+HYDRA_RUN_DIR = "${trainer.default_local_dir}/hydra/${now:%Y-%m-%d_%H-%M-%S}"
+
+
 def main() -> None:
     """``python -m bots_rft.integrations.verl [--check] <hydra overrides>``: verl's ``main_ppo`` with
     the BOTS trainers (config: verl's ``ppo_trainer`` plus ``bots.*``,
@@ -1009,6 +1013,10 @@ def main() -> None:
             "hydra/job_logging=disabled",
             "hydra/hydra_logging=disabled",
         ]
+    elif not any(arg.startswith(("hydra.run.dir=", "++hydra.run.dir=")) for arg in sys.argv[1:]):
+        # hydra's default writes outputs/<date>/<time>/ into the working directory (a repository,
+        # often); keep its log and config copy with the run's checkpoints instead.
+        sys.argv.append(f"hydra.run.dir={HYDRA_RUN_DIR}")
     ConfigStore.instance().store(name="bots_ppo_trainer", node=_default_config())
     config_dir = os.path.join(os.path.dirname(_verl.__file__), "trainer", "config")
     task = _preflight if check_only else _run
