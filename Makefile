@@ -62,14 +62,14 @@ $(VENV)/.deps-nodeps: $(VENV)/.deps-$(EXTRAS) Makefile
 	$(MAKE_BYTECODE) $(VENV)/lib/python*/site-packages 2>/dev/null || true
 	touch $@
 
-# The core's dependencies (numpy, safetensors), tqdm for `bots demo`'s progress bar, and maturin:
-# all that `make demo` needs.
+# The core's dependencies (numpy, safetensors), the `demo` dependency group (tqdm, for `bots
+# demo`'s progress bar) and maturin: all that `make demo` needs.
 $(VENV)/.deps-base: $(VENV)/.created pyproject.toml
-	$(UV) pip install -q --python $(PY) -r pyproject.toml "tqdm>=4.60" "maturin>=1.7,<2"
+	$(UV) pip install -q --python $(PY) -r pyproject.toml --group demo "maturin>=1.12,<2"
 	touch $@
 
 $(CORE_SO): $(VENV)/.deps-base $(RUST_SRC)
-	source $(VENV)/bin/activate && maturin develop --release --uv -q
+	source $(VENV)/bin/activate && maturin develop --release --uv -q --group demo
 	touch $@
 
 # What the tests need: the core, every extra, and the trainers installed without their deps.
@@ -105,7 +105,7 @@ test: setup lint test-rust wheel test-python
 # source (dev profile: what is checked is that the sdist builds and works, not its speed).
 WHEEL_DIR := target/wheel
 WHEEL_TOOLS := $(WHEEL_DIR)/tools
-WHEEL_TOOLS_PKGS := "maturin>=1.7,<2" "ziglang>=0.13" "auditwheel>=6" "abi3audit>=0.0.20"
+WHEEL_TOOLS_PKGS := "maturin>=1.12,<2" "ziglang>=0.13,<0.18" "auditwheel>=6" "abi3audit>=0.0.20"
 $(WHEEL_TOOLS)/.installed: $(VENV)/.created
 	$(UV) venv -q --allow-existing --python $(PY) $(WHEEL_TOOLS)
 	$(UV) pip install -q --python $(WHEEL_TOOLS)/bin/python $(WHEEL_TOOLS_PKGS)
