@@ -29,7 +29,7 @@ from bots_rft.rewards.exact import verify_exact
 from bots_rft.rewards.extract import extract_boxed, extract_code, extract_tag
 from bots_rft.rewards.gym import verify_gym
 from bots_rft.rewards.math_answer import verify_math
-from bots_rft.rewards.sandbox import Isolation, group_members, namespace_members
+from bots_rft.rewards.sandbox import Isolation, group_members, isolation, namespace_members
 
 FAST = SandboxLimits(timeout_s=2.0, memory_mb=256, output_bytes=64 * 1024)
 # Adversarial programs only ever run to the limit: keep it short.
@@ -106,7 +106,7 @@ class NamespaceHold:
                 self.held[launched.pid_namespace] = os.dup(launched.init_pidfd)
             return launched
 
-        monkeypatch.setattr(sandbox, "launch", launch_and_hold)
+        monkeypatch.setattr(sandbox.run, "launch", launch_and_hold)  # the launch run_python calls
 
     def members(self, pid_namespace: int) -> list[int]:
         """Processes left in the run's namespace, then let it go. A run whose PID 1 ended before
@@ -286,6 +286,28 @@ def test_adversarial_code_scores_zero_and_leaves_nothing(
     assert_gone(run.pgid)
     assert run.pid_namespace is not None and namespaces.members(run.pid_namespace) == []
     assert len(run.stdout) <= ADV.output_bytes
+
+
+@pytest.mark.slow
+def test_a_launched_run_names_its_state() -> None:
+    """A started run is RUNNING (its PID 1 held by a pidfd) until finished, then ENDED; without a
+    kernel sandbox it is UNCONFINED (a plain process group) throughout."""
+    sleeper = {"main.py": "import time\ntime.sleep(30)"}
+    extra = {"program": f"{sandbox._WORK}/main.py"}
+    if isolation().kernel:
+        launched = sandbox.launch("script", SandboxLimits(timeout_s=30.0), files=sleeper, extra=extra)
+        assert launched.state is sandbox.LaunchState.RUNNING and launched.init_pidfd >= 0
+        sandbox.finish(launched)
+        assert launched.state is sandbox.LaunchState.ENDED and launched.init_pidfd == -1
+    launched = sandbox.launch(
+        "script", SandboxLimits(timeout_s=30.0), files=sleeper, extra=extra, allow_unsandboxed=True
+    )
+    try:
+        expected = sandbox.LaunchState.RUNNING if isolation().kernel else sandbox.LaunchState.UNCONFINED
+        assert launched.state is expected
+    finally:
+        sandbox.finish(launched)
+    assert group_members(launched.proc.pid) == []
 
 
 @pytest.mark.slow

@@ -543,7 +543,7 @@ def force_no_isolation(monkeypatch: pytest.MonkeyPatch) -> None:
         os.getpid(),
         Isolation(False, None, "the caller's uid", False, "simulated: no user namespaces"),
     )
-    monkeypatch.setattr(sandbox, "_warned_unsandboxed", set())
+    monkeypatch.setattr(sandbox.detection, "_warned_unsandboxed", set())
 
 
 def test_no_isolation_refuses_code_unless_the_user_opts_in(monkeypatch: pytest.MonkeyPatch, caplog: Any) -> None:
@@ -1357,11 +1357,11 @@ SLOW_SET_UP = f"""
 import time
 from bots_rft.rewards import sandbox
 from bots_rft.rewards.code import verify_code
-detect = sandbox._detect
+detect = sandbox.detection._detect
 def slow_detect():
     time.sleep(6.0)  # a busy host: the probe sandbox, ldd over the runtime
     return detect()
-sandbox._detect = slow_detect
+sandbox.detection._detect = slow_detect
 res = verify_code("humaneval", {RIGHT_ADD!r}, {ADD!r}, {{}}, limits=sandbox.SandboxLimits(timeout_s=5.0))
 print(res.reward, res.reason)
 """

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .base import RewardResult
-from .sandbox import SandboxLimits, _memfd, finish, launch, require_isolation
+from .sandbox import SandboxLimits, finish, launch, memfd, require_isolation
 
 __all__ = ["run_verdict", "REASON_CODES"]
 
@@ -122,7 +122,7 @@ def run_verdict(task: dict[str, Any], limits: SandboxLimits, allow_unsandboxed: 
     # otherwise spend its time limit on it and fail a right answer as timed out.
     require_isolation(allow_unsandboxed)
     deadline = time.monotonic() + limits.timeout_s
-    task_fd = _memfd("task", json.dumps(task).encode("utf-8"))
+    task_fd = memfd("task", json.dumps(task).encode("utf-8"))
     verdict_r, verdict_w = os.pipe()
     try:
         launched = launch(

