@@ -472,4 +472,15 @@ def test_the_findings_hold_when_started_as_a_user(tmp_path: Any) -> None:
     run = subprocess.run(argv, env=env, cwd=repo, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
     summary = run.stdout.strip().splitlines()[-1]
-    assert re.search(r"\b7 passed", summary) and "failed" not in summary, summary
+    assert re.search(r"\b8 passed", summary) and "failed" not in summary, summary
+
+
+@needs_kernel
+def test_a_function_under_test_named_like_a_standard_module_is_the_programs() -> None:
+    """Only a name the test uses as a module (``math.isclose``, never called or passed itself)
+    is imported from the standard library; a function under test that shares a module's name
+    (``statistics``, ``queue``) is the program's top-level def."""
+    spec = json.dumps({"functional": "assert statistics([3, 1, 2]) == 2\nassert queue(2) == [0, 1]\n"})
+    good = "def statistics(xs):\n    return sorted(xs)[len(xs) // 2]\n\ndef queue(n):\n    return list(range(n))\n"
+    assert reward(good, spec).reward == 1.0
+    assert reward("import statistics, queue\n", spec).reward == 0.0

@@ -504,6 +504,19 @@ def _defined_by_program(source: str) -> set[str]:
     return defs - other
 
 
+def _used_only_as_modules(tree: ast.AST) -> set[str]:
+    """Names every use of which reads an attribute (``math.isclose``): a test uses them as modules.
+    A name also called, passed or compared itself is a value (a function under test named like
+    a module, ``statistics(xs)``)."""
+    import ast
+
+    nodes = list(ast.walk(tree))
+    bases = {id(n.value) for n in nodes if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)}
+    dotted = {n.id for n in nodes if isinstance(n, ast.Name) and id(n) in bases}
+    bare = {n.id for n in nodes if isinstance(n, ast.Name) and id(n) not in bases}
+    return dotted - bare
+
+
 def _standard_module(name: str) -> Any:
     """The standard-library module ``name`` imported here, or None: a test that uses ``math``
     without importing it gets the real one, never the program's."""
@@ -545,8 +558,9 @@ def run_tests(candidate: Candidate, task: dict[str, Any]) -> dict[str, Any]:
         tree = ast.parse(task["test"], _TEST_FILE)
         trusted = set(namespace) | set(dir(builtins)) | _bound_names(tree)
         free = sorted(_referenced_names(tree) - trusted)
+        as_module = _used_only_as_modules(tree)
         for name in free:  # real standard-library modules, imported here
-            module = _standard_module(name)
+            module = _standard_module(name) if name in as_module else None
             if module is not None:
                 namespace[name] = module
         # What the test still needs comes from the program only where its own top-level def or

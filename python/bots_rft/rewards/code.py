@@ -31,6 +31,7 @@ import ast
 import functools
 import json
 import re
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -147,7 +148,6 @@ def functional_free_names(ground_truth: Any) -> list[str]:
     top-level ``def`` or ``class`` binds it, so a pool whose tests have any should declare the
     header that defines them (``bots data info`` flags them). Empty for other ground truths."""
     import builtins
-    import sys
 
     spec = _parse_spec(ground_truth)
     if "functional" not in spec or spec.get("entry_point"):
@@ -155,8 +155,12 @@ def functional_free_names(ground_truth: Any) -> list[str]:
     tree = parse(str(spec["functional"]), "<test>")
     trusted = set(dir(builtins)) | _top_level_names(tree)
     trusted |= _text_names(_header(spec) + _prompt_context(str(spec.get("prompt") or ""), None))
-    used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
-    return sorted(n for n in used - trusted if n not in sys.stdlib_module_names)
+    nodes = list(ast.walk(tree))
+    bases = {id(n.value) for n in nodes if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)}
+    used = {n.id for n in nodes if isinstance(n, ast.Name)}
+    bare = {n.id for n in nodes if isinstance(n, ast.Name) and id(n) not in bases}
+    # A standard-library module the test only reads attributes of is imported on the test side.
+    return sorted(n for n in used - trusted if n in bare or n not in sys.stdlib_module_names)
 
 
 @functools.lru_cache(maxsize=64)
@@ -179,11 +183,13 @@ def _top_level_names(tree: ast.Module) -> set[str]:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             names.add(node.name)
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            if any(a.name == "*" for a in node.names) and isinstance(node, ast.ImportFrom) and node.module:
+            source = node.module if isinstance(node, ast.ImportFrom) else None
+            star = any(a.name == "*" for a in node.names)
+            if star and source and source.split(".")[0] in sys.stdlib_module_names:  # (only those)
                 try:
                     import importlib
 
-                    module = importlib.import_module(node.module)
+                    module = importlib.import_module(source)
                     names.update(getattr(module, "__all__", None) or [k for k in vars(module) if k[:1] != "_"])
                 except ImportError:
                     pass
