@@ -104,6 +104,7 @@ def main(argv: list[str] | None = None) -> None:
         help="check the script runs: toy pool, tiny model, 2 steps on CPU, a temporary --output-dir unless given",
     )
     args = p.parse_args(argv)
+    temporary: str | None = None
     if args.smoke:
         if args.parquet is not None or args.model != "tiny" or args.resume:
             p.error("--smoke: runs the toy pool on the tiny model from scratch; drop --parquet, --model and --resume")
@@ -112,6 +113,7 @@ def main(argv: list[str] | None = None) -> None:
             import tempfile
 
             args.output_dir = tempfile.mkdtemp(prefix="trl_grpo_bots_")
+            temporary = args.output_dir  # removed once the run has read its checkpoint back
 
     import torch
     from trl import GRPOConfig, GRPOTrainer
@@ -174,6 +176,11 @@ def main(argv: list[str] | None = None) -> None:
             if not np.array_equal(load_selector(last).mean(), mean):
                 raise SystemExit(f"{last}: the checkpointed selector differs from the live one")
             print(f"selector checkpointed in {last} and read back: identical posterior")
+    if temporary is not None and trainer.accelerator.is_main_process:
+        import shutil
+
+        shutil.rmtree(temporary, ignore_errors=True)
+        print(f"removed the temporary output folder {temporary}")
 
 
 if __name__ == "__main__":

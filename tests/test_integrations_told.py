@@ -350,3 +350,24 @@ def test_batch_sampler_resume_params() -> None:
     mine.resume_params = "current"
     mine.load_state_dict(state)
     assert mine.selector.evidence is None
+
+
+@pytest.mark.slow
+def test_the_trl_smoke_run_removes_its_temporary_folder(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "TMPDIR": str(tmp_path), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    done = subprocess.run(
+        [sys.executable, "examples/trl_grpo_bots.py", "--smoke"],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "read back: identical posterior" in done.stdout and "removed the temporary output folder" in done.stdout
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith("trl_grpo_bots_")]
