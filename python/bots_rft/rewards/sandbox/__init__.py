@@ -16,8 +16,16 @@ with new user, PID, mount, network, IPC and UTS namespaces, and the interpreter 
   repository is visible;
 - is bounded as a whole tree: process count (``RLIMIT_NPROC`` of its uid), address space per
   process (``RLIMIT_AS``, so memory <= processes x ``memory_mb``, plus the ``/work`` size), CPU
-  seconds per process, bytes per written file, open files, and wall-clock time; when the run
-  ends the PID namespace is torn down, so nothing it started survives.
+  seconds per process, bytes per written file, open files, pending signals (``RLIMIT_SIGPENDING``:
+  the kernel charges them to the owner of the user namespace too), no locked memory and no
+  message-queue bytes, and wall-clock time; when the run ends the PID namespace is torn down, so
+  nothing it started survives.
+
+The sections live in modules of their own: :mod:`.limits` (what bounds a run, what it did),
+:mod:`.detection` (what this host gives, the refusal without it), :mod:`.view` (the read-only
+view and the sandbox's own files), :mod:`.identities` (root's dedicated ids), :mod:`.launching`
+(starting a run, its :class:`LaunchState`, ending it with everything it started) and :mod:`.run`
+(:func:`run_python`). Every name is importable from this package.
 
 Where the host allows no user namespaces (or bubblewrap is missing), model-written code is
 refused with :class:`SandboxUnavailableError` naming what is missing, unless the user opts in to
