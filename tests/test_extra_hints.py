@@ -54,7 +54,8 @@ def test_demo_with_its_progress_bar_names_the_cli_extra(tmp_path: Path) -> None:
 def test_plots_name_the_plot_extra(tmp_path: Path) -> None:
     argv = ["simulate", "--tasks", "2000", "--steps", "3", "--seeds", "1", "--no-progress", "--out", "run"]
     out = bots("matplotlib", *argv, cwd=tmp_path)
-    assert out.returncode == 2
+    assert out.returncode == 2 and out.stdout == "", "refused after the run, not before it"
+    assert not (tmp_path / "run").exists()
     assert out.stderr.splitlines() == [
         "bots simulate: error: this needs matplotlib, from the [plot] extra: pip install 'bots-rft[plot]'"
     ]

