@@ -147,7 +147,7 @@ def main() -> int:
         for tool in ("cargo", "rustc", "rustup"):
             check(shutil.which(tool) is None, f"{tool} is on PATH ({shutil.which(tool)})")
 
-    with tempfile.TemporaryDirectory(prefix="bots-smoke-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="bots-smoke-", ignore_cleanup_errors=True) as tmp:
         workdir = Path(tmp)
         # Imports in a fresh process from outside any checkout.
         probe = run(
