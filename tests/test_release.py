@@ -92,8 +92,7 @@ def test_publish_runs_only_from_a_version_tag_after_every_build() -> None:
     assert publish["if"] == "startsWith(github.ref, 'refs/tags/v')"
     assert set(publish["needs"]) == {"linux", "macos", "windows", "sdist", "msrv"}
     assert publish["permissions"] == {"id-token": "write"}
-    uses = [s.get("uses", "") for s in publish["steps"]]
-    assert any(u.startswith("pypa/gh-action-pypi-publish@") for u in uses)
+    assert "uv publish --trusted-publishing always dist/*" in runs(publish)
     assert 'test "${GITHUB_REF_NAME}" = "v${version}"' in runs(publish)
     # The top-level permissions stay read-only; only the publish job gets a token.
     assert doc["permissions"] == {"contents": "read"}
@@ -101,9 +100,19 @@ def test_publish_runs_only_from_a_version_tag_after_every_build() -> None:
 
 def test_the_workflow_checks_the_declared_rust_minimum() -> None:
     msrv = workflow()["jobs"]["msrv"]
-    (toolchain,) = [s["uses"] for s in msrv["steps"] if str(s.get("uses", "")).startswith("dtolnay/rust-toolchain@")]
-    assert toolchain.split("@")[1] == declared_rust_version()
+    (step,) = [s for s in msrv["steps"] if str(s.get("uses", "")).startswith("dtolnay/rust-toolchain@")]
+    assert step["with"]["toolchain"] == declared_rust_version()
     assert "cargo check --locked --workspace --all-targets" in runs(msrv)
+
+
+def test_every_action_is_pinned_to_a_commit() -> None:
+    """A release job holds the publishing identity: what it runs cannot move under a tag."""
+    for name, job in workflow()["jobs"].items():
+        for step in job["steps"]:
+            if "uses" in step:
+                assert re.fullmatch(r"[\w.-]+/[\w.-]+@[0-9a-f]{40}", step["uses"]), (name, step["uses"])
+            if str(step.get("uses", "")).startswith("actions/checkout@"):
+                assert step["with"]["persist-credentials"] is False, name
 
 
 # --- make wheel -----------------------------------------------------------------------------------
