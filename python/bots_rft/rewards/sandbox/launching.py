@@ -16,6 +16,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .._seccomp import seccomp_filter
 from .detection import _bwrap_binary, require_isolation
@@ -27,6 +28,26 @@ __all__ = ["LaunchState", "launch", "finish", "group_members", "namespace_member
 
 _WORK = "/work"
 _SAFE_ENV_KEYS = ("LANG", "LC_ALL", "TZ")
+
+
+@dataclass(frozen=True)
+class _Streams:
+    """A run's standard streams (``/dev/null`` where None) and the descriptors it inherits."""
+
+    stdin: int | None = None
+    stdout: int | None = None
+    stderr: int | None = None
+    pass_fds: tuple[int, ...] = ()
+
+    def popen(self, extra_fds: Sequence[int] = ()) -> dict[str, Any]:
+        """``subprocess.Popen`` keywords for these streams (a new session, as every run has)."""
+        return {
+            "stdin": subprocess.DEVNULL if self.stdin is None else self.stdin,
+            "stdout": subprocess.DEVNULL if self.stdout is None else self.stdout,
+            "stderr": subprocess.DEVNULL if self.stderr is None else self.stderr,
+            "pass_fds": [*extra_fds, *self.pass_fds],
+            "start_new_session": True,
+        }
 
 
 class LaunchState(enum.Enum):
@@ -109,16 +130,15 @@ def launch(
     cfg: dict[str, object] = {"mode": mode, **limits.agent_config(), **(extra or {})}
     life_r, life_w = os.pipe()  # the agent ends itself when this process is gone (see the agent)
     cfg["lifeline_fd"] = life_r
+    streams = _Streams(stdin, stdout, stderr, (*pass_fds, life_r))
     try:
         if iso is not None and not iso.kernel:
-            launched = _launch_unconfined(cfg, files, stdin, stdout, stderr, [*pass_fds, life_r])
+            launched = _launch_unconfined(cfg, files, streams)
         else:
             binary, why = _bwrap_binary()
             if binary is None:
                 raise _LaunchError(why)
-            launched = _launch_bwrap(
-                binary, _Runtime.get(), cfg, limits, files, stdin, stdout, stderr, [*pass_fds, life_r]
-            )
+            launched = _launch_bwrap(binary, _Runtime.get(), cfg, limits, files, streams)
     except BaseException:
         os.close(life_w)
         raise
@@ -134,10 +154,7 @@ def _launch_bwrap(
     cfg: dict[str, object],
     limits: SandboxLimits,
     files: Mapping[str, str] | None,
-    stdin: int | None,
-    stdout: int | None,
-    stderr: int | None,
-    pass_fds: Sequence[int],
+    streams: _Streams,
 ) -> _Launched:
     started = time.monotonic()
     uid = peer_uid = None
@@ -185,49 +202,14 @@ def _launch_bwrap(
         info_r, info_w = os.pipe()
         own_fds += [info_r, info_w]
         argv += ["--info-fd", str(info_w)]
-        argv += runtime.bwrap_args(own_fds)
-        argv += ["--proc", "/proc"] + _dev_args()
-        if agent_mounts:
-            # The agent mounts over /work and copies these in (bubblewrap's copies would be covered).
-            argv += ["--perms", "0755", "--dir", _WORK, "--chdir", _WORK, "--perms", "0700", "--dir", _STAGED_FILES]
-            folder = _STAGED_FILES
-        else:
-            argv += ["--perms", "0777", "--size", str(limits.workdir_mb << 20), "--tmpfs", _WORK, "--chdir", _WORK]
-            folder = _WORK
-        for name, text in (files or {}).items():
-            fd = memfd("file", text.encode("utf-8"))
-            own_fds.append(fd)
-            argv += ["--perms", "0644", "--file", str(fd), f"{folder}/{name}"]
-        # Read-only from here on: the root and /dev are tmpfs mounts that bubblewrap fills, and,
-        # started as a user, the program's uid owns them. Left writable, the program could put a
-        # module where the test side imports from (/sandbox) and write past workdir_mb.
-        argv += ["--remount-ro", "/", "--remount-ro", "/dev"]
-        for key, value in _sandbox_env(_WORK).items():
-            argv += ["--setenv", key, value]
+        argv += _view_args(runtime, limits, files, agent_mounts, own_fds)
         argv += [runtime.python, "-I", "-S", "-B", _AGENT_IN_SANDBOX, json.dumps(cfg)]
-        inheritable = [fd for fd in own_fds if fd != info_r] + shared_fds + list(pass_fds)
-        proc = subprocess.Popen(
-            argv,
-            stdin=stdin if stdin is not None else subprocess.DEVNULL,
-            stdout=stdout if stdout is not None else subprocess.DEVNULL,
-            stderr=stderr if stderr is not None else subprocess.DEVNULL,
-            pass_fds=inheritable,
-            start_new_session=True,
-            env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
-        )
+        inheritable = [fd for fd in own_fds if fd != info_r] + shared_fds
+        proc = subprocess.Popen(argv, env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}, **streams.popen(inheritable))
         os.close(info_w)
         own_fds.remove(info_w)
         info = _read_info(info_r, started + limits.timeout_s + 5.0)
-        init_pidfd, state = -1, None
-        if info is not None:
-            try:
-                init_pidfd, state = os.pidfd_open(int(info["child-pid"])), LaunchState.RUNNING
-            except ProcessLookupError:
-                # A very short run on a busy machine: when PID 1 is gone, the kernel has killed
-                # everything in its namespace, so there is nothing left to watch or kill.
-                state = LaunchState.ENDED
-            except (OSError, KeyError, ValueError):
-                state = None
+        init_pidfd, state = _watch(info)
         launched = _Launched(
             proc,
             info.get("pid-namespace") if info else None,
@@ -248,6 +230,49 @@ def _launch_bwrap(
         for leftover in (uid, peer_uid):
             if leftover is not None:
                 _get_identities().release(leftover)
+
+
+def _view_args(
+    runtime: _Runtime, limits: SandboxLimits, files: Mapping[str, str] | None, agent_mounts: bool, own_fds: list[int]
+) -> list[str]:
+    """bubblewrap's arguments for what the sandbox shows: the runtime view, ``/proc``, ``/dev``,
+    ``/work`` with the launcher's files, the read-only remounts and the environment. The memfds
+    they name are added to ``own_fds`` (closed once bubblewrap has started)."""
+    args = runtime.bwrap_args(own_fds)
+    args += ["--proc", "/proc"] + _dev_args()
+    if agent_mounts:
+        # The agent mounts over /work and copies these in (bubblewrap's copies would be covered).
+        args += ["--perms", "0755", "--dir", _WORK, "--chdir", _WORK, "--perms", "0700", "--dir", _STAGED_FILES]
+        folder = _STAGED_FILES
+    else:
+        args += ["--perms", "0777", "--size", str(limits.workdir_mb << 20), "--tmpfs", _WORK, "--chdir", _WORK]
+        folder = _WORK
+    for name, text in (files or {}).items():
+        fd = memfd("file", text.encode("utf-8"))
+        own_fds.append(fd)
+        args += ["--perms", "0644", "--file", str(fd), f"{folder}/{name}"]
+    # Read-only from here on: the root and /dev are tmpfs mounts that bubblewrap fills, and,
+    # started as a user, the program's uid owns them. Left writable, the program could put a
+    # module where the test side imports from (/sandbox) and write past workdir_mb.
+    args += ["--remount-ro", "/", "--remount-ro", "/dev"]
+    for key, value in _sandbox_env(_WORK).items():
+        args += ["--setenv", key, value]
+    return args
+
+
+def _watch(info: dict[str, int] | None) -> tuple[int, LaunchState | None]:
+    """A pidfd of the sandbox's PID 1 (named in bubblewrap's ``info``) and the run's state; the
+    state is None where bubblewrap never started the sandbox."""
+    if info is None:
+        return -1, None
+    try:
+        return os.pidfd_open(int(info["child-pid"])), LaunchState.RUNNING
+    except ProcessLookupError:
+        # A very short run on a busy machine: when PID 1 is gone, the kernel has killed
+        # everything in its namespace, so there is nothing left to watch or kill.
+        return -1, LaunchState.ENDED
+    except (OSError, KeyError, ValueError):
+        return -1, None
 
 
 # Where bubblewrap puts the launcher's files for the agent to copy into the /work it mounts.
@@ -274,14 +299,7 @@ def _read_info(fd: int, deadline: float) -> dict[str, int] | None:
         return None
 
 
-def _launch_unconfined(
-    cfg: dict[str, object],
-    files: Mapping[str, str] | None,
-    stdin: int | None,
-    stdout: int | None,
-    stderr: int | None,
-    pass_fds: Sequence[int],
-) -> _Launched:
+def _launch_unconfined(cfg: dict[str, object], files: Mapping[str, str] | None, streams: _Streams) -> _Launched:
     workdir = tempfile.mkdtemp(prefix="bots-sandbox-")
     for name, text in (files or {}).items():
         Path(workdir, name).write_text(text, encoding="utf-8")
@@ -291,11 +309,7 @@ def _launch_unconfined(
         [os.path.realpath(sys.executable), "-I", "-S", "-B", _AGENT, json.dumps(cfg)],
         cwd=workdir,
         env=_sandbox_env(workdir),
-        stdin=stdin if stdin is not None else subprocess.DEVNULL,
-        stdout=stdout if stdout is not None else subprocess.DEVNULL,
-        stderr=stderr if stderr is not None else subprocess.DEVNULL,
-        pass_fds=list(pass_fds),
-        start_new_session=True,
+        **streams.popen(),
     )
     return _Launched(proc, None, LaunchState.UNCONFINED, None, time.monotonic(), workdir=workdir)
 
@@ -326,17 +340,9 @@ def _probe(binary: str, runtime: _Runtime) -> dict[str, object]:
     limits = SandboxLimits(timeout_s=20.0)  # the default work dir caps (see _detect)
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         try:
-            launched = _launch_bwrap(
-                binary,
-                runtime,
-                {"mode": "probe", **limits.agent_config()},
-                limits,
-                None,
-                None,
-                out.fileno(),
-                err.fileno(),
-                (),
-            )
+            config: dict[str, object] = {"mode": "probe", **limits.agent_config()}
+            streams = _Streams(stdout=out.fileno(), stderr=err.fileno())
+            launched = _launch_bwrap(binary, runtime, config, limits, None, streams)
         except _LaunchError as exc:
             err.seek(0)
             raise _LaunchError(f"{exc}: {err.read().decode('utf-8', 'replace').strip()[-300:]}") from exc
