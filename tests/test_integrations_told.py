@@ -144,6 +144,15 @@ def test_trl_refuses_what_the_run_was_not_told(tmp_path: Path) -> None:
     save_selector(other, tmp_path / "checkpoint-1")
     with pytest.raises(CheckpointError, match="pool: task ids"):
         trainer.train(resume_from_checkpoint=str(tmp_path / "checkpoint-1"))
+    # ... and so is one of a pool with the same task ids and other prompts (the same size).
+    from bots_rft.integrations.tasks import bind_pool
+
+    renamed = [{**r, "prompt": r["prompt"].upper()} for r in _rows()]
+    twin = BOTS(N, n_rollouts=4, evidence=Interpolation(weak, strong))
+    bind_pool(twin, IDS, "task_id", renamed)
+    save_selector(twin, tmp_path / "checkpoint-4")
+    with pytest.raises(CheckpointError, match="pool: task ids"):
+        trainer.train(resume_from_checkpoint=str(tmp_path / "checkpoint-4"))
     # ... and so is one whose references differ (the checkpoint used to replace the run's).
     swapped = BOTS(N, n_rollouts=4, evidence=Interpolation(strong, weak))
     save_selector(swapped, tmp_path / "checkpoint-2")
@@ -216,7 +225,7 @@ def test_skyrl_checks_rollouts_references_and_pool(tmp_path: Path) -> None:
         other.set_pool(range(1, n + 1))
         resumed = BOTS(n, n_rollouts=group)
         resumed.load_state_dict(other.state_dict())
-        with pytest.raises(DataError, match="task_id: this pool's task ids"):
+        with pytest.raises(DataError, match=r"task_id: this pool \(\d+ task ids"):
             sky._trainer(tmp_path, tok, sky._cfg(tmp_path), resumed, dataset=dataset())
     finally:
         mp.undo()

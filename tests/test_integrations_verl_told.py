@@ -14,7 +14,7 @@ pytest.importorskip("verl.trainer.ppo.v1.replay_buffer", reason="verl 0.9 is not
 
 from bots_rft import BOTS, ConfigError, Interpolation  # noqa: E402
 from bots_rft.integrations import verl as bv  # noqa: E402
-from bots_rft.integrations.tasks import references_by_id  # noqa: E402
+from bots_rft.integrations.tasks import bind_pool, references_by_id  # noqa: E402
 from test_integrations_verl_first_run import config  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -34,7 +34,10 @@ def _saved(tmp_path: Path, *, evidence: bool = True, pool: Any = None, **params:
         evidence=Interpolation(weak, strong) if evidence else None,
         **params,
     )
-    sel.set_pool(pool if pool is not None else range(len(weak)))
+    if pool is None:  # the toy pool, as an adapter binds it (task ids and prompts)
+        bind_pool(sel, list(frame["extra_info"].map(lambda e: e["index"])), "extra_info.index", frame)
+    else:
+        sel.set_pool(pool)
     sel.update(sel.select(4), [1, 2, 3, 4], 4)
     path = tmp_path / "start.bots"
     sel.save(path)

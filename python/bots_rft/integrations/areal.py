@@ -234,7 +234,7 @@ def with_bots(trainer_cls: type) -> type:
             sampler = BOTSBatchSampler(
                 self.bots_selector, rows, per_rank, allowed=allowed, release_after=self.bots_release_after
             )
-            bind_pool(self.bots_selector, ids, column)
+            bind_pool(self.bots_selector, ids, column, dataset)
             sampler.resume_params = self.bots_resume_params
             self.bots_sampler = sampler
             self.bots_evidence.sampler = sampler

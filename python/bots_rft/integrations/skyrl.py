@@ -150,7 +150,7 @@ def with_bots(trainer_cls: type) -> type:
                 self.bots_selector, self.cfg.generator.get("n_samples_per_prompt"), "generator.n_samples_per_prompt"
             )
             check_references_by_id(self.bots_selector, frame, ids, column)
-            bind_pool(self.bots_selector, ids, column)
+            bind_pool(self.bots_selector, ids, column, frame)
             task_of_row = np.empty(len(dataset), dtype=np.int64)  # the inverse: row -> task id
             task_of_row[rows[rows >= 0]] = np.flatnonzero(rows >= 0)
             batch_size = int(self.cfg.trainer.train_batch_size)

@@ -28,6 +28,8 @@ __all__ = [
     "rows_of_tasks",
     "references_by_id",
     "bind_pool",
+    "row_contents",
+    "CONTENT_COLUMNS",
     "check_references_by_id",
     "check_rollouts",
     "load_selector_state",
@@ -172,13 +174,58 @@ def references_by_id(
     return tuple(out)
 
 
-def bind_pool(selector: Any, task_ids: Sequence[Any], column: str) -> None:
+#: Columns whose value says what a task is (its prompt), in the order they are looked for.
+CONTENT_COLUMNS = ("prompt", "messages", "question", "problem")
+
+
+def _canonical(value: Any) -> Any:
+    """A JSON-able form of a cell whatever the reader made of it (numpy arrays from parquet via
+    pandas, lists from ``datasets``), so one pool hashes alike through either."""
+    if isinstance(value, np.ndarray):
+        return [_canonical(v) for v in value.tolist()]
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, Mapping):
+        return {str(k): _canonical(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_canonical(v) for v in value]
+    return value
+
+
+def row_contents(pool: Any) -> tuple[str, list[str]] | None:
+    """(column, one hash per row) of the first of :data:`CONTENT_COLUMNS` the pool has: what each
+    row's task is, for the pool's fingerprint; None when it has none of them."""
+    import hashlib
+    import json
+
+    names = getattr(pool, "column_names", None)
+    if names is None and hasattr(pool, "columns"):
+        names = list(pool.columns)
+    if names is None and isinstance(pool, Sequence) and pool and isinstance(pool[0], Mapping):
+        names = list(pool[0])
+    column = next((c for c in CONTENT_COLUMNS if c in set(names or ())), None)
+    if column is None:
+        return None
+    out = []
+    for value in column_values(pool, column):
+        text = json.dumps(_canonical(value), sort_keys=True, default=str, ensure_ascii=False)
+        out.append(hashlib.sha256(text.encode()).hexdigest()[:16])
+    return column, out
+
+
+def bind_pool(selector: Any, task_ids: Sequence[Any], column: str, pool: Any = None) -> None:
     """Bind ``selector`` to the pool whose rows carry ``task_ids`` (:meth:`bots_rft.BOTS.set_pool`:
-    its checkpoints record the pool, and a state recorded on another pool is refused); a
-    selector without ``set_pool`` is left alone."""
+    its checkpoints record the pool, and a state recorded on another pool is refused), with each
+    row's prompt (:func:`row_contents`) when ``pool`` has one, so another pool of the same size
+    and ids is told apart. A selector without ``set_pool`` is left alone."""
     set_pool = getattr(selector, "set_pool", None)
-    if callable(set_pool):
-        set_pool([_as_id(v, column) for v in task_ids], source=column)
+    if not callable(set_pool):
+        return
+    ids = [_as_id(v, column) for v in task_ids]
+    contents = row_contents(pool) if pool is not None else None
+    if contents is not None and len(contents[1]) != len(ids):
+        contents = None  # a reader that filters rows (too long prompts): ids alone
+    set_pool(ids, content=None if contents is None else contents[1], source=column)
 
 
 def _reference_arrays(evidence: Any) -> list[tuple[str, FloatArray]]:
@@ -194,21 +241,21 @@ def _reference_arrays(evidence: Any) -> list[tuple[str, FloatArray]]:
 
 
 def _numeric_columns(pool: Any) -> list[str]:
-    """Top-level columns of a pool whose values look like numbers (candidates for references)."""
-    names = getattr(pool, "column_names", None)
-    if names is None and hasattr(pool, "columns"):
-        names = list(pool.columns)
-    if names is None and isinstance(pool, Sequence) and pool and isinstance(pool[0], Mapping):
-        names = list(pool[0])
-    out = []
-    for name in names or ():
-        try:
-            first = next(iter(column_values(pool, str(name))), None)
-        except (DataError, InvalidTypeError, TypeError, KeyError):
-            continue
-        if isinstance(first, (float, np.floating)) or first is None:
-            out.append(str(name))
-    return out
+    """Top-level float columns of a pool (candidates for reference pass rates), read from its
+    schema where it has one (``datasets`` features, pandas dtypes), else from its first row."""
+    features = getattr(pool, "features", None)
+    if isinstance(features, Mapping):
+        return [
+            str(name)
+            for name, feature in features.items()
+            if str(getattr(feature, "dtype", "")).startswith(("float", "double", "half"))
+        ]
+    dtypes = getattr(pool, "dtypes", None)
+    if dtypes is not None and hasattr(dtypes, "items"):
+        return [str(name) for name, dtype in dtypes.items() if getattr(dtype, "kind", "") == "f"]
+    if isinstance(pool, Sequence) and pool and isinstance(pool[0], Mapping):
+        return [str(k) for k, v in pool[0].items() if v is None or isinstance(v, (float, np.floating))]
+    return []
 
 
 def check_references_by_id(selector: Any, pool: Any, task_ids: Sequence[Any], column: str) -> None:

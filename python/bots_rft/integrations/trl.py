@@ -435,7 +435,7 @@ def attach_bots(
             f"reward_func: {trainer.reward_func_names[index]!r} is a reward model; pick a Python reward function"
         )
 
-    bind_pool(selector, ids, task_id_column)  # the last check: a resumed selector on another pool
+    bind_pool(selector, ids, task_id_column, dataset)  # the last check: a resumed selector on another pool
     hook = BOTSTrainerHook(
         trainer, selector, sampler, recorder, select_at=select_at, success_threshold=success_threshold
     )

@@ -422,7 +422,7 @@ class AsyncBOTS:
         if not np.any(rows >= 0):
             raise ConfigError("dataset: holds no task of the selector")
         check_references_by_id(selector, dataset, ids, task_id_column)
-        bind_pool(selector, ids, task_id_column)
+        bind_pool(selector, ids, task_id_column, dataset)
         self.dataset = dataset
         self.task_id_column = task_id_column
         self._groups_per_update = groups_per_update

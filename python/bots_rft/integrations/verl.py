@@ -502,7 +502,14 @@ _KEY_OF = {
 
 
 def _resumed(
-    path: str, cfg: dict[str, Any], kwargs: dict[str, Any], evidence: Any, num_tasks: int, column: str, ids: list[Any]
+    path: str,
+    cfg: dict[str, Any],
+    kwargs: dict[str, Any],
+    evidence: Any,
+    num_tasks: int,
+    column: str,
+    ids: list[Any],
+    frame: Any,
 ) -> BOTS:
     """The selector of ``bots.checkpoint``: built from this run's config (unset BOTS keys take the
     checkpoint's values), bound to this run's pool, then loaded with the checkpoint's state. A
@@ -527,7 +534,7 @@ def _resumed(
             "(bots.num_tasks, or the largest task id + 1)"
         )
     selector = BOTS(num_tasks, evidence=evidence, **kwargs)
-    bind_pool(selector, ids, column)
+    bind_pool(selector, ids, column, frame)
     try:
         selector.load_state_dict(state, params=choice)  # type: ignore[arg-type]  # checked above
     except CheckpointError as exc:
@@ -588,7 +595,7 @@ def build_sampler(config: Any, dataset: Any, selector: BOTS | None = None) -> BO
         rows_of_tasks(int_ids, int(num_tasks), column)  # validates ids before reading columns
         evidence = _evidence(frame, cfg, column, int(num_tasks))
         if cfg.get("checkpoint"):
-            selector = _resumed(str(cfg["checkpoint"]), cfg, kwargs, evidence, int(num_tasks), column, int_ids)
+            selector = _resumed(str(cfg["checkpoint"]), cfg, kwargs, evidence, int(num_tasks), column, int_ids, frame)
         else:
             selector = BOTS(int(num_tasks), evidence=evidence, **kwargs)
     else:
@@ -597,7 +604,7 @@ def build_sampler(config: Any, dataset: Any, selector: BOTS | None = None) -> BO
         raise ConfigError(f"data.train_batch_size: {chunk} exceeds the {len(int_ids)} training rows")
     sampler = BOTSPromptSampler(selector, int_ids, chunk, cfg.get("success_threshold"), column)
     sampler.resume_params = resume_params
-    bind_pool(selector, int_ids, column)
+    bind_pool(selector, int_ids, column, frame)
     return sampler
 
 

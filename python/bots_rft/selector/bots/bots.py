@@ -742,21 +742,23 @@ class BOTS(_BackendChoice, SelectorBase):
         with self._lock:
             return {"evidence": evidence_identity(self._estimator_state()), "pool": self._pool}
 
-    def set_pool(self, task_ids: Any, *, source: str = "task_ids") -> str:
+    def set_pool(self, task_ids: Any, *, content: Any = None, source: str = "task_ids") -> str:
         """Bind this selector to a pool: the task ids a dataset holds (any order; rows without a
-        task are left out). Its fingerprint (:func:`~bots_rft.selector.bots.state.pool_fingerprint`) is
-        recorded in every :meth:`state_dict`, and :meth:`load_state_dict` refuses a state recorded
-        on another pool. A selector already bound (or restored from a checkpoint that recorded a
-        pool) refuses a different one with a :class:`DataError` naming ``source``. Returns the
-        fingerprint. The trainer integrations call it with their dataset's task-id column."""
+        task are left out) and, optionally, ``content``, one string per id saying what the task
+        is (the trainer integrations pass a hash of each row's prompt, so another pool of the same
+        size and ids is told apart). Its fingerprint
+        (:func:`~bots_rft.selector.bots.state.pool_fingerprint`) is recorded in every
+        :meth:`state_dict`, and :meth:`load_state_dict` refuses a state recorded on another pool.
+        A selector already bound (or restored from a checkpoint that recorded a pool) refuses a
+        different one with a :class:`DataError` naming ``source``. Returns the fingerprint."""
         ids = np.asarray(task_ids if isinstance(task_ids, np.ndarray) else list(task_ids), dtype=np.int64)
-        fingerprint = pool_fingerprint(ids)
+        fingerprint = pool_fingerprint(ids, None if content is None else list(content))
         with self._lock:
             if self._pool is not None and self._pool != fingerprint:
                 raise DataError(
-                    f"{source}: this pool's task ids ({np.unique(ids).size} distinct, fingerprint {fingerprint}) are "
-                    f"not the pool this selector was built or checkpointed on (fingerprint {self._pool}); resume on "
-                    "the same pool, or start a fresh selector"
+                    f"{source}: this pool ({np.unique(ids).size} task ids, fingerprint {fingerprint}) is not the pool "
+                    f"this selector was built or checkpointed on (fingerprint {self._pool}); resume on the same "
+                    "pool, or start a fresh selector"
                 )
             self._pool = fingerprint
         return fingerprint

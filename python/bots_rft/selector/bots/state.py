@@ -4,7 +4,7 @@ layout (:func:`selector_state`), and the checks and readers every backend loads 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -152,11 +152,24 @@ def evidence_identity(evidence: dict[str, Any] | None) -> dict[str, Any] | None:
     return out
 
 
-def pool_fingerprint(task_ids: Iterable[Any]) -> str:
-    """A pool's fingerprint: the first 16 hex digits of the SHA-256 of its distinct task ids,
-    ascending, as int64 (so the rows' order does not matter, which ids are there does)."""
-    ids = np.unique(np.asarray(list(task_ids) if not isinstance(task_ids, np.ndarray) else task_ids, dtype=np.int64))
-    return hashlib.sha256(b"bots-rft/pool\0" + ids.astype("<i8").tobytes()).hexdigest()[:16]
+def pool_fingerprint(task_ids: Iterable[Any], content: Sequence[str] | None = None) -> str:
+    """A pool's fingerprint: the first 16 hex digits of a SHA-256 over its distinct task ids,
+    ascending, as int64, and, with ``content`` (one string per entry of ``task_ids``, e.g. a hash
+    of each row's prompt), each task's content in the same order. The rows' order does not
+    matter; which ids are there does, and with ``content`` what each id holds (so another pool of
+    the same size is told apart)."""
+    ids = np.asarray(list(task_ids) if not isinstance(task_ids, np.ndarray) else task_ids, dtype=np.int64)
+    order = np.argsort(ids, kind="stable")
+    digest = hashlib.sha256(b"bots-rft/pool\0")
+    if content is None:
+        digest.update(np.unique(ids).astype("<i8").tobytes())
+        return digest.hexdigest()[:16]
+    if len(content) != ids.size:
+        raise InvalidArgumentError(f"content: {len(content)} entries for {ids.size} task ids", "content")
+    digest.update(b"content\0" + ids[order].astype("<i8").tobytes())
+    for i in order.tolist():
+        digest.update(str(content[i]).encode() + b"\0")
+    return digest.hexdigest()[:16]
 
 
 def state_pool(state: dict[str, Any]) -> str | None:
