@@ -380,3 +380,28 @@ def test_the_trl_smoke_run_removes_its_temporary_folder(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-2000:]
     assert "read back: identical posterior" in done.stdout and "removed the temporary output folder" in done.stdout
     assert not [p for p in tmp_path.iterdir() if p.name.startswith("trl_grpo_bots_")]
+
+
+def test_a_pool_hashes_alike_through_pandas_and_datasets(tmp_path: Path) -> None:
+    """verl's --check reads the training parquet with pandas (chat prompts as numpy arrays), its
+    trainer with datasets (lists): a checkpoint of one must match a selector bound through the other."""
+    pd = pytest.importorskip("pandas")
+    datasets = pytest.importorskip("datasets")
+    from bots_rft.integrations.tasks import bind_pool
+
+    rows = [{"prompt": [{"role": "user", "content": f"task {t}"}], "extra_info": {"index": t}} for t in IDS]
+    pd.DataFrame(rows).to_parquet(tmp_path / "pool.parquet")
+    frame = pd.read_parquet(tmp_path / "pool.parquet")
+    hf = datasets.Dataset.from_parquet(str(tmp_path / "pool.parquet"))
+    pools = []
+    for pool in (frame, hf, rows):
+        sel = BOTS(N)
+        bind_pool(sel, IDS, "extra_info.index", pool)
+        pools.append(sel.pool)
+    assert pools[0] == pools[1] == pools[2]
+    other = BOTS(N)
+    bind_pool(other, IDS, "extra_info.index", [{**r, "prompt": [{"role": "user", "content": "x"}]} for r in rows])
+    assert other.pool != pools[0]
+    ids_only = BOTS(N)
+    bind_pool(ids_only, IDS, "extra_info.index", [{"extra_info": {"index": t}} for t in IDS])  # no prompt column
+    assert ids_only.pool not in (None, pools[0])
