@@ -484,3 +484,19 @@ def test_a_function_under_test_named_like_a_standard_module_is_the_programs() ->
     good = "def statistics(xs):\n    return sorted(xs)[len(xs) // 2]\n\ndef queue(n):\n    return list(range(n))\n"
     assert reward(good, spec).reward == 1.0
     assert reward("import statistics, queue\n", spec).reward == 0.0
+
+
+@needs_kernel
+@pytest.mark.skipif(os.geteuid() != 0, reason="the namespace-wide cap belongs to the start as root")
+def test_the_user_namespace_caps_what_all_its_sandboxes_charge_to_root() -> None:
+    """Started as root, the sandboxes of a process live in one user namespace created with a cap
+    on pending signals: even a sandbox allowed far more of its own cannot take root's count past
+    that cap (16,384), whatever the other sandboxes hold."""
+    code = (
+        "import signal, threading\nsig = signal.SIGRTMIN + 1\nsignal.pthread_sigmask(signal.SIG_BLOCK, [sig])\n"
+        "n = 0\ntry:\n    while n < 200_000:\n        signal.pthread_kill(threading.get_ident(), sig)\n        n += 1\n"
+        "except OSError:\n    pass\nprint(n)\n"
+    )
+    run = run_python(code, limits=SandboxLimits(timeout_s=20.0, memory_mb=256, pending_signals=100_000))
+    assert run.ok, run
+    assert 0 < int(run.stdout) <= 16_384, run.stdout
