@@ -27,6 +27,7 @@ from .config import PEER_PARAMS, SELECTION_PARAMS
 from .pool_identity import compare_pools, grown_state, load_pool_ids
 from .run_checkpoint import load_model_state, load_training_state, load_tree, set_rng_state
 from .run_selector import load_selector, selector_file
+from .step_batches import RolloutMode
 
 if TYPE_CHECKING:
     import torch
@@ -67,11 +68,7 @@ class ResumableRun(Protocol):
     @property
     def guard(self) -> GroupGuard | None: ...
     @property
-    def plans(self) -> bool: ...
-    @property
-    def rolls_itself(self) -> bool: ...
-    @property
-    def dynamic_sampling(self) -> bool: ...
+    def rollout_mode(self) -> RolloutMode: ...
     @property
     def rank0_selector(self) -> Selector: ...
     def queued_ids(self) -> list[int]: ...
@@ -111,7 +108,11 @@ def restore(trainer: ResumableRun, path: Path) -> None:
     adapt = _check_pool(trainer, path, state["trainer"].get("pool")) if trainer.dist.is_main else None
     saved = state["trainer"].get("config", {})
     takes = {p.name for p in trainer.method.params}
-    for key in RESUME_KEYS + (_PLAN_KEYS if trainer.plans else ()) + tuple(k for k in _PEER_KEYS if k in takes):
+    for key in (
+        RESUME_KEYS
+        + (_PLAN_KEYS if trainer.rollout_mode is RolloutMode.PLANNED else ())
+        + tuple(k for k in _PEER_KEYS if k in takes)
+    ):
         if key in saved and saved[key] != getattr(cfg, key):
             raise ConfigError(
                 f"{key}: the checkpoint in {str(path)!r} was trained with {saved[key]!r}, now {getattr(cfg, key)!r}"
@@ -142,7 +143,7 @@ def restore(trainer: ResumableRun, path: Path) -> None:
                 int(state["trainer"]["step"]) + 1,
                 ", ".join(f"{k}={v!r}" for k, v in changed.items()),
             )
-    if trainer.rolls_itself and trainer.dist.is_main:
+    if trainer.rollout_mode is RolloutMode.CALLBACK and trainer.dist.is_main:
         _load_kept_rows(trainer, path)
     t = state["trainer"]
     trainer.step = int(t["step"])
@@ -224,7 +225,11 @@ def _load_selector(trainer: ResumableRun, path: Path, adapt: Any) -> Selector:
     method's (``proposer``); that state is restored into the method's selector."""
     selector = trainer.rank0_selector
     wrapped = path / "selector_state.bots"
-    if trainer.dynamic_sampling and not selector_file(path, selector).exists() and wrapped.exists():
+    if (
+        trainer.rollout_mode is RolloutMode.DAPO_FILL
+        and not selector_file(path, selector).exists()
+        and wrapped.exists()
+    ):
         state = load_state(wrapped)
         if state.get("kind") == "dynamic_sampling" and isinstance(state.get("proposer"), dict):
             inner = adapt(state["proposer"]) if adapt is not None else state["proposer"]

@@ -9,7 +9,7 @@ For ``method=bots-plan`` the selector is the BOTS posterior the trainer's plans 
 (:meth:`bots_rft.BOTS.plan`; the trainer rolls the plan out itself).
 
 The trainer builds the method's selector alone (``dynamic_sampling`` off) and, with dynamic
-sampling, runs DAPO's fill loop itself (:meth:`bots_rft.train.trainer.GRPOTrainer.fill_batch`);
+sampling, runs DAPO's fill loop itself (:class:`bots_rft.train.step_batches.FillBatches`);
 ``method=dynamic``'s generation batches then come from :class:`bots_rft.selector.peers.dapo.EpochOrder`.
 Given ``dynamic_sampling`` and a ``rollout`` callback, :func:`make_selector` instead wraps the
 method in :class:`~bots_rft.selector.peers.dapo.DynamicSampling`, which rolls out inside ``select``

@@ -17,22 +17,11 @@ Each step runs six stages, each a method of :class:`GRPOTrainer`, top to bottom 
    lr after a linear warm-up (:mod:`.optimise`);
 6. ``step_record``: the step's metrics, which :meth:`GRPOTrainer.run` logs.
 
-With DAPO's dynamic sampling (``method=dynamic``, or ``dynamic_sampling`` on top of a method),
-stages 1-3 repeat in :meth:`GRPOTrainer.fill_batch` until B tasks with informative groups are
-found; stage 4 then sees every group rolled out, the dropped ones included.
-
-With ``method=bots-plan``, stage 1 is :meth:`GRPOTrainer.plan_batch`'s plan (:meth:`bots_rft.BOTS.plan`:
-tasks and a rollout count for each under a budget of ``batch_size * rollouts``); each group of
-equal counts is rolled out and scored as its own batch, the selector learns every task's
-successes out of its own count, and the step's record charges the rollouts actually spent.
-
-With a method that rolls out inside its own selection (``greso``, ``speed``, ``knapsack``,
-``reinforce-ada``, ``bots-screen``: :class:`bots_rft.baselines.RollsOut`), stage 1 is
-:meth:`GRPOTrainer.peer_batch`: the selector's ``select`` calls the trainer's rollout callback
-(:meth:`GRPOTrainer.peer_rollout`) once per generation round, which generates, scores and keeps
-each task's completion rows (:class:`.self_rolling.KeptRows`); each trained task's group is then
-taken from its kept rows with the trials the selector reports (:func:`.self_rolling.trained_rows`),
-and the step's record charges every rollout generated (``RolledBatch.rollouts``).
+How stages 1-3 find the batch depends on the method's rollout mode
+(:mod:`.step_batches`: ``plain``, DAPO's ``dapo_fill``, bots-plan's ``planned``, and ``callback``
+for selectors that roll out inside their own selection); each mode's strategy returns one
+:class:`~.step_batches.StepBatch` that says what was trained on and what it cost, so stages 4-6
+are the same for every method (:mod:`.step_record` builds the record).
 """
 
 from __future__ import annotations
@@ -53,18 +42,15 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from .. import Picks, PosteriorSelector
-from ..calibration import calibration_metrics
+from .. import PosteriorSelector
 from ..checkpoint import save_state
 from ..data import TaskPool
 from ..errors import ConfigError, InvalidArgumentError
-from ..integrations.step_metrics import pick_distributions
 from ..llm.models import resolve_device
-from ..metrics import effective_ratios
 from ..rewards import RewardScorer
 from ..selector.guard import GroupGuard
 from ..selector.peers.dapo import EpochOrder
-from ..selector.protocol import RollsOut, Selector
+from ..selector.protocol import Selector
 from ..selector.registry import method
 from .config import TrainConfig
 from .distributed import Dist
@@ -76,13 +62,15 @@ from .optimise import grpo_update
 from .policy import load_policy, unwrap
 from .pool_identity import save_pool_ids
 from .resume import GUARD_FILE, ROWS_FILE, restore, restore_guard
-from .rollout import PlannedRollouts, Rollouts, concat_rollouts, generate_planned_rollouts, generate_rollouts
+from .rollout import PlannedRollouts, Rollouts, generate_planned_rollouts, generate_rollouts
 from .run_checkpoint import latest_checkpoint, rng_state, save_checkpoint, save_tree, set_rng_state
 from .run_selector import make_selector, save_selector
 from .sampling_copy import int8_twin
 from .scoring import VerifierErrors, register_config_verifiers, score_texts
 from .self_rolling import KeptRows
 from .sft import sft_warmup
+from .step_batches import CallbackBatches, RolloutMode, StepBatch, batch_strategy, rollout_mode
+from .step_record import StepResults, StepTimes, step_record
 from .stops import RunInterrupted, VerifierErrorStop, signal_name
 
 __all__ = ["GRPOTrainer", "TrainResult", "train", "resolve_eval_pool"]
@@ -114,89 +102,6 @@ def resolve_eval_pool(cfg: TrainConfig) -> Path | None:
     p = Path(cfg.pool)
     sibling = p.with_name("eval.parquet")
     return sibling if p.name == "train.parquet" and sibling.exists() else None
-
-
-@dataclass
-class _StepTimes:
-    """One rank's time and work in the step's stages so far."""
-
-    select_s: float = 0.0  # in the selector's select (rank 0)
-    gen_s: float = 0.0
-    reward_s: float = 0.0
-    gen_tokens: int = 0
-    # What BOTS drew for the step's picks (rank 0; BOTS only): logged as distributions.
-    picks: list[Picks] = field(default_factory=list)
-
-
-def _pick_record(picks: list[Picks]) -> dict[str, float]:
-    """Quantiles of what BOTS drew for a step's picks: ``pick_mean_p*`` (posterior means),
-    ``pick_theta_p*`` (the sampled rates ranked), ``pick_predicted_p*`` (the estimator's p̃)."""
-    if not picks:
-        return {}
-    alpha = np.concatenate([p.alpha for p in picks])
-    beta = np.concatenate([p.beta for p in picks])
-    theta = np.concatenate([p.theta for p in picks])
-    out = pick_distributions(alpha / (alpha + beta), theta, np.concatenate([p.predicted for p in picks]))
-    return {key.removeprefix("bots/"): value for key, value in out.items()}
-
-
-def _plan_record(counts: npt.NDArray[np.float64] | None) -> dict[str, Any]:
-    """A plan's rollouts per task (bots-plan only): ``rollout_counts`` (one per task id, in the
-    record's order), their mean ``rollouts_per_task`` and ``rollout_count_hist`` ({count: tasks})."""
-    if counts is None:
-        return {}
-    values, tasks = np.unique(counts.astype(np.int64), return_counts=True)
-    return {
-        "rollout_counts": counts.astype(np.int64).tolist(),
-        "rollouts_per_task": float(counts.mean()),
-        "rollout_count_hist": {str(v): int(c) for v, c in zip(values.tolist(), tasks.tolist())},
-    }
-
-
-def _calibration_record(picks: list[Picks], task_ids: list[int], successes: Any, trials: Any) -> dict[str, float]:
-    """How well BOTS predicted the step's groups (:mod:`bots_rft.calibration`): ``calibration_brier``,
-    ``calibration_ece``, ``calibration_spearman`` of the picks' posterior means at selection time
-    against their k/n, and ``zero_variance_share`` (every selector)."""
-    predicted = np.full(len(task_ids), np.nan)
-    if picks:
-        ids = np.concatenate([p.ids for p in picks])
-        alpha = np.concatenate([p.alpha for p in picks])
-        means = alpha / (alpha + np.concatenate([p.beta for p in picks]))
-        by_id = dict(zip(ids.tolist(), means.tolist()))
-        predicted = np.array([by_id.get(t, np.nan) for t in task_ids], dtype=np.float64)
-    step = calibration_metrics(predicted, successes, trials)
-    return {key.removeprefix("bots/"): value for key, value in step.metrics().items()}
-
-
-@dataclass
-class _Batch:
-    """A step's batch: B task ids (the same on every rank), this rank's scored rollouts of its
-    share, and every group rolled out to find them (the batch itself without dynamic sampling)."""
-
-    task_ids: list[int]
-    rollouts: Rollouts | PlannedRollouts | None  # None when this rank's share is empty
-    rolled_ids: npt.NDArray[np.int64]
-    rolled_successes: npt.NDArray[np.float64]
-    # Each rolled-out group's rollouts (a plan's counts); None: ``rollouts`` each.
-    rolled_trials: npt.NDArray[np.float64] | None = None
-    # A selector that rolls out itself: each trained task's rollouts, every rollout its selection
-    # generated (charged), and its generation rounds. None: the batch is charged as above.
-    trained_counts: npt.NDArray[np.float64] | None = None
-    charged: int | None = None
-    rounds: int | None = None
-
-
-@dataclass
-class _StepResults:
-    """The batch's outcome over all ranks, on every rank."""
-
-    successes: npt.NDArray[np.float64]  # [B]: each task's rewards summed
-    reward_mean: float  # over every rollout of the batch
-    lengths: list[int]  # completion tokens per rollout
-    errors: VerifierErrors
-    gen_s: float  # the slowest rank's
-    reward_s: float
-    gen_tokens: int  # all ranks'
 
 
 def _frozen_copy(model: Any) -> Any:
@@ -257,24 +162,16 @@ class GRPOTrainer:
                 f"{w} data-parallel processes"
             )
         self.method = method(cfg.method)
-        # bots-plan rolls out per-task counts: the trainer plans and generates them itself.
-        self.plans = self.method.name == "bots-plan"
-        # The methods that roll out inside their own selection, through the trainer's callback.
-        self.rolls_itself = self.method.rolls_out and self.method.name not in ("bots-plan", "dynamic")
-        if (self.plans or self.rolls_itself) and self.dist.enabled:
-            raise ConfigError(
-                f"method: {cfg.method!r} trains on one process (its tasks have their own rollout counts, "
-                f"which this trainer does not split over data-parallel ranks), got {w} processes"
-            )
+        # How the method's steps find their batch (every rank takes the same path through a step,
+        # so this comes from the config, not from the selector only rank 0 holds).
+        self.rollout_mode = rollout_mode(self.method, cfg.dynamic_sampling)
+        self.batches = batch_strategy(self.rollout_mode, self)
         if cfg.sft_steps and not cfg.resume and self.dist.enabled and cfg.distributed == "fsdp":
             # The warm-up trains rank 0's whole policy, which FSDP holds sharded over the ranks.
             raise ConfigError(
                 f"sft_steps: the warm-up runs on one process or under distributed=ddp, not fsdp; warm up "
                 f"first (bots compare --warmup-only) and train from that model, got {cfg.sft_steps}"
             )
-        # Every rank takes the same path through a step, so this comes from the config, not
-        # from the selector only rank 0 holds.
-        self.dynamic_sampling = (self.method.name == "dynamic") or cfg.dynamic_sampling
 
     def _load_data(self) -> None:
         """The training pool (its prompts, reference columns, identity) and the held-out rows."""
@@ -326,9 +223,6 @@ class GRPOTrainer:
         self.scorer = RewardScorer(workers=cfg.reward_workers, timeout=cfg.reward_timeout)
         # A self-rolling selector's kept completion rows, and its current step's generation.
         self.kept = KeptRows(int(self.tok.pad_token_id))
-        self._rounds = 0
-        self._generated = 0
-        self._callback_s = 0.0
         self.selector: Selector | None = None  # rank 0's; the other ranks follow its broadcasts
         if self.dist.is_main:
             self.selector = self._make_selector()
@@ -340,15 +234,15 @@ class GRPOTrainer:
         self._abortable = False  # a signal may abandon the step in progress (see _on_signal)
         self._snapshot: dict[str, Any] | None = None
         self._step_errors = VerifierErrors()
-        self._times = _StepTimes()
+        self.times = StepTimes()
 
     def _make_selector(self) -> Any:
         """The selector of ``method``; with dynamic sampling, the one that proposes each
         generation batch (for the method that rolls out itself, ``dynamic``: DAPO's epoch order,
         which the fill loop filters as the method's own selector would)."""
-        if self.rolls_itself:
-            return make_selector(self.cfg, len(self.pool), self.weak, self.strong, rollout=self.peer_rollout)
-        if self.method.rolls_out and not self.plans:
+        if isinstance(self.batches, CallbackBatches):
+            return make_selector(self.cfg, len(self.pool), self.weak, self.strong, rollout=self.batches.rollout)
+        if self.method.rolls_out and self.rollout_mode is RolloutMode.DAPO_FILL:  # method=dynamic
             return EpochOrder(len(self.pool), seed=self.cfg.seed)
         selector = make_selector(self.cfg.replace(dynamic_sampling=False), len(self.pool), self.weak, self.strong)
         if self.cfg.filler_tasks and self.cfg.filler_column:
@@ -634,7 +528,7 @@ class GRPOTrainer:
     def _save_extra(self, directory: Path) -> None:
         """Beside the selector: the pool's ids, and a self-rolling selector's queued rows."""
         save_pool_ids(directory, self.pool)
-        if self.rolls_itself:
+        if self.rollout_mode is RolloutMode.CALLBACK:
             save_tree(directory, ROWS_FILE, self.kept.state())
 
     def _save_selection(self, directory: Path) -> None:
@@ -666,20 +560,16 @@ class GRPOTrainer:
 
     # ------------------------------------------------------------------- the stages of a step
     # A step is: select a batch -> roll it out -> score it -> feed the selector -> optimise ->
-    # log (the record :meth:`train_step` returns, written by :meth:`run`). With DAPO's dynamic
-    # sampling, the first three repeat in :meth:`fill_batch` until the batch is full. Every
-    # stage is collective (each rank calls it in the same order); rank 0 holds the selector.
+    # log (the record :meth:`train_step` returns, written by :meth:`run`). The method's batch
+    # strategy (``self.batches``, :mod:`.step_batches`) runs the first three as its rollout mode
+    # needs (DAPO's fill repeats them until the batch is full). Every stage is collective (each
+    # rank calls it in the same order); rank 0 holds the selector.
     def train_step(self) -> dict[str, Any]:
         """One GRPO step (collective). The record is complete on rank 0."""
         self.step += 1
         t0 = time.perf_counter()
-        self._times = _StepTimes()
-        if self.plans:
-            batch = self.plan_batch()
-        elif self.rolls_itself:
-            batch = self.peer_batch()
-        else:
-            batch = self.fill_batch() if self.dynamic_sampling else self.one_batch()
+        self.times = StepTimes()
+        batch = self.batches()
         results = self.gather_results(batch)
         self._stop_on_verifier_errors(results.errors)  # before the selector or the model learn from them
         update_s = self.feed_selector(batch.rolled_ids, batch.rolled_successes, batch.rolled_trials)
@@ -687,134 +577,6 @@ class GRPOTrainer:
         stats = self.optimise(batch.rollouts)
         train_s = time.perf_counter() - t_train
         return self.step_record(batch, results, stats, update_s=update_s, train_s=train_s, t0=t0)
-
-    def one_batch(self) -> _Batch:
-        """Select B tasks, roll them out, score them: the batch, every group of which is trained on."""
-        ids = self.select_batch(self.cfg.batch_size)
-        ro = self.score(self.roll_out(ids))
-        return _Batch(ids, ro, np.asarray(ids, dtype=np.int64), self.gather_successes(ro))
-
-    def plan_batch(self) -> _Batch:
-        """BOTS-Plan: plan tasks and a rollout count for each (:meth:`select_plan`), roll each
-        task out its count of times (:meth:`roll_out_plan`), score them: the batch, every group
-        of which is trained on and fed to the selector with its own count as trials."""
-        ids, counts = self.select_plan()
-        ro = self.roll_out_plan(ids, counts)
-        for part in ro.parts:
-            self.score(part)
-        successes = np.asarray([sum(r) for r in ro.task_rewards()], dtype=np.float64)
-        return _Batch(ids, ro, np.asarray(ids, dtype=np.int64), successes, np.asarray(counts, dtype=np.float64))
-
-    def peer_batch(self) -> _Batch:
-        """Stages 1-3 for a selector that rolls out itself (one process): its ``select`` calls
-        :meth:`peer_rollout` once per generation round; each trained task's group is taken from
-        that task's kept rows with the trials the selector reports
-        (:func:`.self_rolling.trained_rows`), tasks sharing a count in one part of a
-        :class:`PlannedRollouts`; the rows of tasks the selector does not queue are then dropped.
-        The selector learns from its own batch (``update(task_ids, successes, trials)``)."""
-        cfg = self.cfg
-        self._rounds = self._generated = 0
-        self._callback_s = 0.0
-        t = time.perf_counter()
-        sel = self.rank0_selector
-        ids = [int(i) for i in sel.select(cfg.batch_size)]
-        rolled = sel.take_batch() if isinstance(sel, RollsOut) else None
-        self._times.select_s += time.perf_counter() - t - self._callback_s
-        if rolled is None or [int(i) for i in rolled.task_ids] != ids:
-            raise InvalidArgumentError(f"method: {cfg.method!r} handed over no batch for its selection", "method")
-        counts = [int(round(float(c))) for c in rolled.trials]
-        groups = [self.kept.group(tid, s, c) for tid, s, c in zip(ids, rolled.successes.tolist(), counts)]
-        pad = int(self.tok.pad_token_id)
-        parts: list[Rollouts] = []
-        order: list[tuple[int, int]] = [(0, 0)] * len(ids)
-        for count in sorted(set(counts)):
-            members = [i for i, c in enumerate(counts) if c == count]
-            for position, i in enumerate(members):
-                order[i] = (len(parts), position)
-            parts.append(concat_rollouts([groups[i] for i in members], pad))
-        self.kept.keep_only(self.queued_ids())
-        trained = np.asarray(counts, dtype=np.float64)
-        return _Batch(
-            ids,
-            PlannedRollouts(parts, order),
-            np.asarray(rolled.task_ids, dtype=np.int64),
-            np.asarray(rolled.successes, dtype=np.float64),
-            np.asarray(rolled.trials, dtype=np.float64),
-            trained_counts=trained,
-            charged=int(rolled.rollouts),
-            rounds=self._rounds,
-        )
-
-    def peer_rollout(self, task_ids: npt.NDArray[np.int64], counts: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
-        """The rollout callback of a selector that rolls out itself: one generation round, task
-        ``task_ids[i]`` sampled ``counts[i]`` times (either engine), scored by the pool's
-        verifiers, its rows kept; returns each task's successes (its rewards summed)."""
-        t = time.perf_counter()
-        ids = [int(i) for i in np.asarray(task_ids).tolist()]
-        cnts = [int(c) for c in np.asarray(counts).tolist()]
-        ro = self.roll_out_plan(ids, cnts)
-        for part in ro.parts:
-            self.score(part)
-        self.kept.add(ro)
-        self._rounds += 1
-        self._generated += sum(cnts)
-        self._callback_s += time.perf_counter() - t
-        return np.asarray([sum(r) for r in ro.task_rewards()], dtype=np.float64)
-
-    def select_plan(self) -> tuple[list[int], list[int]]:
-        """Stage 1 for bots-plan (rank 0's BOTS): the plan with the most expected informative
-        groups under a budget of ``batch_size * rollouts`` rollouts, ``n_min <= counts <= n_max``
-        (:meth:`bots_rft.BOTS.plan`; one selection of the random stream): ids and counts."""
-        cfg = self.cfg
-        plan: tuple[list[int], list[int]] | None = None
-        if self.dist.is_main:
-            t = time.perf_counter()
-            sel = self.rank0_selector
-            if not isinstance(sel, PosteriorSelector):  # the config's method check makes this BOTS
-                raise InvalidArgumentError(f"method: {cfg.method!r} has no posterior to plan from", "method")
-            chosen = sel.plan(cfg.batch_size * cfg.rollouts, cfg.n_min, cfg.n_max)
-            plan = ([int(i) for i in chosen.ids], [int(c) for c in chosen.counts])
-            self._times.select_s += time.perf_counter() - t
-            self._times.picks.append(sel.explain(plan[0]))
-        return self.dist.broadcast(plan)  # type: ignore[no-any-return]
-
-    def fill_batch(self) -> _Batch:
-        """DAPO's dynamic sampling (Yu et al., 2025): select ``oversample * B`` tasks not yet
-        rolled out this step, roll them out and score them; keep the groups whose rewards
-        disagree (0 < successes < n: a group with all-equal rewards has zero advantage and
-        teaches nothing); repeat until B are kept or ``max_rounds`` rounds were spent, then top
-        the batch up with dropped groups. Every rolled-out group, kept or dropped, reaches the
-        selector (dropped groups are the clearest evidence of solved or hopeless tasks), and
-        every rollout beyond B * n is counted as extra cost."""
-        cfg = self.cfg
-        b, n = cfg.batch_size, cfg.rollouts
-        per_round = max(b, int(np.ceil(cfg.oversample * b)))
-        rolled = np.zeros(len(self.pool), dtype=bool)  # no task is rolled out twice in a step
-        kept: list[tuple[int, float]] = []  # (task id, successes), in the order rolled out
-        dropped: list[tuple[int, float]] = []
-        mine: dict[int, Rollouts] = {}  # this rank's rollouts, by task
-        for _ in range(cfg.max_rounds):
-            ids = self.select_batch(per_round, exclude=rolled)
-            if not ids:
-                break
-            rolled[ids] = True
-            ro = self.score(self.roll_out(ids))
-            successes = self.gather_successes(ro)
-            if ro is not None:
-                cpu = ro.to(torch.device("cpu"))
-                mine.update({tid: cpu.take([pos]) for pos, tid in enumerate(self.dist.shard(ids))})
-            for tid, s in zip(ids, successes.tolist()):
-                (kept if 0 < s < n else dropped).append((tid, s))
-            if len(kept) >= b:
-                break
-        groups = kept + dropped  # the kept first: dropped groups only top up a short batch
-        task_ids = [tid for tid, _ in groups[:b]]
-        return _Batch(
-            task_ids,
-            self._share_of(task_ids, mine),
-            np.asarray([tid for tid, _ in groups], dtype=np.int64),
-            np.asarray([s for _, s in groups], dtype=np.float64),
-        )
 
     def select_batch(self, count: int, exclude: npt.NDArray[np.bool_] | None = None) -> list[int]:
         """Stage 1 (rank 0's selector; every rank receives the ids): ``count`` tasks, none of
@@ -831,9 +593,9 @@ class GRPOTrainer:
                 left = int((~exclude).sum())
                 chosen = sel.select(min(count, left), exclude=exclude) if left else []
             ids = [int(i) for i in chosen]
-            self._times.select_s += time.perf_counter() - t
+            self.times.select_s += time.perf_counter() - t
             if isinstance(self.selector, PosteriorSelector) and len(ids):
-                self._times.picks.append(self.selector.explain(ids))
+                self.times.picks.append(self.selector.explain(ids))
         return self.dist.broadcast(ids)  # type: ignore[no-any-return]
 
     def roll_out(self, ids: list[int]) -> Rollouts | None:
@@ -847,8 +609,8 @@ class GRPOTrainer:
             ro = generate_rollouts(
                 self.model, self.tok, [self.chats[i] for i in mine], mine, self.cfg.rollouts, **self._sampling()
             )
-        self._times.gen_s += time.perf_counter() - t
-        self._times.gen_tokens += int(ro.completion_mask.sum())
+        self.times.gen_s += time.perf_counter() - t
+        self.times.gen_tokens += int(ro.completion_mask.sum())
         return ro
 
     def roll_out_plan(self, ids: list[int], counts: list[int]) -> PlannedRollouts:
@@ -859,8 +621,8 @@ class GRPOTrainer:
             ro = generate_planned_rollouts(
                 self.model, self.tok, [self.chats[i] for i in ids], ids, counts, **self._sampling()
             )
-        self._times.gen_s += time.perf_counter() - t
-        self._times.gen_tokens += sum(int(p.completion_mask.sum()) for p in ro.parts)
+        self.times.gen_s += time.perf_counter() - t
+        self.times.gen_tokens += sum(int(p.completion_mask.sum()) for p in ro.parts)
         return ro
 
     def _sampling(self) -> dict[str, Any]:
@@ -895,7 +657,7 @@ class GRPOTrainer:
         t = time.perf_counter()
         rows = [int(i) for i in ro.task_ids.tolist()]
         ro.rewards = torch.as_tensor(score_texts(self.scorer, self.pool, rows, ro.texts, ro.n, self._step_errors))
-        self._times.reward_s += time.perf_counter() - t
+        self.times.reward_s += time.perf_counter() - t
         return ro
 
     def gather_successes(self, ro: Rollouts | None) -> npt.NDArray[np.float64]:
@@ -905,43 +667,33 @@ class GRPOTrainer:
         rewards = [r for part in self.dist.gather(local) for r in part]
         return np.asarray(rewards, dtype=np.float64).reshape(len(rewards), self.cfg.rollouts).sum(axis=1)
 
-    def _share_of(self, task_ids: list[int], mine: dict[int, Rollouts]) -> Rollouts | None:
-        """This rank's share of ``task_ids``' rollouts, wherever they were rolled out (dynamic
-        sampling rolls a task out on the rank that had it in its round's share)."""
-        have = {tid: mine[tid] for tid in task_ids if tid in mine}
-        merged: dict[int, Rollouts] = {}
-        for part in self.dist.gather(have) if self.dist.enabled else [have]:
-            merged.update(part)
-        share = self.dist.shard(task_ids)
-        return concat_rollouts([merged[tid] for tid in share], int(self.tok.pad_token_id)) if share else None
-
-    def gather_results(self, batch: _Batch) -> _StepResults:
+    def gather_results(self, batch: StepBatch) -> StepResults:
         """Every rank's rewards, response lengths, timings and verifier errors, on every rank."""
         ro = batch.rollouts
         if isinstance(ro, PlannedRollouts):  # one process (see __init__): each task its own count
             task_rewards = ro.task_rewards()
             flat = np.asarray([r for rs in task_rewards for r in rs], dtype=np.float64)
-            return _StepResults(
+            return StepResults(
                 successes=np.asarray([sum(rs) for rs in task_rewards], dtype=np.float64),
                 reward_mean=float(flat.mean()),
                 lengths=[x for ls in ro.task_lengths() for x in ls],
                 errors=self._step_errors,
-                gen_s=self._times.gen_s,
-                reward_s=self._times.reward_s,
-                gen_tokens=self._times.gen_tokens,
+                gen_s=self.times.gen_s,
+                reward_s=self.times.reward_s,
+                gen_tokens=self.times.gen_tokens,
             )
         parts = self.dist.gather(
             (
                 [] if ro is None else ro.rewards.tolist(),  # type: ignore[union-attr]
                 [] if ro is None else ro.completion_mask.sum(1).tolist(),
-                self._times,
+                self.times,
                 self._step_errors,
             )
         )
         rewards = np.asarray([r for p in parts for r in p[0]], dtype=np.float64).reshape(
             len(batch.task_ids), self.cfg.rollouts
         )
-        return _StepResults(
+        return StepResults(
             successes=rewards.sum(axis=1),
             reward_mean=float(rewards.mean()),
             lengths=[x for p in parts for x in p[1]],
@@ -993,8 +745,8 @@ class GRPOTrainer:
 
     def step_record(
         self,
-        batch: _Batch,
-        results: _StepResults,
+        batch: StepBatch,
+        results: StepResults,
         stats: dict[str, float],
         *,
         update_s: float,
@@ -1002,67 +754,26 @@ class GRPOTrainer:
         t0: float,
     ) -> dict[str, Any]:
         """Stage 6: the step's metrics record (collective: sums the ranks' trained tokens)."""
-        cfg = self.cfg
         train_tokens = self.dist.sum(stats.get("train_tokens", 0.0))
-        counts = batch.rolled_trials  # a plan's (its tasks are the batch); None: rollouts each
-        peer: dict[str, Any] = {}
-        if batch.charged is not None and batch.trained_counts is not None:
-            # A selector that rolls out itself: charged every rollout it generated (screening
-            # included; 0 when it trains on groups queued by earlier steps); extra: those beyond
-            # the rollouts trained on, when more.
-            counts = batch.trained_counts
-            rollouts = batch.charged
-            extra = max(rollouts - int(counts.sum()), 0)
-            peer = {"generation_rounds": batch.rounds, "trained_rollouts": int(counts.sum())}
-        elif counts is None:
-            extra = (len(batch.rolled_ids) - len(batch.task_ids)) * cfg.rollouts  # dynamic sampling's waste
-            rollouts = cfg.batch_size * cfg.rollouts + extra
-        else:  # charged what the plan spent
-            extra, rollouts = 0, int(counts.sum())
-        trials: Any = float(cfg.rollouts) if counts is None else counts
-        self.cum_rollouts += rollouts
+        self.cum_rollouts += batch.charged
         self.cum_gen_tokens += results.gen_tokens
-        successes = results.successes
-        ratios = effective_ratios(successes, trials)
-        gen_s, lengths = results.gen_s, results.lengths
-        cap = self.selector.capability if isinstance(self.selector, PosteriorSelector) else None
-        return {
-            "kind": "train",
-            "step": self.step,
-            "method": cfg.method,
-            "reward_mean": results.reward_mean,
-            "etr": ratios.etr,
-            "below_one": ratios.below_one,
-            "above_zero": ratios.above_zero,
-            "strict_valid": ratios.strict_valid,
-            "below_15_16": ratios.below_15_16,
-            "above_1_16": ratios.above_1_16,
-            "effective_tasks": int(round(ratios.etr * len(batch.task_ids))),
-            "select_ms": 1e3 * self._times.select_s,
-            "update_ms": 1e3 * update_s,
-            "gen_s": gen_s,
-            "reward_s": results.reward_s,
-            "train_s": train_s,
-            "step_s": time.perf_counter() - t0,
-            "gen_tokens": results.gen_tokens,
-            "gen_tokens_per_s": results.gen_tokens / gen_s if gen_s > 0 else None,
-            "train_tokens_per_s": train_tokens / train_s if train_s > 0 else None,
-            "response_len": float(np.mean(lengths)) if lengths else 0.0,
-            "lr": float(self.scheduler.get_last_lr()[0]),
-            "capability": cap,
-            "rollouts": rollouts,
-            "extra_rollouts": extra,
-            "cum_rollouts": self.cum_rollouts,
-            "task_ids": batch.task_ids,
-            "successes": successes.tolist(),
-            **results.errors.record(),
-            **_pick_record(self._times.picks),
-            **_calibration_record(self._times.picks, batch.task_ids, successes, trials),
-            **_plan_record(counts),
-            **peer,
-            **self._guard_record(),
-            **{k: v for k, v in stats.items() if k != "train_tokens"},
-        }
+        return step_record(
+            step=self.step,
+            method=self.cfg.method,
+            rollouts_per_task=self.cfg.rollouts,
+            batch=batch,
+            results=results,
+            times=self.times,
+            stats=stats,
+            train_tokens=train_tokens,
+            update_s=update_s,
+            train_s=train_s,
+            started=t0,
+            lr=float(self.scheduler.get_last_lr()[0]),
+            capability=self.selector.capability if isinstance(self.selector, PosteriorSelector) else None,
+            cum_rollouts=self.cum_rollouts,
+            extra=self._guard_record(),
+        )
 
     def _guard_record(self) -> dict[str, Any]:
         """With the guard: the flagged groups and :meth:`~bots_rft.GroupGuard.metrics`."""
