@@ -11,7 +11,7 @@ EXTRAS ?= cli,plot,data,train,integrations
 CORE_SO := python/bots_rft/_core.abi3.so
 RUST_SRC := $(shell find rust -name '*.rs' -o -name Cargo.toml) Cargo.toml pyproject.toml
 
-.PHONY: setup build demo wheel wheel-aarch64 test test-rust test-python bench bench-gpu bench-rollouts lint clean
+.PHONY: setup build demo wheel wheel-aarch64 test check test-rust test-python bench bench-gpu bench-rollouts lint clean
 
 $(VENV)/.created:
 	$(PYTHON) -m venv $(VENV)
@@ -89,12 +89,21 @@ test-rust:
 # stays on one worker, so a module's fixtures (a Ray cluster with TransferQueue takes 30-50 s to
 # start) start once: spreading files' tests over workers ran them twice and ended no sooner.
 PYTEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( n < 4 ? n : 4 )))
+# The full suite's slowest tests stay in the log (`issues ci` shows it): what to mark `slow` next.
 test-python: setup
 	$(MAKE_BYTECODE) python/bots_rft
-	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --durations=15
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --durations=30
 
-# Lint first: formatting, lint and type errors fail fast, before the long test runs.
+# Lint first: formatting, lint and type errors fail fast, before the long test runs. mypy and
+# stubtest run in lint only (no test runs them again).
 test: setup lint test-rust wheel test-python
+
+# The fast tier: lint once, then the tests not marked `slow` (pyproject.toml's pytest markers):
+# unit and property tests, without the smoke runs, framework integrations, sandboxes, subprocesses
+# and trainers that `make test` runs too.
+check: setup lint
+	$(MAKE_BYTECODE) python/bots_rft
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile -m "not slow" --durations=15
 
 # The release artefacts as a user gets them, built apart from the development build (under
 # target/wheel; python/bots_rft/_core.abi3.so is left alone): a portable abi3 wheel
