@@ -5,7 +5,8 @@
   "prompt": "def f(...):\\n    \\"\\"\\"...\\"\\"\\""}`` (``prompt`` optional: put in front of a response that
   is only the function body; its imports, helper functions, classes and constants go in front of
   a response that is the whole function, as EvalPlus sanitises chat answers), or
-  ``{"functional": "<test code that raises on failure>"}``;
+  ``{"functional": "<test code that raises on failure>"}``; either may add a harness ``header``
+  run in front of the program and the tests (``"leetcode"``: :data:`LEETCODE_HEADER`);
 - standard input/output: ``{"inputs": ["1 2\\n", ...], "outputs": ["3\\n", ...]}``.
 
 Nothing of the verdict runs in this process. One sandbox (:mod:`bots_rft.rewards.harness`)
@@ -14,15 +15,18 @@ and the test code with the prompt's imports and helpers, in another
 (:mod:`bots_rft.rewards._sandbox_judge`). They talk only through a bounded, data-only channel;
 this process writes the task and reads back one verdict, pass or fail with a reason code it
 words itself. The tests' names come from where they belong: the built-ins are the test side's
-own, the prompt's imports and helpers are run there from the ground truth's text, and from the
-program it takes only the entry point (or, for a ``functional`` test, the names it uses that
-nothing trusted defines), each a stand-in that forwards calls and returns plain data. An
-exception the program raises reaches the test as an ordinary ``Exception`` (never one that ends
-an iterator or escapes the test). For stdin/stdout tasks the program runs once per input and
-only its raw output reaches the test side, which compares whitespace-separated tokens. So the
-tests, the expected outputs and the decision never enter the program's process, and nothing it
-prints, patches or returns other than plain data can turn into a pass. Reward 1 when every test
-passes, else 0 with a reason in the verifier's own words (never the program's output).
+own, the pool's harness header (``"header": "leetcode"``, or its text) and the prompt's imports
+and helpers are run there from the ground truth's text, a standard-library module a
+``functional`` test uses without importing it is imported there, and from the program it takes
+only the entry point (or, for a ``functional`` test, the names it still needs, where the
+program's own top-level ``def`` or ``class`` binds them), each a stand-in that forwards calls and
+returns plain data. An exception the program raises reaches the test as an ordinary
+``Exception`` (never one that ends an iterator or escapes the test). For stdin/stdout tasks the
+program runs once per input and only its raw output reaches the test side, which compares
+whitespace-separated tokens. So the tests, the expected outputs and the decision never enter the
+program's process, and nothing it prints, patches or returns other than plain data can turn into
+a pass. Reward 1 when every test passes, else 0 with a reason in the verifier's own words (never
+the program's output).
 """
 
 from __future__ import annotations
@@ -143,8 +147,8 @@ def _header(spec: Mapping[str, Any]) -> str:
 
 def functional_free_names(ground_truth: Any) -> list[str]:
     """The names a ``functional`` test uses that nothing trusted defines: not a built-in, not bound
-    by the test, the pool's header or the prompt, and no standard-library module (the test side
-    imports those). The verifier takes such a name from the program, where the program's own
+    by the test, the pool's header or the prompt, and no standard-library module the test uses as
+    a module (the test side imports those). The verifier takes such a name from the program, where the program's own
     top-level ``def`` or ``class`` binds it, so a pool whose tests have any should declare the
     header that defines them (``bots data info`` flags them). Empty for other ground truths."""
     import builtins
