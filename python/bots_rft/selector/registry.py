@@ -20,7 +20,8 @@ is
   variable number of rollouts per task (screening, sequential sampling, per-task budgets) calls it
   as ``rollout(task_ids, counts)`` and hands each step's groups, trials and rollouts spent over
   through :class:`bots_rft.selector.protocol.RollsOut` (base class:
-  :class:`bots_rft.selector.peers.base.SelfRolling`), so that every rollout it generates is charged; and whether ``bots train`` can run it
+  :class:`bots_rft.selector.peers.base.SelfRolling`), so that every rollout it generates is
+  charged; and whether ``bots train`` can run it
   (``trainer``; it runs every method of this table, those that roll out themselves through a
   callback that generates real completions, :meth:`bots_rft.train.trainer.GRPOTrainer.peer_rollout`);
 - the further per-task **signals** it reads (``"references"``: an [N, k] matrix of reference pass

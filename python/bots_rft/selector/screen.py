@@ -6,8 +6,9 @@ sampling nearest the target, excluding prompts already queued) and gives each ``
 screening rollouts; a prompt whose screening rollouts disagree (0 < successes < n_init) qualifies
 and gets ``n_continue`` more in the next call, together with the next fresh batch; a step trains
 on ``batch_size`` prompts with all ``n_init + n_continue`` rollouts, as
-:class:`~bots_rft.selector.peers.speed.SpeedRL` does (queues, top-up and accounting are its own). Every
-rollout, the failed screenings' included, is evidence for BOTS's posterior at :meth:`update`.
+:class:`~bots_rft.selector.peers.speed.SpeedRL` does (queues, top-up and accounting are its
+own). Every rollout, the failed screenings' included, is evidence for BOTS's posterior at
+:meth:`update`.
 
 Why: SPEED-RL's screen is cheap where the candidates are poor (4 rollouts to drop a prompt that
 16 would have wasted), and BOTS's candidates are rarely poor; together the step trains only on
