@@ -23,7 +23,7 @@ is
   :class:`bots_rft.selector.peers.base.SelfRolling`), so that every rollout it generates is
   charged; and whether ``bots train`` can run it
   (``trainer``; it runs every method of this table, those that roll out themselves through a
-  callback that generates real completions, :meth:`bots_rft.train.trainer.GRPOTrainer.peer_rollout`);
+  callback that generates real completions, :meth:`bots_rft.train.step_batches.CallbackBatches.rollout`);
 - the further per-task **signals** it reads (``"references"``: an [N, k] matrix of reference pass
   rates; ``"embeddings"``: an [N, d] matrix);
 - the **file** its state is checkpointed in. Every selector's state dict is written with

@@ -4,8 +4,10 @@ training temperature (avg@k), sharded over ranks and scored by its verifier; acc
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -92,3 +94,69 @@ def evaluate(
     summary = summarise_accuracy(pool.data_sources(all_rows).tolist(), all_rewards)
     summary.update(VerifierErrors.merged(p[2] for p in parts).record())
     return summary
+
+
+def evaluate_policy(
+    model: Any,
+    tok: Any,
+    pool: TaskPool,
+    chats: Sequence[Any],
+    rows: Sequence[int],
+    scorer: Any,
+    dist: Any,
+    cfg: Any,
+    step: int,
+) -> dict[str, Any] | None:
+    """A training run's held-out evaluation at ``step``: ``cfg.eval_samples`` samples a task at
+    the rollout temperature (seeded by the run's seed and the step), plus greedy decoding when
+    ``cfg.eval_greedy`` (``greedy_accuracy``, ``greedy_macro_accuracy``), and ``eval_s``."""
+    t = time.perf_counter()
+
+    def run(samples: int, **sampling: Any) -> dict[str, Any] | None:
+        return evaluate(
+            model,
+            tok,
+            pool,
+            chats,
+            rows,
+            scorer,
+            dist,
+            max_new_tokens=cfg.eval_max_new_tokens or cfg.max_new_tokens,
+            batch_size=cfg.generation_batch_size,
+            max_prompt_tokens=cfg.max_prompt_tokens,
+            bf16=cfg.bf16,
+            engine=cfg.rollout_engine,
+            samples=samples,
+            **sampling,
+        )
+
+    res = run(cfg.eval_samples, temperature=cfg.temperature, seed=cfg.seed * 1_000_003 + step)
+    if res is not None and cfg.eval_greedy and cfg.eval_samples:
+        greedy = run(0)
+        if greedy is not None:
+            res["greedy_accuracy"] = greedy["accuracy"]
+            res["greedy_macro_accuracy"] = greedy["macro_accuracy"]
+    if res is not None:
+        res["eval_s"] = time.perf_counter() - t
+    return res
+
+
+def resolve_eval_pool(cfg: Any) -> Path | None:
+    """``eval_pool``, or ``eval.parquet`` beside a pool named ``train.parquet``."""
+    if cfg.eval_pool:
+        return Path(cfg.eval_pool)
+    p = Path(cfg.pool)
+    sibling = p.with_name("eval.parquet")
+    return sibling if p.name == "train.parquet" and sibling.exists() else None
+
+
+def held_out(cfg: Any) -> tuple[TaskPool | None, list[Any], list[int]]:
+    """A training run's held-out set: its pool (:func:`resolve_eval_pool`; None without one), the
+    prompts as chats, and the rows evaluated (all, or ``eval_limit`` of them drawn by a fixed
+    seed, so every run of a comparison evaluates the same tasks)."""
+    path = resolve_eval_pool(cfg)
+    if path is None:
+        return None, [], []
+    pool = TaskPool.load(path)
+    order = np.random.default_rng(12345).permutation(len(pool))
+    return pool, pool.prompts(system_prompt=cfg.system_prompt), sorted(order[: cfg.eval_limit or len(order)].tolist())

@@ -92,3 +92,15 @@ def read_metrics(path: str | Path) -> list[dict[str, Any]]:
         except json.JSONDecodeError:
             continue
     return out
+
+
+def verifier_error_totals(path: str | Path) -> dict[str, int]:
+    """Verifier errors of a whole run (resumed parts included), by kind, from its metrics.jsonl
+    (empty when there is none yet)."""
+    totals: dict[str, int] = {}
+    if not Path(path).exists():
+        return totals
+    for rec in read_metrics(path):
+        for kind, n in (rec.get("verifier_error_kinds") or {}).items():
+            totals[kind] = totals.get(kind, 0) + int(n)
+    return dict(sorted(totals.items()))

@@ -5,6 +5,7 @@ its forward passes, and per-token log-probs of completions."""
 from __future__ import annotations
 
 import contextlib
+import copy
 import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -120,3 +121,34 @@ def eval_mode(model: Any) -> Iterator[None]:
         yield
     finally:
         model.train(was)
+
+
+def frozen_copy(model: Any) -> Any:
+    """A frozen copy of the policy in eval mode: the reference of the KL penalty."""
+    return copy.deepcopy(model).eval().requires_grad_(False)
+
+
+def build_policy(cfg: Any, device: torch.device, dist: Any) -> tuple[Any, Any, Any, torch.optim.Optimizer, Any]:
+    """A training run's policy and what trains it, from its config: the model (seeded by the
+    caller, adapted for LoRA or frozen layers, gradient checkpointing as configured) wrapped for
+    data parallelism, its tokenizer, the frozen KL reference when ``kl_coef > 0`` (else None),
+    AdamW over the trainable parameters and the learning-rate schedule (linear warm-up over
+    ``warmup_steps``, then constant)."""
+    from .lora import adapt_policy
+
+    model, tok = load_policy(cfg.model, str(device), cfg.dtype, cfg.seed)
+    model = adapt_policy(model, cfg.adaptation, sharded=dist.enabled and cfg.distributed == "fsdp")
+    if cfg.gradient_checkpointing:
+        import warnings
+
+        with warnings.catch_warnings():  # transformers 5 renames it; the old name still works
+            warnings.simplefilter("ignore", FutureWarning)
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    ref_model = frozen_copy(model) if cfg.kl_coef > 0 else None
+    wrapped = dist.wrap(model, cfg.distributed, device)
+    optimizer = torch.optim.AdamW(
+        [p for p in wrapped.parameters() if p.requires_grad], lr=cfg.lr, weight_decay=cfg.weight_decay
+    )
+    warm = cfg.warmup_steps
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / warm) if warm else 1.0)
+    return wrapped, tok, ref_model, optimizer, scheduler

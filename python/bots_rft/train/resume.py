@@ -41,13 +41,16 @@ if TYPE_CHECKING:
 
 
 class ResumableRun(Protocol):
-    """What resuming reads from and restores into a run (:class:`~bots_rft.train.trainer.GRPOTrainer`
-    is one): its config, world and policy state, its selector and guard, and its counters."""
+    """What a checkpoint is written from, and resuming reads from and restores into, a run
+    (:class:`~bots_rft.train.trainer.GRPOTrainer` is one): its config, world and policy state,
+    its selector and guard, and its counters."""
 
     selector: Selector | None
     step: int
     cum_rollouts: int
     cum_gen_tokens: int
+    ckpt_root: Path
+    pool_identity: Any
 
     @property
     def cfg(self) -> TrainConfig: ...
@@ -74,7 +77,7 @@ class ResumableRun(Protocol):
     def queued_ids(self) -> list[int]: ...
 
 
-__all__ = ["RESUME_KEYS", "ROWS_FILE", "GUARD_FILE", "restore", "restore_guard"]
+__all__ = ["RESUME_KEYS", "ROWS_FILE", "GUARD_FILE", "restore", "restore_guard", "save_run", "snapshot", "rewind"]
 
 log = logging.getLogger("bots_rft.train")
 
@@ -254,3 +257,74 @@ def _load_kept_rows(trainer: ResumableRun, path: Path) -> None:
             f"({ROWS_FILE}.json)"
         )
     trainer.kept.keep_only(queued)
+
+
+def save_run(run: ResumableRun) -> Path:
+    """A checkpoint of ``run`` at its step under ``run.ckpt_root`` (collective): the policy,
+    optimizer and schedule, the selector's file (and the guard's counters beside it, without the
+    selector), the run's counters and config, the pool's ids, and a self-rolling selector's
+    queued completion rows. Returns its directory."""
+    from ..checkpoint import save_state
+    from .pool_identity import save_pool_ids
+    from .run_checkpoint import save_checkpoint, save_tree
+    from .run_selector import save_selector
+
+    def save_selection(directory: Path) -> None:
+        save_selector(run.rank0_selector, directory)
+        if run.guard is not None:
+            state = run.guard.state_dict()
+            del state["selector"]
+            save_state(directory / GUARD_FILE, state)
+
+    def save_extra(directory: Path) -> None:
+        save_pool_ids(directory, run.pool)
+        if run.rollout_mode is RolloutMode.CALLBACK:
+            save_tree(directory, ROWS_FILE, run.kept.state())
+
+    return save_checkpoint(
+        run.ckpt_root,
+        run.step,
+        model=run.model,
+        optimizer=run.optimizer,
+        scheduler=run.scheduler,
+        save_selector=save_selection,
+        trainer_state={
+            "config": run.cfg.to_dict(),
+            "cum_rollouts": run.cum_rollouts,
+            "cum_gen_tokens": run.cum_gen_tokens,
+            "pool": run.pool_identity,
+        },
+        dist_=run.dist,
+        keep=run.cfg.keep_checkpoints,
+        save_extra=save_extra,
+    )
+
+
+def snapshot(run: ResumableRun) -> dict[str, Any]:
+    """The run's state after its last finished step, in memory: a step abandoned half-way (by a
+    signal, or for verifier errors) is :func:`rewind` to it and checkpointed as if it never
+    began (its selection moved the selector's random stream and its sampling the RNGs, its
+    update the posterior)."""
+    import copy
+
+    from .run_checkpoint import rng_state
+
+    learner = run.selector if run.guard is None else run.guard  # the guard's state holds the selector's
+    return {
+        "step": run.step,
+        "cum_rollouts": run.cum_rollouts,
+        "cum_gen_tokens": run.cum_gen_tokens,
+        "rng": rng_state(),
+        "selector": copy.deepcopy(learner.state_dict()) if run.dist.is_main and learner is not None else None,
+        "kept": dict(run.kept.rows),  # entries are replaced, never changed in place
+    }
+
+
+def rewind(run: ResumableRun, snap: dict[str, Any]) -> None:
+    """``run`` back to :func:`snapshot`'s state."""
+    run.step, run.cum_rollouts, run.cum_gen_tokens = snap["step"], snap["cum_rollouts"], snap["cum_gen_tokens"]
+    set_rng_state(snap["rng"])
+    learner = run.selector if run.guard is None else run.guard
+    if run.dist.is_main and learner is not None:
+        learner.load_state_dict(snap["selector"])
+    run.kept.rows = dict(snap["kept"])

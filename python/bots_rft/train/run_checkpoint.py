@@ -354,3 +354,29 @@ def _load_adapter(directory: Path) -> dict[str, torch.Tensor]:
         return load_file(str(weights))
     except Exception as exc:  # noqa: BLE001 - safetensors raises its own error types
         raise CheckpointError(f"checkpoint file {str(weights)!r} is corrupt or truncated ({exc})") from None
+
+
+#: What a training run writes into its out_dir; a directory holding any is refused unless resuming
+#: it or overwriting it.
+RUN_OUTPUTS = ("metrics.jsonl", "checkpoints", "tensorboard")
+
+
+def prepare_out_dir(out_dir: Path, cfg: Any, dist_: Dist) -> None:
+    """A directory holding another run is refused (nothing is written) unless ``cfg.resume``
+    continues it or ``cfg.overwrite`` replaces it; overwriting removes that run's outputs first
+    (rank 0, then every rank waits)."""
+    if cfg.resume or not out_dir.is_dir():
+        return
+    used = [n for n in RUN_OUTPUTS if (out_dir / n).exists()]
+    if not used:
+        return
+    if not cfg.overwrite:
+        raise ConfigError(
+            f"out_dir: {str(out_dir)!r} already holds a training run ({', '.join(used)}); continue it with "
+            "--resume, replace it with --overwrite, or choose another directory"
+        )
+    if dist_.is_main:
+        for name in used:
+            target = out_dir / name
+            shutil.rmtree(target) if target.is_dir() else target.unlink()
+    dist_.barrier()

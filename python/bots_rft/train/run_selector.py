@@ -26,8 +26,9 @@ import numpy.typing as npt
 
 from .. import BOTS
 from ..checkpoint import load_state, save_state
+from ..data import TaskPool
 from ..errors import BotsError, CheckpointError, ConfigError
-from ..selector.peers.dapo import DynamicSampling
+from ..selector.peers.dapo import DynamicSampling, EpochOrder
 from ..selector.protocol import CountedRolloutFn, RolloutFn, Selector
 from ..selector.registry import Method, method
 from .config import PEER_PARAMS, TrainConfig
@@ -126,3 +127,56 @@ def load_selector(
     else:
         fresh.load_state_dict(state)
     return fresh
+
+
+def run_selector(
+    cfg: TrainConfig,
+    pool: TaskPool,
+    weak: npt.NDArray[np.float64] | None,
+    strong: npt.NDArray[np.float64] | None,
+    entry: Method,
+    batches: Any,
+) -> Any:
+    """The trainer's selector for ``cfg.method``, given its batch strategy ``batches``
+    (:mod:`.step_batches`): a selector that rolls out itself gets the strategy's rollout callback;
+    ``method=dynamic`` proposes each generation batch in DAPO's epoch order (the strategy's fill
+    loop filters them); every other method is built with dynamic sampling off (the trainer's
+    fill loop does it), wrapped in :class:`.filler.FilledSelector` with ``filler_tasks``."""
+
+    from .filler import FilledSelector
+    from .step_batches import CallbackBatches, FillBatches
+
+    if isinstance(batches, CallbackBatches):
+        return make_selector(cfg, len(pool), weak, strong, rollout=batches.rollout)
+    if entry.rolls_out and isinstance(batches, FillBatches):  # method=dynamic
+        return EpochOrder(len(pool), seed=cfg.seed)
+    selector = make_selector(cfg.replace(dynamic_sampling=False), len(pool), weak, strong)
+    if cfg.filler_tasks and cfg.filler_column:
+        rates = pool.pass_rate(cfg.filler_column)
+        fillers = np.flatnonzero(rates >= cfg.filler_min_rate)
+        if fillers.size < 2 * cfg.filler_tasks:  # the method's picks may take some of them
+            raise ConfigError(
+                f"filler_column: {cfg.filler_column!r} has {fillers.size} tasks at pass rate >= "
+                f"{cfg.filler_min_rate:g}, fewer than 2 x filler_tasks={cfg.filler_tasks}"
+            )
+        return FilledSelector(selector, fillers, cfg.filler_tasks, seed=cfg.seed)
+    return selector
+
+
+def make_guard(cfg: TrainConfig, pool: TaskPool, selector: Any) -> Any:
+    """``guard=true``'s :class:`~bots_rft.GroupGuard` around ``selector``, its groups the pool's
+    ``guard_groups`` column; a share the groups cannot all hold is the config's error."""
+    from ..errors import InvalidArgumentError
+    from ..selector.guard import GroupGuard
+
+    if cfg.guard_groups == "ability":
+        labels = [str(a) if a is not None else "(none)" for a in pool.abilities()]
+    else:
+        labels = [str(s) for s in pool.data_sources()]
+    try:
+        return GroupGuard(selector, labels, min_share=cfg.guard_min_share, zero_streak=cfg.guard_zero_streak)
+    except InvalidArgumentError as exc:
+        key = {"min_share": "guard_min_share", "zero_streak": "guard_zero_streak"}.get(
+            exc.argument or "", "guard_groups"
+        )
+        raise ConfigError(f"{key}: {exc}") from None

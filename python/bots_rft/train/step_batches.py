@@ -23,7 +23,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -35,8 +35,12 @@ from ..selector.protocol import RollsOut
 from .rollout import PlannedRollouts, Rollouts, concat_rollouts
 
 if TYPE_CHECKING:
+    from ..data import TaskPool
+    from ..selector.protocol import Selector
     from ..selector.registry import MethodEntry
-    from .trainer import GRPOTrainer
+    from .config import TrainConfig
+    from .distributed import Dist
+    from .self_rolling import KeptRows
 
 __all__ = [
     "RolloutMode",
@@ -51,6 +55,33 @@ __all__ = [
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
+
+
+class Stages(Protocol):
+    """What a batch strategy uses of the trainer (:class:`~bots_rft.train.trainer.GRPOTrainer`
+    is one): its config, world, pool and tokenizer, the step's times, the kept rows of a
+    self-rolling selector, rank 0's selector, and the collective stages of a step."""
+
+    @property
+    def cfg(self) -> TrainConfig: ...
+    @property
+    def dist(self) -> Dist: ...
+    @property
+    def pool(self) -> TaskPool: ...
+    @property
+    def tok(self) -> Any: ...
+    @property
+    def kept(self) -> KeptRows: ...
+    @property
+    def times(self) -> Any: ...  # .step_record.StepTimes (which imports this module)
+    @property
+    def rank0_selector(self) -> Selector: ...
+    def queued_ids(self) -> list[int]: ...
+    def select_batch(self, count: int, exclude: npt.NDArray[np.bool_] | None = None) -> list[int]: ...
+    def roll_out(self, ids: list[int]) -> Rollouts | None: ...
+    def roll_out_plan(self, ids: list[int], counts: list[int]) -> PlannedRollouts: ...
+    def score(self, ro: Rollouts | None) -> Rollouts | None: ...
+    def gather_successes(self, ro: Rollouts | None) -> FloatArray: ...
 
 
 class RolloutMode(str, Enum):
@@ -99,7 +130,7 @@ class StepBatch:
 class PlainBatches:
     """``plain``: select B tasks, roll each out n times, score them; every group is trained on."""
 
-    def __init__(self, trainer: GRPOTrainer) -> None:
+    def __init__(self, trainer: Stages) -> None:
         self.t = trainer
 
     def __call__(self) -> StepBatch:
@@ -119,7 +150,7 @@ class FillBatches:
     groups are the clearest evidence of solved or hopeless tasks), and every rollout beyond
     B * n is charged as extra."""
 
-    def __init__(self, trainer: GRPOTrainer) -> None:
+    def __init__(self, trainer: Stages) -> None:
         self.t = trainer
 
     def __call__(self) -> StepBatch:
@@ -177,7 +208,7 @@ class PlannedBatches:
     per distinct count; every group is trained on and fed to the selector with its own count as
     trials, and the step is charged what the plan spent."""
 
-    def __init__(self, trainer: GRPOTrainer) -> None:
+    def __init__(self, trainer: Stages) -> None:
         self.t = trainer
 
     def __call__(self) -> StepBatch:
@@ -214,7 +245,7 @@ class CallbackBatches:
     then dropped. The selector learns from its own batch, and the step is charged every rollout
     it generated (screening included; 0 when it trains on groups queued by earlier steps)."""
 
-    def __init__(self, trainer: GRPOTrainer) -> None:
+    def __init__(self, trainer: Stages) -> None:
         self.t = trainer
         self.rounds = 0  # generation rounds of the current step
         self.callback_s = 0.0  # seconds spent in the callback (not the selector's own)
@@ -280,7 +311,7 @@ _STRATEGIES = {
 }
 
 
-def batch_strategy(mode: RolloutMode, trainer: GRPOTrainer) -> Any:
+def batch_strategy(mode: RolloutMode, trainer: Stages) -> Any:
     """The batch strategy of ``mode`` for ``trainer`` (a callable returning a :class:`StepBatch`).
     ``planned`` and ``callback`` train on one process: their tasks have their own rollout counts,
     which the trainer does not split over data-parallel ranks."""

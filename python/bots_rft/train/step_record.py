@@ -20,10 +20,12 @@ from .. import Picks
 from ..calibration import calibration_metrics
 from ..integrations.step_metrics import pick_distributions
 from ..metrics import effective_ratios
+from .distributed import Dist
+from .rollout import PlannedRollouts
 from .scoring import VerifierErrors
 from .step_batches import StepBatch
 
-__all__ = ["StepTimes", "StepResults", "step_record"]
+__all__ = ["StepTimes", "StepResults", "gather_results", "step_record"]
 
 
 @dataclass
@@ -49,6 +51,43 @@ class StepResults:
     gen_s: float  # the slowest rank's
     reward_s: float
     gen_tokens: int  # all ranks'
+
+
+def gather_results(dist: Dist, batch: StepBatch, times: StepTimes, errors: VerifierErrors, n: int) -> StepResults:
+    """Every rank's rewards, response lengths, timings and verifier errors, on every rank
+    (collective); ``n``: rollouts per task (a plan's or a self-rolling selector's batch, on one
+    process, carries each task's own count)."""
+    ro = batch.rollouts
+    if isinstance(ro, PlannedRollouts):  # one process: each task its own count
+        task_rewards = ro.task_rewards()
+        flat = np.asarray([r for rs in task_rewards for r in rs], dtype=np.float64)
+        return StepResults(
+            successes=np.asarray([sum(rs) for rs in task_rewards], dtype=np.float64),
+            reward_mean=float(flat.mean()),
+            lengths=[x for ls in ro.task_lengths() for x in ls],
+            errors=errors,
+            gen_s=times.gen_s,
+            reward_s=times.reward_s,
+            gen_tokens=times.gen_tokens,
+        )
+    parts = dist.gather(
+        (
+            [] if ro is None else ro.rewards.tolist(),  # type: ignore[union-attr]
+            [] if ro is None else ro.completion_mask.sum(1).tolist(),
+            times,
+            errors,
+        )
+    )
+    rewards = np.asarray([r for p in parts for r in p[0]], dtype=np.float64).reshape(len(batch.task_ids), n)
+    return StepResults(
+        successes=rewards.sum(axis=1),
+        reward_mean=float(rewards.mean()),
+        lengths=[x for p in parts for x in p[1]],
+        errors=VerifierErrors.merged(p[3] for p in parts),
+        gen_s=max(p[2].gen_s for p in parts),
+        reward_s=max(p[2].reward_s for p in parts),
+        gen_tokens=int(sum(p[2].gen_tokens for p in parts)),
+    )
 
 
 def pick_record(picks: list[Picks]) -> dict[str, float]:

@@ -12,11 +12,22 @@
 
 from __future__ import annotations
 
+import contextlib
 import signal
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from ..rewards.scorer import StopScoring
 
-__all__ = ["RunInterrupted", "VerifierErrorStop", "EXIT_VERIFIER_ERRORS", "exit_status_for_signal", "signal_name"]
+__all__ = [
+    "RunInterrupted",
+    "VerifierErrorStop",
+    "EXIT_VERIFIER_ERRORS",
+    "exit_status_for_signal",
+    "signal_name",
+    "handle_signals",
+]
 
 EXIT_VERIFIER_ERRORS = 3
 
@@ -67,3 +78,18 @@ class VerifierErrorStop(RuntimeError):
 
     def __str__(self) -> str:
         return self._message()
+
+
+@contextlib.contextmanager
+def handle_signals(handler: Callable[[int, Any], None]) -> Iterator[None]:
+    """SIGTERM and SIGINT handled by ``handler`` (in the main thread only, where Python delivers
+    signals), the previous handlers restored afterwards."""
+    previous: dict[int, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            previous[sig] = signal.signal(sig, handler)
+    try:
+        yield
+    finally:
+        for signum, old in previous.items():
+            signal.signal(signum, old)

@@ -26,14 +26,9 @@ are the same for every method (:mod:`.step_record` builds the record).
 
 from __future__ import annotations
 
-import contextlib
-import copy
 import logging
-import shutil
 import signal
-import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,9 +38,8 @@ import numpy.typing as npt
 import torch
 
 from .. import PosteriorSelector
-from ..checkpoint import save_state
 from ..data import TaskPool
-from ..errors import ConfigError, InvalidArgumentError
+from ..errors import ConfigError
 from ..llm.models import resolve_device
 from ..rewards import RewardScorer
 from ..selector.guard import GroupGuard
@@ -54,31 +48,25 @@ from ..selector.protocol import Selector
 from ..selector.registry import method
 from .config import TrainConfig
 from .distributed import Dist
-from .evaluate import evaluate
-from .filler import FilledSelector
-from .logger import MetricsLogger
-from .lora import adapt_policy
+from .evaluate import evaluate_policy, held_out, resolve_eval_pool
+from .logger import MetricsLogger, verifier_error_totals
 from .optimise import grpo_update
-from .policy import load_policy, unwrap
-from .pool_identity import save_pool_ids
-from .resume import GUARD_FILE, ROWS_FILE, restore, restore_guard
+from .policy import build_policy, frozen_copy, unwrap
+from .resume import restore, restore_guard, rewind, save_run, snapshot
 from .rollout import PlannedRollouts, Rollouts, generate_planned_rollouts, generate_rollouts
-from .run_checkpoint import latest_checkpoint, rng_state, save_checkpoint, save_tree, set_rng_state
-from .run_selector import make_selector, save_selector
+from .run_checkpoint import latest_checkpoint, prepare_out_dir
+from .run_selector import make_guard, run_selector
 from .sampling_copy import int8_twin
 from .scoring import VerifierErrors, register_config_verifiers, score_texts
 from .self_rolling import KeptRows
 from .sft import sft_warmup
-from .step_batches import CallbackBatches, RolloutMode, StepBatch, batch_strategy, rollout_mode
-from .step_record import StepResults, StepTimes, step_record
-from .stops import RunInterrupted, VerifierErrorStop, signal_name
+from .step_batches import StepBatch, batch_strategy, rollout_mode
+from .step_record import StepResults, StepTimes, gather_results, step_record
+from .stops import RunInterrupted, VerifierErrorStop, handle_signals, signal_name
 
 __all__ = ["GRPOTrainer", "TrainResult", "train", "resolve_eval_pool"]
 
 log = logging.getLogger("bots_rft.train")
-
-# What a run writes into out_dir; a directory holding any is refused unless resuming or overwriting.
-_RUN_OUTPUTS = ("metrics.jsonl", "checkpoints", "tensorboard")
 
 
 @dataclass
@@ -95,20 +83,6 @@ class TrainResult:
     verifier_error_kinds: dict[str, int] = field(default_factory=dict)
 
 
-def resolve_eval_pool(cfg: TrainConfig) -> Path | None:
-    """``eval_pool``, or ``eval.parquet`` beside a pool named ``train.parquet``."""
-    if cfg.eval_pool:
-        return Path(cfg.eval_pool)
-    p = Path(cfg.pool)
-    sibling = p.with_name("eval.parquet")
-    return sibling if p.name == "train.parquet" and sibling.exists() else None
-
-
-def _frozen_copy(model: Any) -> Any:
-    """A frozen copy of the policy in eval mode: the reference of the KL penalty."""
-    return copy.deepcopy(model).eval().requires_grad_(False)
-
-
 class GRPOTrainer:
     """GRPO on ``cfg.pool`` with ``cfg.method`` choosing each step's tasks.
 
@@ -123,15 +97,19 @@ class GRPOTrainer:
         self._join_processes()
         self.out_dir = Path(cfg.out_dir)
         self.ckpt_root = self.out_dir / "checkpoints"
-        self._check_out_dir()
+        prepare_out_dir(self.out_dir, cfg, self.dist)
         self._load_data()
         self.resume_from = latest_checkpoint(self.ckpt_root) if cfg.resume else None
-        self._build_policy()
+        torch.manual_seed(cfg.seed)
+        self.model, self.tok, self.ref_model, self.optimizer, self.scheduler = build_policy(cfg, self.device, self.dist)
+        self.sft_losses: list[float] = []  # the warm-up's loss curve (run() fills it; a resumed run has none)
         self._build_run_state()
         if self.resume_from is not None:
             restore(self, self.resume_from)
         # guard=true: selection and updates go through the guard around the (restored) selector.
-        self.guard: GroupGuard | None = self._make_guard() if cfg.guard and self.dist.is_main else None
+        self.guard: GroupGuard | None = (
+            make_guard(cfg, self.pool, self.selector) if cfg.guard and self.dist.is_main else None
+        )
         if self.guard is not None and self.resume_from is not None:
             restore_guard(self, self.resume_from)
         self.logger = MetricsLogger(
@@ -183,39 +161,7 @@ class GRPOTrainer:
         self.pool_identity = self.pool.identity() if self.dist.is_main else None
         self.weak = self.pool.pass_rate(cfg.weak_column) if cfg.weak_column else None
         self.strong = self.pool.pass_rate(cfg.strong_column) if cfg.strong_column else None
-        eval_path = resolve_eval_pool(cfg)
-        self.eval_pool = TaskPool.load(eval_path) if eval_path is not None else None
-        self.eval_chats = self.eval_pool.prompts(system_prompt=cfg.system_prompt) if self.eval_pool else []
-        self.eval_rows: list[int] = []
-        if self.eval_pool is not None:
-            order = np.random.default_rng(12345).permutation(len(self.eval_pool))
-            self.eval_rows = sorted(order[: cfg.eval_limit or len(order)].tolist())
-
-    def _build_policy(self) -> None:
-        """The policy (seeded, adapted for LoRA or frozen layers), the frozen KL reference when
-        ``kl_coef > 0``, the data-parallel wrapper, AdamW and the learning-rate schedule."""
-        cfg = self.cfg
-        torch.manual_seed(cfg.seed)
-        model, self.tok = load_policy(cfg.model, str(self.device), cfg.dtype, cfg.seed)
-        sharded = self.dist.enabled and cfg.distributed == "fsdp"
-        model = adapt_policy(model, cfg.adaptation, sharded=sharded)
-        if cfg.gradient_checkpointing:
-            import warnings
-
-            with warnings.catch_warnings():  # transformers 5 renames it; the old name still works
-                warnings.simplefilter("ignore", FutureWarning)
-                model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        self.ref_model = _frozen_copy(model) if cfg.kl_coef > 0 else None
-        self.model = self.dist.wrap(model, cfg.distributed, self.device)
-        self.optimizer = torch.optim.AdamW(
-            [p for p in self.model.parameters() if p.requires_grad], lr=cfg.lr, weight_decay=cfg.weight_decay
-        )
-        warm = cfg.warmup_steps
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
-            self.optimizer, lambda s: min(1.0, (s + 1) / warm) if warm else 1.0
-        )
-        # The warm-up's loss curve (run() fills it; a resumed run has none).
-        self.sft_losses: list[float] = []
+        self.eval_pool, self.eval_chats, self.eval_rows = held_out(cfg)
 
     def _build_run_state(self) -> None:
         """The verifiers' scorer, rank 0's selector, and the counters a checkpoint records."""
@@ -225,71 +171,16 @@ class GRPOTrainer:
         self.kept = KeptRows(int(self.tok.pad_token_id))
         self.selector: Selector | None = None  # rank 0's; the other ranks follow its broadcasts
         if self.dist.is_main:
-            self.selector = self._make_selector()
+            self.selector = run_selector(self.cfg, self.pool, self.weak, self.strong, self.method, self.batches)
         self._twin: Any = None  # rollout_precision=int8's sampling twin, built at the first rollout
-        self.step = 0
-        self.cum_rollouts = 0
-        self.cum_gen_tokens = 0
+        self.step: int = 0
+        self.cum_rollouts: int = 0
+        self.cum_gen_tokens: int = 0
         self._signal: int | None = None
         self._abortable = False  # a signal may abandon the step in progress (see _on_signal)
         self._snapshot: dict[str, Any] | None = None
         self._step_errors = VerifierErrors()
         self.times = StepTimes()
-
-    def _make_selector(self) -> Any:
-        """The selector of ``method``; with dynamic sampling, the one that proposes each
-        generation batch (for the method that rolls out itself, ``dynamic``: DAPO's epoch order,
-        which the fill loop filters as the method's own selector would)."""
-        if isinstance(self.batches, CallbackBatches):
-            return make_selector(self.cfg, len(self.pool), self.weak, self.strong, rollout=self.batches.rollout)
-        if self.method.rolls_out and self.rollout_mode is RolloutMode.DAPO_FILL:  # method=dynamic
-            return EpochOrder(len(self.pool), seed=self.cfg.seed)
-        selector = make_selector(self.cfg.replace(dynamic_sampling=False), len(self.pool), self.weak, self.strong)
-        if self.cfg.filler_tasks and self.cfg.filler_column:
-            rates = self.pool.pass_rate(self.cfg.filler_column)
-            fillers = np.flatnonzero(rates >= self.cfg.filler_min_rate)
-            if fillers.size < 2 * self.cfg.filler_tasks:  # the method's picks may take some of them
-                raise ConfigError(
-                    f"filler_column: {self.cfg.filler_column!r} has {fillers.size} tasks at pass rate >= "
-                    f"{self.cfg.filler_min_rate:g}, fewer than 2 x filler_tasks={self.cfg.filler_tasks}"
-                )
-            return FilledSelector(selector, fillers, self.cfg.filler_tasks, seed=self.cfg.seed)
-        return selector
-
-    def _make_guard(self) -> GroupGuard:
-        """``guard=true``'s :class:`~bots_rft.GroupGuard` around the selector, its groups the pool's
-        ``guard_groups`` column; a share the groups cannot all hold is the config's error."""
-        cfg = self.cfg
-        if cfg.guard_groups == "ability":
-            labels = [str(a) if a is not None else "(none)" for a in self.pool.abilities()]
-        else:
-            labels = [str(s) for s in self.pool.data_sources()]
-        try:
-            return GroupGuard(self.selector, labels, min_share=cfg.guard_min_share, zero_streak=cfg.guard_zero_streak)
-        except InvalidArgumentError as exc:
-            key = {"min_share": "guard_min_share", "zero_streak": "guard_zero_streak"}.get(
-                exc.argument or "", "guard_groups"
-            )
-            raise ConfigError(f"{key}: {exc}") from None
-
-    def _check_out_dir(self) -> None:
-        """A directory holding another run is refused (nothing is written) unless resuming it or
-        told to overwrite it; overwriting removes that run's outputs first."""
-        if self.cfg.resume or not self.out_dir.is_dir():
-            return
-        used = [n for n in _RUN_OUTPUTS if (self.out_dir / n).exists()]
-        if not used:
-            return
-        if not self.cfg.overwrite:
-            raise ConfigError(
-                f"out_dir: {str(self.out_dir)!r} already holds a training run ({', '.join(used)}); continue it with "
-                "--resume, replace it with --overwrite, or choose another directory"
-            )
-        if self.dist.is_main:
-            for name in used:
-                target = self.out_dir / name
-                shutil.rmtree(target) if target.is_dir() else target.unlink()
-        self.dist.barrier()
 
     # -------------------------------------------------------------------------------- run
     def warm_up(self) -> list[float]:
@@ -303,7 +194,7 @@ class GRPOTrainer:
             self.sft_losses = sft_warmup(policy, self.tok, self.pool, self.chats, self.cfg.sft, self.device)
         self.dist.sync_params(policy)
         if self.ref_model is not None:
-            self.ref_model = _frozen_copy(policy)
+            self.ref_model = frozen_copy(policy)
         return self.sft_losses
 
     def run(self) -> TrainResult:
@@ -317,7 +208,7 @@ class GRPOTrainer:
         history: list[dict[str, Any]] = []
         try:
             self.warm_up()  # before the signal handlers: a signal stops a warm-up as it always did
-            with self._signal_handlers():
+            with handle_signals(self._on_signal):
                 self._log_start()
                 final_eval, failure = self._train_steps(history)
                 checkpoint = self.save()
@@ -412,7 +303,7 @@ class GRPOTrainer:
                 self.step,
                 checkpoint,
             )
-        totals = self._verifier_error_totals()
+        totals = verifier_error_totals(self.logger.path) if self.dist.is_main else {}
         return TrainResult(
             self.out_dir,
             self.step,
@@ -426,46 +317,18 @@ class GRPOTrainer:
             verifier_error_kinds=totals,
         )
 
-    @contextlib.contextmanager
-    def _signal_handlers(self) -> Iterator[None]:
-        """SIGTERM and SIGINT handled by :meth:`_on_signal` (in the main thread only, where Python
-        delivers signals), the previous handlers restored afterwards."""
-        previous: dict[int, Any] = {}
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                previous[sig] = signal.signal(sig, self._on_signal)
-        try:
-            yield
-        finally:
-            self._abortable = False
-            for signum, handler in previous.items():
-                signal.signal(signum, handler)
-
     def _finished_step(self) -> None:
-        """The state after the last finished step, kept so that a step abandoned half-way (by a
-        signal, or for verifier errors) can be checkpointed as if it never began: its selection
-        moved the selector's random stream and its sampling the RNGs, its update the posterior."""
-        self._snapshot = {
-            "step": self.step,
-            "cum_rollouts": self.cum_rollouts,
-            "cum_gen_tokens": self.cum_gen_tokens,
-            "rng": rng_state(),
-            # With the guard, its counters too (its state holds the selector's).
-            "selector": copy.deepcopy(self._selection().state_dict()) if self.dist.is_main else None,
-            "kept": dict(self.kept.rows),  # entries are replaced, never changed in place
-        }
+        """The state after the last finished step is kept (:func:`.resume.snapshot`), so that a
+        step abandoned half-way (by a signal, or for verifier errors) can be checkpointed as if
+        it never began; the step's verifier errors start from zero."""
+        self._snapshot = snapshot(self)
         self._step_errors = VerifierErrors()
         # Abandoning a step mid-way is only safe where no other rank waits in a collective.
         self._abortable = not self.dist.enabled
 
     def _rewind(self) -> None:
-        snap = self._snapshot
-        assert snap is not None
-        self.step, self.cum_rollouts, self.cum_gen_tokens = snap["step"], snap["cum_rollouts"], snap["cum_gen_tokens"]
-        set_rng_state(snap["rng"])
-        if self.dist.is_main:
-            self._selection().load_state_dict(snap["selector"])
-        self.kept.rows = dict(snap["kept"])
+        assert self._snapshot is not None
+        rewind(self, self._snapshot)
 
     @property
     def rank0_selector(self) -> Selector:
@@ -481,18 +344,6 @@ class GRPOTrainer:
     def _stop_on_verifier_errors(self, errors: VerifierErrors) -> None:
         if errors.scored and errors.count and errors.rate >= self.cfg.verifier_error_stop:
             raise VerifierErrorStop(self.step, errors.count, errors.scored, errors.first, self.cfg.verifier_error_stop)
-
-    def _verifier_error_totals(self) -> dict[str, int]:
-        """Verifier errors of the whole run (resumed parts included), by kind, from metrics.jsonl."""
-        from .logger import read_metrics
-
-        totals: dict[str, int] = {}
-        if not (self.dist.is_main and self.logger.path.exists()):
-            return totals
-        for rec in read_metrics(self.logger.path):
-            for kind, n in (rec.get("verifier_error_kinds") or {}).items():
-                totals[kind] = totals.get(kind, 0) + int(n)
-        return dict(sorted(totals.items()))
 
     def _on_signal(self, signum: int, frame: Any) -> None:
         first = self._signal is None
@@ -512,51 +363,21 @@ class GRPOTrainer:
     def close(self) -> None:
         self.dist.close()
 
+    def queued_ids(self) -> list[int]:
+        """The prompts a self-rolling selector still queues with rollouts of earlier steps."""
+        queued = getattr(self.selector, "queued_ids", None)
+        return [int(i) for i in queued()] if callable(queued) else []
+
+    def save(self) -> Path:
+        """A checkpoint of the run at this step (:func:`.resume.save_run`)."""
+        return save_run(self)
+
     def save_pretrained(self, directory: str | Path) -> None:
         """The policy as a Hugging Face directory (rank 0)."""
         if self.dist.is_main:
             net = unwrap(self.model)
             net.save_pretrained(str(directory))
             self.tok.save_pretrained(str(directory))
-
-    # ------------------------------------------------------------------------ checkpoints
-    def queued_ids(self) -> list[int]:
-        """The prompts a self-rolling selector still queues with rollouts of earlier steps."""
-        queued = getattr(self.selector, "queued_ids", None)
-        return [int(i) for i in queued()] if callable(queued) else []
-
-    def _save_extra(self, directory: Path) -> None:
-        """Beside the selector: the pool's ids, and a self-rolling selector's queued rows."""
-        save_pool_ids(directory, self.pool)
-        if self.rollout_mode is RolloutMode.CALLBACK:
-            save_tree(directory, ROWS_FILE, self.kept.state())
-
-    def _save_selection(self, directory: Path) -> None:
-        """The selector's file, and the guard's counters (without the selector) beside it."""
-        save_selector(self.rank0_selector, directory)
-        if self.guard is not None:
-            state = self.guard.state_dict()
-            del state["selector"]
-            save_state(directory / GUARD_FILE, state)
-
-    def save(self) -> Path:
-        return save_checkpoint(
-            self.ckpt_root,
-            self.step,
-            model=self.model,
-            optimizer=self.optimizer,
-            scheduler=self.scheduler,
-            save_selector=self._save_selection,
-            trainer_state={
-                "config": self.cfg.to_dict(),
-                "cum_rollouts": self.cum_rollouts,
-                "cum_gen_tokens": self.cum_gen_tokens,
-                "pool": self.pool_identity,
-            },
-            dist_=self.dist,
-            keep=self.cfg.keep_checkpoints,
-            save_extra=self._save_extra,
-        )
 
     # ------------------------------------------------------------------- the stages of a step
     # A step is: select a batch -> roll it out -> score it -> feed the selector -> optimise ->
@@ -570,7 +391,7 @@ class GRPOTrainer:
         t0 = time.perf_counter()
         self.times = StepTimes()
         batch = self.batches()
-        results = self.gather_results(batch)
+        results = gather_results(self.dist, batch, self.times, self._step_errors, self.cfg.rollouts)
         self._stop_on_verifier_errors(results.errors)  # before the selector or the model learn from them
         update_s = self.feed_selector(batch.rolled_ids, batch.rolled_successes, batch.rolled_trials)
         t_train = time.perf_counter()
@@ -667,42 +488,6 @@ class GRPOTrainer:
         rewards = [r for part in self.dist.gather(local) for r in part]
         return np.asarray(rewards, dtype=np.float64).reshape(len(rewards), self.cfg.rollouts).sum(axis=1)
 
-    def gather_results(self, batch: StepBatch) -> StepResults:
-        """Every rank's rewards, response lengths, timings and verifier errors, on every rank."""
-        ro = batch.rollouts
-        if isinstance(ro, PlannedRollouts):  # one process (see __init__): each task its own count
-            task_rewards = ro.task_rewards()
-            flat = np.asarray([r for rs in task_rewards for r in rs], dtype=np.float64)
-            return StepResults(
-                successes=np.asarray([sum(rs) for rs in task_rewards], dtype=np.float64),
-                reward_mean=float(flat.mean()),
-                lengths=[x for ls in ro.task_lengths() for x in ls],
-                errors=self._step_errors,
-                gen_s=self.times.gen_s,
-                reward_s=self.times.reward_s,
-                gen_tokens=self.times.gen_tokens,
-            )
-        parts = self.dist.gather(
-            (
-                [] if ro is None else ro.rewards.tolist(),  # type: ignore[union-attr]
-                [] if ro is None else ro.completion_mask.sum(1).tolist(),
-                self.times,
-                self._step_errors,
-            )
-        )
-        rewards = np.asarray([r for p in parts for r in p[0]], dtype=np.float64).reshape(
-            len(batch.task_ids), self.cfg.rollouts
-        )
-        return StepResults(
-            successes=rewards.sum(axis=1),
-            reward_mean=float(rewards.mean()),
-            lengths=[x for p in parts for x in p[1]],
-            errors=VerifierErrors.merged(p[3] for p in parts),
-            gen_s=max(p[2].gen_s for p in parts),
-            reward_s=max(p[2].reward_s for p in parts),
-            gen_tokens=int(sum(p[2].gen_tokens for p in parts)),
-        )
-
     def feed_selector(
         self,
         task_ids: npt.NDArray[np.int64],
@@ -782,38 +567,20 @@ class GRPOTrainer:
         return {"guard_flagged": self.guard.flagged, **self.guard.metrics()}
 
     def evaluate(self) -> dict[str, Any] | None:
+        """The held-out evaluation at this step (:func:`.evaluate.evaluate_policy`), or None."""
         if self.eval_pool is None or not self.eval_rows:
             return None
-        t = time.perf_counter()
-
-        def run(samples: int, **sampling: Any) -> dict[str, Any] | None:
-            assert self.eval_pool is not None
-            return evaluate(
-                self.model,
-                self.tok,
-                self.eval_pool,
-                self.eval_chats,
-                self.eval_rows,
-                self.scorer,
-                self.dist,
-                max_new_tokens=self.cfg.eval_max_new_tokens or self.cfg.max_new_tokens,
-                batch_size=self.cfg.generation_batch_size,
-                max_prompt_tokens=self.cfg.max_prompt_tokens,
-                bf16=self.cfg.bf16,
-                engine=self.cfg.rollout_engine,
-                samples=samples,
-                **sampling,
-            )
-
-        res = run(self.cfg.eval_samples, temperature=self.cfg.temperature, seed=self.cfg.seed * 1_000_003 + self.step)
-        if res is not None and self.cfg.eval_greedy and self.cfg.eval_samples:
-            greedy = run(0)
-            if greedy is not None:
-                res["greedy_accuracy"] = greedy["accuracy"]
-                res["greedy_macro_accuracy"] = greedy["macro_accuracy"]
-        if res is not None:
-            res["eval_s"] = time.perf_counter() - t
-        return res
+        return evaluate_policy(
+            self.model,
+            self.tok,
+            self.eval_pool,
+            self.eval_chats,
+            self.eval_rows,
+            self.scorer,
+            self.dist,
+            self.cfg,
+            self.step,
+        )
 
     def _log_eval(self, res: dict[str, Any] | None) -> None:
         if res is not None:
