@@ -24,8 +24,8 @@ with new user, PID, mount, network, IPC and UTS namespaces, and the interpreter 
 The sections live in modules of their own: :mod:`.limits` (what bounds a run, what it did),
 :mod:`.detection` (what this host gives, the refusal without it), :mod:`.view` (the read-only
 view and the sandbox's own files), :mod:`.identities` (root's dedicated ids), :mod:`.launching`
-(starting a run, its :class:`LaunchState`, ending it with everything it started) and :mod:`.run`
-(:func:`run_python`). Every name is importable from this package.
+(a confined run's processes, its :class:`LaunchState`, ending it with everything it started) and
+:mod:`.run` (:func:`launch`, which checks the host's isolation first, and :func:`run_python`). Every name is importable from this package.
 
 Where the host allows no user namespaces (or bubblewrap is missing), model-written code is
 refused with :class:`SandboxUnavailableError` naming what is missing, unless the user opts in to
@@ -61,11 +61,10 @@ from .launching import (
     _Launched,  # noqa: F401
     finish,
     group_members,
-    launch,
     namespace_members,
 )
 from .limits import SandboxLimits, SandboxResult, SandboxUnavailableError
-from .run import run_python
+from .run import launch, run_python
 from .view import _AGENT, _AGENT_IN_SANDBOX, _JUDGE, _JUDGE_IN_SANDBOX, _LaunchError, _Runtime, memfd  # noqa: F401
 
 # The name the launcher used before it was public.

@@ -19,12 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from .._seccomp import seccomp_filter
-from .detection import _bwrap_binary, require_isolation
 from .identities import _get_identities
 from .limits import SandboxLimits
 from .view import _AGENT, _AGENT_IN_SANDBOX, _dev_args, _LaunchError, _Runtime, memfd
 
-__all__ = ["LaunchState", "launch", "finish", "group_members", "namespace_members"]
+__all__ = ["LaunchState", "finish", "group_members", "namespace_members"]
 
 _WORK = "/work"
 _SAFE_ENV_KEYS = ("LANG", "LC_ALL", "TZ")
@@ -109,43 +108,6 @@ class _Launched:
             if uid is not None:
                 _get_identities().release(uid)
         self.uid = self.peer_uid = None
-
-
-def launch(
-    mode: str,
-    limits: SandboxLimits,
-    *,
-    allow_unsandboxed: bool | None = None,
-    files: Mapping[str, str] | None = None,
-    stdin: int | None = None,
-    stdout: int | None = None,
-    stderr: int | None = None,
-    pass_fds: Sequence[int] = (),
-    extra: Mapping[str, object] | None = None,
-) -> _Launched:
-    """Start the sandbox agent in ``mode`` ("script", "serve", "verdict" or "probe"). ``files``
-    are written into the program's working directory; the standard streams default to
-    ``/dev/null``."""
-    iso = require_isolation(allow_unsandboxed) if mode != "probe" else None
-    cfg: dict[str, object] = {"mode": mode, **limits.agent_config(), **(extra or {})}
-    life_r, life_w = os.pipe()  # the agent ends itself when this process is gone (see the agent)
-    cfg["lifeline_fd"] = life_r
-    streams = _Streams(stdin, stdout, stderr, (*pass_fds, life_r))
-    try:
-        if iso is not None and not iso.kernel:
-            launched = _launch_unconfined(cfg, files, streams)
-        else:
-            binary, why = _bwrap_binary()
-            if binary is None:
-                raise _LaunchError(why)
-            launched = _launch_bwrap(binary, _Runtime.get(), cfg, limits, files, streams)
-    except BaseException:
-        os.close(life_w)
-        raise
-    finally:
-        os.close(life_r)
-    launched.lifeline = life_w
-    return launched
 
 
 def _launch_bwrap(

@@ -1,4 +1,8 @@
-"""``run_python``: run a Python source in a sandbox and return what it did."""
+"""Starting a sandbox: ``launch`` (the agent in a mode, confined when the host allows it, after
+the isolation check), and ``run_python`` (a Python source in a sandbox, and what it did).
+
+``launch`` lives here rather than in :mod:`.launching` because it asks :mod:`.detection` whether
+the host confines code, and detection starts its probe sandbox through :mod:`.launching`."""
 
 from __future__ import annotations
 
@@ -7,15 +11,53 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ...errors import InvalidArgumentError
-from .launching import _WORK, finish, launch
+from .detection import _bwrap_binary, require_isolation
+from .launching import _WORK, _launch_bwrap, _launch_unconfined, _Launched, _Streams, finish
 from .limits import SandboxLimits, SandboxResult
-from .view import memfd
+from .view import _LaunchError, _Runtime, memfd
 
-__all__ = ["run_python"]
+__all__ = ["launch", "run_python"]
+
+
+def launch(
+    mode: str,
+    limits: SandboxLimits,
+    *,
+    allow_unsandboxed: bool | None = None,
+    files: Mapping[str, str] | None = None,
+    stdin: int | None = None,
+    stdout: int | None = None,
+    stderr: int | None = None,
+    pass_fds: Sequence[int] = (),
+    extra: Mapping[str, object] | None = None,
+) -> _Launched:
+    """Start the sandbox agent in ``mode`` ("script", "serve", "verdict" or "probe"). ``files``
+    are written into the program's working directory; the standard streams default to
+    ``/dev/null``."""
+    iso = require_isolation(allow_unsandboxed) if mode != "probe" else None
+    cfg: dict[str, object] = {"mode": mode, **limits.agent_config(), **(extra or {})}
+    life_r, life_w = os.pipe()  # the agent ends itself when this process is gone (see the agent)
+    cfg["lifeline_fd"] = life_r
+    streams = _Streams(stdin, stdout, stderr, (*pass_fds, life_r))
+    try:
+        if iso is not None and not iso.kernel:
+            launched = _launch_unconfined(cfg, files, streams)
+        else:
+            binary, why = _bwrap_binary()
+            if binary is None:
+                raise _LaunchError(why)
+            launched = _launch_bwrap(binary, _Runtime.get(), cfg, limits, files, streams)
+    except BaseException:
+        os.close(life_w)
+        raise
+    finally:
+        os.close(life_r)
+    launched.lifeline = life_w
+    return launched
 
 
 def _read_capped(f: object, cap: int) -> tuple[str, bool]:
