@@ -123,10 +123,18 @@ def test_a_data_pt_written_with_other_references_is_refused_on_resume() -> None:
 def test_a_run_keeps_hydras_files_with_its_checkpoints(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """hydra's default outputs/<date>/<time>/ landed in the working directory (the repository);
     a run without --check puts them under trainer.default_local_dir unless hydra.run.dir is set."""
+    import logging
     import sys
 
     ran: list[Any] = []
     monkeypatch.setattr(bv, "_run", lambda config: ran.append(config))
+    # hydra.main configures logging (dictConfig disables existing loggers): put it back afterwards.
+    loggers = [lg for lg in logging.Logger.manager.loggerDict.values() if isinstance(lg, logging.Logger)]
+    for lg in [*loggers, logging.getLogger()]:
+        monkeypatch.setattr(lg, "disabled", lg.disabled)
+        monkeypatch.setattr(lg, "level", lg.level)
+        monkeypatch.setattr(lg, "handlers", list(lg.handlers))
+        monkeypatch.setattr(lg, "propagate", lg.propagate)
     monkeypatch.chdir(tmp_path)
     quiet = ["hydra/job_logging=disabled", "hydra/hydra_logging=disabled"]  # leave this session's logging alone
     monkeypatch.setattr(sys, "argv", ["verl", "trainer.default_local_dir=ckpt", *quiet])
