@@ -71,13 +71,19 @@ TESTED_SKYRL = Window("skyrl-train", "0.3.1", "0.3.1", "bots_rft.integrations.sk
 
 
 def skyrl_seams() -> list[Seam]:
-    """The three ``RayPPOTrainer`` methods :func:`with_bots` overrides."""
+    """The three ``RayPPOTrainer`` methods :func:`with_bots` overrides, and the two
+    ``PromptDataset`` methods it relies on: ``__getitem__`` names each prompt's rollouts
+    ``uid = str(row)`` (how rewards find their task) and ``collate_fn`` carries that uid into the
+    batch."""
+    from skyrl_train.dataset.dataset import PromptDataset
     from skyrl_train.trainer import RayPPOTrainer
 
     return [
         Seam(RayPPOTrainer, "_build_train_dataloader_and_compute_training_steps", "(self)", "21d264f1ba267159"),
         Seam(RayPPOTrainer, "handle_dynamic_sampling", "(self, generator_output, uids)", "03cb50a98d2cf3ee"),
         Seam(RayPPOTrainer, "postprocess_generator_output", "(self, generator_output, uids)", "0ed9410a06c45e43"),
+        Seam(PromptDataset, "__getitem__", "(self, item)", "9655ee11380a96d0"),
+        Seam(PromptDataset, "collate_fn", "(self, item_list)", "662152e34fa14a44"),
     ]
 
 
