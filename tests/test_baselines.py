@@ -403,16 +403,3 @@ def test_failing_rollout_leaves_the_proposer_untouched() -> None:
         sel.select(5)
     after = sel.proposer.state_dict()
     assert after["num_selections"] == before["num_selections"]
-
-
-def test_the_old_baselines_module_re_exports_the_same_objects() -> None:
-    """Code written against ``bots_rft.baselines`` keeps working: every name it exported is the
-    object from the module that now defines it."""
-    import bots_rft.baselines as old
-    import bots_rft.selector.peers.dapo as dapo
-    import bots_rft.selector.protocol as protocol
-    import bots_rft.selector.static as static_selectors
-
-    for name in old.__all__:
-        home = next(m for m in (protocol, static_selectors, dapo) if hasattr(m, name))
-        assert getattr(old, name) is getattr(home, name), name

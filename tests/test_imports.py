@@ -254,9 +254,11 @@ def test_a_planted_circle_in_a_copy_of_bots_rft_is_reported(tmp_path: Path) -> N
     assert len(found) == 1 and {"bots_rft.errors", "bots_rft.selector"} <= found[0], found
 
 
-# The paths the selection modules had before they moved under bots_rft.selector (temporary:
-# removed when the move lands, with the shims themselves).
-_MOVED = [
+# The paths the selection modules and the estimator interface had before they moved under
+# bots_rft.selector and bots_rft.estimators: gone (no version with them was ever released).
+_OLD_PATHS = [
+    "bots_rft.evidence",
+    "bots_rft.baselines",
     "bots_rft.selector_protocol",
     "bots_rft.static_selectors",
     "bots_rft.methods",
@@ -267,11 +269,7 @@ _MOVED = [
     "bots_rft.guard",
     "bots_rft.multipool",
     "bots_rft.backends",
-    "bots_rft.backends.rust",
-    "bots_rft.backends.torch",
-    "bots_rft.backends.sharded",
     "bots_rft.peers",
-    "bots_rft.peers.dapo",
     "bots_rft.selector.base",
     "bots_rft.selector.feedback",
     "bots_rft.selector.params",
@@ -281,11 +279,11 @@ _MOVED = [
 ]
 
 
-def test_the_old_import_paths_are_one_way_shims() -> None:
-    """``bots_rft.evidence`` and ``bots_rft.baselines`` re-export the modules that replaced them,
-    for code written against them, as the old paths of the selection modules do; nothing in the
-    package imports them."""
-    graph = import_graph()
-    for shim in ("bots_rft.evidence", "bots_rft.baselines", *_MOVED):
-        importers = sorted(m for m, targets in graph.items() if shim in targets)
-        assert importers == [], (shim, importers)
+@pytest.mark.parametrize("old", _OLD_PATHS)
+def test_the_old_import_paths_are_gone(old: str) -> None:
+    """Selection lives under bots_rft.selector and the estimator interface under
+    bots_rft.estimators, and nowhere else: the old module paths do not import."""
+    import importlib
+
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module(old)

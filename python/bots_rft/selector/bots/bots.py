@@ -181,9 +181,9 @@ class BOTS(_BackendChoice, SelectorBase):
     softmax(−|θ − p*| / τ) instead of taking the B tasks nearest p* (τ = 0, the paper's rule;
     τ → 0 reduces to it); ``adaptive_rho`` halves ρ when predictions miss (see
     :attr:`rho_in_use`); ``prior_alpha``/``prior_beta`` are α0/β0 (scalar or per task);
-    ``evidence`` is an :class:`Interpolation`, any :class:`~bots_rft.evidence.Estimator`, or any
+    ``evidence`` is an :class:`Interpolation`, any :class:`~bots_rft.estimators.Estimator`, or any
     :class:`ImplicitEvidence` plug-in (an object with ``predict``); the selector talks to all of
-    them through the :class:`~bots_rft.evidence.Estimator` interface.
+    them through the :class:`~bots_rft.estimators.Estimator` interface.
     ``threads=None`` uses every core; an int uses a pool of that size. Results never depend on it.
     ``backend="rust"`` (the default) runs on the Rust core; ``backend="torch"`` with
     ``device="cuda"`` (or ``"cpu"``) keeps the posterior in torch tensors on that device and
