@@ -1,4 +1,4 @@
-"""Calibration of the selector's predictions against what it then observed (bots_rft.calibration)."""
+"""Calibration of the selector's predictions against what it then observed (bots_rft.metrics.calibration)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bots_rft import BOTS, CheckpointError, InvalidArgumentError
-from bots_rft.calibration import (
+from bots_rft.metrics.calibration import (
     CalibrationTracker,
     brier_score,
     calibration_metrics,

@@ -106,7 +106,12 @@ def reader(
 
 
 def _file_reader(
-    path: str, selector_type: str, kwargs: dict[str, Any] | None, feature_keys: tuple[str, ...], seed: int, batch_size: int
+    path: str,
+    selector_type: str,
+    kwargs: dict[str, Any] | None,
+    feature_keys: tuple[str, ...],
+    seed: int,
+    batch_size: int,
 ) -> FileReader:
     return FileReader(
         StorageConfig(

@@ -312,7 +312,7 @@ def test_strict_ratios_equal_trinitys_pass_rate_calculator() -> None:
 def test_integrations_log_the_strict_ratios_beside_etr() -> None:
     """``bots/*`` outcome metrics: the tasks' rollouts are summed first (one arrives in two
     parts), then Trinity-RFT's strict ratios sit beside ETR."""
-    from bots_rft.integrations.step_metrics import outcome_metrics
+    from bots_rft.metrics.step import outcome_metrics
 
     m = outcome_metrics([0, 1, 2, 3, 3], [1, 8, 16, 1, 1], [16, 16, 16, 8, 8])
     assert m["bots/etr"] == 0.75 and m["bots/groups"] == 4 and m["bots/rollouts"] == 64

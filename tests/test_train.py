@@ -107,7 +107,7 @@ def test_each_method_trains(method: str, toy_pool: Path, tmp_path: Path) -> None
         assert all(0 <= s <= 4 for s in r["successes"])
         assert 0.0 <= r["etr"] <= 1.0 and math.isfinite(r["loss"]) and r["gen_tokens"] > 0
         assert r["optimizer_updates"] == 2  # batch 4 / mini-batch 2
-        assert 0.0 <= r["zero_variance_share"] <= 1.0  # calibration of the picks (bots_rft.calibration)
+        assert 0.0 <= r["zero_variance_share"] <= 1.0  # calibration of the picks (bots_rft.metrics.calibration)
     assert evals[-1]["tasks"] == 3 and "toy/first_char" in evals[-1]["by_source"]
     if method == "dynamic":
         assert all(r["rollouts"] == 16 + r["extra_rollouts"] for r in steps)

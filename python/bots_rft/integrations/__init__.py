@@ -19,7 +19,7 @@
   docs' version and method tables);
 - shared pieces: :mod:`~bots_rft.integrations.tasks` (task ids <-> dataset rows, rewards ->
   successes, clipped loudly), :mod:`~bots_rft.integrations.batches` (a lazily choosing batch sampler with tasks in
-  flight excluded, and a per-step evidence buffer), :mod:`~bots_rft.integrations.step_metrics`
+  flight excluded, and a per-step evidence buffer), :mod:`~bots_rft.metrics.step`
   (the ``bots/*`` metrics every integration logs, under one set of names).
 
 Nothing here is imported by ``import bots_rft``; each module imports its trainer when it is

@@ -30,7 +30,7 @@ from torch.utils.data import Sampler
 
 from ..checkpoint import from_bytes, to_bytes
 from ..errors import CheckpointError, DataError, InvalidArgumentError
-from .step_metrics import Pick, calibration_step_metrics, capability_metrics, outcome_metrics, pick_metrics
+from ..metrics.step import Pick, calibration_step_metrics, capability_metrics, outcome_metrics, pick_metrics
 from .tasks import RewardClip, load_selector_state
 
 __all__ = ["BOTSBatchSampler", "EvidenceBuffer", "pack_state", "unpack_state"]

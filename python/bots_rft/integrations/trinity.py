@@ -57,9 +57,9 @@ from .._validation import FloatArray, IntArray, as_bool, as_floats, as_ids, as_i
 from ..checkpoint import from_bytes, load_state, to_bytes
 from ..errors import BotsError, CheckpointError, ConfigError, DataError, InvalidArgumentError, InvalidTypeError
 from ..estimators import DEFAULT_MIN_GAP, Interpolation
+from ..metrics.step import calibration_step_metrics, capability_metrics, outcome_metrics, pick_metrics
 from ..selector.bots import BOTS
 from .gates import Seam, Window, check_framework
-from .step_metrics import calibration_step_metrics, capability_metrics, outcome_metrics, pick_metrics
 from .tasks import column_values
 
 __all__ = [

@@ -63,8 +63,8 @@ import numpy.typing as npt
 from torch.utils.data import Sampler
 
 from ..errors import CheckpointError, ConfigError, InvalidArgumentError
+from ..metrics.step import Pick, calibration_step_metrics, capability_metrics, outcome_metrics
 from .gates import Seam, Window, check_framework
-from .step_metrics import Pick, calibration_step_metrics, capability_metrics, outcome_metrics
 from .tasks import (
     RewardClip,
     bind_pool,

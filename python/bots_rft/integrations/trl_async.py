@@ -53,8 +53,8 @@ import numpy as np
 import numpy.typing as npt
 
 from ..errors import ConfigError, InvalidArgumentError
+from ..metrics.step import Pick, pick_metrics
 from .gates import Seam, Window, check_framework
-from .step_metrics import Pick, pick_metrics
 from .tasks import (
     RewardClip,
     bind_pool,
@@ -115,7 +115,7 @@ class _Selection:
             "etr": [0.0, 0.0],
             "reward": [0.0, 0.0],
             "in_flight_repicks": [0.0, 0.0],
-            # Calibration (bots_rft.calibration) as sums that add up over windows: the Brier score's
+            # Calibration (bots_rft.metrics.calibration) as sums that add up over windows: the Brier score's
             # squared errors over rollouts, and groups whose rollouts all agree.
             "brier": [0.0, 0.0],
             "zero_variance": [0.0, 0.0],

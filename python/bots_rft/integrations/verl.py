@@ -34,7 +34,7 @@ What the BOTS trainers change, and nothing else:
   ``global_step_<n>/bots_selector.bots`` (:meth:`bots_rft.BOTS.load`). Resume with verl's usual
   ``trainer.resume_mode``: a resumed run selects exactly what an uninterrupted one would.
 - **Metrics** (verl's logger, every step): the ``bots/*`` set every integration logs
-  (:mod:`bots_rft.integrations.step_metrics`: ``etr``, ``pick_mean_p50``, ``capability``,
+  (:mod:`bots_rft.metrics.step`: ``etr``, ``pick_mean_p50``, ``capability``,
   ``select_ms``, ...) over the step's finished groups, and ``bots/kept_groups``
   ``bots/evicted_groups`` (what DAPO kept and dropped) ``bots/groups_without_rollouts``
   ``bots/inflight_tasks``.
@@ -73,11 +73,11 @@ from torch.utils.data import Sampler
 from ..checkpoint import read_checkpoint
 from ..errors import BotsError, CheckpointError, ConfigError, DataError, InvalidArgumentError
 from ..estimators import DEFAULT_MIN_GAP, Interpolation
+from ..metrics.step import calibration_step_metrics, capability_metrics, outcome_metrics, pick_metrics
 from ..selector.bots import BOTS
 from ..selector.bots.state import check_state_header
 from .batches import pack_state, unpack_state
 from .gates import Seam, Window, check_framework
-from .step_metrics import calibration_step_metrics, capability_metrics, outcome_metrics, pick_metrics
 from .tasks import (
     RewardClip,
     bind_pool,

@@ -11,7 +11,7 @@
 - ``evidence_quality.png``: Pearson and ROC AUC of the interpolation estimator's p̃ against the
   next batch's empirical rates, per step;
 - ``calibration.png``: how well each method's posterior predicted its picks' outcomes (Brier
-  score, expected calibration error, Spearman rank correlation; :mod:`bots_rft.calibration`) and
+  score, expected calibration error, Spearman rank correlation; :mod:`bots_rft.metrics.calibration`) and
   the share of zero-variance groups, per step.
 """
 

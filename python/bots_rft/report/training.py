@@ -13,7 +13,6 @@ from typing import Any
 import numpy as np
 
 from ..metrics import (
-    _T975,
     BSF_BUDGETS,
     TTB_FRACTIONS,
     best_so_far,
@@ -23,6 +22,7 @@ from ..metrics import (
     roc_auc,
     time_to_baseline,
 )
+from ..metrics.paper import _T975
 from ..train.logger import read_metrics
 from .tables import Row, markdown_table
 

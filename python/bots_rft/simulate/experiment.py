@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ..calibration import calibration_metrics, predicted_pass_rates
 from ..errors import BotsError, ConfigError
 from ..metrics import effective_probability, effective_ratios, pearson, rate_histogram, roc_auc
+from ..metrics.calibration import calibration_metrics, predicted_pass_rates
 from ..selector.parameters import (
     ADAPTIVE_LAM,
     ADAPTIVE_RHO,
@@ -310,7 +310,7 @@ class RunRecord:
     pearson_true: FloatArray  # [T] vs the policy's true success probabilities on the pool
     # [T] Trinity-RFT's strict valid ratio (rate strictly inside (1/16, 15/16), see metrics).
     strict_valid: FloatArray = field(default_factory=lambda: np.zeros(0))
-    # [T] Calibration of the picks (bots_rft.calibration): the posterior means at selection time
+    # [T] Calibration of the picks (bots_rft.metrics.calibration): the posterior means at selection time
     # against the rollouts' k/n (NaN for selectors without a posterior), and the share of
     # zero-variance groups (k = 0 or k = n).
     brier: FloatArray = field(default_factory=lambda: np.zeros(0))

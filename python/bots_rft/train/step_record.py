@@ -17,9 +17,9 @@ import numpy as np
 import numpy.typing as npt
 
 from .. import Picks
-from ..calibration import calibration_metrics
-from ..integrations.step_metrics import pick_distributions
 from ..metrics import effective_ratios
+from ..metrics.calibration import calibration_metrics
+from ..metrics.step import pick_distributions
 from .distributed import Dist
 from .rollout import PlannedRollouts
 from .scoring import VerifierErrors
@@ -117,7 +117,7 @@ def counts_record(counts: npt.NDArray[np.float64] | None) -> dict[str, Any]:
 
 
 def calibration_record(picks: list[Picks], task_ids: list[int], successes: Any, trials: Any) -> dict[str, float]:
-    """How well BOTS predicted the step's groups (:mod:`bots_rft.calibration`): ``calibration_brier``,
+    """How well BOTS predicted the step's groups (:mod:`bots_rft.metrics.calibration`): ``calibration_brier``,
     ``calibration_ece``, ``calibration_spearman`` of the picks' posterior means at selection time
     against their k/n, and ``zero_variance_share`` (every selector)."""
     predicted = np.full(len(task_ids), np.nan)

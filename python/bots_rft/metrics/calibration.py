@@ -28,7 +28,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from .errors import CheckpointError, InvalidArgumentError, InvalidTypeError
+from ..errors import CheckpointError, InvalidArgumentError, InvalidTypeError
 
 __all__ = [
     "CALIBRATION_BINS",

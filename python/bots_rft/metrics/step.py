@@ -21,7 +21,7 @@ in its logger as:
 - ``bots/capability``: the interpolation estimator's μ̃, once it exists;
 - ``bots/calibration_brier``, ``bots/calibration_ece``, ``bots/calibration_spearman``: how well the
   posterior means of the picks, at the moment they were picked, predicted the k/n their rollouts
-  then showed (:mod:`bots_rft.calibration`; where the integration keeps the predictions), and
+  then showed (:mod:`bots_rft.metrics.calibration`; where the integration keeps the predictions), and
   ``bots/zero_variance_share``: the share of groups with k = 0 or k = n.
 
 Integrations add their own counters beside these (verl: ``bots/evicted_groups``; tasks in flight:
@@ -37,9 +37,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ..calibration import calibration_metrics
-from ..metrics import effective_ratios
 from ..selector.bots import BOTS
+from .calibration import calibration_metrics
+from .paper import effective_ratios
 
 __all__ = [
     "PICK_QUANTILES",

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from ._portable import int_power
-from .errors import InvalidArgumentError, InvalidTypeError
+from .._portable import int_power
+from ..errors import InvalidArgumentError, InvalidTypeError
 
 __all__ = [
     "TTB_FRACTIONS",
