@@ -287,3 +287,15 @@ def test_the_old_import_paths_are_gone(old: str) -> None:
 
     with pytest.raises(ModuleNotFoundError):
         importlib.import_module(old)
+
+
+def test_the_package_top_level_holds_only_its_entry_points() -> None:
+    """Every concept lives in its sub-package (selector, estimators, metrics, data, rewards, train,
+    simulate, report, integrations, llm, commands); the top level keeps only the package's entry
+    points (``__init__``, ``errors``, ``checkpoint``, ``cli``, ``config_files``) and private
+    helpers (a leading underscore)."""
+    from pathlib import Path
+
+    root = Path(bots_rft.__file__).parent
+    modules = sorted(p.stem for p in root.glob("*.py") if not p.stem.startswith("_"))
+    assert modules == ["checkpoint", "cli", "config_files", "errors"], modules
