@@ -49,6 +49,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
+from enum import Enum
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -104,6 +105,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Parameter",
+    "RolloutMode",
+    "register",
+    "dynamic_sampling",
     "Method",
     "MethodEntry",
     "References",
@@ -119,6 +123,31 @@ __all__ = [
 References = Literal["unused", "optional", "required"]
 
 
+class RolloutMode(str, Enum):
+    """How a method's step gets the groups it trains on, which a trainer reads off the method
+    instead of its name.
+
+    - ``plain``: the selector picks B tasks; each is rolled out n times; every group is trained on.
+    - ``callback``: ``select`` rolls out itself, through the ``rollout(task_ids, counts)`` callback
+      the selector is built with, and hands over each step's groups
+      (:class:`bots_rft.selector.protocol.RollsOut`).
+    - ``planned``: tasks and a rollout count for each come from a posterior's plan
+      (:meth:`bots_rft.BOTS.plan`); a trainer rolls the plan out itself and drives the selector
+      :meth:`Method.build_unrolled` makes (the posterior the plans draw from).
+    - ``dapo_fill``: DAPO's dynamic sampling: generation batches are rolled out until B groups whose
+      rewards disagree are found; a trainer runs the fill loop itself on the generation batches the
+      selector :meth:`Method.build_unrolled` makes proposes.
+
+    Built by :meth:`Method.build` with a callback (as ``bots simulate`` does), every method whose
+    mode is not ``plain`` rolls out inside ``select``.
+    """
+
+    PLAIN = "plain"
+    CALLBACK = "callback"
+    PLANNED = "planned"
+    DAPO_FILL = "dapo_fill"
+
+
 @dataclass(frozen=True)
 class MethodEntry:
     """One selection method as the table states it (see the module docstring for the fields'
@@ -131,11 +160,25 @@ class MethodEntry:
     references: References
     state_file: str  # the file a trainer checkpoints its state in (bots_rft.checkpoint format)
     fixed: Mapping[str, Any] = field(default_factory=dict)
-    rolls_out: bool = False
+    rollout_mode: RolloutMode = RolloutMode.PLAIN
     aliases: tuple[str, ...] = ()
     signals: tuple[str, ...] = ()
     # Whether `bots train` can run it (a method for bots simulate only sets False).
     trainer: bool = True
+
+    @property
+    def rolls_out(self) -> bool:
+        """Whether its selector, built with a rollout callback, rolls out inside ``select``
+        (every mode but ``plain``)."""
+        return self.rollout_mode is not RolloutMode.PLAIN
+
+    def step_mode(self, dynamic_sampling: bool = False) -> RolloutMode:
+        """The rollout mode of a trainer's step with this method: its own, except that
+        ``dynamic_sampling`` (DAPO's filter on top of a method that selects plainly) makes a
+        ``plain`` method ``dapo_fill``."""
+        if self.rollout_mode is RolloutMode.PLAIN and dynamic_sampling:
+            return RolloutMode.DAPO_FILL
+        return self.rollout_mode
 
     def param(self, name: str) -> Parameter:
         for p in self.params:
@@ -169,172 +212,172 @@ class MethodEntry:
 _BOTS_FILE = "selector.bots"  # BOTS' own file name since the first release
 _BASELINE_FILE = "selector_state.bots"
 
-#: The methods, by canonical name, in the order the trainer lists them.
-ENTRIES: Mapping[str, MethodEntry] = MappingProxyType(
-    {
-        m.name: m
-        for m in (
-            MethodEntry(
-                "bots",
-                "BOTS",
-                "Bayesian online task selection: explicit and implicit evidence, Thompson sampling",
-                BOTS_PARAMS,
-                "optional",
-                _BOTS_FILE,
-            ),
-            MethodEntry(
-                "bots-plan",
-                "BOTS-Plan",
-                "BOTS choosing tasks and rollout counts together: the plan with the most expected informative "
-                "groups under a budget of batch × n rollouts (BOTS.plan)",
-                (*BOTS_PARAMS, N_MIN, N_MAX),
-                "optional",
-                _BOTS_FILE,
-                rolls_out=True,
-            ),
-            MethodEntry(
-                "bots-screen",
-                "BOTS-Screen",
-                "BOTS proposing the prompts SPEED-RL's screen tries: n_init screening rollouts each, "
-                "n_continue more for those whose screening disagrees; every rollout is BOTS's evidence",
-                (*BOTS_PARAMS, N_INIT, N_CONTINUE, GEN_RATIO, MAX_GEN_BATCHES),
-                "optional",
-                _BASELINE_FILE,
-                rolls_out=True,
-            ),
-            MethodEntry(
-                "random",
-                "Random",
-                "uniform without replacement within each batch",
-                (SEED,),
-                "unused",
-                _BASELINE_FILE,
-            ),
-            MethodEntry(
-                "offline",
-                "Offline",
-                "a static easy-to-hard curriculum by the strong reference pass rate",
-                (),
-                "required",
-                _BASELINE_FILE,
-            ),
-            MethodEntry(
-                "reference-filter",
-                "Ref-filter",
-                "uniform over the tasks the weak and strong references do not both solve always or "
-                "never: the references' information without online updating (a control arm for BOTS)",
-                (SEED,),
-                "required",
-                _BASELINE_FILE,
-            ),
-            MethodEntry(
-                "mopps",
-                "BOTS-MoPPS",
-                "BOTS on explicit evidence only, without discount (appendix E.6)",
-                (TARGET, PSEUDO_ROLLOUTS, SEED),
-                "unused",
-                _BOTS_FILE,
-                fixed=MOPPS_FIXED,
-            ),
-            MethodEntry(
-                "dots",
-                "BOTS-DOTS",
-                "BOTS on the latest evidence only, greedy on the mean (appendix E.6)",
-                (TARGET, PSEUDO_ROLLOUTS, MOMENTUM, MIN_GAP, SEED),
-                "required",
-                _BOTS_FILE,
-                fixed=DOTS_FIXED,
-            ),
-            MethodEntry(
-                "dynamic",
-                "DAPO-DS",
-                "DAPO's dynamic sampling: roll out generation batches in epoch order, keep "
-                "the tasks whose rollouts disagree",
-                (ROLLOUTS, OVERSAMPLE, MAX_ROUNDS, SEED),
-                "unused",
-                _BASELINE_FILE,
-                rolls_out=True,
-                aliases=("dapo",),
-            ),
-            MethodEntry(
-                "bots-multiref",
-                "BOTS-MultiRef",
-                "BOTS with implicit evidence from k reference pass rates, weights "
-                "fitted online (weak and strong alone: the interpolation)",
-                (LAM, RHO, TARGET, THOMPSON, PSEUDO_ROLLOUTS, MOMENTUM, MIN_GAP, SEED, *RULE_PARAMS),
-                "required",
-                _BOTS_FILE,
-                signals=("references",),
-            ),
-            MethodEntry(
-                "bots-sim",
-                "BOTS-Sim",
-                "BOTS with implicit evidence spread to similar tasks through task embeddings (top-k neighbour kernel)",
-                (LAM, RHO, TARGET, THOMPSON, PSEUDO_ROLLOUTS, SEED, *RULE_PARAMS),
-                "unused",
-                _BOTS_FILE,
-                signals=("embeddings",),
-            ),
-            MethodEntry(
-                "dps",
-                "DPS",
-                "Dynamics-Predictive Sampling: per-task hidden Markov model of the solving state "
-                "(unsolved/partial/solved), top-k predicted partial among candidates",
-                (CANDIDATE_RATIO, PRIOR_ALPHA, TRANSITION_DECAY, SEED, ROLLOUTS),
-                "optional",
-                _BASELINE_FILE,
-            ),
-            MethodEntry(
-                "greso",
-                "GRESO",
-                "DAPO dynamic sampling that skips, before rollout, prompts whose recent groups had zero "
-                "reward variance, with self-tuning exploration probabilities",
-                (ROLLOUTS, P_EASY, P_HARD, TARGET_ZERO_VARIANCE, SAMPLING_RATIO, MAX_ROUNDS, SEED),
-                "unused",
-                _BASELINE_FILE,
-                rolls_out=True,
-            ),
-            MethodEntry(
-                "speed",
-                "SPEED-RL",
-                "screening rollouts for every candidate, full rollouts only for those whose screening disagrees",
-                (N_INIT, N_CONTINUE, GEN_RATIO, MAX_GEN_BATCHES, SEED),
-                "unused",
-                _BASELINE_FILE,
-                rolls_out=True,
-                aliases=("speed-rl",),
-            ),
-            MethodEntry(
-                "adarft",
-                "AdaRFT",
-                "a target difficulty that moves with the batch reward; the tasks nearest it by reference difficulty",
-                (STEP_SIZE, SENSITIVITY, TARGET_REWARD, INITIAL_DIFFICULTY, SEED),
-                "required",
-                _BASELINE_FILE,
-            ),
-            MethodEntry(
-                "knapsack",
-                "Knapsack-RL",
-                "rollouts per task chosen as a knapsack over expected value and cost, same total budget",
-                (ROLLOUTS, N_LOW, N_HIGH, SEED),
-                "optional",
-                _BASELINE_FILE,
-                rolls_out=True,
-                aliases=("knapsack-rl",),
-            ),
-            MethodEntry(
-                "reinforce-ada",
-                "Reinforce-Ada",
-                "sequential sampling in rounds; a prompt stops once it has both correct and incorrect rollouts",
-                (ROUNDS, ROUND_REPEAT, KEEP, SEED),
-                "unused",
-                _BASELINE_FILE,
-                rolls_out=True,
-                aliases=("reinforce_ada", "reinforceada"),
-            ),
-        )
-    }
-)
+#: The methods, by canonical name, in the order the trainer lists them (then those :func:`register`
+#: added).
+_ENTRIES: dict[str, MethodEntry] = {
+    m.name: m
+    for m in (
+        MethodEntry(
+            "bots",
+            "BOTS",
+            "Bayesian online task selection: explicit and implicit evidence, Thompson sampling",
+            BOTS_PARAMS,
+            "optional",
+            _BOTS_FILE,
+        ),
+        MethodEntry(
+            "bots-plan",
+            "BOTS-Plan",
+            "BOTS choosing tasks and rollout counts together: the plan with the most expected informative "
+            "groups under a budget of batch × n rollouts (BOTS.plan)",
+            (*BOTS_PARAMS, N_MIN, N_MAX),
+            "optional",
+            _BOTS_FILE,
+            rollout_mode=RolloutMode.PLANNED,
+        ),
+        MethodEntry(
+            "bots-screen",
+            "BOTS-Screen",
+            "BOTS proposing the prompts SPEED-RL's screen tries: n_init screening rollouts each, "
+            "n_continue more for those whose screening disagrees; every rollout is BOTS's evidence",
+            (*BOTS_PARAMS, N_INIT, N_CONTINUE, GEN_RATIO, MAX_GEN_BATCHES),
+            "optional",
+            _BASELINE_FILE,
+            rollout_mode=RolloutMode.CALLBACK,
+        ),
+        MethodEntry(
+            "random",
+            "Random",
+            "uniform without replacement within each batch",
+            (SEED,),
+            "unused",
+            _BASELINE_FILE,
+        ),
+        MethodEntry(
+            "offline",
+            "Offline",
+            "a static easy-to-hard curriculum by the strong reference pass rate",
+            (),
+            "required",
+            _BASELINE_FILE,
+        ),
+        MethodEntry(
+            "reference-filter",
+            "Ref-filter",
+            "uniform over the tasks the weak and strong references do not both solve always or "
+            "never: the references' information without online updating (a control arm for BOTS)",
+            (SEED,),
+            "required",
+            _BASELINE_FILE,
+        ),
+        MethodEntry(
+            "mopps",
+            "BOTS-MoPPS",
+            "BOTS on explicit evidence only, without discount (appendix E.6)",
+            (TARGET, PSEUDO_ROLLOUTS, SEED),
+            "unused",
+            _BOTS_FILE,
+            fixed=MOPPS_FIXED,
+        ),
+        MethodEntry(
+            "dots",
+            "BOTS-DOTS",
+            "BOTS on the latest evidence only, greedy on the mean (appendix E.6)",
+            (TARGET, PSEUDO_ROLLOUTS, MOMENTUM, MIN_GAP, SEED),
+            "required",
+            _BOTS_FILE,
+            fixed=DOTS_FIXED,
+        ),
+        MethodEntry(
+            "dynamic",
+            "DAPO-DS",
+            "DAPO's dynamic sampling: roll out generation batches in epoch order, keep "
+            "the tasks whose rollouts disagree",
+            (ROLLOUTS, OVERSAMPLE, MAX_ROUNDS, SEED),
+            "unused",
+            _BASELINE_FILE,
+            rollout_mode=RolloutMode.DAPO_FILL,
+            aliases=("dapo",),
+        ),
+        MethodEntry(
+            "bots-multiref",
+            "BOTS-MultiRef",
+            "BOTS with implicit evidence from k reference pass rates, weights "
+            "fitted online (weak and strong alone: the interpolation)",
+            (LAM, RHO, TARGET, THOMPSON, PSEUDO_ROLLOUTS, MOMENTUM, MIN_GAP, SEED, *RULE_PARAMS),
+            "required",
+            _BOTS_FILE,
+            signals=("references",),
+        ),
+        MethodEntry(
+            "bots-sim",
+            "BOTS-Sim",
+            "BOTS with implicit evidence spread to similar tasks through task embeddings (top-k neighbour kernel)",
+            (LAM, RHO, TARGET, THOMPSON, PSEUDO_ROLLOUTS, SEED, *RULE_PARAMS),
+            "unused",
+            _BOTS_FILE,
+            signals=("embeddings",),
+        ),
+        MethodEntry(
+            "dps",
+            "DPS",
+            "Dynamics-Predictive Sampling: per-task hidden Markov model of the solving state "
+            "(unsolved/partial/solved), top-k predicted partial among candidates",
+            (CANDIDATE_RATIO, PRIOR_ALPHA, TRANSITION_DECAY, SEED, ROLLOUTS),
+            "optional",
+            _BASELINE_FILE,
+        ),
+        MethodEntry(
+            "greso",
+            "GRESO",
+            "DAPO dynamic sampling that skips, before rollout, prompts whose recent groups had zero "
+            "reward variance, with self-tuning exploration probabilities",
+            (ROLLOUTS, P_EASY, P_HARD, TARGET_ZERO_VARIANCE, SAMPLING_RATIO, MAX_ROUNDS, SEED),
+            "unused",
+            _BASELINE_FILE,
+            rollout_mode=RolloutMode.CALLBACK,
+        ),
+        MethodEntry(
+            "speed",
+            "SPEED-RL",
+            "screening rollouts for every candidate, full rollouts only for those whose screening disagrees",
+            (N_INIT, N_CONTINUE, GEN_RATIO, MAX_GEN_BATCHES, SEED),
+            "unused",
+            _BASELINE_FILE,
+            rollout_mode=RolloutMode.CALLBACK,
+            aliases=("speed-rl",),
+        ),
+        MethodEntry(
+            "adarft",
+            "AdaRFT",
+            "a target difficulty that moves with the batch reward; the tasks nearest it by reference difficulty",
+            (STEP_SIZE, SENSITIVITY, TARGET_REWARD, INITIAL_DIFFICULTY, SEED),
+            "required",
+            _BASELINE_FILE,
+        ),
+        MethodEntry(
+            "knapsack",
+            "Knapsack-RL",
+            "rollouts per task chosen as a knapsack over expected value and cost, same total budget",
+            (ROLLOUTS, N_LOW, N_HIGH, SEED),
+            "optional",
+            _BASELINE_FILE,
+            rollout_mode=RolloutMode.CALLBACK,
+            aliases=("knapsack-rl",),
+        ),
+        MethodEntry(
+            "reinforce-ada",
+            "Reinforce-Ada",
+            "sequential sampling in rounds; a prompt stops once it has both correct and incorrect rollouts",
+            (ROUNDS, ROUND_REPEAT, KEEP, SEED),
+            "unused",
+            _BASELINE_FILE,
+            rollout_mode=RolloutMode.CALLBACK,
+            aliases=("reinforce_ada", "reinforceada"),
+        ),
+    )
+}
+ENTRIES: Mapping[str, MethodEntry] = MappingProxyType(_ENTRIES)
 
 _BY_NAME: dict[str, MethodEntry] = {alias: m for m in ENTRIES.values() for alias in (m.name, *m.aliases)}
 
@@ -355,16 +398,47 @@ def entry(name: Any, argument: str = "method") -> MethodEntry:
     return found
 
 
+#: What builds a method's selector: ``builder(method, num_tasks, weak, strong, rollout, threads,
+#: params, **signals)``, ``params`` every parameter of the method checked (:meth:`MethodEntry.check`),
+#: ``weak``/``strong`` the reference pass rates or None, ``rollout`` the callback or None,
+#: ``threads`` the BOTS core's thread pool, ``signals`` the further per-task arrays it reads.
+Builder = Callable[..., "Selector"]
+
+
 @dataclass(frozen=True)
 class Method(MethodEntry):
-    """One selection method: its table entry, the class that implements it and its builder."""
+    """One selection method: its table entry, the class that implements it and its builder.
+
+    ``builder`` makes the selector :meth:`build` returns (see :data:`Builder`). ``unrolled``,
+    which a ``planned`` or ``dapo_fill`` method has, makes the selector a trainer drives when it
+    rolls the method's steps out itself (:meth:`build_unrolled`): the posterior the plans draw
+    from, or the proposer of DAPO's generation batches; it is called as ``unrolled(method,
+    num_tasks, weak, strong, threads, params)``."""
 
     implementation: str = field(kw_only=True)  # "module:qualified name" of the class or preset that builds it
+    builder: Builder = field(kw_only=True, compare=False, repr=False)
+    unrolled: Callable[..., Selector] | None = field(default=None, kw_only=True, compare=False, repr=False)
 
     @classmethod
-    def registered(cls, listed: MethodEntry, implementation: str) -> Method:
-        """The table entry ``listed``, implemented by ``implementation``."""
-        return cls(**{f.name: getattr(listed, f.name) for f in fields(MethodEntry)}, implementation=implementation)
+    def registered(
+        cls,
+        listed: MethodEntry,
+        implementation: str,
+        builder: Builder,
+        unrolled: Callable[..., Selector] | None = None,
+    ) -> Method:
+        """The table entry ``listed``, implemented by ``implementation`` and built by ``builder``."""
+        return cls(
+            **{f.name: getattr(listed, f.name) for f in fields(MethodEntry)},
+            implementation=implementation,
+            builder=builder,
+            unrolled=unrolled,
+        )
+
+    @property
+    def listed(self) -> MethodEntry:
+        """Its table entry alone."""
+        return MethodEntry(**{f.name: getattr(self, f.name) for f in fields(MethodEntry)})
 
     def build(
         self,
@@ -387,7 +461,27 @@ class Method(MethodEntry):
             raise InvalidArgumentError(
                 f"signals: the {self.name} method reads {list(self.signals) or 'none'}, got {unread}", "signals"
             )
-        return _BUILDERS[self.name](self, num_tasks, weak, strong, rollout, threads, self.check(params), **extra)
+        return self.builder(self, num_tasks, weak, strong, rollout, threads, self.check(params), **extra)
+
+    def build_unrolled(
+        self,
+        num_tasks: int,
+        *,
+        weak: npt.ArrayLike | None = None,
+        strong: npt.ArrayLike | None = None,
+        threads: int | None = None,
+        **params: Any,
+    ) -> Selector:
+        """The selector a trainer drives when it rolls this method's steps out itself (its mode
+        ``planned`` or ``dapo_fill``): the posterior its plans draw from, or the proposer of its
+        generation batches. A method without one is an :class:`InvalidArgumentError`."""
+        if self.unrolled is None:
+            raise InvalidArgumentError(
+                f"method: the {self.name} method ({self.rollout_mode.value}) has no selector for a trainer that "
+                "rolls out itself",
+                "method",
+            )
+        return self.unrolled(self, num_tasks, weak, strong, threads, self.check(params))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -643,13 +737,112 @@ _IMPLEMENTATIONS: dict[str, str] = {
     "reinforce-ada": "bots_rft.selector.peers.reinforce_ada:ReinforceAda",
 }
 
-#: The methods, by canonical name, in the order the trainer lists them (the table's order).
-METHODS: Mapping[str, Method] = MappingProxyType(
-    {name: Method.registered(listed, _IMPLEMENTATIONS[name]) for name, listed in ENTRIES.items()}
-)
+
+def _unrolled_plan(m: Method, n: int, weak: Any, strong: Any, threads: Any, p: dict[str, Any]) -> Selector:
+    """BOTS-Plan without its callback: the BOTS posterior the plans draw from (a trainer plans each
+    step itself, :meth:`bots_rft.BOTS.plan`, and rolls the plan out)."""
+    return _bots(n, p, _interpolation(m, weak, strong, p), threads)
+
+
+def _unrolled_dynamic(m: Method, n: int, weak: Any, strong: Any, threads: Any, p: dict[str, Any]) -> Selector:
+    """DAPO-DS without its callback: the epoch walk that proposes its generation batches (a trainer
+    fills the batch itself)."""
+    from .peers.dapo import EpochOrder
+
+    return EpochOrder(n, seed=p["seed"])
+
+
+_UNROLLED: dict[str, Callable[..., Selector]] = {"bots-plan": _unrolled_plan, "dynamic": _unrolled_dynamic}
+
+#: The methods, by canonical name, in the order the trainer lists them (the table's order, then
+#: those :func:`register` added).
+_METHODS: dict[str, Method] = {
+    name: Method.registered(listed, _IMPLEMENTATIONS[name], _BUILDERS[name], _UNROLLED.get(name))
+    for name, listed in ENTRIES.items()
+}
+METHODS: Mapping[str, Method] = MappingProxyType(_METHODS)
+
+#: Every parameter object a built-in method takes (``n_rollouts`` is BOTS' real-valued pseudo
+#: count in some and dynamic sampling's integer rollouts in others).
+_BUILT_IN_PARAMS = frozenset(p for m in _ENTRIES.values() for p in m.params)
 
 
 def method(name: Any, argument: str = "method") -> Method:
     """The method ``name`` (or an alias of it) names; an unknown one is an
     :class:`InvalidArgumentError` naming ``argument``, the value and the known names."""
     return METHODS[entry(name, argument).name]
+
+
+def register(m: Method) -> Method:
+    """Add the method ``m`` to the registry, so that every entry point runs it: ``bots
+    simulate``'s and ``bots train``'s method lists, their configs (each parameter of ``m`` a key,
+    checked against its range) and :func:`method`. A name or alias already taken, or a parameter
+    named like one of the catalogue's (:data:`bots_rft.selector.parameters.PARAMETERS`) but
+    defined otherwise, is an :class:`InvalidArgumentError` naming it. Returns ``m``."""
+    if not isinstance(m, Method):
+        raise InvalidTypeError(f"method: must be a Method, got {_shown(m)}", "method")
+    for name in (m.name, *m.aliases):
+        if name != name.strip().lower() or not name:
+            raise InvalidArgumentError(f"method: a name is lower case without spaces, got {name!r}", "method")
+        if name in _BY_NAME:
+            raise InvalidArgumentError(f"method: {name!r} already names the {_BY_NAME[name].name} method", "method")
+    for p in m.params:
+        known = parameter(p.name)
+        if known is not None and p != known and p not in _BUILT_IN_PARAMS:
+            raise InvalidArgumentError(
+                f"params: {p.name!r} is already a parameter ({known.doc}, {known.span}); reuse it or choose "
+                f"another name, got {p!r}",
+                "params",
+            )
+    if m.rollout_mode in (RolloutMode.PLANNED, RolloutMode.DAPO_FILL) and m.unrolled is None:
+        raise InvalidArgumentError(
+            f"unrolled: a {m.rollout_mode.value} method needs the selector a trainer drives when it rolls out "
+            "itself, got None",
+            "unrolled",
+        )
+    _ENTRIES[m.name] = m.listed
+    _METHODS[m.name] = m
+    for name in (m.name, *m.aliases):
+        _BY_NAME[name] = _ENTRIES[m.name]
+    return m
+
+
+def unregister(name: str) -> None:
+    """Remove the method ``name`` that :func:`register` added (a built-in method stays)."""
+    m = method(name)
+    if m.name in _IMPLEMENTATIONS:
+        raise InvalidArgumentError(f"method: {m.name!r} is built in and cannot be removed", "method")
+    del _ENTRIES[m.name], _METHODS[m.name]
+    for alias in (m.name, *m.aliases):
+        del _BY_NAME[alias]
+
+
+def parameter(name: str) -> Parameter | None:
+    """The catalogue's parameter ``name`` (:data:`~bots_rft.selector.parameters.PARAMETERS`), or
+    that of a registered method that takes it; None when no method takes one of that name."""
+    if name in PARAMETERS:
+        return PARAMETERS[name]
+    for m in _METHODS.values():
+        for p in m.params:
+            if p.name == name:
+                return p
+    return None
+
+
+def parameters() -> dict[str, Parameter]:
+    """Every parameter of the catalogue and of the registered methods, by name."""
+    out = dict(PARAMETERS)
+    for m in _METHODS.values():
+        out.update({p.name: p for p in m.params if p.name not in out})
+    return out
+
+
+def dynamic_sampling(num_tasks: int, rollout: RolloutFn, proposer: Selector, params: Mapping[str, Any]) -> Selector:
+    """DAPO's dynamic sampling on top of ``proposer``'s picks, rolling out through ``rollout``:
+    its parameters (rollouts, oversample, rounds, seed) those of DAPO-DS, read from ``params``
+    (other keys are ignored)."""
+    from .peers.dapo import DynamicSampling
+
+    dapo = _ENTRIES["dynamic"]
+    own = dapo.check({p.name: params[p.name] for p in dapo.params if p.name in params})
+    return DynamicSampling(num_tasks, rollout, proposer=proposer, **own)

@@ -33,9 +33,8 @@ from ..selector.parameters import (
     TAU,
     Parameter,
 )
-from ..selector.peers.dapo import DynamicSampling
 from ..selector.protocol import RollsOut, Selector
-from ..selector.registry import method, method_names
+from ..selector.registry import RolloutMode, method, method_names
 from .learner import LearnerConfig, SimulatedLearner, TaskWorld, make_world
 from .signals import simulated_signals
 
@@ -507,13 +506,15 @@ def run_method(
             assert batch is not None  # select() always leaves its batch
             ids, succ, trials = batch.task_ids, batch.successes, batch.trials
             rec.rollouts[t] = batch.rollouts
-        elif method(spec.kind).rolls_out:
-            assert isinstance(selector, DynamicSampling)
-            taken = selector.take_rollouts()
+        elif method(spec.kind).rollout_mode is RolloutMode.DAPO_FILL:
+            # DAPO's filling (peers.dapo.DynamicSampling): the successes of the batch it kept, and
+            # every rollout it spent finding them.
+            filling: Any = selector
+            taken = filling.take_rollouts()
             assert taken is not None  # select() always leaves the batch's rollouts
             succ = taken
-            rec.rollouts[t] = selector.total_rollouts - spent
-            spent = selector.total_rollouts
+            rec.rollouts[t] = filling.total_rollouts - spent
+            spent = filling.total_rollouts
         else:
             succ = learner.rollout(ids)
             rec.rollouts[t] = ids.size * n

@@ -11,9 +11,17 @@ The training code's leaves take small typed views of it instead of the whole con
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Literal, get_args
+from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args
 
-from pydantic import BeforeValidator, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BeforeValidator,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    create_model,
+    field_validator,
+    model_validator,
+)
 
 from ..config_files import (
     ConfigModel,
@@ -28,36 +36,10 @@ from ..config_files import (
 )
 from ..errors import BotsError, ConfigError
 from ..llm.models import DTYPE_NAMES
-from ..selector.parameters import (
-    ADAPTIVE_LAM,
-    ADAPTIVE_RHO,
-    GEN_RATIO,
-    KEEP,
-    LAM,
-    MAX_GEN_BATCHES,
-    MIN_GAP,
-    MOMENTUM,
-    N_CONTINUE,
-    N_HIGH,
-    N_INIT,
-    N_LOW,
-    N_MAX,
-    N_MIN,
-    OVERSAMPLE,
-    P_EASY,
-    P_HARD,
-    RHO,
-    ROUND_REPEAT,
-    ROUNDS,
-    SAMPLING_RATIO,
-    TARGET,
-    TARGET_ZERO_VARIANCE,
-    TAU,
-    THOMPSON,
-    Parameter,
-)
+from ..selector.parameters import PARAMETERS, Parameter
+from ..selector.parameters import PEER_PARAMS as _PEERS
+from ..selector.registry import RolloutMode, method_names, parameter, parameters
 from ..selector.registry import method as method_spec
-from ..selector.registry import method_names
 
 __all__ = [
     "TrainConfig",
@@ -92,28 +74,21 @@ RESUME_PARAMS: tuple[str, ...] = get_args(ResumeParams)
 #: Selection parameters a resumed BOTS run may change (see ``resume_params``).
 SELECTION_PARAMS = ("lam", "rho", "target", "thompson", "tau", "adaptive_rho", "adaptive_lam")
 
-#: The parameters of the methods that roll out inside their own selection, as config keys.
-PEER_PARAMS = (
-    N_INIT,
-    N_CONTINUE,
-    GEN_RATIO,
-    MAX_GEN_BATCHES,
-    ROUNDS,
-    ROUND_REPEAT,
-    KEEP,
-    N_LOW,
-    N_HIGH,
-    P_EASY,
-    P_HARD,
-    TARGET_ZERO_VARIANCE,
-    SAMPLING_RATIO,
-)
-#: The selection parameters whose ranges the method table defines (one definition per meaning).
-_TABLE_PARAMS: dict[str, Parameter] = {
-    p.name: p
-    for p in (LAM, RHO, TARGET, THOMPSON, TAU, ADAPTIVE_RHO, ADAPTIVE_LAM, MOMENTUM, MIN_GAP, OVERSAMPLE, N_MIN, N_MAX)
-    + PEER_PARAMS
-}
+#: The parameters of the peer methods (docs/peers.md), as config keys: a resumed run refuses
+#: another value of one its method takes.
+PEER_PARAMS = _PEERS
+
+#: Method parameters whose value the trainer supplies from its own keys: ``n_rollouts`` is
+#: ``rollouts`` (n), ``seed`` the run's ``seed``.
+TRAINER_SUPPLIED = ("n_rollouts", "seed")
+#: Catalogue defaults the trainer changes: dynamic sampling's generation batches per step at most
+#: (fewer than the method's 16: on a trainer each round is a generation pass of the model).
+_TRAINER_DEFAULTS = {"max_rounds": 4}
+#: The selection keys: one per parameter of the method catalogue
+#: (:data:`bots_rft.selector.parameters.PARAMETERS`), each with the catalogue's range and default,
+#: so that every method's every parameter is settable. Parameters of a method added later
+#: (:func:`bots_rft.selector.registry.register`) are keys too, held in ``method_params``.
+SELECTION_KEYS: dict[str, Parameter] = {n: p for n, p in PARAMETERS.items() if n not in TRAINER_SUPPLIED}
 
 #: Selection methods ``method=`` accepts (:data:`bots_rft.selector.registry.METHODS`; their aliases too).
 METHODS = method_names()
@@ -172,10 +147,8 @@ class GRPOUpdate(ConfigModel):
     bf16: bool = True
 
 
-class TrainConfig(ConfigModel):
-    """Every knob of ``bots train``. Defaults follow the paper's GRPO setting
-    except the sizes, which are CPU-friendly; the example configs in ``configs/`` scale them up.
-    ``method`` holds the canonical name once validated (an alias such as ``dapo`` resolves)."""
+class _DataKeys(ConfigModel):
+    """The data, model and adaptation keys of :class:`TrainConfig` (first in its key order)."""
 
     # --- data
     pool: str = ""  # training pool (verl/GURU parquet or JSONL)
@@ -199,17 +172,34 @@ class TrainConfig(ConfigModel):
     lora_dropout: Annotated[Float, Field(ge=0, lt=1)] = 0.0
     lora_target_modules: str = "all-linear"  # or comma-separated linear-layer names ("q_proj,v_proj")
     train_top_layers: OptCount = None  # train only the top k decoder layers (with lora_r: adapt only them)
-    # --- selection
+
+
+def _selection_annotation(p: Parameter) -> Any:
+    return {"float": Float, "int": Int, "bool": bool}[p.type]
+
+
+if TYPE_CHECKING:  # the generated keys are read by name (TrainConfig.param)
+    _SelectionKeys = _DataKeys
+else:
+    _SelectionKeys = create_model(
+        "_SelectionKeys",
+        __base__=_DataKeys,
+        __module__=__name__,
+        **{n: (_selection_annotation(p), _TRAINER_DEFAULTS.get(n, p.default)) for n, p in SELECTION_KEYS.items()},
+    )
+
+
+class TrainConfig(_SelectionKeys):
+    """Every knob of ``bots train``. Defaults follow the paper's GRPO setting
+    except the sizes, which are CPU-friendly; the example configs in ``configs/`` scale them up.
+    ``method`` holds the canonical name once validated (an alias such as ``dapo`` resolves)."""
+
+    # --- selection: the method, and one key per parameter of the catalogue (SELECTION_KEYS,
+    # generated; each reaches the methods that take it)
     method: str = "bots"  # a name of bots_rft.selector.registry.METHODS
-    lam: Float = LAM.default
-    rho: Float = RHO.default
-    target: Float = TARGET.default
-    thompson: bool = THOMPSON.default
-    tau: Float = TAU.default  # 0: the B tasks nearest the target; > 0: softmax sampling (BOTS)
-    adaptive_rho: bool = ADAPTIVE_RHO.default  # halve rho when predictions miss (the authors' rule)
-    adaptive_lam: bool = ADAPTIVE_LAM.default  # scale lambda by the learner's drift
-    momentum: Float = MOMENTUM.default
-    min_gap: Float = MIN_GAP.default  # interpolation: skip batches with |St - W| below this
+    # Parameters of methods registered after this module was imported, by name (each also
+    # accepted as a top-level key, which lands here).
+    method_params: JsonDict = Field(default_factory=dict)
     # DAPO's dynamic sampling on top of the method: roll out generation batches the method
     # proposes, train on the groups whose rollouts disagree; the method still learns from every
     # rolled-out group. method=dynamic is the paper's baseline (epoch order + this filter).
@@ -220,36 +210,6 @@ class TrainConfig(ConfigModel):
     filler_tasks: Count0 = 0
     filler_column: OptStr = None
     filler_min_rate: Annotated[Float, Field(ge=0.0, le=1.0)] = 1.0
-    oversample: Float = OVERSAMPLE.default  # dynamic sampling: generation batch = oversample * batch_size
-    # Dynamic sampling: generation batches per step at most. Fewer than the method's 16: on a
-    # trainer each round is a generation pass of the model, not a simulated one.
-    max_rounds: Count = 4
-    # method=bots-plan: each step plans tasks and a rollout count per task (BOTS.plan) with a
-    # budget of batch_size * rollouts rollouts, n_min <= count <= n_max
-    n_min: Int = N_MIN.default
-    n_max: Int = N_MAX.default
-    # The methods that roll out inside their own selection (docs/peers.md), each reading its own:
-    # speed / bots-screen: n_init screening rollouts per fresh prompt, n_continue more for those
-    # whose screening disagrees, generation batches of gen_ratio * batch_size prompts, at most
-    # max_gen_batches generation rounds per step;
-    n_init: Int = N_INIT.default
-    n_continue: Int = N_CONTINUE.default
-    gen_ratio: Float = GEN_RATIO.default
-    max_gen_batches: Int = MAX_GEN_BATCHES.default
-    # reinforce-ada: at most `rounds` rounds of round_repeat rollouts per active prompt, trained on
-    # a balanced subset of `keep` of them;
-    rounds: Int = ROUNDS.default
-    round_repeat: Int = ROUND_REPEAT.default
-    keep: Int = KEEP.default
-    # knapsack: n_low <= rollouts per prompt <= n_high, rollouts * batch_size in all;
-    n_low: Int = N_LOW.default
-    n_high: Int = N_HIGH.default
-    # greso: exploration probabilities, zero-variance target, generation batch (sampling_ratio *
-    # batch_size) and max_rounds generation rounds per step.
-    p_easy: Float = P_EASY.default
-    p_hard: Float = P_HARD.default
-    target_zero_variance: Float = TARGET_ZERO_VARIANCE.default
-    sampling_ratio: Float = SAMPLING_RATIO.default
     # The starvation / verifier-failure guard (bots_rft.GroupGuard), on with guard=true: per group
     # of tasks (guard_groups: the pool's data_source or ability), a warning once a group's rollouts
     # all failed in guard_zero_streak updates in a row, and each batch holding at least
@@ -339,13 +299,31 @@ class TrainConfig(ConfigModel):
             raise ConfigError(f"method: {m.name!r} runs in bots simulate only (docs/peers.md)")
         return m.name
 
-    @field_validator(*_TABLE_PARAMS)
+    @field_validator(*SELECTION_KEYS)
     @classmethod
-    def _in_table_range(cls, value: Any, info: Any) -> Any:
+    def _in_catalogue_range(cls, value: Any, info: Any) -> Any:
         try:
-            return _TABLE_PARAMS[info.field_name].check(value)
+            return SELECTION_KEYS[info.field_name].check(value)
         except BotsError as exc:
             raise ConfigError(str(exc)) from None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _gather_method_params(cls, data: Any) -> Any:
+        """A top-level key naming a parameter of a method registered later goes to ``method_params``."""
+        if not isinstance(data, dict):
+            return data
+        moved = {k: v for k, v in data.items() if k not in cls.model_fields and parameter(k) is not None}
+        if not moved:
+            return data
+        held = data.get("method_params") or {}
+        return {k: v for k, v in data.items() if k not in moved} | {"method_params": {**held, **moved}}
+
+    @field_validator("method_params")
+    @classmethod
+    def _method_params(cls, values: dict[str, Any]) -> dict[str, Any]:
+        """Each a parameter of a registered method, checked against its range."""
+        return {str(k): _checked_param(str(k), v) for k, v in values.items()}
 
     @field_validator("rollouts")
     @classmethod
@@ -393,14 +371,15 @@ class TrainConfig(ConfigModel):
             raise ConfigError(
                 f"mini_batch_size: must divide batch_size={self.batch_size}, got {self.mini_batch_size!r}"
             )
-        if self.method == "bots-plan":
+        mode = m.step_mode(self.dynamic_sampling)
+        if m.rollout_mode is RolloutMode.PLANNED:
             self._check_plan()
-        if m.rolls_out and self.method not in ("bots-plan", "dynamic") and self.dynamic_sampling:
+        if m.rollout_mode is RolloutMode.CALLBACK and self.dynamic_sampling:
             raise ConfigError(
                 f"dynamic_sampling: method {self.method!r} rolls out inside its own selection and builds its "
                 "batches itself; got True"
             )
-        if self.guard and (m.rolls_out or self.method == "bots-plan" or self.dynamic_sampling):
+        if self.guard and mode is not RolloutMode.PLAIN:
             # These fill or plan their batches themselves: there is no single select to hold the floor.
             raise ConfigError(
                 f"guard: works with methods that select a batch and then learn from it; method "
@@ -429,7 +408,7 @@ class TrainConfig(ConfigModel):
                 raise ConfigError(f"filler_column: filler_tasks={self.filler_tasks} needs a pass-rate column, got None")
             if self.filler_tasks >= self.batch_size:
                 raise ConfigError(f"filler_tasks: must be < batch_size={self.batch_size}, got {self.filler_tasks}")
-            if m.rolls_out or self.method == "bots-plan" or self.dynamic_sampling or self.guard:
+            if mode is not RolloutMode.PLAIN or self.guard:
                 raise ConfigError(
                     f"filler_tasks: works with methods that select a batch and then learn from it (no guard); method "
                     f"{self.method!r} with dynamic_sampling={self.dynamic_sampling}, guard={self.guard}, got "
@@ -442,22 +421,49 @@ class TrainConfig(ConfigModel):
         return self
 
     def _check_plan(self) -> None:
-        """method=bots-plan: the plan's bounds fit GRPO and its budget of batch_size * rollouts."""
-        if self.n_min < 2:  # a group of one has zero advantage: its rollout would be spent for nothing
-            raise ConfigError(f"n_min: GRPO needs at least 2 rollouts per planned task, got {self.n_min}")
-        if self.n_max < self.n_min:
-            raise ConfigError(f"n_max: must be >= n_min={self.n_min}, got {self.n_max}")
+        """A planned method (bots-plan): the plan's bounds fit GRPO and its budget of
+        batch_size * rollouts."""
+        n_min, n_max = self.param("n_min"), self.param("n_max")
+        if n_min < 2:  # a group of one has zero advantage: its rollout would be spent for nothing
+            raise ConfigError(f"n_min: GRPO needs at least 2 rollouts per planned task, got {n_min}")
+        if n_max < n_min:
+            raise ConfigError(f"n_max: must be >= n_min={n_min}, got {n_max}")
         budget = self.batch_size * self.rollouts
-        if budget < self.n_min:
+        if budget < n_min:
             raise ConfigError(
                 f"n_min: the plan's budget batch_size * rollouts = {budget} cannot give one task n_min "
-                f"rollouts, got {self.n_min}"
+                f"rollouts, got {n_min}"
             )
         if self.dynamic_sampling:
             raise ConfigError(
-                "dynamic_sampling: method 'bots-plan' already spends its budget where groups are expected "
+                f"dynamic_sampling: method {self.method!r} already spends its budget where groups are expected "
                 "to be informative, and has no generation batches to filter; got True"
             )
+
+    # ------------------------------------------------------------------ selection parameters
+    def param(self, name: str) -> Any:
+        """The value of the selection parameter ``name``: its key's, else its default (a
+        parameter of a registered method not set here); a name no method takes is a KeyError."""
+        if name in SELECTION_KEYS:
+            return getattr(self, name)
+        if name in self.method_params:
+            return self.method_params[name]
+        found = parameter(name)
+        if found is None:
+            raise KeyError(name)
+        return found.default
+
+    def method_values(self) -> dict[str, Any]:
+        """The values of every parameter the method takes, as its selector is built with them:
+        ``n_rollouts`` is ``rollouts`` (n), ``seed`` the run's seed, the others their keys'."""
+        return {p.name: self._supplied(p.name) for p in method_spec(self.method).params}
+
+    def _supplied(self, name: str) -> Any:
+        if name == "n_rollouts":
+            return self.rollouts
+        if name == "seed":
+            return self.seed
+        return self.param(name)
 
     # ------------------------------------------------------------------ views for the leaves
     @property
@@ -513,9 +519,27 @@ class TrainConfig(ConfigModel):
 
 def _check_keys(data: dict[str, Any], where: str) -> None:
     """Unknown keys, named with where they came from (a file, or the overrides)."""
-    unknown = sorted(set(data) - set(TrainConfig.model_fields))
+    unknown = sorted(k for k in set(data) - set(TrainConfig.model_fields) if parameter(k) is None)
     if unknown:
-        raise ConfigError(f"{where}: unknown key(s) {unknown}; known keys: {sorted(TrainConfig.model_fields)}")
+        known = sorted({*TrainConfig.model_fields, *parameters()} - set(TRAINER_SUPPLIED))
+        raise ConfigError(f"{where}: unknown key(s) {unknown}; known keys: {known}")
+
+
+def _checked_param(key: str, value: Any) -> Any:
+    """``value`` of the registered method parameter ``key`` (text from the command line parsed as
+    its type), checked against its range; a ConfigError naming the key and the value otherwise."""
+    p = parameter(key)
+    if p is None or key in TRAINER_SUPPLIED:
+        raise ConfigError(f"method_params: {key!r} is not a parameter of a registered method")
+    if isinstance(value, str):
+        try:
+            value = TypeAdapter(_selection_annotation(p)).validate_python(value)
+        except ValidationError:
+            raise ConfigError(f"{key}: must be {p.type} {p.span}, got {value!r}") from None
+    try:
+        return p.check(value, key)
+    except BotsError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def parse_overrides(pairs: list[str]) -> dict[str, Any]:
@@ -528,6 +552,9 @@ def parse_overrides(pairs: list[str]) -> dict[str, Any]:
         if not sep or not key:
             raise ConfigError(f"override: expected KEY=VALUE, got {pair!r}")
         _check_keys({key: None}, "override")
+        if key not in TrainConfig.model_fields:  # a parameter of a method registered later
+            out[key] = _checked_param(key, value)
+            continue
         try:
             out[key] = field_adapter(TrainConfig, key).validate_python(value)
         except ValidationError as exc:

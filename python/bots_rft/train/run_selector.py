@@ -5,12 +5,13 @@ The method and its parameters come from :data:`bots_rft.selector.registry.METHOD
 is saved in bots-rft's checkpoint format (a checksummed safetensors file; never a pickle), in the
 file the method table names.
 
-For ``method=bots-plan`` the selector is the BOTS posterior the trainer's plans draw from
+For a ``planned`` method (``bots-plan``) the selector is the posterior the trainer's plans draw from
 (:meth:`bots_rft.BOTS.plan`; the trainer rolls the plan out itself).
 
 The trainer builds the method's selector alone (``dynamic_sampling`` off) and, with dynamic
 sampling, runs DAPO's fill loop itself (:class:`bots_rft.train.step_batches.FillBatches`);
-``method=dynamic``'s generation batches then come from :class:`bots_rft.selector.peers.dapo.EpochOrder`.
+a ``dapo_fill`` method's generation batches (``method=dynamic``'s: :class:`bots_rft.selector.peers.dapo.EpochOrder`)
+then come from its proposer (:meth:`bots_rft.selector.registry.Method.build_unrolled`).
 Given ``dynamic_sampling`` and a ``rollout`` callback, :func:`make_selector` instead wraps the
 method in :class:`~bots_rft.selector.peers.dapo.DynamicSampling`, which rolls out inside ``select``
 through that callback, as the simulator's selectors do."""
@@ -28,38 +29,11 @@ from .. import BOTS
 from ..checkpoint import load_state, save_state
 from ..data import TaskPool
 from ..errors import BotsError, CheckpointError, ConfigError
-from ..selector.peers.dapo import DynamicSampling, EpochOrder
 from ..selector.protocol import CountedRolloutFn, RolloutFn, Selector
-from ..selector.registry import Method, method
-from .config import PEER_PARAMS, TrainConfig
+from ..selector.registry import Method, RolloutMode, dynamic_sampling, method
+from .config import TrainConfig
 
 __all__ = ["make_selector", "save_selector", "load_selector", "selector_file"]
-
-
-def _params(cfg: TrainConfig, m: Method) -> dict[str, Any]:
-    """The config's values of the parameters ``m`` takes (``rollouts`` is n)."""
-    values = {
-        "n_rollouts": cfg.rollouts,
-        **{
-            k: getattr(cfg, k)
-            for k in (
-                "lam",
-                "rho",
-                "target",
-                "thompson",
-                "tau",
-                "adaptive_rho",
-                "adaptive_lam",
-                "momentum",
-                "min_gap",
-                "oversample",
-                "max_rounds",
-                "seed",
-                *(p.name for p in PEER_PARAMS),
-            )
-        },
-    }
-    return {p.name: values[p.name] for p in m.params if p.name in values}
 
 
 def make_selector(
@@ -72,21 +46,23 @@ def make_selector(
     """The selector ``cfg.method`` names, over ``num_tasks`` rows; ``weak``/``strong`` are the
     reference pass rates (NaN unknown) or None when the pool has none."""
     m = method(cfg.method)
+    params = cfg.method_values()
     try:
-        if m.name == "bots-plan":
+        if m.rollout_mode is RolloutMode.PLANNED:
             # The trainer plans each step itself (BOTS.plan on this posterior: tasks and counts,
-            # then its own generation of them), so the method's selector is the BOTS the plan
+            # then its own generation of them), so the method's selector is the posterior the plan
             # draws from, with the method's parameters and without the simulator's callback.
-            bots = method("bots")
-            return bots.build(num_tasks, weak=weak, strong=strong, **_params(cfg, bots))
+            return m.build_unrolled(num_tasks, weak=weak, strong=strong, **params)
         if m.rolls_out or not cfg.dynamic_sampling:
-            return m.build(num_tasks, weak=weak, strong=strong, rollout=rollout, **_params(cfg, m))
+            return m.build(num_tasks, weak=weak, strong=strong, rollout=rollout, **params)
         if rollout is None:
             raise ConfigError("dynamic_sampling: needs a rollout callback")
-        proposer = m.build(num_tasks, weak=weak, strong=strong, **_params(cfg, m))
-        dynamic = method("dynamic")
-        # DAPO's filter calls rollout(task_ids) (n each).
-        return DynamicSampling(num_tasks, rollout, proposer=proposer, **_params(cfg, dynamic))  # type: ignore[arg-type]
+        proposer = m.build(num_tasks, weak=weak, strong=strong, **params)
+        # DAPO's filter calls rollout(task_ids) (n each), with the config's rollouts, oversample,
+        # max_rounds and seed.
+        values = {"n_rollouts": cfg.rollouts, "seed": cfg.seed}
+        values |= {k: cfg.param(k) for k in ("oversample", "max_rounds")}
+        return dynamic_sampling(num_tasks, rollout, proposer, values)  # type: ignore[arg-type]
     except ConfigError:
         raise
     except BotsError as exc:  # a value the config cannot hold (e.g. no reference columns), as a config error
@@ -148,8 +124,13 @@ def run_selector(
 
     if isinstance(batches, CallbackBatches):
         return make_selector(cfg, len(pool), weak, strong, rollout=batches.rollout)
-    if entry.rolls_out and isinstance(batches, FillBatches):  # method=dynamic
-        return EpochOrder(len(pool), seed=cfg.seed)
+    if entry.rollout_mode is RolloutMode.DAPO_FILL and isinstance(batches, FillBatches):
+        # A method that is DAPO's filling itself: the trainer's fill loop filters the generation
+        # batches its proposer (DAPO-DS: the epoch walk) proposes.
+        try:
+            return entry.build_unrolled(len(pool), weak=weak, strong=strong, **cfg.method_values())
+        except BotsError as exc:
+            raise ConfigError(f"method: {cfg.method!r}: {exc}") from None
     selector = make_selector(cfg.replace(dynamic_sampling=False), len(pool), weak, strong)
     if cfg.filler_tasks and cfg.filler_column:
         rates = pool.pass_rate(cfg.filler_column)

@@ -1,6 +1,7 @@
 """How a step's batch is found, one strategy per rollout mode; each returns one :class:`StepBatch`.
 
-A method's rollout mode (:func:`rollout_mode`) says how the trainer gets the groups it trains on:
+A method declares its rollout mode (:class:`bots_rft.selector.registry.RolloutMode`, on its registry
+entry); it says how the trainer gets the groups it trains on:
 
 - ``plain``: the selector picks B tasks; each is rolled out n times; every group is trained on.
 - ``dapo_fill``: DAPO's dynamic sampling (``method=dynamic``, or ``dynamic_sampling`` on top of a
@@ -22,7 +23,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -32,6 +32,7 @@ import torch
 from .. import PosteriorSelector
 from ..errors import ConfigError, InvalidArgumentError
 from ..selector.protocol import RollsOut
+from ..selector.registry import RolloutMode
 from .rollout import PlannedRollouts, Rollouts, concat_rollouts
 
 if TYPE_CHECKING:
@@ -84,30 +85,10 @@ class Stages(Protocol):
     def gather_successes(self, ro: Rollouts | None) -> FloatArray: ...
 
 
-class RolloutMode(str, Enum):
-    """How a method's step gets its groups (module docstring)."""
-
-    PLAIN = "plain"
-    DAPO_FILL = "dapo_fill"
-    PLANNED = "planned"
-    CALLBACK = "callback"
-
-
-#: Methods whose rollouts are not the plain "select B, roll each out n times": what they do instead.
-#: Every other method rolls out plainly; a method that rolls out inside its own selection and is
-#: not named here goes through the callback.
-_MODES = {"bots-plan": RolloutMode.PLANNED, "dynamic": RolloutMode.DAPO_FILL}
-
-
 def rollout_mode(entry: MethodEntry, dynamic_sampling: bool = False) -> RolloutMode:
-    """The rollout mode of the method ``entry``; ``dynamic_sampling`` (DAPO's filter on top of
-    a method that does not roll out itself) makes a plain method ``dapo_fill``."""
-    mode = _MODES.get(entry.name)
-    if mode is None:
-        mode = RolloutMode.CALLBACK if entry.rolls_out else RolloutMode.PLAIN
-    if mode is RolloutMode.PLAIN and dynamic_sampling:
-        return RolloutMode.DAPO_FILL
-    return mode
+    """The rollout mode of a step with the method ``entry``, as the method declares it
+    (:meth:`~bots_rft.selector.registry.MethodEntry.step_mode`)."""
+    return entry.step_mode(dynamic_sampling)
 
 
 @dataclass
@@ -156,12 +137,12 @@ class FillBatches:
     def __call__(self) -> StepBatch:
         t, cfg = self.t, self.t.cfg
         b, n = cfg.batch_size, cfg.rollouts
-        per_round = max(b, int(np.ceil(cfg.oversample * b)))
+        per_round = max(b, int(np.ceil(cfg.param("oversample") * b)))
         rolled = np.zeros(len(t.pool), dtype=bool)  # no task is rolled out twice in a step
         kept: list[tuple[int, float]] = []  # (task id, successes), in the order rolled out
         dropped: list[tuple[int, float]] = []
         mine: dict[int, Rollouts] = {}  # this rank's rollouts, by task
-        for _ in range(cfg.max_rounds):
+        for _ in range(cfg.param("max_rounds")):
             ids = t.select_batch(per_round, exclude=rolled)
             if not ids:
                 break
@@ -230,7 +211,7 @@ class PlannedBatches:
             sel = t.rank0_selector
             if not isinstance(sel, PosteriorSelector):  # the config's method check makes this BOTS
                 raise InvalidArgumentError(f"method: {cfg.method!r} has no posterior to plan from", "method")
-            chosen = sel.plan(cfg.batch_size * cfg.rollouts, cfg.n_min, cfg.n_max)
+            chosen = sel.plan(cfg.batch_size * cfg.rollouts, cfg.param("n_min"), cfg.param("n_max"))
             plan = ([int(i) for i in chosen.ids], [int(c) for c in chosen.counts])
             t.times.select_s += time.perf_counter() - began
             t.times.picks.append(sel.explain(plan[0]))

@@ -60,7 +60,7 @@ from .sampling_copy import int8_twin
 from .scoring import VerifierErrors, register_config_verifiers, score_texts
 from .self_rolling import KeptRows
 from .sft import sft_warmup
-from .step_batches import StepBatch, batch_strategy, rollout_mode
+from .step_batches import StepBatch, batch_strategy
 from .step_record import StepResults, StepTimes, gather_results, step_record
 from .stops import RunInterrupted, VerifierErrorStop, handle_signals, signal_name
 
@@ -142,7 +142,7 @@ class GRPOTrainer:
         self.method = method(cfg.method)
         # How the method's steps find their batch (every rank takes the same path through a step,
         # so this comes from the config, not from the selector only rank 0 holds).
-        self.rollout_mode = rollout_mode(self.method, cfg.dynamic_sampling)
+        self.rollout_mode = self.method.step_mode(cfg.dynamic_sampling)
         self.batches = batch_strategy(self.rollout_mode, self)
         if cfg.sft_steps and not cfg.resume and self.dist.enabled and cfg.distributed == "fsdp":
             # The warm-up trains rank 0's whole policy, which FSDP holds sharded over the ranks.
