@@ -93,6 +93,25 @@ def test_a_missing_method_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
         gates.check_framework(WINDOW, [SEAM], version="1.2.0")
 
 
+def test_a_module_level_function_is_a_seam_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An adapter that calls a framework's module-level function (verl's TransferQueue
+    ``kv_batch_get``, AReaL's ``is_single_controller``) declares it with the module as owner:
+    changed parameters are refused, a changed body outside the window too."""
+    import types
+
+    module = types.ModuleType("fakeframework.utils")
+
+    def get(keys: Any, partition_id: Any, select_fields: Any = None) -> Any:
+        return keys
+
+    module.get = get  # type: ignore[attr-defined]
+    seam = gates.Seam(module, "get", "(keys, partition_id, select_fields=)", gates.fingerprint_of(get))
+    assert gates.check_framework(WINDOW, [seam], version="1.2.0") == []
+    monkeypatch.setattr(module, "get", lambda keys, partition_id: keys, raising=False)
+    with pytest.raises(IntegrationError, match=r"fakeframework\.utils\.get\(keys, partition_id\)"):
+        gates.check_framework(WINDOW, [seam], version="1.2.0")
+
+
 def test_the_escape_hatch_logs_what_it_bypassed(monkeypatch: pytest.MonkeyPatch, warnings_seen: list[str]) -> None:
     monkeypatch.setattr(Framework, "hook", lambda self, inputs, extra: inputs)
     monkeypatch.setenv("BOTS_ALLOW_UNTESTED", "1")

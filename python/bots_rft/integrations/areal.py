@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 from areal.api import RolloutWorkflow
+from areal.utils import environ as areal_environ
 from areal.utils import stats_tracker
 from areal.utils.dynamic_import import import_from_string
 from areal.utils.environ import is_single_controller
@@ -86,6 +87,9 @@ def areal_seams() -> list[Seam]:
         Seam(PPOTrainer, "train", train, "676756838adb0cda"),
         # TaskIdWorkflow wraps the user's workflow through AReaL's public workflow contract.
         Seam(RolloutWorkflow, "arun_episode", "(self, engine, data)", "9777357deb3fa177"),
+        # The single-controller refusal and the metrics' route into AReaL's logger.
+        Seam(areal_environ, "is_single_controller", "()", "8deb544a13269002"),
+        Seam(stats_tracker, "scalar", "(self, **kwargs)", "2f1dbbba49673bf9"),
     ]
 
 

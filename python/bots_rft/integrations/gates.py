@@ -27,6 +27,7 @@ import re
 import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 from ..errors import IntegrationError
@@ -41,11 +42,12 @@ logger = logging.getLogger("bots_rft.integrations")
 
 @dataclass(frozen=True)
 class Seam:
-    """A framework method an adapter overrides or wraps: ``owner.name``, called with ``params``
-    (as :func:`signature_of` writes them), whose source hashed to ``fingerprint`` at the tested
-    release (None: not fingerprinted)."""
+    """A framework method an adapter overrides, wraps or calls: ``owner.name`` (``owner`` a class,
+    or a module for a module-level function), called with ``params`` (as :func:`signature_of`
+    writes them), whose source hashed to ``fingerprint`` at the tested release (None: not
+    fingerprinted)."""
 
-    owner: type
+    owner: type | ModuleType
     name: str
     params: str
     fingerprint: str | None = None

@@ -226,6 +226,8 @@ VERL_SEAMS = (
     Seam(PPOTrainerSync, "step", "(self, metrics, timing_raw)", "c583b34f7e91cacd"),
     Seam(PPOTrainerColocateAsync, "step", "(self, metrics, timing_raw)", "c583b34f7e91cacd"),
     Seam(PPOTrainerSeparateAsync, "step", "(self, metrics, timing_raw)", "c583b34f7e91cacd"),
+    # The replay buffer's evidence is read from TransferQueue (verl V1's rollout store) by key.
+    Seam(tq, "kv_batch_get", "(keys, partition_id, select_fields=)", "1c0529258bdfac9d"),
     # BOTSTaskRunner extends the class behind verl's @ray.remote TaskRunnerV1 (Ray keeps it as
     # __ray_actor_class__); Ray's wrapper adds the _ray_trace_ctx keyword.
     Seam(
