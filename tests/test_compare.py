@@ -255,7 +255,7 @@ def test_warmup_only_writes_the_warmed_up_model_and_nothing_else(
 def test_reuse_accepts_runs_recorded_before_a_key_existed() -> None:
     """A run recorded before a config key was added computed what the key's default computes:
     reusing it is allowed while the key keeps its default, and refused (naming the key) when not."""
-    from bots_rft.commands.compare import _differences
+    from bots_rft.train.compare_reuse import differences as _differences
     from bots_rft.train.config import TrainConfig
 
     now = TrainConfig(pool="p.parquet").to_dict()

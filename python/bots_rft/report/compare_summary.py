@@ -1,0 +1,144 @@
+"""The report of a ``bots compare``, rebuilt from the run logs under OUT: OUT/summary.md (the
+paper-style tables: TTB/BSF against Random, ETR, <1/>0 ratios, rollouts per step; with several
+seeds the seed and paired tables; the primary metric and a decision rule's verdict; the implicit
+evidence's quality when the pool has reference columns; timing), OUT/held_out.csv, and the curves
+OUT/curves.png and OUT/held_out.png.
+
+The runs themselves are :mod:`bots_rft.train.compare_run`'s; this module reads what they logged.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..train.compare_plan import ComparePlan
+from ..train.config import TrainConfig
+from .trial import DecisionRule
+
+__all__ = ["decision_rule", "write_summary", "reading_references"]
+
+
+def decision_rule(plan: ComparePlan) -> DecisionRule | None:
+    """The ``compare.decision`` rule (None without one); a rule that names one method twice is
+    refused here, before any run."""
+    return None if plan.decision is None else DecisionRule(**plan.decision)
+
+
+def reading_references(methods: list[str], cfg: TrainConfig) -> list[str]:
+    """The methods that see the reference pass rates (none without both columns)."""
+    from ..selector.registry import method
+
+    refs = bool(cfg.weak_column and cfg.strong_column)
+    return [m for m in methods if refs and method(m).references != "unused"]
+
+
+def _information(methods: list[str], cfg: TrainConfig) -> str:
+    """What each method saw besides its own rollouts (a comparison states it)."""
+    seen = reading_references(methods, cfg)
+    blind = [m for m in methods if m not in seen]
+    parts = []
+    if seen:
+        parts.append(f"{', '.join(seen)}: the reference pass rates ({cfg.weak_column}, {cfg.strong_column})")
+    if blind:
+        parts.append(f"{', '.join(blind)}: no reference pass rates, only their own rollouts")
+    return "What each method saw besides its rollouts: " + "; ".join(parts) + "."
+
+
+def _evidence_section(cfg: TrainConfig, groups: Any) -> str:
+    """The implicit-evidence quality table, when the pool carries both reference columns (with a
+    Random arm, also an estimator's that replays Random's uniform batches)."""
+    if not (cfg.weak_column and cfg.strong_column):
+        return ""
+    from ..data import TaskPool
+    from .training import evidence_markdown
+
+    pool = TaskPool.load(cfg.pool)
+    weak, strong = pool.pass_rate(cfg.weak_column), pool.pass_rate(cfg.strong_column)
+    table = evidence_markdown(groups, weak, strong, shadow="random" if "random" in groups else None)
+    if table is None:
+        return ""
+    return (
+        f"Implicit evidence ({cfg.weak_column} → {cfg.strong_column}), predicted before each batch "
+        f"was rolled out:\n\n{table}\n\n"
+    )
+
+
+def _trial_section(cfg: TrainConfig, plan: ComparePlan, groups: Any, rule: DecisionRule | None) -> tuple[str, str]:
+    """The primary-metric table (and the rule's outcome) for summary.md, and the outcome line
+    printed last (empty without a rule)."""
+    from ..data import TaskPool
+    from ..errors import InvalidArgumentError
+    from .trial import decide, held_out_rows, reference_cost, trial_markdown
+
+    spec = plan.spec
+    reading = reading_references(plan.methods, cfg)
+    cost = 0
+    text = ""
+    if spec.references is not None:
+        tasks = len(TaskPool.load(cfg.pool))
+        cost = reference_cost(spec.references, tasks)
+        charged = f", charged to {', '.join(reading)}" if reading else ""
+        text = f"references: 2 × {tasks} tasks × {spec.references.rollouts} samples = {cost:,} rollouts{charged}.\n\n"
+    rows = held_out_rows(groups)
+    caveat = "(smoke run, not a result) " if plan.smoke else ""
+    try:
+        table = trial_markdown(rows, rule, reads_references=reading, reference_rollouts=cost, caveat=caveat)
+        outcome = "" if rule is None else caveat + decide(rows, rule).line()
+    except InvalidArgumentError as exc:  # runs on different evaluation schedules: no common metric
+        return text + f"The primary metric is not computed: {exc}\n\n", ""
+    return text + table + "\n\n", outcome
+
+
+def write_summary(plan: ComparePlan, cfg: TrainConfig, rule: DecisionRule | None) -> tuple[str, str]:
+    """Write OUT/summary.md, OUT/held_out.csv, OUT/curves.png and OUT/held_out.png from the run
+    logs of ``plan`` (``cfg``: the config the runs started from); the summary's text and the
+    decision rule's outcome line (empty without a rule)."""
+    from .training import (
+        average_runs,
+        budget_markdown,
+        comparison_markdown,
+        load_run,
+        paired_markdown,
+        plot_held_out,
+        plot_runs,
+        seeds_markdown,
+        timing_markdown,
+    )
+    from .trial import write_held_out_csv
+
+    out, methods, seeds = plan.out, plan.methods, plan.seeds
+    groups = {m: [load_run(m, plan.run_dir(m, seed)) for seed in plan.run_seeds] for m in methods}
+    runs = [average_runs(m, g) for m, g in groups.items()]
+    csv_path = write_held_out_csv(groups, out / "held_out.csv")
+    trial_text, outcome = _trial_section(cfg, plan, groups, rule)
+    seed_text = f"seeds {', '.join(map(str, seeds))} (warm-up from seed {cfg.seed})" if seeds else f"seed {cfg.seed}"
+    title = f"{Path(cfg.pool).parent.name or cfg.pool}, model {cfg.model}, B={cfg.batch_size}, n={cfg.rollouts}, {seed_text}"
+    plot = plot_runs(groups, out / "curves.png", title)
+    metric = f"mean of {cfg.eval_samples} samples at temperature {cfg.temperature:g}" if cfg.eval_samples else "greedy"
+    held = plot_held_out(groups, out / "held_out.png", title, metric)
+    over = bool(seeds and len(seeds) > 1)
+    curve = "each method's mean held-out accuracy curve over seeds" if over else "the held-out accuracy curve"
+    text = (
+        f"# bots compare: {', '.join(methods)}\n\n{title}\n\n"
+        f"Held-out accuracy: {metric}, on {cfg.eval_limit or 'every'} held-out task(s). "
+        f"{_information(methods, cfg)}\n\n"
+        f"TTB/BSF are on {curve}, against the first of: random, "
+        "else the first method; per training step, and per rollout spent in the '(rollouts)' "
+        "columns (dynamic sampling pays there for the groups it rolls out and drops).\n\n"
+        f"{comparison_markdown(runs)}\n\n"
+        + (f"Over seeds (mean ± 95% half-width):\n\n{seeds_markdown(groups)}\n\n" if over else "")
+        + (
+            "Paired by seed (each seed's run minus the baseline's run of the same seed; mean ± 95% "
+            f"half-width, * where the interval excludes 0):\n\n{paired_markdown(groups)}\n\n"
+            if over
+            else ""
+        )
+        + f"The same rollout budget for every method (mean ± 95% half-width over seeds):\n\n{budget_markdown(groups)}\n\n"
+        + f"Every held-out evaluation of every run: {csv_path.name}.\n\n"
+        + trial_text
+        + _evidence_section(cfg, groups)
+        + f"Medians over steps:\n\n{timing_markdown(runs)}\n\n![held-out]({held.name})\n\n![curves]({plot.name})\n"
+    )
+    (out / "summary.md").write_text(text, encoding="utf-8")
+    return text, outcome
