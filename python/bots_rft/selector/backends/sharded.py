@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ... import _core
-from ..._validation import as_bool, as_int, ids_in_pool
+from ..._validation import FloatArray, IntArray, as_bool, as_int, ids_in_pool
 from ..._validation import exclusion as _exclusion
 from ...checkpoint import read_checkpoint
 from ...errors import BotsError, InvalidArgumentError, UnsupportedByBackendError
@@ -27,7 +27,6 @@ from ..bots import (
     smoothed_drift,
 )
 from ..bots.feedback import aggregate
-from ..plan import Plan, allocate_rollouts, check_plan_args
 from .rust import RustShard, thompson_draw
 
 __all__ = ["ShardedBOTS", "ShardLostError", "SHARDED_PARAMS"]
@@ -308,16 +307,13 @@ class ShardedBOTS(SelectorBase):
         self._num_selections += 1
         return chosen[order]
 
-    def plan(self, rollout_budget: int, n_min: int, n_max: int, exclude: Any = None) -> Plan:
-        """As :meth:`BOTS.plan`: tasks and a rollout count for each under ``rollout_budget``, from
-        the selection rule's ranking (one :meth:`select` of ``rollout_budget // n_min`` tasks) and
-        the draws it ranked by (:meth:`explain` of those tasks). Same plan as ``BOTS``."""
-        budget, lo, hi = check_plan_args(rollout_budget, n_min, n_max)
+    def _selectable(self, exclude: Any) -> int:
         mask, ids = _exclusion(exclude, self._num_tasks)
         excluded = int(ids.size) if ids is not None else (int(np.count_nonzero(mask)) if mask is not None else 0)
-        ranked = self.select(min(budget // lo, self._num_tasks - excluded), exclude=exclude)
-        counts = allocate_rollouts(self.explain(ranked).theta, budget, lo, hi)
-        return Plan(ranked[: counts.size].copy(), counts)
+        return self._num_tasks - excluded
+
+    def _ranked_theta(self, ranked: IntArray) -> FloatArray:
+        return self.explain(ranked).theta
 
     def explain(self, task_ids: Any) -> Picks:
         """As :meth:`BOTS.explain`: what the last selection drew for ``task_ids`` and why (θ, its

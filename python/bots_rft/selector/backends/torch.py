@@ -56,7 +56,6 @@ from ..bots import (
 )
 from ..bots.params import readonly
 from ..bots.state import check_state_header, state_params, state_posterior
-from ..plan import Plan, allocate_rollouts, check_plan_args
 from ._torch_draws import gumbel_keys, thompson_draws
 
 __all__ = ["TorchBOTS", "CHUNK"]
@@ -263,17 +262,11 @@ class TorchBOTS(BOTS):
             self._num_selections += 1
         return chosen
 
-    def plan(self, rollout_budget: int, n_min: int, n_max: int, exclude: Any = None) -> Plan:
-        """See :meth:`BOTS.plan`: tasks and a rollout count for each, from one selection's
-        ranking and the θ it ranked by (recomputed as :meth:`explain` does)."""
-        budget, lo, hi = check_plan_args(rollout_budget, n_min, n_max)
-        _, selectable = self._exclusion(exclude)
-        k = min(budget // lo, selectable)
-        with self._lock:
-            ranked = self.select(k, exclude=exclude)
-            theta = self._explain(ranked, self._num_selections - 1).theta
-            counts = allocate_rollouts(theta, budget, lo, hi)
-        return Plan(ranked[: counts.size].copy(), counts)
+    def _selectable(self, exclude: Any) -> int:
+        return self._exclusion(exclude)[1]
+
+    def _ranked_theta(self, ranked: IntArray) -> FloatArray:
+        return self._explain(ranked, self._num_selections - 1).theta
 
     def _exclusion(self, exclude: Any) -> tuple[torch.Tensor | None, int]:
         """``exclude`` as a boolean mask on the device (None: nothing excluded) and how many

@@ -17,7 +17,7 @@ from ..._validation import FloatArray, IntArray, as_floats, as_ids
 from ...checkpoint import write_checkpoint
 from ...errors import CheckpointError
 from ...estimators import user_object
-from ..plan import Plan
+from ..plan import Plan, allocate_rollouts, check_plan_args
 from ..protocol import ParamsOnLoad
 from ..protocol import Picks as Picks
 from .feedback import feedback_arrays, reward_counts, reward_map
@@ -94,9 +94,32 @@ class SelectorBase(SelectorParams, metaclass=ABCMeta):
     def select(self, batch_size: int, exclude: Any = None) -> IntArray:
         """The ``batch_size`` tasks nearest the target, best first, ties to the lower id."""
 
-    @abstractmethod
     def plan(self, rollout_budget: int, n_min: int, n_max: int, exclude: Any = None) -> Plan:
-        """Tasks and a rollout count for each under ``rollout_budget`` (see :meth:`BOTS.plan`)."""
+        """Tasks and a rollout count for each, chosen together: the plan that maximises the
+        expected number of informative groups (0 < successes < n) under the draws, spending at
+        most ``rollout_budget`` rollouts with ``n_min <= counts <= n_max``
+        (:mod:`bots_rft.selector.plan` has the objective and why the optimum is exact).
+
+        The candidates are the selection rule's ranking (as :meth:`select` makes it, with
+        ``exclude`` applied) and θ is what it ranked by, so a plan consumes one selection of the
+        random stream, is deterministic per seed, and :meth:`explain` describes its picks. With
+        ``n_min == n_max == n`` and ``rollout_budget == B * n`` it returns ``select(B)``'s ids,
+        each with n rollouts. Returns a :class:`~bots_rft.selector.plan.Plan` (``ids``, ``counts``).
+        Every backend plans with this one method (the same plan as ``BOTS``)."""
+        budget, lo, hi = check_plan_args(rollout_budget, n_min, n_max)
+        k = min(budget // lo, self._selectable(exclude))
+        with self._lock:
+            ranked = self.select(k, exclude=exclude)
+            counts = allocate_rollouts(self._ranked_theta(ranked), budget, lo, hi)
+        return Plan(ranked[: counts.size].copy(), counts)
+
+    @abstractmethod
+    def _selectable(self, exclude: Any) -> int:
+        """How many tasks ``exclude`` leaves selectable (checked as :meth:`select` checks it)."""
+
+    @abstractmethod
+    def _ranked_theta(self, ranked: IntArray) -> FloatArray:
+        """The θ the last selection ranked ``ranked`` by (as :meth:`explain` recomputes it)."""
 
     @abstractmethod
     def explain(self, task_ids: Any) -> Picks:

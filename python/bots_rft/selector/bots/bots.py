@@ -26,7 +26,6 @@ from ..._validation import exclusion as _exclusion
 from ...checkpoint import read_checkpoint
 from ...errors import CheckpointError, DataError, InvalidArgumentError
 from ...estimators import Estimator, ImplicitEvidence, StepEvidence, checked_prediction, user_object
-from ..plan import Plan, allocate_rollouts, check_plan_args
 from .base import Picks, SelectorBase
 from .feedback import aggregate
 from .params import SelectorParams, param_differences, readonly
@@ -481,27 +480,14 @@ class BOTS(_BackendChoice, SelectorBase):
                 self._last_request = (k, excluded)
         return chosen
 
-    def plan(self, rollout_budget: int, n_min: int, n_max: int, exclude: Any = None) -> Plan:
-        """Tasks and a rollout count for each, chosen together: the plan that maximises the
-        expected number of informative groups (0 < successes < n) under the draws, spending at
-        most ``rollout_budget`` rollouts with ``n_min <= counts <= n_max``
-        (:mod:`bots_rft.selector.plan` has the objective and why the optimum is exact).
-
-        The candidates are the selection rule's ranking (as :meth:`select` makes it, with
-        ``exclude`` applied) and θ is what it ranked by, so a plan consumes one selection of the
-        random stream, is deterministic per seed, and :meth:`explain` describes its picks. With
-        ``n_min == n_max == n`` and ``rollout_budget == B * n`` it returns ``select(B)``'s ids,
-        each with n rollouts. Returns a :class:`~bots_rft.selector.plan.Plan` (``ids``, ``counts``)."""
-        budget, lo, hi = check_plan_args(rollout_budget, n_min, n_max)
+    def _selectable(self, exclude: Any) -> int:
         mask, ids = _exclusion(exclude, self._num_tasks)
         excluded = int(ids.size) if ids is not None else (int(np.count_nonzero(mask)) if mask is not None else 0)
-        k = min(budget // lo, self._num_tasks - excluded)
-        with self._lock:
-            ranked = self.select(k, exclude=exclude)
-            self._flush_locked()
-            theta = self._explain(ranked, self._num_selections - 1).theta
-            counts = allocate_rollouts(theta, budget, lo, hi)
-        return Plan(ranked[: counts.size].copy(), counts)
+        return self._num_tasks - excluded
+
+    def _ranked_theta(self, ranked: IntArray) -> FloatArray:
+        self._flush_locked()
+        return self._explain(ranked, self._num_selections - 1).theta
 
     def explain(self, task_ids: Any) -> Picks:
         """What the last selection drew for ``task_ids`` (usually its picks) and why: θ, its score,
