@@ -9,8 +9,13 @@
   backend holds its posterior; and the types its methods return or take (:class:`Plan`,
   :class:`Picks`, :data:`ParamsOnLoad`).
 
-**Selectors that roll out themselves** (:class:`RollsOut`). A method whose table entry has
-``rolls_out=True`` gets a rollout callback and spends rollouts inside :meth:`Selector.select`:
+- :func:`selectable`, :func:`check_batch_size` and :func:`check_feedback`: the argument checks
+  every selector's ``select`` and ``update`` start with (the package's typed errors, naming the
+  argument).
+
+**Selectors that roll out themselves** (:class:`RollsOut`). A method whose rollout mode is not
+``plain`` (:class:`bots_rft.selector.registry.RolloutMode`) gets a rollout callback and spends
+rollouts inside :meth:`Selector.select`:
 screening rollouts, oversampled generation batches, refills, or a number of rollouts chosen per
 task. The callback is ``rollout(task_ids)`` (:data:`RolloutFn`; ``n_rollouts`` each) or, for a
 selector that chooses the counts, ``rollout(task_ids, counts)`` (:data:`CountedRolloutFn`;
@@ -36,7 +41,9 @@ from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from .._validation import FloatArray, IntArray, as_int
+from .._validation import FloatArray, IntArray, as_int, selectable
+from .._validation import batch_size as check_batch_size
+from .._validation import feedback as check_feedback
 from ..errors import CheckpointError, InvalidArgumentError
 
 __all__ = [
@@ -47,6 +54,9 @@ __all__ = [
     "RollsOut",
     "check_num_tasks",
     "check_state",
+    "selectable",
+    "check_batch_size",
+    "check_feedback",
     "PosteriorSelector",
     "Plan",
     "Picks",

@@ -14,16 +14,18 @@ is
   naming the parameter and the value;
 - the parameters it **fixes** (the BOTS-MoPPS and BOTS-DOTS presets are BOTS with λ, ρ and the
   sampling rule pinned, as the paper's appendix E.6);
-- whether it needs the weak/strong **reference pass rates**, and whether its ``select`` **rolls
-  out** (DAPO's dynamic sampling filters on rollouts, so it calls back into the trainer). A
-  method that rolls out gets a ``rollout`` callback when its selector is built; one that spends a
-  variable number of rollouts per task (screening, sequential sampling, per-task budgets) calls it
-  as ``rollout(task_ids, counts)`` and hands each step's groups, trials and rollouts spent over
+- whether it needs the weak/strong **reference pass rates**, and its **rollout mode**
+  (:class:`RolloutMode`): how a step gets the groups it trains on, which the trainer and the
+  simulator read instead of the method's name. A method whose ``select`` rolls out (every mode but
+  ``plain``; DAPO's dynamic sampling filters on rollouts, so it calls back into the trainer) gets
+  a ``rollout`` callback when its selector is built; one that spends a variable number of
+  rollouts per task (screening, sequential sampling, per-task budgets) calls it as
+  ``rollout(task_ids, counts)`` and hands each step's groups, trials and rollouts spent over
   through :class:`bots_rft.selector.protocol.RollsOut` (base class:
   :class:`bots_rft.selector.peers.base.SelfRolling`), so that every rollout it generates is
-  charged; and whether ``bots train`` can run it
-  (``trainer``; it runs every method of this table, those that roll out themselves through a
-  callback that generates real completions, :meth:`bots_rft.train.step_batches.CallbackBatches.rollout`);
+  charged; and whether ``bots train`` can run it (``trainer``; it runs every method of this
+  table, those that roll out themselves through a callback that generates real completions,
+  :meth:`bots_rft.train.step_batches.CallbackBatches.rollout`);
 - the further per-task **signals** it reads (``"references"``: an [N, k] matrix of reference pass
   rates; ``"embeddings"``: an [N, d] matrix);
 - the **file** its state is checkpointed in. Every selector's state dict is written with
@@ -39,10 +41,12 @@ the selector ``bots simulate`` or ``bots train`` runs. A method that rolls out g
 
 The table names no selector class and imports none: the selector modules are imported when a
 method is built, not when this module is imported, so that reading the registry costs no more
-than reading the table. Adding a method is adding its class, its entry in :data:`ENTRIES` and
-its builder and implementation here; the contract test (``tests/test_method_contract.py``)
-then runs it through the battery every method passes, and checks that the table and the
-registry list the same methods.
+than reading the table. A method defined elsewhere is one :class:`Method` (its entry, its class
+and its builder, in the file of its class) added with one line, :func:`register`; from then on
+``bots simulate``, the trainer's config (each of its parameters a key, checked against its range)
+and :func:`method` know it (docs/adding-a-method.md). The contract test
+(``tests/test_method_contract.py``) runs every method through the battery every method passes,
+and checks that the table and the registry list the same methods.
 """
 
 from __future__ import annotations
@@ -158,7 +162,7 @@ class MethodEntry:
     summary: str
     params: tuple[Parameter, ...]
     references: References
-    state_file: str  # the file a trainer checkpoints its state in (bots_rft.checkpoint format)
+    state_file: str = "selector_state.bots"  # the file its state is checkpointed in (bots_rft.checkpoint format)
     fixed: Mapping[str, Any] = field(default_factory=dict)
     rollout_mode: RolloutMode = RolloutMode.PLAIN
     aliases: tuple[str, ...] = ()
