@@ -13,6 +13,11 @@
   (``method=dynamic`` draws from :class:`bots_rft.selector.peers.dapo.EpochOrder`);
 - :mod:`.refeval`: reference pass rates measured by sampling a model with the rollout engine
   (``bots refeval``);
+- ``bots compare``: :mod:`.comparison` (its config's ``compare:`` section), :mod:`.compare_plan`
+  (the comparison settled before any work), :mod:`.compare_reuse` (what ``--reuse`` checks),
+  :mod:`.compare_warmup` (the pool, shared warm-up and references every run starts from),
+  :mod:`.compare_run` (the runs, side by side with ``jobs``); its report is
+  :mod:`bots_rft.report.compare_summary`'s;
 - :mod:`.scoring`: verifier rewards; :mod:`.policy`: the policy; :mod:`.distributed`: torchrun;
 - :mod:`.run_checkpoint`, :mod:`.pool_identity`, :mod:`.evaluate`, :mod:`.logger`, :mod:`.stops`,
   :mod:`.sft`, :mod:`.toy`.
