@@ -201,6 +201,15 @@ there is no import circle, so the package reads bottom-up. The Rust core (`rust/
 under all of them, reached through the binding `bots_rft._core`.
 
 {table}
+
+## Where a selection method plugs in
+
+Every method is one `Method` in `bots_rft.selector.registry`: its parameters (each a `Parameter`
+of one catalogue, with its range and default), whether it reads reference pass rates, its rollout
+mode (`plain`, `callback`, `planned`, `dapo_fill`) and what builds its selector. `bots simulate`,
+`bots train` (one config key per parameter) and `bots compare` read the registry, and the trainer
+chooses its batch strategy by the rollout mode, never by a method's name. A new method is one
+file and one registry line: [adding-a-method.md](adding-a-method.md).
 """
 
 
