@@ -31,6 +31,7 @@ import torch
 
 from .. import PosteriorSelector
 from ..errors import ConfigError, InvalidArgumentError
+from ..selector.peers.dapo import fill_batch
 from ..selector.protocol import RollsOut
 from ..selector.registry import RolloutMode
 from .rollout import PlannedRollouts, Rollouts, concat_rollouts
@@ -137,33 +138,27 @@ class FillBatches:
     def __call__(self) -> StepBatch:
         t, cfg = self.t, self.t.cfg
         b, n = cfg.batch_size, cfg.rollouts
-        per_round = max(b, int(np.ceil(cfg.param("oversample") * b)))
-        rolled = np.zeros(len(t.pool), dtype=bool)  # no task is rolled out twice in a step
-        kept: list[tuple[int, float]] = []  # (task id, successes), in the order rolled out
-        dropped: list[tuple[int, float]] = []
         mine: dict[int, Rollouts] = {}  # this rank's rollouts, by task
-        for _ in range(cfg.param("max_rounds")):
-            ids = t.select_batch(per_round, exclude=rolled)
-            if not ids:
-                break
-            rolled[ids] = True
+
+        def propose(count: int, rolled: npt.NDArray[np.bool_]) -> list[int]:
+            return t.select_batch(count, exclude=rolled)
+
+        def roll_out(ids: list[int]) -> FloatArray:
             ro = t.score(t.roll_out(ids))
-            successes = t.gather_successes(ro)
             if ro is not None:
                 cpu = ro.to(torch.device("cpu"))
                 mine.update({tid: cpu.take([pos]) for pos, tid in enumerate(t.dist.shard(ids))})
-            for tid, s in zip(ids, successes.tolist()):
-                (kept if 0 < s < n else dropped).append((tid, s))
-            if len(kept) >= b:
-                break
-        groups = kept + dropped  # the kept first: dropped groups only top up a short batch
-        task_ids = [tid for tid, _ in groups[:b]]
-        extra = (len(groups) - len(task_ids)) * n
+            return t.gather_successes(ro)
+
+        per_round = max(b, int(np.ceil(cfg.param("oversample") * b)))
+        found = fill_batch(propose, roll_out, len(t.pool), b, n, per_round, cfg.param("max_rounds"))
+        task_ids = found.batch
+        extra = (len(found.ids) - len(task_ids)) * n
         return StepBatch(
             task_ids,
             self._share_of(task_ids, mine),
-            np.asarray([tid for tid, _ in groups], dtype=np.int64),
-            np.asarray([s for _, s in groups], dtype=np.float64),
+            np.asarray(found.ids, dtype=np.int64),
+            np.asarray(found.successes, dtype=np.float64),
             None,
             None,
             b * n + extra,

@@ -18,6 +18,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -29,7 +31,57 @@ from ...errors import CheckpointError, InvalidArgumentError, InvalidTypeError
 from ..parameters import MAX_ROUNDS, OVERSAMPLE, ROLLOUTS, SEED
 from ..protocol import IdArray, RolloutFn, Selector, check_num_tasks, check_state
 
-__all__ = ["EpochOrder", "DynamicSampling"]
+__all__ = ["EpochOrder", "DynamicSampling", "Filled", "fill_batch"]
+
+
+@dataclass(frozen=True)
+class Filled:
+    """What :func:`fill_batch` found: every group rolled out, the kept ones first (in the order
+    rolled out), then the dropped ones (likewise); the batch is the first ``batch_size`` of them."""
+
+    ids: list[int]
+    successes: list[float]
+    batch_size: int
+    rounds: int
+
+    @property
+    def batch(self) -> list[int]:
+        return self.ids[: self.batch_size]
+
+
+def fill_batch(
+    propose: Callable[[int, npt.NDArray[np.bool_]], Iterable[Any]],
+    roll_out: Callable[[list[int]], Iterable[Any]],
+    num_tasks: int,
+    batch_size: int,
+    n_rollouts: int,
+    per_round: int,
+    max_rounds: int,
+) -> Filled:
+    """DAPO's dynamic sampling loop (Yu et al., 2025), written once for the selector below and the
+    trainer's fill strategy: ``propose(count, rolled)`` gives up to ``count`` tasks not in the
+    boolean mask ``rolled`` (the tasks already rolled out this step); ``roll_out(ids)`` rolls
+    them out and returns each one's successes out of ``n_rollouts``. Groups whose rewards
+    disagree (0 < successes < n: a group with all-equal rewards has zero advantage and teaches
+    nothing) are kept, until ``batch_size`` are kept or ``max_rounds`` rounds were spent or
+    nothing is left to propose; dropped groups then top a short batch up."""
+    rolled = np.zeros(num_tasks, dtype=bool)  # no task is rolled out twice in a step
+    kept: list[tuple[int, float]] = []
+    dropped: list[tuple[int, float]] = []
+    rounds = 0
+    while len(kept) < batch_size and rounds < max_rounds:
+        ids = [int(i) for i in propose(per_round, rolled)]
+        if not ids:
+            break
+        rolled[ids] = True
+        successes = [float(x) for x in roll_out(ids)]
+        if len(successes) != len(ids):
+            raise InvalidArgumentError(f"rollout: returned {len(successes)} counts for {len(ids)} tasks", "rollout")
+        rounds += 1
+        for tid, k in zip(ids, successes):
+            (kept if 0 < k < n_rollouts else dropped).append((tid, k))
+    groups = kept + dropped
+    return Filled([t for t, _ in groups], [k for _, k in groups], batch_size, rounds)
 
 
 class EpochOrder:
@@ -197,39 +249,26 @@ class DynamicSampling:
             raise
 
     def _select(self, b: int, allowed: npt.NDArray[np.bool_] | None) -> IdArray:
-        gen = max(b, int(np.ceil(self.oversample * b)))
-        kept_ids: list[IdArray] = []
-        kept_succ: list[npt.NDArray[np.float64]] = []
-        spare_ids: list[IdArray] = []
-        spare_succ: list[npt.NDArray[np.float64]] = []
-        seen = np.zeros(self.num_tasks, dtype=bool)
-        n_kept = rolled = rounds = 0
         # Each round rolls out >= b fresh tasks, so after the first there are always b to return.
-        while n_kept < b and rounds < self.max_rounds:
-            open_tasks = ~seen if allowed is None else (allowed & ~seen)
-            ids = self._propose(gen, open_tasks)
-            if ids.size == 0:
-                break
-            seen[ids] = True
-            succ = np.asarray(self.rollout(ids), dtype=np.float64)
-            if succ.shape != ids.shape:
-                raise InvalidArgumentError(f"rollout: returned shape {succ.shape} for {ids.size} tasks", "rollout")
-            rolled += ids.size
-            rounds += 1
-            eff = (succ > 0) & (succ < self.n_rollouts)
-            kept_ids.append(ids[eff])
-            kept_succ.append(succ[eff])
-            spare_ids.append(ids[~eff])
-            spare_succ.append(succ[~eff])
-            n_kept += int(eff.sum())
-        ids_all = np.concatenate(kept_ids + spare_ids)[:b]
-        succ_all = np.concatenate(kept_succ + spare_succ)[:b]
-        self._rolled = (np.concatenate(kept_ids + spare_ids), np.concatenate(kept_succ + spare_succ))
+        def propose(count: int, rolled: npt.NDArray[np.bool_]) -> IdArray:
+            return self._propose(count, ~rolled if allowed is None else (allowed & ~rolled))
+
+        def roll_out(ids: list[int]) -> npt.NDArray[np.float64]:
+            batch = np.asarray(ids, dtype=np.int64)
+            succ = np.asarray(self.rollout(batch), dtype=np.float64)
+            if succ.shape != batch.shape:
+                raise InvalidArgumentError(f"rollout: returned shape {succ.shape} for {batch.size} tasks", "rollout")
+            return succ
+
+        gen = max(b, int(np.ceil(self.oversample * b)))
+        found = fill_batch(propose, roll_out, self.num_tasks, b, self.n_rollouts, gen, self.max_rounds)
+        rolled = len(found.ids)
+        self._rolled = (np.asarray(found.ids, dtype=np.int64), np.asarray(found.successes, dtype=np.float64))
         self.total_rollouts += rolled * self.n_rollouts
         self.extra_rollouts += (rolled - b) * self.n_rollouts
-        self.last_rounds = rounds
-        self._pending = succ_all
-        return ids_all.astype(np.int64)
+        self.last_rounds = found.rounds
+        self._pending = self._rolled[1][:b]
+        return self._rolled[0][:b].copy()
 
     def _propose(self, count: int, open_tasks: npt.NDArray[np.bool_]) -> IdArray:
         """The next generation batch: up to ``count`` of the ``open_tasks`` (a bool mask)."""
