@@ -152,3 +152,38 @@ def test_it_trains(added: Method, tmp_path: Path) -> None:
     assert result.steps_done == 2 and not result.interrupted
     configs = [r for r in (tmp_path / "out" / "metrics.jsonl").read_text().splitlines() if '"config"' in r]
     assert configs and '"jitter": 1.5' in configs[0]
+
+
+def test_the_bots_command_registers_an_installed_packages_method(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The page's pyproject.toml entry point, in an installed distribution's metadata: every
+    ``bots`` command registers the method before it parses its arguments."""
+    tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
+    file, *_ = _snippets()
+    (toml,) = re.findall(r"```toml\n(.*?)```", PAGE.read_text(encoding="utf-8"), flags=re.S)
+    group = tomllib.loads(toml)["project"]["entry-points"]["bots_rft.methods"]
+    site = tmp_path / "site"
+    info = site / "least_recent-0.1.dist-info"
+    info.mkdir(parents=True)
+    (site / "least_recent.py").write_text(file, encoding="utf-8")
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: least-recent\nVersion: 0.1\n", encoding="utf-8")
+    lines = "".join(f"{name} = {value}\n" for name, value in group.items())
+    (info / "entry_points.txt").write_text(f"[bots_rft.methods]\n{lines}", encoding="utf-8")
+    monkeypatch.syspath_prepend(str(site))
+    try:
+        assert cli_main(["train", "--print-config", "pool=p.parquet", "method=least-recent", "jitter=12"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err == "bots train: error: jitter: must lie in [0, 10], got 12.0"
+        assert method("least-recent").implementation == "least_recent:LeastRecent"
+        assert cli_main(["train", "--print-config", "pool=p.parquet", "method=least-recent", "jitter=2"]) == 0
+        assert "jitter: 2.0" in capsys.readouterr().out
+        # A broken entry stops the command with one line naming it.
+        (info / "entry_points.txt").write_text("[bots_rft.methods]\nbroken = least_recent:NOTHING\n", encoding="utf-8")
+        assert cli_main(["demo", "--help"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.splitlines() == [err] and err.startswith("bots: error: bots_rft.methods: broken = ")
+    finally:
+        if "least-recent" in METHODS:
+            unregister("least-recent")
+        sys.modules.pop("least_recent", None)

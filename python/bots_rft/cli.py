@@ -42,6 +42,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from .errors import BotsError
+    from .selector.registry import load_entry_points
+
+    try:  # the selection methods installed packages add, before their names are parsed
+        load_entry_points()
+    except BotsError as exc:
+        print(f"bots: error: {one_line(str(exc))}", file=sys.stderr)
+        return 2
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -50,8 +58,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    from .errors import BotsError
-
     for package in needed_up_front(args):
         if not installed(package):  # before a long run, not after it
             hint = missing_extra_hint(ModuleNotFoundError(name=package), args.command)

@@ -111,6 +111,9 @@ __all__ = [
     "Parameter",
     "RolloutMode",
     "register",
+    "unregister",
+    "load_entry_points",
+    "ENTRY_POINT_GROUP",
     "dynamic_sampling",
     "Method",
     "MethodEntry",
@@ -819,6 +822,35 @@ def unregister(name: str) -> None:
     del _ENTRIES[m.name], _METHODS[m.name]
     for alias in (m.name, *m.aliases):
         del _BY_NAME[alias]
+
+
+#: The entry-point group in which an installed package names its methods (each a :class:`Method`),
+#: so that the ``bots`` command line runs them: ``least-recent = "least_recent:METHOD"``.
+ENTRY_POINT_GROUP = "bots_rft.methods"
+
+
+def load_entry_points() -> tuple[str, ...]:
+    """Register the methods installed packages name in the :data:`ENTRY_POINT_GROUP` entry-point
+    group (those registered already stay as they are); the names of all of them. An entry that
+    does not load, or is no :class:`Method`, is an :class:`InvalidArgumentError` naming it."""
+    from importlib.metadata import entry_points
+
+    names = []
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            m = ep.load()
+        except Exception as exc:  # noqa: BLE001 - whatever the package's import raises
+            raise InvalidArgumentError(
+                f"{ENTRY_POINT_GROUP}: {ep.name} = {ep.value!r} does not load ({type(exc).__name__}: {exc})", ep.name
+            ) from None
+        if not isinstance(m, Method):
+            raise InvalidArgumentError(
+                f"{ENTRY_POINT_GROUP}: {ep.name} = {ep.value!r} must name a Method, got {_shown(m)}", ep.name
+            )
+        if _METHODS.get(m.name) is not m:
+            register(m)
+        names.append(m.name)
+    return tuple(names)
 
 
 def parameter(name: str) -> Parameter | None:
