@@ -55,6 +55,7 @@ import numpy.typing as npt
 from ..errors import ConfigError, InvalidArgumentError
 from ..metrics.step import Pick, pick_metrics
 from .gates import Seam, Window, check_framework
+from .inflight import InFlight
 from .tasks import (
     RewardClip,
     bind_pool,
@@ -98,11 +99,9 @@ class _Selection:
         self._no_row = rows_of_task < 0
         self._no_row_ids = np.flatnonzero(self._no_row)
         self._streams = callable(getattr(selector, "take", None))
-        self._in_flight = np.zeros(len(rows_of_task), dtype=np.int64)
-        self._excluded = self._no_row.copy()  # no row, or in flight
-        # Tasks not excluded, kept current so that a pick never scans the pool to learn whether
-        # any is left.
-        self._free = int(np.count_nonzero(~self._excluded))
+        # Tasks in flight (picked, not yet fed), with the tasks without a row always excluded, and
+        # how many stay free, kept current so that a pick never scans the pool to learn it.
+        self._in_flight = InFlight(self._no_row)
         self._pending: list[tuple[IntArray, FloatArray]] = []
         # Each task in flight's posterior mean when picked (for bots/calibration_brier); metrics only.
         self._predicted: dict[int, float] = {}
@@ -125,8 +124,8 @@ class _Selection:
     def next_task(self) -> tuple[int, int]:
         """(task id, dataset row) of the next prompt; the task counts as in flight until fed."""
         with self.lock:
-            exclude = self._excluded
-            repick = self._free == 0
+            exclude = self._in_flight.exclusion
+            repick = self._in_flight.free == 0
             if repick:  # every task is in flight (a pool smaller than the rollout capacity)
                 exclude = self._no_row
                 pick = Pick.timed(self.selector, 1, exclude=exclude)
@@ -136,8 +135,7 @@ class _Selection:
             else:
                 pick = Pick.timed(self.selector, 1, exclude=exclude)
             task = int(pick.task_ids[0])
-            self._in_flight[task] += 1
-            self._exclude(task, True)
+            self._in_flight.hand_out(task)
             self._m["select_ms"][0] += pick.select_ms
             self._m["select_ms"][1] += 1
             self._m["in_flight_repicks"][0] += float(repick)
@@ -194,25 +192,16 @@ class _Selection:
             self.selector.update(ids[ok], succ[ok], 1.0)
             self._m["update_ms"][0] += (time.perf_counter() - start) * 1e3
             self._m["update_ms"][1] += 1
-        for task in np.unique(ids).tolist():  # one group per pick: release one pick each
-            if self._in_flight[task] > 0:
-                self._in_flight[task] -= 1
-            self._exclude(task, bool(self._no_row[task] or self._in_flight[task] > 0))
-
-    def _exclude(self, task: int, excluded: bool) -> None:
-        self._free += int(self._excluded[task]) - int(excluded)
-        self._excluded[task] = excluded
+        self._in_flight.come_back(np.unique(ids).tolist())  # one group per pick: release one pick each
 
     def in_flight(self) -> IntArray:
         with self.lock:
-            return np.flatnonzero(self._in_flight > 0)
+            return self._in_flight.ids()
 
     def forget_in_flight(self) -> None:
         """A new run starts with nothing in flight (groups of an earlier run never come back)."""
         with self.lock:
-            self._in_flight[:] = 0
-            self._excluded = self._no_row.copy()
-            self._free = int(np.count_nonzero(~self._excluded))
+            self._in_flight.clear()
             self._pending = []
             if self._streams:
                 self.selector.release(self.selector.in_flight)

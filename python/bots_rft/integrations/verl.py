@@ -78,6 +78,7 @@ from ..selector.bots import BOTS
 from ..selector.bots.state import check_state_header
 from .batches import pack_state, unpack_state
 from .gates import Seam, Window, check_framework
+from .inflight import InFlight
 from .tasks import (
     RewardClip,
     bind_pool,
@@ -291,10 +292,9 @@ class BOTSPromptSampler(Sampler[int]):
         self._reset_dynamic_state()
 
     def _reset_dynamic_state(self) -> None:
-        n = int(self.selector.num_tasks)
         self._chunk: list[int] = []  # selected, not yet yielded (dropped when the posterior changes)
         self._yielded: list[int] = []  # yielded, not yet matched to a uid by the trainer
-        self._inflight = np.zeros(n, dtype=np.int64)  # groups per task yielded and not yet folded
+        self._inflight = InFlight(self._no_row)  # groups per task yielded and not yet folded
         self._uid_task: dict[str, int] = {}  # dispatched prompts whose group has not finished
         # Evidence waiting for the step's fold: one entry per finished group.
         self._ev_tasks: list[int] = []
@@ -319,13 +319,13 @@ class BOTSPromptSampler(Sampler[int]):
             if not self._chunk:
                 self._chunk = self._select_chunk()
             task = self._chunk.pop(0)
-            self._inflight[task] += 1
+            self._inflight.hand_out(task)
             self._yielded.append(task)
             yield int(self.rows_of_task[task])
 
     def _select_chunk(self) -> list[int]:
-        exclude = self._no_row | (self._inflight > 0)
-        available = int(np.count_nonzero(~exclude))
+        exclude = self._inflight.exclusion.copy()
+        available = self._inflight.free
         if available == 0:  # everything is in flight: repeat tasks rather than stall the trainer
             exclude = self._no_row
             available = int(np.count_nonzero(~exclude))
@@ -380,7 +380,7 @@ class BOTSPromptSampler(Sampler[int]):
 
     @property
     def inflight_tasks(self) -> int:
-        return int(np.count_nonzero(self._inflight))
+        return len(self._inflight)
 
     def fold(self) -> dict[str, float]:
         """The step's one posterior update from every group finished since the last fold; the
@@ -407,8 +407,7 @@ class BOTSPromptSampler(Sampler[int]):
             self._chunk = []  # drawn from the old posterior: draw again
         released = np.asarray(self._released, dtype=np.int64)
         if released.size:
-            np.subtract.at(self._inflight, released, 1)
-            np.maximum(self._inflight, 0, out=self._inflight)  # groups restored without a fetch record
+            self._inflight.come_back(released.tolist())  # a group restored without a fetch record stays at 0
         metrics.update(pick_metrics(self._picked_means))
         metrics["bots/select_ms"] = 1e3 * self._select_s
         metrics["bots/groups_without_rollouts"] = float(self._empty_groups)
@@ -429,7 +428,7 @@ class BOTSPromptSampler(Sampler[int]):
                 "selector": self.selector.state_dict(),
                 "chunk": list(self._chunk),
                 "yielded": list(self._yielded),
-                "inflight": self._inflight.copy(),
+                "inflight": self._inflight.state(),
                 "uid_task": dict(self._uid_task),
                 "evidence": [
                     list(self._ev_tasks),
@@ -455,8 +454,8 @@ class BOTSPromptSampler(Sampler[int]):
             selector_state = state["selector"]
         except (KeyError, TypeError, ValueError) as exc:
             raise CheckpointError(f"state: not a BOTSPromptSampler state ({exc!r})") from None
-        if inflight.shape != self._inflight.shape:
-            raise CheckpointError(f"state: has {inflight.size} tasks, this sampler {self._inflight.size}")
+        if inflight.shape != self._inflight.counts.shape:
+            raise CheckpointError(f"state: has {inflight.size} tasks, this sampler {self._inflight.counts.size}")
         load_selector_state(  # validates before changing anything
             self.selector,
             selector_state,
@@ -464,7 +463,8 @@ class BOTSPromptSampler(Sampler[int]):
             knob="bots.checkpoint_params",
             source="data.pt (the BOTS sampler's state)",
         )
-        self._chunk, self._yielded, self._inflight, self._uid_task = chunk, yielded, inflight.copy(), uid_task
+        self._chunk, self._yielded, self._uid_task = chunk, yielded, uid_task
+        self._inflight.load(inflight)
         self._ev_tasks, self._ev_successes = [int(t) for t in tasks], [float(s) for s in succ]
         self._ev_trials, self._ev_kept = [float(t) for t in trials], [bool(k) for k in kept]
         self._released, self._empty_groups = released, empty
