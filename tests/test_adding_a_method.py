@@ -187,3 +187,19 @@ def test_the_bots_command_registers_an_installed_packages_method(
         if "least-recent" in METHODS:
             unregister("least-recent")
         sys.modules.pop("least_recent", None)
+
+
+def test_a_parameter_named_like_a_trainer_key_is_refused_by_the_trainer() -> None:
+    from bots_rft.train.config import TrainConfig
+
+    steps = Parameter("steps", "int", 3, "Clash: a parameter named like the trainer's steps", 1)
+    clash = Method(
+        name="clash", label="Clash", summary="", params=(steps, SEED), references="unused",
+        implementation="x:Y", builder=lambda *args: None,
+    )  # fmt: skip
+    register(clash)
+    try:
+        with pytest.raises(ConfigError, match="^method: the clash method's parameter 'steps' is a trainer key"):
+            TrainConfig(pool="p.parquet", method="clash")
+    finally:
+        unregister("clash")

@@ -365,6 +365,13 @@ class TrainConfig(_SelectionKeys):
     def _fits_together(self) -> TrainConfig:
         """The checks that involve more than one key."""
         m = method_spec(self.method)
+        clash = [
+            p.name
+            for p in m.params
+            if p.name in type(self).model_fields and p.name not in SELECTION_KEYS and p.name not in TRAINER_SUPPLIED
+        ]
+        if clash:  # a method added later whose parameter is named like one of the trainer's keys
+            raise ConfigError(f"method: the {m.name} method's parameter {clash[0]!r} is a trainer key; rename it")
         if not self.pool:
             raise ConfigError("pool: a training pool path is required (pool=PATH)")
         if self.mini_batch_size is not None and self.batch_size % self.mini_batch_size:
