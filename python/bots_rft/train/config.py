@@ -3,6 +3,13 @@ TOML, overridden by ``key=value`` pairs from the command line. Types, ranges and
 pydantic's to check; every error is one :class:`~bots_rft.errors.ConfigError` line naming the key
 and the value (``lr: must be a finite number > 0, got -1``).
 
+The selection keys are not written here: they are generated from the method catalogue
+(:data:`SELECTION_KEYS`), one key per parameter with its default and its one range check
+(:meth:`bots_rft.selector.parameters.Parameter.check`), so that every method's every parameter is
+settable; a method registered later adds its own (``method_params``). The trainer reads them by
+name (:meth:`TrainConfig.param`, :meth:`TrainConfig.method_values`), and reads the method's rollout
+mode, never its name, to check how the keys fit together.
+
 The training code's leaves take small typed views of it instead of the whole config:
 :class:`PolicyAdaptation` (LoRA / frozen layers, :func:`.lora.adapt_policy`), :class:`SFTWarmup`
 (the supervised warm-up, :func:`.sft.sft_warmup`) and :class:`GRPOUpdate` (the optimise stage,
