@@ -359,3 +359,23 @@ def test_the_default_learner_is_the_one_fitted_to_the_real_trainer() -> None:
         LearnerConfig(learning_rate=-1.0)
     with pytest.raises(ConfigError, match="learning_rate"):
         LearnerConfig(learning_rate=float("nan"))
+
+
+def test_lam_and_rho_reach_every_bots_variant_not_only_bots() -> None:
+    """`bots simulate --lam/--rho` set λ and ρ of every method that takes them (bots-plan,
+    bots-screen, bots-multiref, bots-sim), not only of `bots`; presets that fix them (MoPPS, DOTS)
+    keep theirs. A run at the defaults keeps the key (and random streams) it had."""
+    from bots_rft.simulate.experiment import SimConfig, build_groups
+
+    variants = ("bots-plan", "bots-screen", "bots-multiref", "bots-sim")
+    small = LearnerConfig(num_tasks=100, eval_tasks=16)
+    changed = build_groups(
+        SimConfig(learner=small, batch_size=8, methods=("random", *variants, "mopps"), lam=0.5, rho=0.3)
+    )
+    specs = {spec.kind: spec for _, spec in changed["methods"]}
+    for name in variants:
+        assert (specs[name].lam, specs[name].rho) == (0.5, 0.3), name
+        assert "lam=0.5" in specs[name].key and "rho=0.3" in specs[name].key, specs[name].key
+    assert (specs["mopps"].lam, specs["mopps"].rho) == (0.0, 0.0)
+    default = build_groups(SimConfig(learner=small, batch_size=8, methods=("random", *variants)))
+    assert [spec.key for _, spec in default["methods"][1:]] == list(variants)

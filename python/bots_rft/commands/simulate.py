@@ -103,8 +103,18 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         "the peers from the literature (dps, greso, speed, adarft, knapsack, reinforce-ada) are "
         "described in docs/peers.md",
     )
-    p.add_argument("--lam", type=parameter(LAM), default=LAM.default, help=f"BOTS λ (default {LAM.default:g})")
-    p.add_argument("--rho", type=parameter(RHO), default=RHO.default, help=f"BOTS ρ (default {RHO.default:g})")
+    p.add_argument(
+        "--lam",
+        type=parameter(LAM),
+        default=LAM.default,
+        help=f"λ of bots and its variants (default {LAM.default:g}; MoPPS and DOTS fix theirs)",
+    )
+    p.add_argument(
+        "--rho",
+        type=parameter(RHO),
+        default=RHO.default,
+        help=f"ρ of bots and its variants (default {RHO.default:g}; MoPPS and DOTS fix theirs)",
+    )
     p.add_argument(
         "--rho-sweep",
         type=_floats,

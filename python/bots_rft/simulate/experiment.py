@@ -72,8 +72,9 @@ def _checked(param: Parameter, value: Any, argument: str | None = None) -> Any:
 @dataclass(frozen=True)
 class MethodSpec:
     """One task-selection method of :data:`bots_rft.selector.registry.METHODS` (any of its names; ``kind``
-    holds the canonical one). ``lam``/``rho``/``thompson`` matter for kind "bots" only (the
-    presets "mopps" and "dots" fix them, as the paper's appendix E.6). ``target``, ``tau``,
+    holds the canonical one). ``lam``/``rho`` reach every method that takes them (bots and its
+    variants; the presets "mopps" and "dots" fix them, as the paper's appendix E.6); ``thompson``
+    is kind "bots"'s. ``target``, ``tau``,
     ``adaptive_rho`` and ``adaptive_lam`` (docs/selection-rules.md) reach the methods that take
     them; a method that does not take one ignores it."""
 
@@ -117,10 +118,14 @@ class MethodSpec:
         default is not named, so that runs keep the keys (and random streams) they had before
         these settings existed."""
         takes = {p.name for p in method(self.kind).params}
+        # λ and ρ are named for the other methods that take them only when not at their defaults
+        # (kind "bots" always names them, below), for the same reason.
+        named = _RULE if self.kind == "bots" else (LAM, RHO, *_RULE)
+        fixed = method(self.kind).fixed
         extra = ",".join(
             f"{p.name}={getattr(self, p.name):g}" if p.type == "float" else f"{p.name}={getattr(self, p.name)}"
-            for p in _RULE
-            if p.name in takes and getattr(self, p.name) != p.default
+            for p in named
+            if p.name in takes and p.name not in fixed and getattr(self, p.name) != p.default
         )
         more = ",".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in self.extra)
         extra = ",".join(x for x in (extra, more) if x)
@@ -231,9 +236,12 @@ def _rule(config: SimConfig, **changes: Any) -> dict[str, Any]:
 def _spec_for(name: str, config: SimConfig) -> MethodSpec:
     if name == "bots":
         return MethodSpec("bots", lam=config.lam, rho=config.rho, thompson=True, **_rule(config))
-    # A preset's spec carries the values it fixes, so that its row shows them.
-    fixed = method(name).fixed
-    return MethodSpec(name, **fixed, **_rule(config)) if fixed else MethodSpec(name, **_rule(config))
+    # A preset's spec carries the values it fixes, so that its row shows them; the experiment's λ and
+    # ρ reach every other method that takes them (the BOTS variants).
+    m = method(name)
+    takes = {p.name for p in m.params}
+    own = {k: getattr(config, k) for k in ("lam", "rho") if k in takes and k not in m.fixed}
+    return MethodSpec(name, **m.fixed, **own, **_rule(config))
 
 
 def build_groups(config: SimConfig) -> dict[str, list[tuple[str, MethodSpec]]]:
