@@ -28,9 +28,9 @@ is
   :meth:`bots_rft.train.step_batches.CallbackBatches.rollout`);
 - the further per-task **signals** it reads (``"references"``: an [N, k] matrix of reference pass
   rates; ``"embeddings"``: an [N, d] matrix);
-- the **file** its state is checkpointed in. Every selector's state dict is written with
+- and nothing about its checkpoint: every selector's state dict is written with
   :func:`bots_rft.checkpoint.save_state` (a checksummed safetensors file; never a pickle), so
-  one reader restores any of them.
+  one reader restores any of them (the trainer's file name: :func:`bots_rft.train.run_selector.selector_file`).
 
 :data:`METHODS` holds every method as a :class:`Method`: its table entry (every field of
 :class:`MethodEntry`, and its checks) plus the **class** that implements it
@@ -165,7 +165,6 @@ class MethodEntry:
     summary: str
     params: tuple[Parameter, ...]
     references: References
-    state_file: str = "selector_state.bots"  # the file its state is checkpointed in (bots_rft.checkpoint format)
     fixed: Mapping[str, Any] = field(default_factory=dict)
     rollout_mode: RolloutMode = RolloutMode.PLAIN
     aliases: tuple[str, ...] = ()
@@ -216,9 +215,6 @@ class MethodEntry:
         return {p.name: p.check(params[p.name]) if p.name in params else p.default for p in self.params}
 
 
-_BOTS_FILE = "selector.bots"  # BOTS' own file name since the first release
-_BASELINE_FILE = "selector_state.bots"
-
 #: The methods, by canonical name, in the order the trainer lists them (then those :func:`register`
 #: added).
 _ENTRIES: dict[str, MethodEntry] = {
@@ -230,7 +226,6 @@ _ENTRIES: dict[str, MethodEntry] = {
             "Bayesian online task selection: explicit and implicit evidence, Thompson sampling",
             BOTS_PARAMS,
             "optional",
-            _BOTS_FILE,
         ),
         MethodEntry(
             "bots-plan",
@@ -239,7 +234,6 @@ _ENTRIES: dict[str, MethodEntry] = {
             "groups under a budget of batch × n rollouts (BOTS.plan)",
             (*BOTS_PARAMS, N_MIN, N_MAX),
             "optional",
-            _BOTS_FILE,
             rollout_mode=RolloutMode.PLANNED,
         ),
         MethodEntry(
@@ -249,7 +243,6 @@ _ENTRIES: dict[str, MethodEntry] = {
             "n_continue more for those whose screening disagrees; every rollout is BOTS's evidence",
             (*BOTS_PARAMS, N_INIT, N_CONTINUE, GEN_RATIO, MAX_GEN_BATCHES),
             "optional",
-            _BASELINE_FILE,
             rollout_mode=RolloutMode.CALLBACK,
         ),
         MethodEntry(
@@ -258,7 +251,6 @@ _ENTRIES: dict[str, MethodEntry] = {
             "uniform without replacement within each batch",
             (SEED,),
             "unused",
-            _BASELINE_FILE,
         ),
         MethodEntry(
             "offline",
@@ -266,7 +258,6 @@ _ENTRIES: dict[str, MethodEntry] = {
             "a static easy-to-hard curriculum by the strong reference pass rate",
             (),
             "required",
-            _BASELINE_FILE,
         ),
         MethodEntry(
             "reference-filter",
@@ -275,7 +266,6 @@ _ENTRIES: dict[str, MethodEntry] = {
             "never: the references' information without online updating (a control arm for BOTS)",
             (SEED,),
             "required",
-            _BASELINE_FILE,
         ),
         MethodEntry(
             "mopps",
@@ -283,7 +273,6 @@ _ENTRIES: dict[str, MethodEntry] = {
             "BOTS on explicit evidence only, without discount (appendix E.6)",
             (TARGET, PSEUDO_ROLLOUTS, SEED),
             "unused",
-            _BOTS_FILE,
             fixed=MOPPS_FIXED,
         ),
         MethodEntry(
@@ -292,7 +281,6 @@ _ENTRIES: dict[str, MethodEntry] = {
             "BOTS on the latest evidence only, greedy on the mean (appendix E.6)",
             (TARGET, PSEUDO_ROLLOUTS, MOMENTUM, MIN_GAP, SEED),
             "required",
-            _BOTS_FILE,
             fixed=DOTS_FIXED,
         ),
         MethodEntry(
@@ -302,7 +290,6 @@ _ENTRIES: dict[str, MethodEntry] = {
             "the tasks whose rollouts disagree",
             (ROLLOUTS, OVERSAMPLE, MAX_ROUNDS, SEED),
             "unused",
-            _BASELINE_FILE,
             rollout_mode=RolloutMode.DAPO_FILL,
             aliases=("dapo",),
         ),
@@ -313,7 +300,6 @@ _ENTRIES: dict[str, MethodEntry] = {
             "fitted online (weak and strong alone: the interpolation)",
             (LAM, RHO, TARGET, THOMPSON, PSEUDO_ROLLOUTS, MOMENTUM, MIN_GAP, SEED, *RULE_PARAMS),
             "required",
-            _BOTS_FILE,
             signals=("references",),
         ),
         MethodEntry(
@@ -322,7 +308,6 @@ _ENTRIES: dict[str, MethodEntry] = {
             "BOTS with implicit evidence spread to similar tasks through task embeddings (top-k neighbour kernel)",
             (LAM, RHO, TARGET, THOMPSON, PSEUDO_ROLLOUTS, SEED, *RULE_PARAMS),
             "unused",
-            _BOTS_FILE,
             signals=("embeddings",),
         ),
         MethodEntry(
@@ -332,7 +317,6 @@ _ENTRIES: dict[str, MethodEntry] = {
             "(unsolved/partial/solved), top-k predicted partial among candidates",
             (CANDIDATE_RATIO, PRIOR_ALPHA, TRANSITION_DECAY, SEED, ROLLOUTS),
             "optional",
-            _BASELINE_FILE,
         ),
         MethodEntry(
             "greso",
@@ -341,7 +325,6 @@ _ENTRIES: dict[str, MethodEntry] = {
             "reward variance, with self-tuning exploration probabilities",
             (ROLLOUTS, P_EASY, P_HARD, TARGET_ZERO_VARIANCE, SAMPLING_RATIO, MAX_ROUNDS, SEED),
             "unused",
-            _BASELINE_FILE,
             rollout_mode=RolloutMode.CALLBACK,
         ),
         MethodEntry(
@@ -350,7 +333,6 @@ _ENTRIES: dict[str, MethodEntry] = {
             "screening rollouts for every candidate, full rollouts only for those whose screening disagrees",
             (N_INIT, N_CONTINUE, GEN_RATIO, MAX_GEN_BATCHES, SEED),
             "unused",
-            _BASELINE_FILE,
             rollout_mode=RolloutMode.CALLBACK,
             aliases=("speed-rl",),
         ),
@@ -360,7 +342,6 @@ _ENTRIES: dict[str, MethodEntry] = {
             "a target difficulty that moves with the batch reward; the tasks nearest it by reference difficulty",
             (STEP_SIZE, SENSITIVITY, TARGET_REWARD, INITIAL_DIFFICULTY, SEED),
             "required",
-            _BASELINE_FILE,
         ),
         MethodEntry(
             "knapsack",
@@ -368,7 +349,6 @@ _ENTRIES: dict[str, MethodEntry] = {
             "rollouts per task chosen as a knapsack over expected value and cost, same total budget",
             (ROLLOUTS, N_LOW, N_HIGH, SEED),
             "optional",
-            _BASELINE_FILE,
             rollout_mode=RolloutMode.CALLBACK,
             aliases=("knapsack-rl",),
         ),
@@ -378,7 +358,6 @@ _ENTRIES: dict[str, MethodEntry] = {
             "sequential sampling in rounds; a prompt stops once it has both correct and incorrect rollouts",
             (ROUNDS, ROUND_REPEAT, KEEP, SEED),
             "unused",
-            _BASELINE_FILE,
             rollout_mode=RolloutMode.CALLBACK,
             aliases=("reinforce_ada", "reinforceada"),
         ),
