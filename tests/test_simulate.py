@@ -379,3 +379,49 @@ def test_lam_and_rho_reach_every_bots_variant_not_only_bots() -> None:
     assert (specs["mopps"].lam, specs["mopps"].rho) == (0.0, 0.0)
     default = build_groups(SimConfig(learner=small, batch_size=8, methods=("random", *variants)))
     assert [spec.key for _, spec in default["methods"][1:]] == list(variants)
+
+
+def test_method_params_reach_every_compared_method_that_takes_them() -> None:
+    """SimConfig.method_params (bots simulate --param NAME=VALUE) set a method's own parameters:
+    each reaches the compared methods that take it (and do not fix it), in their run keys; a
+    name no compared method takes, one with its own setting, a repeat or a value out of range is
+    refused naming it."""
+    from bots_rft.simulate.experiment import SimConfig, build_groups
+
+    small = LearnerConfig(num_tasks=100, eval_tasks=16)
+    base = dict(learner=small, batch_size=8, methods=("random", "bots", "dots", "mopps", "adarft"))
+    groups = build_groups(SimConfig(**base, method_params=(("momentum", 0.5), ("step_size", 0.2))))
+    specs = {spec.kind: spec for _, spec in groups["methods"]}
+    assert dict(specs["bots"].extra) == {"momentum": 0.5} and "momentum=0.5" in specs["bots"].key
+    assert dict(specs["dots"].extra) == {"momentum": 0.5}
+    assert specs["mopps"].extra == () and dict(specs["adarft"].extra) == {"step_size": 0.2}
+    for bad, match in (
+        ((("nope", 1.0),), "no compared method takes 'nope'"),
+        ((("lam", 0.5),), "own setting"),
+        ((("momentum", 0.5), ("momentum", 0.6)), "given twice"),
+        ((("momentum", 2.0),), "momentum"),
+    ):
+        with pytest.raises(ConfigError, match=match):
+            SimConfig(**base, method_params=bad)
+
+
+def test_cli_param_sets_a_method_parameter_and_refuses_bad_ones(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    small = ["--tasks", "200", "--batch", "8", "--steps", "3", "--seeds", "1", "--groups", "2", "--eval-tasks", "20"]
+    small += ["--rho-sweep", "none", "--lam-sweep", "none", "--no-sampling-ablation", "--no-progress"]
+    out = tmp_path / "run"
+    rc = cli_main(["simulate", *small, "--methods", "random,adarft", "--param", "step_size=0.2", "--out", str(out)])
+    assert rc == 0
+    result = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    assert result["config"]["method_params"] == [["step_size", 0.2]]
+    assert "--param step_size=0.2" in (out / "summary.md").read_text(encoding="utf-8")
+    capsys.readouterr()
+    for bad, message in (
+        ("nope=1", "--param nope: no compared method takes it"),
+        ("step_size=x", "--param step_size: expected a float, got 'x'"),
+    ):
+        where = tmp_path / bad.replace("=", "_")
+        rc = cli_main(["simulate", *small, "--methods", "random,adarft", "--param", bad, "--out", str(where)])
+        assert rc == 2 and message in capsys.readouterr().err
+        assert not where.exists()

@@ -217,6 +217,15 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         help="override a simulator setting (see docs/what-bots-does.md), repeatable",
     )
     p.add_argument(
+        "--param",
+        type=_override,
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a method parameter (e.g. momentum, step_size, gen_ratio) for every compared method that takes it, "
+        "repeatable",
+    )
+    p.add_argument(
         "--threads", type=integer(0, 1024), default=1, help="threads of the BOTS core, 0 = every core (default 1)"
     )
     p.add_argument(
@@ -323,6 +332,8 @@ def command_line(args: argparse.Namespace) -> str:
         parts += ["--lag-discount-sweep", ",".join(f"{v:g}" for v in args.lag_discount_sweep)]
     for key, value in args.learner:
         parts += ["--learner", f"{key}={value}"]
+    for key, value in args.param:
+        parts += ["--param", f"{key}={value}"]
     return shlex.join(parts)
 
 
@@ -367,7 +378,35 @@ def build_config(args: argparse.Namespace) -> Any:
         lag=args.lag,
         lag_discount=args.lag_discount,
         lag_discount_sweep=tuple(args.lag_discount_sweep),
+        method_params=_method_params(args.param, args.methods),
     )
+
+
+def _method_params(pairs: list[tuple[str, str]], methods: list[str]) -> tuple[tuple[str, Any], ...]:
+    """``--param NAME=VALUE`` pairs as typed values: each read as the type the first compared
+    method taking NAME declares (SimConfig checks the ranges, for every method that takes it)."""
+    from ..errors import ConfigError
+    from ..selector.registry import method, method_names
+
+    out: list[tuple[str, Any]] = []
+    for name, text in pairs:
+        kinds = [m for m in methods if m in method_names(aliases=True)]
+        param = next((p for m in kinds for p in method(m).params if p.name == name), None)
+        if param is None:
+            raise ConfigError(f"--param {name}: no compared method takes it (methods: {', '.join(methods)})")
+        try:
+            if param.type == "bool":
+                if text.lower() not in ("true", "false", "1", "0"):
+                    raise ValueError(text)
+                value: Any = text.lower() in ("true", "1")
+            else:
+                value = int(text) if param.type == "int" else float(text)
+        except ValueError:
+            raise ConfigError(
+                f"--param {name}: expected {'an' if param.type == 'int' else 'a'} {param.type}, got {text!r}"
+            ) from None
+        out.append((name, value))
+    return tuple(out)
 
 
 def main(args: argparse.Namespace) -> int:

@@ -186,6 +186,10 @@ class SimConfig:
     # rate) or "none" (no method does: BOTS runs on its explicit evidence alone; methods that
     # need them cannot run). A spec's own `references` overrides it.
     information: str = "paper"
+    # Further method parameters as (name, value) pairs (``bots simulate --param NAME=VALUE``): each
+    # reaches every compared method that takes it and does not fix it (e.g. AdaRFT's step_size,
+    # BOTS's momentum); a name no compared method takes is refused.
+    method_params: tuple[tuple[str, Any], ...] = ()
 
     def __post_init__(self) -> None:
         for name in ("steps", "batch_size"):
@@ -215,12 +219,40 @@ class SimConfig:
         for i, v in enumerate(self.lag_discount_sweep):
             _checked(LAG_DISCOUNT, v, f"lag_discount_sweep[{i}]")
         _checked(MIN_GAP, self.min_gap)
+        self._check_method_params()
         if self.information not in INFORMATION:
             raise ConfigError(f"information: expected one of {list(INFORMATION)}, got {self.information!r}")
         if self.information == "none":
             needing = [m for m in self.methods if method(m).references == "required"]
             if needing:
                 raise ConfigError(f"information: 'none' gives no reference pass rates, which {needing} need")
+
+    def _check_method_params(self) -> None:
+        """Every ``method_params`` name is a parameter some compared method takes without fixing
+        it, named once, and each value is in range for every method that takes it. λ, ρ and the
+        selection rule have their own fields."""
+        own = {p.name: "--" + p.name.replace("_", "-") for p in (LAM, RHO, *_RULE)}
+        own |= {
+            "n_rollouts": "--rollouts",
+            "seed": "--seeds",
+            "oversample": "--dapo-oversample",
+            "min_gap": "--min-gap",
+        }
+        seen: set[str] = set()
+        for name, value in self.method_params:
+            if name in own:
+                raise ConfigError(f"method_params: {name!r} has its own setting ({own[name]})")
+            if name in seen:
+                raise ConfigError(f"method_params: {name!r} given twice")
+            seen.add(name)
+            takers = [m for m in self.methods if _takes(m, name)]
+            if not takers:
+                raise ConfigError(f"method_params: no compared method takes {name!r} (methods: {list(self.methods)})")
+            for m in takers:
+                try:
+                    method(m).param(name).check(value, name)
+                except BotsError as exc:
+                    raise ConfigError(f"method_params: {exc}") from None
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -233,15 +265,22 @@ def _rule(config: SimConfig, **changes: Any) -> dict[str, Any]:
     return {p.name: getattr(config, p.name) for p in _RULE} | changes
 
 
+def _takes(name: str, param: str) -> bool:
+    """Whether method ``name`` takes ``param`` as a parameter it does not fix."""
+    m = method(name)
+    return param in {p.name for p in m.params} and param not in m.fixed
+
+
 def _spec_for(name: str, config: SimConfig) -> MethodSpec:
+    extra = tuple((k, v) for k, v in config.method_params if _takes(name, k))
     if name == "bots":
-        return MethodSpec("bots", lam=config.lam, rho=config.rho, thompson=True, **_rule(config))
+        return MethodSpec("bots", lam=config.lam, rho=config.rho, thompson=True, **_rule(config), extra=extra)
     # A preset's spec carries the values it fixes, so that its row shows them; the experiment's λ and
     # ρ reach every other method that takes them (the BOTS variants).
     m = method(name)
     takes = {p.name for p in m.params}
     own = {k: getattr(config, k) for k in ("lam", "rho") if k in takes and k not in m.fixed}
-    return MethodSpec(name, **m.fixed, **own, **_rule(config))
+    return MethodSpec(name, **m.fixed, **own, **_rule(config), extra=extra)
 
 
 def build_groups(config: SimConfig) -> dict[str, list[tuple[str, MethodSpec]]]:
