@@ -389,8 +389,8 @@ def _method_params(pairs: list[tuple[str, str]], methods: list[str]) -> tuple[tu
     from ..selector.registry import method, method_names
 
     out: list[tuple[str, Any]] = []
+    kinds = [m for m in methods if m in method_names(aliases=True)]
     for name, text in pairs:
-        kinds = [m for m in methods if m in method_names(aliases=True)]
         param = next((p for m in kinds for p in method(m).params if p.name == name), None)
         if param is None:
             raise ConfigError(f"--param {name}: no compared method takes it (methods: {', '.join(methods)})")

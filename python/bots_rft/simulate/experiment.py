@@ -277,10 +277,8 @@ def _spec_for(name: str, config: SimConfig) -> MethodSpec:
         return MethodSpec("bots", lam=config.lam, rho=config.rho, thompson=True, **_rule(config), extra=extra)
     # A preset's spec carries the values it fixes, so that its row shows them; the experiment's λ and
     # ρ reach every other method that takes them (the BOTS variants).
-    m = method(name)
-    takes = {p.name for p in m.params}
-    own = {k: getattr(config, k) for k in ("lam", "rho") if k in takes and k not in m.fixed}
-    return MethodSpec(name, **m.fixed, **own, **_rule(config), extra=extra)
+    own = {k: getattr(config, k) for k in ("lam", "rho") if _takes(name, k)}
+    return MethodSpec(name, **method(name).fixed, **own, **_rule(config), extra=extra)
 
 
 def build_groups(config: SimConfig) -> dict[str, list[tuple[str, MethodSpec]]]:

@@ -39,14 +39,12 @@ from .rollout import PlannedRollouts, Rollouts, concat_rollouts
 if TYPE_CHECKING:
     from ..data import TaskPool
     from ..selector.protocol import Selector
-    from ..selector.registry import MethodEntry
     from .config import TrainConfig
     from .distributed import Dist
     from .self_rolling import KeptRows
 
 __all__ = [
     "RolloutMode",
-    "rollout_mode",
     "StepBatch",
     "PlainBatches",
     "FillBatches",
@@ -84,12 +82,6 @@ class Stages(Protocol):
     def roll_out_plan(self, ids: list[int], counts: list[int]) -> PlannedRollouts: ...
     def score(self, ro: Rollouts | None) -> Rollouts | None: ...
     def gather_successes(self, ro: Rollouts | None) -> FloatArray: ...
-
-
-def rollout_mode(entry: MethodEntry, dynamic_sampling: bool = False) -> RolloutMode:
-    """The rollout mode of a step with the method ``entry``, as the method declares it
-    (:meth:`~bots_rft.selector.registry.MethodEntry.step_mode`)."""
-    return entry.step_mode(dynamic_sampling)
 
 
 @dataclass

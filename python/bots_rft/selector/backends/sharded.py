@@ -307,11 +307,6 @@ class ShardedBOTS(SelectorBase):
         self._num_selections += 1
         return chosen[order]
 
-    def _selectable(self, exclude: Any) -> int:
-        mask, ids = _exclusion(exclude, self._num_tasks)
-        excluded = int(ids.size) if ids is not None else (int(np.count_nonzero(mask)) if mask is not None else 0)
-        return self._num_tasks - excluded
-
     def _ranked_theta(self, ranked: IntArray) -> FloatArray:
         return self.explain(ranked).theta
 

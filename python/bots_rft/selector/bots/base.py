@@ -13,7 +13,9 @@ import threading
 from abc import ABCMeta, abstractmethod
 from typing import Any, TypeVar
 
-from ..._validation import FloatArray, IntArray, as_floats, as_ids
+import numpy as np
+
+from ..._validation import FloatArray, IntArray, as_floats, as_ids, exclusion
 from ...checkpoint import write_checkpoint
 from ...errors import CheckpointError
 from ...estimators import user_object
@@ -113,9 +115,11 @@ class SelectorBase(SelectorParams, metaclass=ABCMeta):
             counts = allocate_rollouts(self._ranked_theta(ranked), budget, lo, hi)
         return Plan(ranked[: counts.size].copy(), counts)
 
-    @abstractmethod
     def _selectable(self, exclude: Any) -> int:
         """How many tasks ``exclude`` leaves selectable (checked as :meth:`select` checks it)."""
+        mask, ids = exclusion(exclude, self._num_tasks)
+        excluded = int(ids.size) if ids is not None else (int(np.count_nonzero(mask)) if mask is not None else 0)
+        return self._num_tasks - excluded
 
     @abstractmethod
     def _ranked_theta(self, ranked: IntArray) -> FloatArray:

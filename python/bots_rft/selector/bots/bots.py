@@ -480,11 +480,6 @@ class BOTS(_BackendChoice, SelectorBase):
                 self._last_request = (k, excluded)
         return chosen
 
-    def _selectable(self, exclude: Any) -> int:
-        mask, ids = _exclusion(exclude, self._num_tasks)
-        excluded = int(ids.size) if ids is not None else (int(np.count_nonzero(mask)) if mask is not None else 0)
-        return self._num_tasks - excluded
-
     def _ranked_theta(self, ranked: IntArray) -> FloatArray:
         self._flush_locked()
         return self._explain(ranked, self._num_selections - 1).theta
