@@ -10,6 +10,8 @@ object with a ``predict`` method), and rebuilds from a checkpoint on its own:
   features), combined with weights fitted online; at k = 2 it is the interpolation estimator.
 - :class:`Similarity`: a step's observed rates spread to the most similar tasks through a
   user-supplied embedding matrix and a top-k neighbour kernel (DOTS-style), fast at 10^6 tasks.
+- :class:`EmbeddingRegression`: no reference model either: an online Bayesian logistic regression
+  of the run's observed success rates on task embeddings predicts every task every step.
 
 :func:`estimator_from_state` rebuilds any of them from a checkpoint. docs/estimators.md has their
 semantics and a simulator comparison.
@@ -31,6 +33,7 @@ from .base import (
 )
 from .interpolation import Interpolation, smoothed_capability
 from .multi_reference import MultiReference
+from .regression import EmbeddingRegression
 from .similarity import Similarity
 
 __all__ = [
@@ -41,6 +44,7 @@ __all__ = [
     "Interpolation",
     "MultiReference",
     "Similarity",
+    "EmbeddingRegression",
     "as_estimator",
     "checked_prediction",
     "user_object",
@@ -50,7 +54,11 @@ __all__ = [
 ]
 
 #: The checkpoint kinds of this package's estimators, and what rebuilds each.
-_KINDS = {"multi-reference": MultiReference.from_state_dict, "similarity": Similarity.from_state_dict}
+_KINDS = {
+    "multi-reference": MultiReference.from_state_dict,
+    "similarity": Similarity.from_state_dict,
+    "embedding-regression": EmbeddingRegression.from_state_dict,
+}
 
 
 def from_state(state: dict[str, Any]) -> Estimator | None:

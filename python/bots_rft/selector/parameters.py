@@ -22,6 +22,7 @@ import numpy as np
 
 from ..errors import InvalidArgumentError, InvalidTypeError
 from ..estimators.base import DEFAULT_MIN_GAP
+from ..estimators.regression import DEFAULT_PRIOR_PRECISION
 
 __all__ = [
     "Parameter",
@@ -66,6 +67,7 @@ __all__ = [
     "LAG_DISCOUNT",
     "N_MIN",
     "N_MAX",
+    "PRIOR_PRECISION",
     "PARAMETERS",
     "RULE_PARAMS",
     "BOTS_PARAMS",
@@ -275,6 +277,16 @@ LAG_DISCOUNT = Parameter(
 #: BOTS-Plan's bounds on the rollouts one task gets (its budget is batch × n, what BOTS spends).
 N_MIN = Parameter("n_min", "int", 8, "BOTS-Plan: fewest rollouts a planned task gets", 1)
 N_MAX = Parameter("n_max", "int", 32, "BOTS-Plan: most rollouts a planned task gets", 1)
+#: bots-embed's regression: the prior precision of its weights (on features of unit mean square
+#: norm, so the default gives a task's logit a prior standard deviation of 2).
+PRIOR_PRECISION = Parameter(
+    "prior_precision",
+    "float",
+    DEFAULT_PRIOR_PRECISION,
+    "bots-embed: the prior precision of the regression's weights",
+    0.0,
+    low_open=True,
+)
 #: Every parameter by name (``n_rollouts`` is BOTS' real-valued one; dynamic sampling's is an int).
 PARAMETERS: Mapping[str, Parameter] = MappingProxyType(
     {
@@ -291,6 +303,7 @@ PARAMETERS: Mapping[str, Parameter] = MappingProxyType(
             LAG_DISCOUNT,
             N_MIN,
             N_MAX,
+            PRIOR_PRECISION,
             OVERSAMPLE,
             MAX_ROUNDS,
             TAU,

@@ -85,6 +85,7 @@ from .parameters import (
     P_HARD,
     PARAMETERS,
     PRIOR_ALPHA,
+    PRIOR_PRECISION,
     PSEUDO_ROLLOUTS,
     RHO,
     ROLLOUTS,
@@ -307,6 +308,15 @@ _ENTRIES: dict[str, MethodEntry] = {
             "BOTS-Sim",
             "BOTS with implicit evidence spread to similar tasks through task embeddings (top-k neighbour kernel)",
             (LAM, RHO, TARGET, THOMPSON, PSEUDO_ROLLOUTS, SEED, *RULE_PARAMS),
+            "unused",
+            signals=("embeddings",),
+        ),
+        MethodEntry(
+            "bots-embed",
+            "BOTS-Embed",
+            "BOTS without reference models: implicit evidence for every task from an online logistic "
+            "regression of the run's own success rates on task embeddings",
+            (LAM, RHO, TARGET, THOMPSON, PSEUDO_ROLLOUTS, PRIOR_PRECISION, SEED, *RULE_PARAMS),
             "unused",
             signals=("embeddings",),
         ),
@@ -562,6 +572,22 @@ def _build_similarity(
     return _bots(n, p, evidence, threads)
 
 
+def _build_embedding_regression(
+    m: Method, n: int, weak: Any, strong: Any, rollout: Any, threads: Any, p: dict[str, Any], embeddings: Any = None
+) -> Selector:
+    from ..estimators import EmbeddingRegression
+
+    if embeddings is None:
+        raise InvalidArgumentError(
+            f"signals: the {m.name} method needs signals['embeddings'], an [N, d] matrix", "signals"
+        )
+    # The regression forgets at BOTS's own λ, so its evidence fades as the posteriors' does.
+    evidence = EmbeddingRegression(embeddings, forgetting=p["lam"], prior_precision=p["prior_precision"])
+    if len(evidence) != n:
+        raise InvalidArgumentError(f"embeddings: has {len(evidence)} rows, expected num_tasks={n}", "embeddings")
+    return _bots(n, p, evidence, threads)
+
+
 def _build_plan(m: Method, n: int, weak: Any, strong: Any, rollout: Any, threads: Any, p: dict[str, Any]) -> Selector:
     from .plan import PlannedBOTS
 
@@ -697,6 +723,7 @@ _BUILDERS: dict[str, Callable[..., Selector]] = {
     "dynamic": _build_dynamic,
     "bots-multiref": _build_multiref,
     "bots-sim": _build_similarity,
+    "bots-embed": _build_embedding_regression,
     "bots-plan": _build_plan,
     "bots-screen": _build_screen,
 }
@@ -715,6 +742,7 @@ _IMPLEMENTATIONS: dict[str, str] = {
     "dynamic": "bots_rft.selector.peers.dapo:DynamicSampling",
     "bots-multiref": "bots_rft.selector:BOTS",
     "bots-sim": "bots_rft.selector:BOTS",
+    "bots-embed": "bots_rft.selector:BOTS",
     "dps": "bots_rft.selector.peers.dps:DynamicsPredictiveSampling",
     "greso": "bots_rft.selector.peers.greso:GRESO",
     "speed": "bots_rft.selector.peers.speed:SpeedRL",

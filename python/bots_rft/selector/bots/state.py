@@ -121,12 +121,13 @@ _REFERENCE_ARRAYS = {
     "interpolation": ("weak", "strong"),
     "multi-reference": ("references", "features"),
     "similarity": ("embeddings",),
+    "embedding-regression": ("embeddings",),
 }
 
 
 def evidence_identity(evidence: dict[str, Any] | None) -> dict[str, Any] | None:
     """What implicit evidence a posterior was learnt with, from an estimator's state: its
-    ``kind`` (``"interpolation"``, ``"multi-reference"``, ``"similarity"``, or a custom
+    ``kind`` (``"interpolation"``, ``"multi-reference"``, ``"similarity"``, ``"embedding-regression"``, or a custom
     estimator's kind and ``type``) and ``sha256``, the first 16 hex digits of the SHA-256 of its
     reference arrays (dtype, shape and bytes, in a fixed order; None for a custom estimator,
     whose arrays this package does not know). None: no implicit evidence."""
