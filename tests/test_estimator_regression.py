@@ -183,7 +183,9 @@ BAD: list[tuple[str, dict[str, Any], type, str]] = [
 
 
 @pytest.mark.parametrize("case,kwargs,exc,argument", BAD, ids=[c[0] for c in BAD])
-def test_bad_arguments_are_typed_errors_naming_them(case: str, kwargs: dict[str, Any], exc: type, argument: str) -> None:
+def test_bad_arguments_are_typed_errors_naming_them(
+    case: str, kwargs: dict[str, Any], exc: type, argument: str
+) -> None:
     args = {"embeddings": np.ones((N, 2)), **kwargs}
     with pytest.raises(exc) as info:
         EmbeddingRegression(args.pop("embeddings"), **args)

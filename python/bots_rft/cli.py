@@ -17,6 +17,7 @@ COMMAND_MODULES = [
     "bots_rft.commands.scoreboard",
     "bots_rft.commands.data",
     "bots_rft.commands.refeval",
+    "bots_rft.commands.embed",
     "bots_rft.commands.train",
     "bots_rft.commands.compare",
 ]

@@ -215,7 +215,7 @@ class EmbeddingRegression(Estimator):
         info = (1.0 - lam) * (self._precision @ self._weights)
         keep = t > 0
         ids, s, t = ids[keep], s[keep], t[keep]
-        start = np.linalg.solve(precision, info)
+        start: FloatArray = np.asarray(np.linalg.solve(precision, info), dtype=np.float64)
         if ids.size == 0:
             return start, precision
         z = self.features(ids)

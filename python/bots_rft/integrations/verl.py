@@ -44,8 +44,10 @@ be distinct integers in ``[0, bots.num_tasks)`` (default: the largest id + 1; id
 e.g. prompts verl filtered as too long, are never selected). Configuration (``bots.*``): the BOTS
 parameters ``lam rho target n_rollouts thompson seed threads`` (``n_rollouts`` defaults to
 ``actor_rollout_ref.rollout.n``), ``weak_column`` / ``strong_column`` / ``momentum`` / ``min_gap`` for
-interpolation evidence, ``task_id_column``, ``num_tasks``, ``success_threshold`` and ``checkpoint``
-(a ``BOTS.save`` file to start from).
+interpolation evidence, or ``embeddings`` (a ``bots embed`` file) / ``estimator`` (``regression``, the
+default, or ``similarity``) / ``prior_precision`` for evidence learnt from task embeddings without
+reference models, ``task_id_column``, ``num_tasks``, ``success_threshold`` and ``checkpoint`` (a
+``BOTS.save`` file to start from).
 
 Supported: verl 0.9.x with ``trainer.use_v1=true`` (tested with 0.9.1). Older verl releases, the
 legacy ``RayPPOTrainer`` (``trainer.use_v1=false``), a ``trainer.v1.sampler.custom_sampler`` and a
@@ -61,6 +63,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import re
 import sys
 import time
 from collections.abc import Iterator, Mapping
@@ -71,11 +74,13 @@ import numpy.typing as npt
 from torch.utils.data import Sampler
 
 from ..checkpoint import read_checkpoint
+from ..data.embeddings import embeddings_for
 from ..errors import BotsError, CheckpointError, ConfigError, DataError, InvalidArgumentError
-from ..estimators import DEFAULT_MIN_GAP, Interpolation
+from ..estimators import DEFAULT_MIN_GAP, EmbeddingRegression, Estimator, Interpolation, Similarity
 from ..metrics.step import calibration_step_metrics, capability_metrics, outcome_metrics, pick_metrics
 from ..selector.bots import BOTS
 from ..selector.bots.state import check_state_header
+from ..selector.parameters import LAM, PRIOR_PRECISION
 from .batches import pack_state, unpack_state
 from .gates import Seam, Window, check_framework
 from .inflight import InFlight
@@ -160,6 +165,9 @@ _OTHER_KEYS = (
     "strong_column",
     "momentum",
     "min_gap",
+    "embeddings",
+    "estimator",
+    "prior_precision",
     "task_id_column",
     "num_tasks",
     "success_threshold",
@@ -181,6 +189,9 @@ BOTS_DEFAULTS: dict[str, Any] = {
     "strong_column": None,
     "momentum": 0.9,
     "min_gap": DEFAULT_MIN_GAP,
+    "embeddings": None,
+    "estimator": None,
+    "prior_precision": None,
     "task_id_column": "extra_info.index",
     "num_tasks": None,
     "success_threshold": None,
@@ -456,13 +467,18 @@ class BOTSPromptSampler(Sampler[int]):
             raise CheckpointError(f"state: not a BOTSPromptSampler state ({exc!r})") from None
         if inflight.shape != self._inflight.counts.shape:
             raise CheckpointError(f"state: has {inflight.size} tasks, this sampler {self._inflight.counts.size}")
-        load_selector_state(  # validates before changing anything
-            self.selector,
-            selector_state,
-            params=self.resume_params,
-            knob="bots.checkpoint_params",
-            source="data.pt (the BOTS sampler's state)",
-        )
+        try:
+            load_selector_state(  # validates before changing anything
+                self.selector,
+                selector_state,
+                params=self.resume_params,
+                knob="bots.checkpoint_params",
+                source="data.pt (the BOTS sampler's state)",
+            )
+        except CheckpointError as exc:
+            # Name the keys that set the evidence (references or embeddings), as bots.checkpoint does.
+            text = re.sub(r"(?<=[(; ])evidence: ", f"evidence ({_KEY_OF['evidence']}): ", str(exc), count=1)
+            raise CheckpointError(text) from None
         self._chunk, self._yielded, self._uid_task = chunk, yielded, uid_task
         self._inflight.load(inflight)
         self._ev_tasks, self._ev_successes = [int(t) for t in tasks], [float(s) for s in succ]
@@ -483,22 +499,88 @@ def _bots_options(config: Any) -> dict[str, Any]:
     return {k: v for k, v in cfg.items() if v is not None}
 
 
-def _evidence(frame: Any, cfg: dict[str, Any], column: str, num_tasks: int) -> Interpolation | None:
-    """Interpolation evidence from the ``bots.weak_column`` / ``bots.strong_column`` pass rates,
-    read by task id (:func:`~bots_rft.integrations.tasks.references_by_id`), or None."""
+#: ``bots.estimator``: what learns from the task embeddings of ``bots.embeddings``.
+ESTIMATORS = ("regression", "similarity")
+
+
+def _evidence_keys(cfg: Mapping[str, Any]) -> str | None:
+    """Which implicit evidence the ``bots`` section asks for: ``"references"`` (weak/strong
+    columns), ``"embeddings"`` (an embeddings file) or None; keys that go with neither, or with
+    the other, are refused naming them."""
     weak, strong = cfg.get("weak_column"), cfg.get("strong_column")
     if (weak is None) != (strong is None):
         raise ConfigError("bots: weak_column and strong_column go together")
-    if weak is None:
+    if cfg.get("embeddings") is not None:
+        if weak is not None:
+            raise ConfigError(
+                "bots.embeddings and bots.weak_column / bots.strong_column: implicit evidence comes either from "
+                "reference pass-rate columns or from task embeddings; set one of them"
+            )
+        estimator = cfg.get("estimator", "regression")
+        if estimator not in ESTIMATORS:
+            raise ConfigError(f"bots.estimator: must be regression or similarity, got {estimator!r}")
+        if estimator != "regression" and cfg.get("prior_precision") is not None:
+            raise ConfigError(
+                f"bots.prior_precision: only bots.estimator=regression reads it (bots.estimator is {estimator})"
+            )
+        return "embeddings"
+    for key in ("estimator", "prior_precision"):
+        if cfg.get(key) is not None:
+            raise ConfigError(f"bots.{key}: set without bots.embeddings (the task embeddings file it applies to)")
+    return None if weak is None else "references"
+
+
+def _evidence(
+    frame: Any, cfg: dict[str, Any], column: str, num_tasks: int, rows_of_task: Any, lam: Any
+) -> Estimator | None:
+    """The implicit evidence the ``bots`` section configures, or None: interpolation from the
+    ``bots.weak_column`` / ``bots.strong_column`` pass rates, read by task id
+    (:func:`~bots_rft.integrations.tasks.references_by_id`), or an estimator on the task
+    embeddings of ``bots.embeddings`` (``bots.estimator``: :class:`EmbeddingRegression`, which
+    forgets at the selector's λ ``lam``, or :class:`Similarity`). ``rows_of_task[k]`` is the
+    dataset row of task ``k`` (-1: none)."""
+    kind = _evidence_keys(cfg)
+    if kind is None:
         return None
-    w, s = references_by_id(frame, [str(weak), str(strong)], task_id_column=column, num_tasks=num_tasks)
-    return Interpolation(w, s, cfg.get("momentum", 0.9), min_gap=cfg.get("min_gap", DEFAULT_MIN_GAP))
+    if kind == "references":
+        weak, strong = str(cfg["weak_column"]), str(cfg["strong_column"])
+        w, s = references_by_id(frame, [weak, strong], task_id_column=column, num_tasks=num_tasks)
+        return Interpolation(w, s, cfg.get("momentum", 0.9), min_gap=cfg.get("min_gap", DEFAULT_MIN_GAP))
+    matrix = _embedding_matrix(str(cfg["embeddings"]), np.asarray(rows_of_task), num_tasks)
+    if cfg.get("estimator", "regression") == "similarity":
+        return Similarity(matrix)
+    try:
+        forgetting = LAM.check(lam, "bots.lam")
+        precision = PRIOR_PRECISION.check(cfg.get("prior_precision", PRIOR_PRECISION.default), "bots.prior_precision")
+    except (InvalidArgumentError, TypeError) as exc:
+        raise ConfigError(str(exc)) from None
+    # The regression forgets at the selector's own λ, so its evidence fades as the posteriors' does.
+    return EmbeddingRegression(matrix, forgetting=forgetting, prior_precision=precision)
+
+
+def _embedding_matrix(path: str, rows_of_task: IntArray, num_tasks: int) -> npt.NDArray[np.float32]:
+    """[num_tasks, d]: row k the embedding of task id k, read from ``path`` for every id the
+    training data holds (a missing one, or a bad file, is a :class:`DataError` starting with
+    ``bots.embeddings``)."""
+    present = np.flatnonzero(rows_of_task >= 0)
+    rows = embeddings_for(path, present, argument="bots.embeddings")
+    # Ids in [0, num_tasks) without a row in the data (prompts verl filtered as too long, or a
+    # bots.num_tasks above the largest id) are never selected and never rolled out: they get the
+    # mean row of the tasks present, so they need no row in the file and leave the regression's
+    # column means as they are. (Similarity normalises rows: a zero mean takes the first row.)
+    fill = rows.mean(axis=0, dtype=np.float64)
+    if not np.any(fill):
+        fill = rows[0]
+    out = np.empty((num_tasks, rows.shape[1]), dtype=np.float32)
+    out[:] = fill
+    out[present] = rows
+    return out
 
 
 #: What each parameter a checkpoint can differ in is set by, in a verl command.
 _KEY_OF = {
     "n_rollouts": "bots.n_rollouts (default: actor_rollout_ref.rollout.n)",
-    "evidence": "bots.weak_column / bots.strong_column",
+    "evidence": "bots.weak_column / bots.strong_column / bots.embeddings",
     "pool": f"the training data's task ids ({BOTS_DEFAULTS['task_id_column']} or bots.task_id_column)",
 }
 
@@ -507,7 +589,7 @@ def _resumed(
     path: str,
     cfg: dict[str, Any],
     kwargs: dict[str, Any],
-    evidence: Any,
+    evidence_for: Any,
     num_tasks: int,
     column: str,
     ids: list[Any],
@@ -516,9 +598,9 @@ def _resumed(
     """The selector of ``bots.checkpoint``: built from this run's config (unset BOTS keys take the
     checkpoint's values), bound to this run's pool, then loaded with the checkpoint's state. A
     key the config sets to another value than the checkpoint's (``rollout.n`` included), other
-    reference columns, or another pool is refused naming the key, unless
+    reference columns or embeddings, or another pool is refused naming the key, unless
     ``bots.checkpoint_params`` is ``checkpoint`` (the checkpoint's win) or ``current`` (the
-    config's win)."""
+    config's win). ``evidence_for(lam)`` builds this run's estimator for the selector's λ."""
     choice = _checkpoint_params(cfg)
     state = read_checkpoint(path)
     check_state_header(state)
@@ -535,7 +617,7 @@ def _resumed(
             f"bots.checkpoint: {path} holds {state.get('num_tasks')} tasks, this run's pool {num_tasks} "
             "(bots.num_tasks, or the largest task id + 1)"
         )
-    selector = BOTS(num_tasks, evidence=evidence, **kwargs)
+    selector = BOTS(num_tasks, evidence=evidence_for(kwargs.get("lam", LAM.default)), **kwargs)
     bind_pool(selector, ids, column, frame)
     try:
         selector.load_state_dict(state, params=choice)  # type: ignore[arg-type]  # checked above
@@ -594,12 +676,18 @@ def build_sampler(config: Any, dataset: Any, selector: BOTS | None = None) -> BO
             num_tasks = (max(ints) + 1) if ints else len(int_ids)
         kwargs = {k: cfg[k] for k in _BOTS_KEYS if k in cfg}
         kwargs.setdefault("n_rollouts", rollout_n)
-        rows_of_tasks(int_ids, int(num_tasks), column)  # validates ids before reading columns
-        evidence = _evidence(frame, cfg, column, int(num_tasks))
+        rows = rows_of_tasks(int_ids, int(num_tasks), column)  # validates ids before reading columns
+        _evidence_keys(cfg)  # refuses a bad combination of evidence keys before any file is read
+
+        def evidence_for(lam: Any) -> Estimator | None:
+            return _evidence(frame, cfg, column, int(num_tasks), rows, lam)
+
         if cfg.get("checkpoint"):
-            selector = _resumed(str(cfg["checkpoint"]), cfg, kwargs, evidence, int(num_tasks), column, int_ids, frame)
+            selector = _resumed(
+                str(cfg["checkpoint"]), cfg, kwargs, evidence_for, int(num_tasks), column, int_ids, frame
+            )
         else:
-            selector = BOTS(int(num_tasks), evidence=evidence, **kwargs)
+            selector = BOTS(int(num_tasks), evidence=evidence_for(kwargs.get("lam", LAM.default)), **kwargs)
     else:
         check_rollouts(selector, rollout_n, "actor_rollout_ref.rollout.n")
     if chunk > len(int_ids):
@@ -970,6 +1058,15 @@ def describe_selector(sel: BOTS, cfg: Mapping[str, Any]) -> str:
             f"interpolation evidence from {cfg['weak_column']} / {cfg['strong_column']} "
             f"(references {evidence['sha256']}, momentum {sel.evidence.momentum:g})"  # type: ignore[union-attr]
         )
+    elif isinstance(sel.evidence, EmbeddingRegression) and "embeddings" in cfg:
+        est = sel.evidence
+        refs = (
+            f"embedding-regression evidence from bots.embeddings={cfg['embeddings']} ({len(est)} x "
+            f"{est.embeddings.shape[1]}, embeddings {evidence['sha256']}, prior_precision {est.prior_precision:g}, "
+            f"forgetting {est.forgetting:g})"
+        )
+    elif evidence["kind"] == "similarity" and "embeddings" in cfg:
+        refs = f"similarity evidence from bots.embeddings={cfg['embeddings']} (embeddings {evidence['sha256']})"
     else:
         refs = f"{evidence['kind']} evidence (references {evidence['sha256']})"
     return f"selector: BOTS({params}){origin}; {refs}"

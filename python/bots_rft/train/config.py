@@ -163,6 +163,10 @@ class _DataKeys(ConfigModel):
     eval_limit: OptCount = None  # evaluate on at most this many held-out tasks
     weak_column: OptStr = None  # reference pass rates for BOTS' interpolation / offline
     strong_column: OptStr = None
+    # Task embeddings, for the methods that read them (bots-embed, bots-sim): "policy" computes
+    # them from the starting policy once at start (one prefill per prompt, after the warm-up),
+    # else a file `bots embed` wrote, read by task id. Methods that read none ignore it.
+    embeddings: OptStr = None
     system_prompt: OptStr = None  # None: keep the pool's; "": drop system messages; else replace
     max_prompt_tokens: OptCount = 1024
     verifiers: JsonDict = Field(default_factory=dict)  # extra {prefix: "module:function"}
@@ -412,6 +416,11 @@ class TrainConfig(_SelectionKeys):
             raise ConfigError(
                 "rollout_engine: 'speculative' keeps a bfloat16 copy of the whole model, which FSDP's sharding is "
                 "there to avoid; use 'fast' with distributed: fsdp, got 'speculative'"
+            )
+        if "embeddings" in m.signals and not self.embeddings:
+            raise ConfigError(
+                f"embeddings: method {self.method!r} reads task embeddings; set embeddings: policy (the starting "
+                "policy's, computed at start) or a file from bots embed, got None"
             )
         if m.references == "required" and not (self.weak_column and self.strong_column):
             raise ConfigError(

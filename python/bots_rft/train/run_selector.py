@@ -42,16 +42,21 @@ def make_selector(
     weak: npt.NDArray[np.float64] | None,
     strong: npt.NDArray[np.float64] | None,
     rollout: RolloutFn | CountedRolloutFn | None = None,
+    embeddings: npt.NDArray[np.float32] | None = None,
 ) -> Selector:
     """The selector ``cfg.method`` names, over ``num_tasks`` rows; ``weak``/``strong`` are the
-    reference pass rates (NaN unknown) or None when the pool has none."""
+    reference pass rates (NaN unknown) or None when the pool has none; ``embeddings`` the task
+    embeddings ([num_tasks, d], the pool's row order) a method that reads them gets."""
     m = method(cfg.method)
     params = cfg.method_values()
+    if "embeddings" in m.signals:
+        params["signals"] = {"embeddings": embeddings}
     try:
         if m.rollout_mode is RolloutMode.PLANNED:
             # The trainer plans each step itself (BOTS.plan on this posterior: tasks and counts,
             # then its own generation of them), so the method's selector is the posterior the plan
             # draws from, with the method's parameters and without the simulator's callback.
+            params.pop("signals", None)  # no planned method reads embeddings
             return m.build_unrolled(num_tasks, weak=weak, strong=strong, **params)
         if m.rolls_out or not cfg.dynamic_sampling:
             return m.build(num_tasks, weak=weak, strong=strong, rollout=rollout, **params)
@@ -94,7 +99,9 @@ def load_selector(
     if not path.exists():
         raise CheckpointError(f"checkpoint {str(directory)!r} has no selector file {path.name!r}")
     if isinstance(fresh, BOTS) and adapt is None:
-        return BOTS.load(path)
+        loaded = BOTS.load(path)
+        _check_same_evidence(fresh, loaded, directory)
+        return loaded
     state = load_state(path)
     if adapt is not None:
         state = adapt(state)
@@ -105,6 +112,22 @@ def load_selector(
     return fresh
 
 
+def _check_same_evidence(fresh: BOTS, loaded: BOTS, directory: Path) -> None:
+    """A checkpoint's posterior was learnt with its implicit evidence: resuming it with other task
+    embeddings (or another estimator) than the config now gives is refused, naming both."""
+    from ..selector.bots.state import describe_evidence
+
+    mine, theirs = fresh.identity["evidence"], loaded.identity["evidence"]
+    if mine == theirs:
+        return
+    kinds = {(e or {}).get("kind") for e in (mine, theirs)}
+    key = "embeddings" if kinds & {"similarity", "embedding-regression"} else "method"
+    raise ConfigError(
+        f"{key}: the checkpoint in {str(directory)!r} was learnt with the evidence {describe_evidence(theirs)}, this "
+        f"config gives {describe_evidence(mine)}; resume with the {key} it started with"
+    )
+
+
 def run_selector(
     cfg: TrainConfig,
     pool: TaskPool,
@@ -112,6 +135,7 @@ def run_selector(
     strong: npt.NDArray[np.float64] | None,
     entry: Method,
     batches: Any,
+    embeddings: npt.NDArray[np.float32] | None = None,
 ) -> Any:
     """The trainer's selector for ``cfg.method``, given its batch strategy ``batches``
     (:mod:`.step_batches`): a selector that rolls out itself gets the strategy's rollout callback;
@@ -123,7 +147,7 @@ def run_selector(
     from .step_batches import CallbackBatches, FillBatches
 
     if isinstance(batches, CallbackBatches):
-        return make_selector(cfg, len(pool), weak, strong, rollout=batches.rollout)
+        return make_selector(cfg, len(pool), weak, strong, rollout=batches.rollout, embeddings=embeddings)
     if entry.rollout_mode is RolloutMode.DAPO_FILL and isinstance(batches, FillBatches):
         # A method that is DAPO's filling itself: the trainer's fill loop filters the generation
         # batches its proposer (DAPO-DS: the epoch walk) proposes.
@@ -131,7 +155,7 @@ def run_selector(
             return entry.build_unrolled(len(pool), weak=weak, strong=strong, **cfg.method_values())
         except BotsError as exc:
             raise ConfigError(f"method: {cfg.method!r}: {exc}") from None
-    selector = make_selector(cfg.replace(dynamic_sampling=False), len(pool), weak, strong)
+    selector = make_selector(cfg.replace(dynamic_sampling=False), len(pool), weak, strong, embeddings=embeddings)
     if cfg.filler_tasks and cfg.filler_column:
         rates = pool.pass_rate(cfg.filler_column)
         fillers = np.flatnonzero(rates >= cfg.filler_min_rate)

@@ -55,6 +55,10 @@ from .policy import build_policy, frozen_copy, unwrap
 from .resume import restore, restore_guard, rewind, save_run, snapshot
 from .rollout import PlannedRollouts, Rollouts, generate_planned_rollouts, generate_rollouts
 from .run_checkpoint import latest_checkpoint, prepare_out_dir
+from .run_embeddings import EmbeddingsInfo, reads_embeddings
+from .run_embeddings import from_file as embeddings_from_file
+from .run_embeddings import from_policy as embeddings_from_policy
+from .run_embeddings import from_run as embeddings_from_run
 from .run_selector import make_guard, run_selector
 from .sampling_copy import int8_twin
 from .scoring import VerifierErrors, register_config_verifiers, score_texts
@@ -108,7 +112,7 @@ class GRPOTrainer:
             restore(self, self.resume_from)
         # guard=true: selection and updates go through the guard around the (restored) selector.
         self.guard: GroupGuard | None = (
-            make_guard(cfg, self.pool, self.selector) if cfg.guard and self.dist.is_main else None
+            make_guard(cfg, self.pool, self.selector) if cfg.guard and self.selector is not None else None
         )
         if self.guard is not None and self.resume_from is not None:
             restore_guard(self, self.resume_from)
@@ -170,8 +174,18 @@ class GRPOTrainer:
         # A self-rolling selector's kept completion rows, and its current step's generation.
         self.kept = KeptRows(int(self.tok.pad_token_id))
         self.selector: Selector | None = None  # rank 0's; the other ranks follow its broadcasts
-        if self.dist.is_main:
-            self.selector = run_selector(self.cfg, self.pool, self.weak, self.strong, self.method, self.batches)
+        # Task embeddings (embeddings:, for a method that reads them): the starting policy's are
+        # computed after the warm-up, so a fresh run that warms up builds its selector then.
+        self.embeddings_info: EmbeddingsInfo | None = None
+        self._selector_after_warmup = (
+            self.dist.is_main
+            and reads_embeddings(self.method)
+            and cfg.embeddings == "policy"
+            and bool(cfg.sft_steps)
+            and self.resume_from is None
+        )
+        if self.dist.is_main and not self._selector_after_warmup:
+            self._build_selector()
         self._twin: Any = None  # rollout_precision=int8's sampling twin, built at the first rollout
         self.step: int = 0
         self.cum_rollouts: int = 0
@@ -181,6 +195,36 @@ class GRPOTrainer:
         self._snapshot: dict[str, Any] | None = None
         self._step_errors = VerifierErrors()
         self.times = StepTimes()
+
+    def _task_embeddings(self) -> npt.NDArray[np.float32] | None:
+        """The embeddings the method reads (None: it reads none): from the config's file, from
+        the run's own file on resumption, or computed from the policy as it is now."""
+        cfg = self.cfg
+        if not reads_embeddings(self.method):
+            return None
+        assert cfg.embeddings is not None  # the config refuses a method that reads them without
+        if cfg.embeddings != "policy":
+            matrix, info = embeddings_from_file(cfg.embeddings, self.pool)
+        elif self.resume_from is not None:
+            matrix, info = embeddings_from_run(self.out_dir, self.pool)
+        else:
+            matrix, info = embeddings_from_policy(
+                unwrap(self.model),
+                self.tok,
+                self.pool,
+                self.chats,
+                self.out_dir,
+                batch_size=cfg.generation_batch_size,
+                max_prompt_tokens=cfg.max_prompt_tokens,
+            )
+        self.embeddings_info = info
+        return matrix
+
+    def _build_selector(self) -> None:
+        """Rank 0's selector for the method (with its task embeddings, if it reads them)."""
+        self.selector = run_selector(
+            self.cfg, self.pool, self.weak, self.strong, self.method, self.batches, embeddings=self._task_embeddings()
+        )
 
     # -------------------------------------------------------------------------------- run
     def warm_up(self) -> list[float]:
@@ -195,6 +239,11 @@ class GRPOTrainer:
         self.dist.sync_params(policy)
         if self.ref_model is not None:
             self.ref_model = frozen_copy(policy)
+        if self._selector_after_warmup:  # the starting policy exists now: embed, then select
+            self._build_selector()
+            self._selector_after_warmup = False
+            if self.cfg.guard:
+                self.guard = make_guard(self.cfg, self.pool, self.selector)
         return self.sft_losses
 
     def run(self) -> TrainResult:
@@ -233,6 +282,8 @@ class GRPOTrainer:
                     "pool_tasks": len(self.pool),
                     "eval_tasks": len(self.eval_rows),
                     "sft_losses": self.sft_losses[-5:] if self.sft_losses else None,
+                    # The task embeddings' source, size and cost (prompt tokens prefilled, seconds)
+                    "embeddings": None if self.embeddings_info is None else self.embeddings_info.record(),
                 }
             )
 
