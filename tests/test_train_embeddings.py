@@ -135,3 +135,28 @@ def test_a_file_missing_a_task_is_one_line_exit_2_and_nothing_written(
     assert code == 2
     assert len(err) == 1 and "embeddings" in err[0] and str(pool.ids[0]) in err[0], err
     assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+def test_the_training_guides_bots_embed_commands_run_as_shown(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import shlex
+
+    root = Path(__file__).resolve().parent.parent
+    guide = (root / "docs" / "training.md").read_text(encoding="utf-8")
+    section = guide[guide.index("## BOTS without reference models") :]
+    block = section[section.index("```bash\n") + 8 : section.index("```", section.index("```bash\n") + 8)]
+    commands = [line for line in block.splitlines() if line.strip()]
+    assert len(commands) == 4
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs" / "smoke_tiny.yaml").write_bytes((root / "configs" / "smoke_tiny.yaml").read_bytes())
+    monkeypatch.chdir(tmp_path)
+    for command in commands:
+        words = shlex.split(command)
+        assert words[0] == "bots"
+        extra = ["--no-progress"] if words[1] in ("train", "embed") else []
+        assert cli_main([*words[1:], *extra]) == 0, command
+    out = capsys.readouterr().out
+    assert out.count("bots train: done after step 4") == 2
+    assert _start_record(tmp_path / "runs" / "embed_smoke")["embeddings"]["source"] == "policy"
+    assert _start_record(tmp_path / "runs" / "embed_file")["embeddings"]["source"] == "runs/toy/embeddings.safetensors"

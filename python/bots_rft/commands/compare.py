@@ -70,6 +70,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         help="only run the supervised warm-up (sft_steps > 0) into OUT/warmup and stop: a 'strong' "
         "reference model for bots refeval",
     )
+    p.add_argument(
+        "--prepare-only",
+        action="store_true",
+        help="only make what the runs share (the pool, the warm-up, the references and their measured pass "
+        "rates) and stop: look at the references before the first run, e.g. to register a prediction",
+    )
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE")
     p.set_defaults(func=main)
@@ -95,8 +101,17 @@ def config_from_args(args: argparse.Namespace) -> ComparePlan:
     from ..train.compare_plan import plan_comparison
     from ..train.config import parse_overrides
 
-    if args.warmup_only and args.report_only:
-        raise ConfigError("--warmup-only and --report-only: give one")
+    chosen = [
+        f
+        for f, on in (
+            ("--warmup-only", args.warmup_only),
+            ("--report-only", args.report_only),
+            ("--prepare-only", args.prepare_only),
+        )
+        if on
+    ]
+    if len(chosen) > 1:
+        raise ConfigError(f"{' and '.join(chosen)}: give one")
     extra = parse_overrides(list(args.overrides))
     if args.model is not None:
         extra["model"] = args.model
@@ -118,13 +133,18 @@ def config_from_args(args: argparse.Namespace) -> ComparePlan:
 
 def main(args: argparse.Namespace) -> int:
     from ..report.compare_summary import decision_rule, write_summary
-    from ..train.compare_run import check_run_logs, run_comparison, warm_up_only
+    from ..train.compare_run import check_run_logs, prepare_shared, run_comparison, warm_up_only
 
     plan = config_from_args(args)
     rule = decision_rule(plan)
     cfg = plan.cfg
     if args.warmup_only:
         print(f"bots compare: warm-up in {warm_up_only(plan)}")
+        return 0
+    if args.prepare_only:
+        check_output_dir(plan.out, "--out", overwrite=True)
+        check_training_config(cfg.replace(out_dir=str(plan.out)))
+        print(f"bots compare: prepared the runs' pool, warm-up and references in {prepare_shared(plan)}")
         return 0
     if args.report_only:
         check_run_logs(plan)

@@ -145,6 +145,12 @@ class LearnerConfig:
     # forgetting). Evidence gathered before it then describes a learner that no longer exists.
     shift_step: int = 0
     shift: float = 0.0
+    # How much the simulated task embeddings (signals.embeddings, read by bots-sim and bots-embed)
+    # know of a task: Gaussian noise of this standard deviation on each latent feature (skill
+    # group, standardised initial logit, standardised log pace) before they are mixed into the
+    # embedding's dimensions. 0: a perfect (noisy only by the isotropic jitter) image of the task;
+    # large: nothing. examples/trial3/predict.py fits it to what a real policy's embeddings carry.
+    embedding_noise: float = 0.5
 
     def __post_init__(self) -> None:
         positive_ints = ("num_tasks", "num_groups", "eval_tasks", "n_rollouts", "ref_rollouts")
@@ -159,6 +165,7 @@ class LearnerConfig:
             "ref_group_std",
             "ref_task_noise",
             "memorisation",
+            "embedding_noise",
         )
         for name in non_negative:
             v = getattr(self, name)

@@ -13,8 +13,9 @@ and the same (world, seed) always gives the same signals:
   world's weak and strong references.
 - ``embeddings`` [N, 32]: what an embedding model that partly knows a task's skill and
   difficulty gives: the features (group one-hot, standardised b_k, standardised log v_k), with
-  Gaussian noise of standard deviation ``EMBEDDING_NOISE`` added per feature, then mixed into 32
-  dimensions by a fixed random rotation, plus isotropic noise in every dimension.
+  Gaussian noise of standard deviation ``LearnerConfig.embedding_noise`` (default 0.5, its
+  informativeness) added per feature, then mixed into 32 dimensions by a fixed random rotation,
+  plus isotropic noise in every dimension.
 """
 
 from __future__ import annotations
@@ -34,7 +35,6 @@ SIGNALS = ("references", "embeddings")
 
 MID_LEVEL = 2.25
 EMBEDDING_DIM = 32
-EMBEDDING_NOISE = 0.5  # per latent feature, in standard-deviation units of that feature
 EMBEDDING_JITTER = 0.1  # isotropic, per embedding dimension
 
 _STREAM = 0x516E  # "signals": a stream no other part of the simulator uses
@@ -69,7 +69,7 @@ def embeddings(world: TaskWorld, seed: int) -> npt.NDArray[np.float32]:
     log_pace = np.log(world.pace)
     pace = (log_pace - log_pace.mean()) / max(log_pace.std(), 1e-12)
     features = np.column_stack([onehot, logit, pace])
-    features += rng.normal(0.0, EMBEDDING_NOISE, features.shape)
+    features += rng.normal(0.0, c.embedding_noise, features.shape)
     rotation = np.linalg.qr(rng.normal(size=(EMBEDDING_DIM, EMBEDDING_DIM)))[0][: features.shape[1]]
     out = features @ rotation + rng.normal(0.0, EMBEDDING_JITTER, (world.num_tasks, EMBEDDING_DIM))
     return out.astype(np.float32)

@@ -71,6 +71,30 @@ def check_run_logs(plan: ComparePlan) -> None:
         )
 
 
+def _make_shared(plan: ComparePlan, cfg: TrainConfig) -> TrainConfig:
+    """The pool, the shared warm-up and the references with their pass rates, in ``plan.out``;
+    the config the runs start from (after a warm-up, its ``model`` is OUT/warmup)."""
+    spec, out = plan.spec, plan.out
+    out.mkdir(parents=True, exist_ok=True)
+    if spec.pool is not None:
+        build_pool(spec, out / "pool")
+    if cfg.sft_steps > 0:
+        cfg = shared_warmup(cfg, out / "warmup", plan.reuse, spec.references, out / "references")
+    if spec.references is not None:
+        measure_references(cfg, spec.references, out / "references")
+    return cfg
+
+
+def prepare_shared(plan: ComparePlan) -> Path:
+    """Only what every run of ``plan`` shares (``--prepare-only``): the pool, the warm-up and the
+    references with their measured pass rates, made (or, with ``plan.reuse``, kept) exactly as a
+    full comparison makes them, so that a later run with ``--reuse`` starts from them. OUT."""
+    cfg = plan.cfg
+    check_existing(plan.out, [], (plan.out / "warmup", cfg) if cfg.sft_steps > 0 else None, plan.reuse, plan.spec)
+    _make_shared(plan, cfg)
+    return plan.out
+
+
 def run_comparison(plan: ComparePlan) -> CompareRuns:
     """Train every method of ``plan`` once per seed (with ``plan.reuse``, finished runs are kept
     and interrupted ones resumed), after making the pool, warm-up and references they share."""
@@ -91,13 +115,7 @@ def run_comparison(plan: ComparePlan) -> CompareRuns:
         plan.reuse,
         spec,
     )
-    out.mkdir(parents=True, exist_ok=True)
-    if spec.pool is not None:
-        build_pool(spec, out / "pool")
-    if cfg.sft_steps > 0:
-        cfg = shared_warmup(cfg, warm_dest, plan.reuse, spec.references, out / "references")
-    if spec.references is not None:
-        measure_references(cfg, spec.references, out / "references")
+    cfg = _make_shared(plan, cfg)
     todo = []
     for m, seed, run_cfg in runs:
         run_dir = plan.run_dir(m, seed)
