@@ -12,17 +12,49 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ..errors import BotsError, ConfigError
 from ..train.compare_plan import ComparePlan
+from ..train.comparison import SECTION
 from ..train.config import TrainConfig
-from .trial import DecisionRule
+from .trial import Contrast, ContrastRule, DecisionRule
 
 __all__ = ["decision_rule", "write_summary", "reading_references"]
 
+_SINGLE = ("method", "baseline", "control", "refute_within")
 
-def decision_rule(plan: ComparePlan) -> DecisionRule | None:
-    """The ``compare.decision`` rule (None without one); a rule that names one method twice is
-    refused here, before any run."""
-    return None if plan.decision is None else DecisionRule(**plan.decision)
+
+def decision_rule(plan: ComparePlan) -> DecisionRule | ContrastRule | None:
+    """The ``compare.decision`` rule (None without one): with ``contrasts``, a
+    :class:`ContrastRule` over them (each contrast's methods by their canonical names, every one
+    among the compared methods), else a :class:`DecisionRule`; a rule that names one method twice
+    is refused here, before any run."""
+    if plan.decision is None:
+        return None
+    if plan.decision.get("contrasts") is None:
+        return DecisionRule(**{k: v for k, v in plan.decision.items() if k in _SINGLE})
+    from ..selector.registry import method, method_names
+
+    contrasts = []
+    for i, c in enumerate(plan.decision["contrasts"]):
+        names = {}
+        for role in ("method", "baseline"):
+            name = str(c[role])
+            canonical = method(name.lower()).name if name.lower() in method_names(aliases=True) else name
+            if canonical not in plan.methods:
+                raise ConfigError(
+                    f"{SECTION}.decision.contrasts.{i}.{role}: expected one of the compared methods {plan.methods}, "
+                    f"got {name!r}"
+                )
+            names[role] = canonical
+        try:
+            contrasts.append(Contrast(names["method"], names["baseline"], c.get("name")))
+        except BotsError as exc:
+            raise ConfigError(f"{SECTION}.decision.contrasts.{i}.{exc}") from None
+    keys = ("alpha", "equivalence", "correction")
+    try:
+        return ContrastRule(tuple(contrasts), **{k: plan.decision[k] for k in keys if k in plan.decision})
+    except BotsError as exc:
+        raise ConfigError(f"{SECTION}.decision.{exc}") from None
 
 
 def reading_references(methods: list[str], cfg: TrainConfig) -> list[str]:
@@ -64,7 +96,9 @@ def _evidence_section(cfg: TrainConfig, groups: Any) -> str:
     )
 
 
-def _trial_section(cfg: TrainConfig, plan: ComparePlan, groups: Any, rule: DecisionRule | None) -> tuple[str, str]:
+def _trial_section(
+    cfg: TrainConfig, plan: ComparePlan, groups: Any, rule: DecisionRule | ContrastRule | None
+) -> tuple[str, str]:
     """The primary-metric table (and the rule's outcome) for summary.md, and the outcome line
     printed last (empty without a rule)."""
     from ..data import TaskPool
@@ -90,7 +124,7 @@ def _trial_section(cfg: TrainConfig, plan: ComparePlan, groups: Any, rule: Decis
     return text + table + "\n\n", outcome
 
 
-def write_summary(plan: ComparePlan, cfg: TrainConfig, rule: DecisionRule | None) -> tuple[str, str]:
+def write_summary(plan: ComparePlan, cfg: TrainConfig, rule: DecisionRule | ContrastRule | None) -> tuple[str, str]:
     """Write OUT/summary.md, OUT/held_out.csv, OUT/curves.png and OUT/held_out.png from the run
     logs of ``plan`` (``cfg``: the config the runs started from); the summary's text and the
     decision rule's outcome line (empty without a rule)."""

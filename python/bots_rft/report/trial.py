@@ -2,7 +2,11 @@
 the primary metric (each run's mean held-out accuracy over its evaluations: the area under its
 held-out curve per evaluation, every run on one evaluation schedule), paired by seed against a
 baseline with 95% Student-t intervals, a decision rule fixed in advance and the verdict it gives,
-and the rollouts the reference models cost, charged to the methods that read them."""
+and the rollouts the reference models cost, charged to the methods that read them.
+
+The rule is either one comparison (:class:`DecisionRule`: a method against a baseline and a
+control) or several contrasts decided together (:class:`ContrastRule`: two-sided paired t-tests,
+Holm's step-down correction for the family-wise error, an equivalence margin)."""
 
 from __future__ import annotations
 
@@ -11,7 +15,7 @@ import math
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 
@@ -32,6 +36,13 @@ __all__ = [
     "DecisionRule",
     "Outcome",
     "decide",
+    "Contrast",
+    "ContrastRule",
+    "ContrastResult",
+    "ContrastOutcome",
+    "decide_contrasts",
+    "holm",
+    "t_test_p",
     "reference_cost",
     "trial_markdown",
     "SAVES",
@@ -39,6 +50,10 @@ __all__ = [
     "ONLINE",
     "REFUTED",
     "INCONCLUSIVE",
+    "SUPPORTED",
+    "HARMFUL",
+    "DOES_NOT_MATTER",
+    "UNDECIDED",
 ]
 
 # The verdicts, worded as the decision rule gives them.
@@ -47,6 +62,11 @@ COSTS = "costs accuracy"
 ONLINE = "the online part matters"
 REFUTED = "refuted at this scale"
 INCONCLUSIVE = "inconclusive at this scale"
+# The verdicts of a contrast under a :class:`ContrastRule`.
+SUPPORTED = "supported"
+HARMFUL = "harmful"
+DOES_NOT_MATTER = "does not matter at this scale"
+UNDECIDED = "inconclusive"
 
 _KEYS = ("method", "seed", "step", "rollouts")
 Rows = list[dict[str, Any]]
@@ -286,12 +306,23 @@ class Outcome:
         return f"{'; '.join(parts)} → {r.method}: {self.text}"
 
 
-def decide(rows: Rows, rule: DecisionRule, column: str | None = None) -> Outcome:
+@overload
+def decide(rows: Rows, rule: DecisionRule, column: str | None = None) -> Outcome: ...
+
+
+@overload
+def decide(rows: Rows, rule: ContrastRule, column: str | None = None) -> ContrastOutcome: ...
+
+
+def decide(rows: Rows, rule: DecisionRule | ContrastRule, column: str | None = None) -> Outcome | ContrastOutcome:
     """The rule's verdict on ``column`` (default: the primary metric's) averaged over each run,
     paired by seed, in the rule's order: the ``method - baseline`` interval above 0 "saves
     rollouts given these references" (and with ``method - control`` also above 0, "the online part
     matters"), below 0 "costs accuracy"; else inside ±``refute_within`` "refuted at this scale";
-    else "inconclusive at this scale". Fewer than 2 paired seeds decide nothing (inconclusive)."""
+    else "inconclusive at this scale". Fewer than 2 paired seeds decide nothing (inconclusive).
+    A :class:`ContrastRule` is decided by :func:`decide_contrasts`."""
+    if isinstance(rule, ContrastRule):
+        return decide_contrasts(rows, rule, column)
     column = column or primary_column(rows)
     _schedule(rows)
     over = _per_run(rows, column, "mean")
@@ -314,6 +345,236 @@ def decide(rows: Rows, rule: DecisionRule, column: str | None = None) -> Outcome
     return Outcome(rule, column, versus, control, verdict, online)
 
 
+# ---------------------------------------------------------------------------------------------
+# Several contrasts, Holm's correction
+# ---------------------------------------------------------------------------------------------
+
+
+def _beta_fraction(a: float, b: float, x: float) -> float:
+    """The continued fraction of the incomplete beta function (modified Lentz), which converges
+    fast for ``x < (a + 1) / (a + b + 2)``."""
+    tiny = 1e-300
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 1000):
+        for aa in (
+            m * (b - m) * x / ((a + 2 * m - 1.0) * (a + 2 * m)),
+            -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1.0)),
+        ):
+            d = 1.0 + aa * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + aa / c
+            c = c if abs(c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1.0) < 1e-15:
+            break
+    return h
+
+
+def _regularized_beta(a: float, b: float, x: float) -> float:
+    """The regularized incomplete beta function I_x(a, b) (scipy is not a runtime dependency)."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
+    if x < (a + 1.0) / (a + b + 2.0):
+        return front * _beta_fraction(a, b, x) / a
+    return 1.0 - front * _beta_fraction(b, a, 1.0 - x) / b
+
+
+def t_test_p(t: float, df: float) -> float:
+    """The two-sided p-value of Student's t statistic ``t`` with ``df`` degrees of freedom:
+    P(|T| >= |t|) = I_{df / (df + t²)}(df / 2, 1 / 2). NaN for a NaN ``t`` or ``df`` < 1."""
+    if math.isnan(t) or not df >= 1:
+        return math.nan
+    if math.isinf(t):
+        return 0.0
+    return min(1.0, max(0.0, _regularized_beta(df / 2.0, 0.5, df / (df + t * t))))
+
+
+def holm(p_values: Iterable[float], alpha: float) -> list[tuple[float, bool]]:
+    """Holm's step-down correction of ``p_values`` (in their order): for each, the level it is
+    tested at and whether it is rejected. The p-values sorted ascending (ties and NaN, which is
+    never rejected, in their given order, NaN last), the i-th (from 0) of m is tested at
+    ``alpha / (m - i)`` and rejected when p <= that level and every one before it was rejected."""
+    ps = list(p_values)
+    m = len(ps)
+    order = sorted(range(m), key=lambda i: (math.isnan(ps[i]), 0.0 if math.isnan(ps[i]) else ps[i], i))
+    out: list[tuple[float, bool]] = [(math.nan, False)] * m
+    rejecting = True
+    for rank, i in enumerate(order):
+        level = alpha / (m - rank)
+        rejecting = rejecting and ps[i] <= level  # NaN <= level is False
+        out[i] = (level, rejecting)
+    return out
+
+
+@dataclass(frozen=True)
+class Contrast:
+    """One contrast of a :class:`ContrastRule`: ``method`` minus ``baseline`` on the primary
+    metric, paired by seed; ``name`` (default C1, C2, ... by its place in the rule)."""
+
+    method: str
+    baseline: str
+    name: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.baseline == self.method:
+            raise InvalidArgumentError(f"baseline: expected a method other than {self.method!r}", "baseline")
+        if self.name is not None and not self.name.strip():
+            raise InvalidArgumentError(f"name: expected a non-empty name, got {self.name!r}", "name")
+
+
+@dataclass(frozen=True)
+class ContrastRule:
+    """A decision rule over several contrasts fixed before the runs: each contrast's paired
+    differences over seeds get a two-sided paired t-test, and the p-values Holm's step-down
+    correction (``correction``, the only one) at family-wise level ``alpha``. A rejected contrast
+    is "supported" (mean above 0) or "harmful" (below); one whose 95% interval lies inside
+    ±``equivalence`` "does not matter at this scale"; any other is "inconclusive"."""
+
+    contrasts: tuple[Contrast, ...]
+    alpha: float = 0.05
+    equivalence: float = 0.0075
+    correction: str = "holm"
+
+    def __post_init__(self) -> None:
+        if not self.contrasts:
+            raise InvalidArgumentError("contrasts: expected at least one contrast", "contrasts")
+        if not (0.0 < self.alpha < 1.0):
+            raise InvalidArgumentError(f"alpha: expected a number in (0, 1), got {self.alpha!r}", "alpha")
+        if not (self.equivalence >= 0 and math.isfinite(self.equivalence)):
+            raise InvalidArgumentError(
+                f"equivalence: expected a finite number >= 0, got {self.equivalence!r}", "equivalence"
+            )
+        if self.correction != "holm":
+            raise InvalidArgumentError(f"correction: expected 'holm', got {self.correction!r}", "correction")
+        names = self.names
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise InvalidArgumentError(
+                f"contrasts: the name(s) {twice} are given to more than one contrast", "contrasts"
+            )
+        pairs = [(c.method, c.baseline) for c in self.contrasts]
+        again = sorted({f"{a} − {b}" for a, b in pairs if pairs.count((a, b)) > 1})
+        if again:
+            raise InvalidArgumentError(f"contrasts: {again} given more than once", "contrasts")
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Each contrast's name: its own, else C1, C2, ... by its place."""
+        return tuple(c.name or f"C{i + 1}" for i, c in enumerate(self.contrasts))
+
+
+def _p_text(p: float) -> str:
+    return "p < 0.0001" if p < 0.0001 else f"p = {p:.4f}"
+
+
+@dataclass(frozen=True)
+class ContrastResult:
+    """One contrast on one measure: the paired differences' mean with its 95% interval (``n``
+    paired seeds), their SD, the t statistic and two-sided p-value (NaN under 2 paired seeds),
+    the Holm level it was tested at, whether it was rejected, and its verdict."""
+
+    name: str
+    method: str
+    baseline: str
+    interval: Interval
+    sd: float
+    t: float
+    p: float
+    level: float
+    rejected: bool
+    verdict: str
+
+    @property
+    def n(self) -> int:
+        return self.interval.n
+
+    def text(self, decided: bool = True) -> str:
+        """``C1 A − B = +0.0123 [+0.0040, +0.0206] (20 paired seeds, p = 0.0041, Holm level
+        0.025): supported``; without ``decided``, the description only (no level, no verdict)."""
+        i = self.interval
+        head = f"{self.name} {self.method} − {self.baseline}"
+        if i.n == 0:
+            body = f"{head}: no paired seeds"
+        else:
+            seeds = f"{i.n} paired seed{'' if i.n == 1 else 's'}"
+            if i.n < 2:
+                body = f"{head} = {i.mean:+.4f} ({seeds}, no test)"
+            else:
+                level = f", Holm level {self.level:.4g}" if decided else ""
+                body = f"{head} = {i.mean:+.4f} [{i.low:+.4f}, {i.high:+.4f}] ({seeds}, {_p_text(self.p)}{level})"
+        return f"{body}: {self.verdict}" if decided else body
+
+
+@dataclass(frozen=True)
+class ContrastOutcome:
+    """What a :class:`ContrastRule` gives on one measure: each contrast's result, in the rule's
+    order."""
+
+    rule: ContrastRule
+    column: str
+    results: tuple[ContrastResult, ...]
+
+    @property
+    def text(self) -> str:
+        """The verdicts joined: ``C1 bots-embed − random: supported; C2 bots − random: inconclusive``."""
+        return "; ".join(f"{r.name} {r.method} − {r.baseline}: {r.verdict}" for r in self.results)
+
+    def line(self) -> str:
+        """The outcome in one line (:attr:`text`)."""
+        return self.text
+
+
+def decide_contrasts(rows: Rows, rule: ContrastRule, column: str | None = None) -> ContrastOutcome:
+    """The rule's verdict on each contrast on ``column`` (default: the primary metric's) averaged
+    over each run: the differences over the seeds both arms have, their mean, SD and 95% t
+    interval, the two-sided paired t-test, Holm's step-down over the contrasts' p-values at
+    ``rule.alpha``, then in this order: rejected with mean above 0 "supported", below 0
+    "harmful"; the interval inside ±``rule.equivalence`` "does not matter at this scale"; else
+    "inconclusive". Fewer than 2 paired seeds test nothing (inconclusive)."""
+    column = column or primary_column(rows)
+    _schedule(rows)
+    over = _per_run(rows, column, "mean")
+    for name, c in zip(rule.names, rule.contrasts):
+        for role in ("method", "baseline"):
+            arm = getattr(c, role)
+            if arm not in over:
+                raise InvalidArgumentError(
+                    f"rule: the {role} {arm!r} of {name} has no runs among {sorted(over)}", "rule"
+                )
+    stats = []
+    for c in rule.contrasts:
+        a, b = over[c.method], over[c.baseline]
+        diffs = np.asarray([a[s] - b[s] for s in a if s in b and a[s] == a[s] and b[s] == b[s]], dtype=np.float64)
+        interval = Interval.of(diffs)
+        sd, t, p = math.nan, math.nan, math.nan
+        if diffs.size >= 2:
+            sd = float(np.std(diffs, ddof=1))
+            if sd > 0:
+                t = interval.mean / (sd / math.sqrt(diffs.size))
+            else:  # no spread: every difference the same
+                t = math.copysign(math.inf, interval.mean) if interval.mean != 0 else 0.0
+            p = t_test_p(t, diffs.size - 1)
+        stats.append((interval, sd, t, p))
+    tested = holm((p for _, _, _, p in stats), rule.alpha)
+    results = []
+    for name, c, (interval, sd, t, p), (level, rejected) in zip(rule.names, rule.contrasts, stats, tested):
+        if rejected and interval.mean > 0:
+            verdict = SUPPORTED
+        elif rejected and interval.mean < 0:
+            verdict = HARMFUL
+        elif interval.n >= 2 and -rule.equivalence <= interval.low and interval.high <= rule.equivalence:
+            verdict = DOES_NOT_MATTER
+        else:
+            verdict = UNDECIDED
+        results.append(ContrastResult(name, c.method, c.baseline, interval, sd, t, p, level, rejected, verdict))
+    return ContrastOutcome(rule, column, tuple(results))
+
+
 def reference_cost(refs: ReferenceSpec, tasks: int) -> int:
     """Rollouts the two references cost: each measured with ``refs.rollouts`` samples on each of
     ``tasks`` training tasks."""
@@ -332,7 +593,7 @@ def _steps_text(steps: list[int]) -> str:
 
 def trial_markdown(
     rows: Rows,
-    rule: DecisionRule | None = None,
+    rule: DecisionRule | ContrastRule | None = None,
     *,
     reads_references: Collection[str] = (),
     reference_rollouts: int = 0,
@@ -344,7 +605,10 @@ def trial_markdown(
     is in ``reads_references``) and their total; then each method minus the baseline (and the
     rule's method minus its control) paired by seed; then, with a ``rule``, its outcome on the
     primary metric and, as a secondary, on greedy accuracy (each outcome line starting with
-    ``caveat``, e.g. that the runs were too small to count)."""
+    ``caveat``, e.g. that the runs were too small to count). With a :class:`ContrastRule`, the
+    differences are each method minus the baseline (random, else the first method) and each of
+    its contrasts, the outcome lists every contrast and its verdict, and greedy accuracy is
+    described with the same arithmetic but not decided."""
     if not rows:
         return "No held-out evaluations."
     steps = _schedule(rows)
@@ -358,9 +622,10 @@ def trial_markdown(
     values = {(column, how): _per_run(rows, column, how) for _, column, how in measures}
     spent = _per_run(rows, "rollouts", "final")
     methods = list(spent)
-    baseline = rule.baseline if rule else ("random" if "random" in methods else methods[0])
-    control = rule.control if rule else ("reference-filter" if "bots" in methods else None)
-    subject = rule.method if rule else "bots"
+    single = rule if isinstance(rule, DecisionRule) else None
+    baseline = single.baseline if single else ("random" if "random" in methods else methods[0])
+    control = single.control if single else ("reference-filter" if "bots" in methods else None)
+    subject = single.method if single else "bots"
 
     seen = [m for m in methods if m in reads_references]
     blind = [m for m in methods if m not in reads_references]
@@ -391,7 +656,13 @@ def trial_markdown(
             f"| {Interval.of(u + charge for u in used).text(digits=0, signed=False)} |"
         )
     pairs = [(m, baseline) for m in methods if m != baseline]
-    if control in methods and subject in methods and control != baseline:
+    if isinstance(rule, ContrastRule):
+        pairs += [
+            (c.method, c.baseline)
+            for c in rule.contrasts
+            if c.method in methods and c.baseline in methods and (c.method, c.baseline) not in pairs
+        ]
+    elif control in methods and subject in methods and control != baseline:
         pairs.append((subject, control))
     if pairs:
         lines += [
@@ -405,7 +676,9 @@ def trial_markdown(
         for a, b in pairs:
             diffs = [paired_interval(values[(c, how)][a], values[(c, how)][b]) for _, c, how in measures]
             lines.append(f"| {a} − {b} | {diffs[0].n} | " + " | ".join(i.text(mark=True) for i in diffs) + " |")
-    if rule is not None:
+    if isinstance(rule, ContrastRule):
+        lines += _contrast_lines(rows, rule, name, has_greedy, caveat)
+    elif rule is not None:
         lines += [
             "",
             f"{caveat}Outcome under the rule ({name} over the run, the primary metric): {decide(rows, rule).line()}.",
@@ -413,3 +686,29 @@ def trial_markdown(
         if has_greedy:
             lines.append(f"{caveat}Secondary (greedy over the run): {decide(rows, rule, 'greedy').line()}.")
     return "\n".join(lines)
+
+
+def _contrast_lines(rows: Rows, rule: ContrastRule, name: str, has_greedy: bool, caveat: str) -> list[str]:
+    """The outcome of a :class:`ContrastRule` on the primary metric, one contrast a line, the
+    verdicts joined; then greedy accuracy described the same way, not decided."""
+    outcome = decide_contrasts(rows, rule)
+    m = len(rule.contrasts)
+    lines = [
+        "",
+        f"{caveat}Outcome under the rule ({name} over the run, the primary metric; each contrast's differences "
+        f"paired by seed with a 95% Student-t interval and a two-sided paired t-test, Holm's step-down over the "
+        f'{m} contrast{"" if m == 1 else "s"} at family-wise α = {rule.alpha:g}; "does not matter at this scale" '
+        f"where the interval lies inside ±{rule.equivalence:g}):",
+        "",
+        *(f"- {r.text()}" for r in outcome.results),
+        "",
+        f"{caveat}Outcome: {outcome.text}.",
+    ]
+    if has_greedy:
+        lines += [
+            "",
+            f"{caveat}Secondary (greedy over the run; described, not decided):",
+            "",
+            *(f"- {r.text(decided=False)}" for r in decide_contrasts(rows, rule, "greedy").results),
+        ]
+    return lines

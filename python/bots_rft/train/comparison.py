@@ -37,20 +37,44 @@ held-out accuracy over its evaluations, ``method`` minus ``baseline`` paired by 
 interval): above 0 it "saves rollouts given these references" (and "the online part matters" when
 ``method`` minus ``control`` is above 0 too), below 0 it "costs accuracy", inside
 ±``refute_within`` it is "refuted at this scale", otherwise "inconclusive at this scale".
+
+A ``decision`` may instead decide several contrasts together (without ``method``, ``baseline``,
+``control`` or ``refute_within``)::
+
+      decision:
+        contrasts:                 # each A − B on the primary metric, paired by seed
+          - {method: bots-embed, baseline: random, name: C4}   # name: default C1, C2, ...
+          - {method: bots, baseline: random, name: C5}
+        alpha: 0.05                # family-wise, over the contrasts
+        equivalence: 0.0075        # the margin of "does not matter at this scale"
+        correction: holm           # Holm's step-down (the only one)
+
+Each contrast gets a two-sided paired t-test; the p-values sorted ascending, the i-th (from 0) of
+m is rejected at ``alpha / (m - i)`` when every one before it was. Rejected, a contrast is
+"supported" (mean above 0) or "harmful" (below 0); otherwise its 95% interval inside
+±``equivalence`` "does not matter at this scale", else it is "inconclusive".
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, SerializerFunctionWrapHandler, field_validator, model_serializer, model_validator
 
 from ..config_files import ConfigModel, Float, Int, Invalid, read_mapping
 from ..errors import ConfigError
 
-__all__ = ["PoolSpec", "ReferenceSpec", "DecisionSpec", "CompareSpec", "read_compare_section", "SECTION"]
+__all__ = [
+    "PoolSpec",
+    "ReferenceSpec",
+    "ContrastSpec",
+    "DecisionSpec",
+    "CompareSpec",
+    "read_compare_section",
+    "SECTION",
+]
 
 SECTION = "compare"
 
@@ -95,14 +119,115 @@ class ReferenceSpec(ConfigModel):
         return f"strong_sft{self.strong_sft_steps}_pass_rate"
 
 
-class DecisionSpec(ConfigModel):
-    """A decision rule fixed before the runs (:class:`bots_rft.report.trial.DecisionRule`): the
-    methods it names must be among those compared."""
+class ContrastSpec(ConfigModel):
+    """One contrast of ``compare.decision.contrasts``: ``method`` minus ``baseline`` (two of the
+    compared methods), named ``name`` (default C1, C2, ... by its place in the list)."""
 
-    method: str = "bots"
-    baseline: str = "random"
+    method: str
+    baseline: str
+    name: str | None = None
+
+    @field_validator("baseline")
+    @classmethod
+    def _other_than_method(cls, name: str, info: Any) -> str:
+        if name == info.data.get("method"):
+            raise Invalid(f"expected a method other than method ({name})")
+        return name
+
+    @field_validator("name")
+    @classmethod
+    def _named(cls, name: str | None) -> str | None:
+        if name is not None and not name.strip():
+            raise Invalid("expected a non-empty name")
+        return name
+
+
+_SINGLE_KEYS = ("method", "baseline", "control", "refute_within")
+_CONTRAST_KEYS = ("contrasts", "alpha", "equivalence", "correction")
+
+
+class DecisionSpec(ConfigModel):
+    """A decision rule fixed before the runs: the methods it names must be among those compared.
+
+    Either one comparison (:class:`bots_rft.report.trial.DecisionRule`): ``method`` against
+    ``baseline`` (and ``control``), refuted inside ±``refute_within``; or, with ``contrasts``,
+    several decided together (:class:`bots_rft.report.trial.ContrastRule`): each a
+    :class:`ContrastSpec`, two-sided paired t-tests with Holm's ``correction`` at family-wise
+    ``alpha``, "does not matter at this scale" inside ±``equivalence``. ``contrasts`` and the
+    single comparison's keys are not given together."""
+
+    # ``contrasts`` first: the single comparison's keys are checked against it.
+    contrasts: tuple[ContrastSpec, ...] | None = None
+    alpha: Annotated[Float, Field(gt=0, lt=1)] = 0.05
+    equivalence: Annotated[Float, Field(ge=0, allow_inf_nan=False)] = 0.0075
+    correction: Literal["holm"] = "holm"
+    method: str | None = "bots"
+    baseline: str | None = "random"
     control: str | None = None
     refute_within: Annotated[Float, Field(ge=0, allow_inf_nan=False)] = 0.005
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # The keys of the kind of rule given, only: a rule without contrasts dumps as it did
+        # before they existed, and either dump reads back (``CompareSpec.replace``).
+        data: dict[str, Any] = handler(self)
+        drop = _CONTRAST_KEYS if self.contrasts is None else _SINGLE_KEYS
+        return {k: v for k, v in data.items() if k not in drop}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_single_method(cls, data: Any) -> Any:
+        # With contrasts there is no single method and baseline (None, so none is checked).
+        if isinstance(data, Mapping) and data.get("contrasts") is not None:
+            return {"method": None, "baseline": None, **data}
+        return data
+
+    @field_validator("contrasts", mode="before")
+    @classmethod
+    def _contrast_list(cls, contrasts: Any) -> Any:
+        if contrasts is None:
+            return None
+        if not isinstance(contrasts, (list, tuple)) or not contrasts:
+            raise Invalid("expected a list of one or more {method: A, baseline: B}")
+        known = sorted(ContrastSpec.model_fields)
+        for i, c in enumerate(contrasts):
+            if not isinstance(c, Mapping):
+                raise Invalid(f"contrast {i} is no mapping; expected {{method: A, baseline: B}}")
+            unknown = sorted(str(k) for k in c if k not in known)
+            if unknown:
+                raise Invalid(f"contrast {i} has unknown key(s) {unknown}; known keys: {known}")
+        return contrasts
+
+    @field_validator("contrasts")
+    @classmethod
+    def _distinct(cls, contrasts: tuple[ContrastSpec, ...] | None) -> tuple[ContrastSpec, ...] | None:
+        if contrasts is not None:
+            names = [c.name or f"C{i + 1}" for i, c in enumerate(contrasts)]
+            twice = sorted({n for n in names if names.count(n) > 1})
+            if twice:
+                raise Invalid(f"expected one name per contrast ({', '.join(twice)} named twice)")
+            pairs = [f"{c.method} − {c.baseline}" for c in contrasts]
+            again = sorted({p for p in pairs if pairs.count(p) > 1})
+            if again:
+                raise Invalid(f"expected distinct contrasts ({', '.join(again)} given twice)")
+        return contrasts
+
+    @field_validator(*_CONTRAST_KEYS[1:])
+    @classmethod
+    def _only_with_contrasts(cls, value: Any, info: Any) -> Any:
+        if "contrasts" in info.data and info.data["contrasts"] is None:
+            raise Invalid("only with contrasts (method/baseline/control/refute_within decide without it)")
+        return value
+
+    @field_validator(*_SINGLE_KEYS)
+    @classmethod
+    def _not_with_contrasts(cls, value: Any, info: Any) -> Any:
+        if info.data.get("contrasts") is not None:
+            if value is not None:
+                raise Invalid("not with contrasts (give contrasts, or method/baseline/control/refute_within)")
+        elif value is None and info.field_name in ("method", "baseline"):
+            raise Invalid("expected a method name")
+        return value
 
     @field_validator("baseline", "control")
     @classmethod
