@@ -1,0 +1,44 @@
+"""Trial 3's pre-registered config (configs/trial3_strings_cpu.yaml) at smoke size: `bots compare
+--prepare-only` makes the pool, warm-up and references and trains nothing; the comparison then
+reuses them and runs Random, bots-embed (the starting policy's embeddings, no references) and BOTS,
+and reports the two contrasts under Holm's rule."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parent.parent
+CONFIG = str(ROOT / "configs" / "trial3_strings_cpu.yaml")
+
+
+def test_trial3_config_prepares_then_runs_every_arm_and_reports_both_contrasts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from bots_rft.cli import main
+    from bots_rft.data import TaskPool
+    from bots_rft.train.logger import read_metrics
+
+    out = tmp_path / "trial3"
+    argv = ["compare", "--config", CONFIG, "--smoke", "--out", str(out), "--no-progress"]
+    assert main([*argv, "--prepare-only"]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["pool", "references", "warmup"]  # no run trained
+    pool = TaskPool.load(out / "pool" / "train.parquet")
+    columns = pool.difficulty_columns  # the references' measured pass rates (--smoke shortens their warm-ups)
+    assert any(c.startswith("weak_sft") for c in columns) and any(c.startswith("strong_sft") for c in columns)
+    assert main([*argv, "--prepare-only"]) == 2  # made already: refused without --reuse ...
+    assert "--reuse" in capsys.readouterr().err
+    assert main([*argv, "--reuse"]) == 0  # ... and the comparison starts from it
+    printed = capsys.readouterr().out
+    assert "outcome under the rule: (smoke run, not a result) C4 bots-embed − random: " in printed
+    assert "; C5 bots − random: " in printed
+    text = (out / "summary.md").read_text(encoding="utf-8")
+    assert "C4 bots-embed − random = " in text and "C5 bots − random = " in text
+    for run in sorted((out / "bots-embed").glob("seed*")):
+        first = next(r for r in read_metrics(run / "metrics.jsonl") if r["kind"] == "config")
+        assert first["embeddings"]["source"] == "policy" and first["embeddings"]["prompt_tokens"] > 0
