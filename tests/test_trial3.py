@@ -6,7 +6,9 @@ and reports the two contrasts under Holm's rule."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 
 pytestmark = pytest.mark.slow
@@ -39,6 +41,32 @@ def test_trial3_config_prepares_then_runs_every_arm_and_reports_both_contrasts(
     assert "; C5 bots − random: " in printed
     text = (out / "summary.md").read_text(encoding="utf-8")
     assert "C4 bots-embed − random = " in text and "C5 bots − random = " in text
+    assert "bots-embed: task embeddings (policy) and their own rollouts" in text  # what each arm saw
     for run in sorted((out / "bots-embed").glob("seed*")):
         first = next(r for r in read_metrics(run / "metrics.jsonl") if r["kind"] == "config")
         assert first["embeddings"]["source"] == "policy" and first["embeddings"]["prompt_tokens"] > 0
+
+
+def test_the_mechanism_check_replays_bots_embeds_regression_on_randoms_batches() -> None:
+    """The report's shadow estimator: bots-embed's regression fed a uniform run's batches in turn,
+    each batch predicted before it is observed, on a world where the embeddings carry the rates."""
+    from bots_rft.report.training import RunCurves, regression_evidence_markdown, regression_evidence_quality
+
+    rng = np.random.default_rng(0)
+    n_tasks, d, n = 2000, 8, 8
+    emb = rng.normal(size=(n_tasks, d)).astype(np.float32)
+    p = 1 / (1 + np.exp(-(emb @ rng.normal(size=d))))
+    records: list[dict[str, Any]] = [{"kind": "config", "config": {"rollouts": n, "batch_size": 16}}]
+    for step in range(1, 41):
+        ids = rng.choice(n_tasks, 16, replace=False)
+        records.append(
+            {"kind": "train", "step": step, "task_ids": ids.tolist(), "successes": rng.binomial(n, p[ids]).tolist()}
+        )
+    run = RunCurves("random", records)
+    q = regression_evidence_quality(run, emb, 0.1, 0.25)
+    assert q is not None and q["steps"] >= 35  # every batch after the first is predicted
+    assert q["auc"] > 0.6 and q["pearson"] > 0.6
+    blind = regression_evidence_quality(run, rng.normal(size=(n_tasks, d)).astype(np.float32), 0.1, 0.25)
+    assert blind is not None and abs(blind["pearson"]) < 0.3  # embeddings that carry nothing
+    table = regression_evidence_markdown({"random": [run]}, emb, [], 0.1, 0.25, shadow="random")
+    assert table is not None and "| shadow on random's batches | " in table

@@ -67,11 +67,17 @@ def reading_references(methods: list[str], cfg: TrainConfig) -> list[str]:
 
 def _information(methods: list[str], cfg: TrainConfig) -> str:
     """What each method saw besides its own rollouts (a comparison states it)."""
+    from ..selector.registry import method
+
     seen = reading_references(methods, cfg)
     blind = [m for m in methods if m not in seen]
     parts = []
     if seen:
         parts.append(f"{', '.join(seen)}: the reference pass rates ({cfg.weak_column}, {cfg.strong_column})")
+    embedded = [m for m in blind if "embeddings" in method(m).signals]
+    if embedded:
+        parts.append(f"{', '.join(embedded)}: task embeddings ({cfg.embeddings}) and their own rollouts")
+    blind = [m for m in blind if m not in embedded]
     if blind:
         parts.append(f"{', '.join(blind)}: no reference pass rates, only their own rollouts")
     return "What each method saw besides its rollouts: " + "; ".join(parts) + "."
@@ -93,6 +99,37 @@ def _evidence_section(cfg: TrainConfig, groups: Any) -> str:
     return (
         f"Implicit evidence ({cfg.weak_column} → {cfg.strong_column}), predicted before each batch "
         f"was rolled out:\n\n{table}\n\n"
+    )
+
+
+def _embedding_evidence_section(cfg: TrainConfig, plan: ComparePlan, groups: Any) -> str:
+    """The mechanism check of bots-embed's implicit evidence: its regression's p̃ against each next
+    batch, replayed on its own runs' batches and on Random's (a shadow estimator), with the
+    embeddings its runs used (the first run's ``embeddings.safetensors``, or the config's file)."""
+    from ..data import TaskPool
+    from ..data.embeddings import embeddings_for
+    from ..selector.registry import method
+    from ..train.run_embeddings import RUN_FILE
+    from .training import regression_evidence_markdown
+
+    learners = [m for m in plan.methods if method(m).name == "bots-embed"]
+    if not learners:
+        return ""
+    files = [plan.run_dir(m, s) / RUN_FILE for m in learners for s in plan.run_seeds]
+    found = next((f for f in files if f.exists()), None)
+    source = found if found is not None else (cfg.embeddings if cfg.embeddings not in (None, "policy") else None)
+    if source is None:
+        return ""
+    pool = TaskPool.load(cfg.pool)
+    emb = embeddings_for(source, pool.ids)
+    table = regression_evidence_markdown(
+        groups, emb, learners, cfg.param("lam"), cfg.param("prior_precision"), shadow="random" if "random" in groups else None
+    )
+    if table is None:
+        return ""
+    return (
+        "Implicit evidence of bots-embed (its regression on the task embeddings), predicted before each batch was "
+        f"rolled out; an AUC at or below 0.55 on Random's batches means the estimator failed to learn:\n\n{table}\n\n"
     )
 
 
@@ -172,6 +209,7 @@ def write_summary(plan: ComparePlan, cfg: TrainConfig, rule: DecisionRule | Cont
         + f"Every held-out evaluation of every run: {csv_path.name}.\n\n"
         + trial_text
         + _evidence_section(cfg, groups)
+        + _embedding_evidence_section(cfg, plan, groups)
         + f"Medians over steps:\n\n{timing_markdown(runs)}\n\n![held-out]({held.name})\n\n![curves]({plot.name})\n"
     )
     (out / "summary.md").write_text(text, encoding="utf-8")

@@ -39,6 +39,8 @@ __all__ = [
     "distinct_tasks",
     "evidence_quality",
     "shadow_evidence_quality",
+    "regression_evidence_quality",
+    "regression_evidence_markdown",
     "evidence_markdown",
     "plot_runs",
     "paired_markdown",
@@ -355,6 +357,74 @@ def shadow_evidence_quality(run: RunCurves, weak: np.ndarray, strong: np.ndarray
         # evidence_quality predicts each batch from the capability logged with the step before.
         records.append({**rec, "capability": est.capability})
     return evidence_quality(RunCurves(run.label, records), weak, strong)
+
+
+def regression_evidence_quality(
+    run: RunCurves, embeddings: np.ndarray, forgetting: float, prior_precision: float
+) -> dict[str, float] | None:
+    """How well bots-embed's estimator (:class:`~bots_rft.estimators.EmbeddingRegression` over
+    ``embeddings``, the pool's row order) predicted each of ``run``'s batches before it was rolled
+    out, fed the run's batches in turn: at step t, p̃ from the steps before t against the batch's
+    observed rates (Pearson) and against whether each task was effective, 0 < successes < n (ROC
+    AUC of P(effective | p̃)), as :func:`evidence_quality` measures the interpolation. Replaying a
+    Random run measures the estimator itself, free of the picks a selector reading it makes.
+    Means over steps; None when no step could be scored."""
+    from .. import _core
+    from ..estimators import EmbeddingRegression
+
+    n = int(run.config.get("rollouts", 0)) or 1
+    est = EmbeddingRegression(embeddings, forgetting=forgetting, prior_precision=prior_precision)
+    pears, aucs = [], []
+    for rec in run.train:
+        ids, succ = rec.get("task_ids"), rec.get("successes")
+        if not ids or succ is None:
+            continue
+        idx = np.asarray(ids, dtype=np.int64)
+        counts = rec.get("rollout_counts")
+        trials = np.full(idx.size, float(n)) if counts is None else np.asarray(counts, dtype=np.float64)
+        rate = np.asarray(succ, dtype=np.float64) / trials
+        p = est.predict_at(idx)
+        if p is not None and idx.size >= 3:
+            if np.ptp(p) > 0 and np.ptp(rate) > 0:
+                pears.append(pearson(p, rate))
+            auc = roc_auc(effective_probability(p, trials), (rate > 0) & (rate < 1))  # type: ignore[arg-type]
+            if auc == auc:
+                aucs.append(auc)
+        batch = _core.aggregate(len(est), idx, np.asarray(succ, dtype=np.float64), trials)
+        est.commit(est.observe(batch))
+    if not pears and not aucs:
+        return None
+    return {
+        "pearson": float(np.mean(pears)) if pears else float("nan"),
+        "auc": float(np.mean(aucs)) if aucs else float("nan"),
+        "steps": float(len(aucs)),
+    }
+
+
+def regression_evidence_markdown(
+    groups: dict[str, list[RunCurves]],
+    embeddings: np.ndarray,
+    methods: list[str],
+    forgetting: float,
+    prior_precision: float,
+    shadow: str | None = None,
+) -> str | None:
+    """One row per method of ``methods`` (those whose implicit evidence is bots-embed's regression):
+    Pearson and AUC of its p̃ against the next batch, replayed on the method's own batches; with
+    ``shadow`` (Random), one more row replaying that method's uniform batches."""
+    lines = [
+        "| Batches replayed | Pearson (p̃ vs next batch's rates) | ROC AUC (effective) | runs |",
+        "|---|---:|---:|---:|",
+    ]
+    rows = [(f"{m}'s own", groups[m]) for m in methods if m in groups]
+    if shadow is not None and shadow in groups:
+        rows.append((f"shadow on {shadow}'s batches", groups[shadow]))
+    for label, runs in rows:
+        qs = [q for q in (regression_evidence_quality(r, embeddings, forgetting, prior_precision) for r in runs) if q]
+        if qs:
+            corr, auc = (_mean_pm([q[key] for q in qs], 2) for key in ("pearson", "auc"))
+            lines.append(f"| {label} | {corr} | {auc} | {len(qs)} |")
+    return "\n".join(lines) if len(lines) > 2 else None
 
 
 def evidence_markdown(
