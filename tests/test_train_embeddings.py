@@ -108,7 +108,13 @@ def test_a_bots_embed_file_is_read_by_task_id(toy_pool: Path, tmp_path: Path) ->
     trainer.close()
     assert res.steps_done == 1
     np.testing.assert_array_equal(trainer.selector.evidence.embeddings, matrix)  # type: ignore[union-attr]
-    assert _start_record(tmp_path / "run")["embeddings"]["prompt_tokens"] == 0
+    start = _start_record(tmp_path / "run")
+    assert start["embeddings"]["prompt_tokens"] == 0
+    # The run records what its arithmetic depends on besides the config, at start and on resume.
+    machine = start["machine"]
+    assert machine["cpu"] and machine["torch"] == torch.__version__ and machine["numpy"] == np.__version__
+    assert {"torch_cpu_capability", "onednn", "numpy_cpu_features", "bots_core_simd"} <= set(machine)
+    assert start["resumed_from"] is None
     # Resuming with another file is refused: the posterior was learnt on these embeddings.
     write_embeddings(path, pool.ids, matrix + 1.0)
     with pytest.raises(ConfigError, match="evidence"):

@@ -50,6 +50,7 @@ from .config import TrainConfig
 from .distributed import Dist
 from .evaluate import evaluate_policy, held_out, resolve_eval_pool
 from .logger import MetricsLogger, verifier_error_totals
+from .machine import machine_record
 from .optimise import grpo_update
 from .policy import build_policy, frozen_copy, unwrap
 from .resume import restore, restore_guard, rewind, save_run, snapshot
@@ -284,6 +285,10 @@ class GRPOTrainer:
                     "sft_losses": self.sft_losses[-5:] if self.sft_losses else None,
                     # The task embeddings' source, size and cost (prompt tokens prefilled, seconds)
                     "embeddings": None if self.embeddings_info is None else self.embeddings_info.record(),
+                    # What the run's arithmetic depends on besides its config (CPU, instruction
+                    # sets, library builds): written at the start and at every resume.
+                    "machine": machine_record(),
+                    "resumed_from": None if self.resume_from is None else str(self.resume_from),
                 }
             )
 
