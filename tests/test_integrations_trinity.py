@@ -811,3 +811,189 @@ def test_operator_order_that_hides_groups_is_refused_naming_the_keys(pool: str, 
     cfg.data_processor.experience_pipeline.operators.insert(0, OperatorConfig(name="my_custom_op"))
     (line,) = check_config(cfg)
     assert "operators[0] (my_custom_op) runs before pass_rate_calculator" in line and "\n" not in line
+
+
+# ------------------------------------------------------------------------------- task embeddings
+def task_id_of_row(row: int) -> int:
+    """The embeddings pool's task ids (``extra_info.index``), not in row order."""
+    return (5 * row) % 32
+
+
+@pytest.fixture(scope="module")
+def embedded_pool(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """The extremes' 32 tasks in the GURU layout ``bots embed`` reads (``extra_info.index`` ids
+    out of row order), no reference columns, and embedding files keyed by those ids: row r's
+    embedding is its task's kind (always passes, always fails, mixed) one-hot plus noise."""
+    from bots_rft.data.embeddings import write_embeddings
+
+    folder = tmp_path_factory.mktemp("embedded")
+    rows = range(32)
+    with open(folder / "train.jsonl", "w") as f:
+        for r in rows:
+            f.write(
+                json.dumps({"question": f"q{r}", "answer": str(r), "extra_info": {"index": task_id_of_row(r)}}) + "\n"
+            )
+    kind = np.array([0 if r in EXTREME_PASS else 1 if r in EXTREME_FAIL else 2 for r in rows])
+
+    def embeddings(path: Path, keep: list[int], seed: int) -> str:
+        noise = np.random.default_rng(seed).standard_normal((32, 1))
+        matrix = np.concatenate([np.eye(3)[kind], noise], axis=1)[keep]
+        write_embeddings(path, [task_id_of_row(r) for r in keep], matrix)
+        return str(path)
+
+    everything = list(rows)[::-1]  # file rows in another order again
+    return {
+        "pool": str(folder),
+        "good": embeddings(folder / "emb.safetensors", everything, 0),
+        "other": embeddings(folder / "other.safetensors", everything, 1),
+        "missing": embeddings(folder / "missing.safetensors", [r for r in everything if r != 3], 0),
+    }
+
+
+def feed(r: FileReader, reads: int, n: int = 4) -> list[list[int]]:
+    """``reads`` reads, each fed back at once with its tasks' mean rewards."""
+    picks = []
+    for _ in range(reads):
+        ids = read(r)
+        picks.append(ids)
+        r.feedback(indices=ids, values=[float(np.mean(rollout_rewards(t, n))) for t in ids])
+    return picks
+
+
+def test_embeddings_build_the_configured_estimator(embedded_pool: dict[str, str]) -> None:
+    from bots_rft.data.embeddings import embeddings_for
+    from bots_rft.estimators import EmbeddingRegression, Similarity
+    from bots_rft.selector.parameters import PRIOR_PRECISION
+
+    pool, emb = embedded_pool["pool"], embedded_pool["good"]
+    sel = selector_of(reader(pool, kwargs={**PAPER, "embeddings": emb}, feature_keys=()))
+    est = sel.bots.evidence
+    assert isinstance(est, EmbeddingRegression)
+    # forgetting is the selector's λ (lamb), the prior precision the documented default
+    assert est.forgetting == PAPER["lamb"] == sel.bots.lam and est.prior_precision == PRIOR_PRECISION.default
+    # row r (Trinity's index) holds the embedding of the task id on row r, not of id r
+    np.testing.assert_array_equal(est.embeddings, embeddings_for(emb, [task_id_of_row(r) for r in range(32)]))
+    own = selector_of(reader(pool, kwargs={"embeddings": emb, "prior_precision": 2}, feature_keys=()))
+    assert own.bots.evidence.forgetting == AUTHOR_DEFAULTS["lamb"] and own.bots.evidence.prior_precision == 2.0
+    sim = selector_of(reader(pool, kwargs={**PAPER, "embeddings": emb, "estimator": "similarity"}, feature_keys=()))
+    assert isinstance(sim.bots.evidence, Similarity) and len(sim.bots.evidence) == 32
+
+
+def test_embeddings_regression_learns_and_changes_the_picks(embedded_pool: dict[str, str]) -> None:
+    pool, emb = embedded_pool["pool"], embedded_pool["good"]
+    plain = reader(pool, kwargs=PAPER, feature_keys=())
+    embedded = reader(pool, kwargs={**PAPER, "embeddings": emb}, feature_keys=())
+    first = feed(embedded, 1)
+    assert first == feed(plain, 1)  # drawn from the prior, as without embeddings
+    sel = selector_of(embedded)
+    never = [r for r in range(32) if r not in first[0]]
+    mean = sel.bots.mean()
+    # Tasks not rolled out, of a kind rolled out, moved toward that kind's rate (without
+    # embeddings they sit at 0.5).
+    seen = [kind for kind in (EXTREME_PASS, EXTREME_FAIL) if set(kind) & set(first[0])]
+    assert seen and all(set(kind) & set(never) for kind in seen)
+    for kind in seen:
+        moved = mean[[r for r in never if r in kind]] - 0.5
+        assert np.all(moved > 0.02 if kind is EXTREME_PASS else moved < -0.02), moved
+    later = feed(embedded, 5)
+    assert later != feed(plain, 5)
+    predicted = sel.bots.evidence.predict_all()
+    assert sel.bots.evidence.updates == 6 and predicted is not None
+    assert predicted[list(EXTREME_PASS)].min() > 0.8 and predicted[list(EXTREME_FAIL)].max() < 0.2
+    assert np.all(np.abs(predicted[list(MIDDLE)] - 0.5) < 0.2)
+
+
+def test_embeddings_state_round_trips_and_other_embeddings_are_refused(embedded_pool: dict[str, str]) -> None:
+    pool = embedded_pool["pool"]
+    kwargs = {**PAPER, "embeddings": embedded_pool["good"]}
+    r = reader(pool, kwargs=kwargs, feature_keys=())
+    feed(r, 3)
+    state = json.loads(json.dumps(selector_of(r).state_dict()))  # as Trinity stores it
+    twin = reader(pool, kwargs=kwargs, feature_keys=())
+    selector_of(twin).load_state_dict(state)
+    a, b = selector_of(r), selector_of(twin)
+    np.testing.assert_array_equal(b.bots.evidence.weights, a.bots.evidence.weights)
+    assert feed(twin, 3) == feed(r, 3)
+    np.testing.assert_array_equal(b.bots.alpha, a.bots.alpha)
+
+    cases: list[tuple[dict[str, Any], str]] = [
+        ({**PAPER, "embeddings": embedded_pool["other"]}, r"kwargs\.embeddings: the task embeddings differ"),
+        ({**kwargs, "prior_precision": 1.0}, r"kwargs\.prior_precision: 1 here, 0\.25 in the checkpoint"),
+        ({**kwargs, "estimator": "similarity"}, r"kwargs\.embeddings / kwargs\.estimator: .* is embedding-regression"),
+        (PAPER, r"kwargs\.embeddings / kwargs\.estimator: the checkpoint's implicit evidence is embedding-regression"),
+    ]
+    for other_kwargs, message in cases:
+        other = selector_of(reader(pool, kwargs=other_kwargs, feature_keys=()))
+        with pytest.raises(CheckpointError, match=message) as info:
+            other.load_state_dict(state)
+        assert "\n" not in str(info.value) and other.bots.num_updates == 0
+
+
+def test_embeddings_refusals_name_the_key(embedded_pool: dict[str, str], pool: str) -> None:
+    emb = embedded_pool["good"]
+    cases: list[tuple[str, dict[str, Any], tuple[str, ...], type[BotsError], str]] = [
+        (pool, {"embeddings": emb}, ("weak", "strong"), ConfigError, r"^feature_keys and kwargs\.embeddings: "),
+        (pool, {"estimator": "similarity"}, (), ConfigError, r"^kwargs\.estimator: set without kwargs\.embeddings"),
+        (pool, {"task_id_column": "uid"}, (), ConfigError, r"^kwargs\.task_id_column: set without kwargs\.embed"),
+        (pool, {"embeddings": emb, "estimator": "knn"}, (), ConfigError, r"^kwargs\.estimator: must be regression"),
+        (pool, {"embeddings": emb, "prior_precision": 0}, (), ConfigError, r"^kwargs\.prior_precision: must lie in"),
+        (
+            pool,
+            {"embeddings": emb, "estimator": "similarity", "prior_precision": 1},
+            (),
+            ConfigError,
+            r"^kwargs\.prior_precision: only estimator: regression",
+        ),
+        (pool, {"embeddings": emb}, (), DataError, r"^kwargs\.task_id_column 'extra_info\.index': .*no column"),
+        (
+            embedded_pool["pool"],
+            {"embeddings": embedded_pool["missing"]},
+            (),
+            DataError,
+            r"^kwargs\.embeddings: .*missing\.safetensors' has no embedding for task id 15 \(1 of 32",
+        ),
+        (
+            embedded_pool["pool"],
+            {"embeddings": str(Path(emb).with_name("nope.safetensors"))},
+            (),
+            DataError,
+            r"^kwargs\.embeddings: .* does not exist",
+        ),
+    ]
+    for path, kwargs, keys, error, message in cases:
+        with pytest.raises(error, match=message) as info:
+            reader(path, kwargs=kwargs, feature_keys=keys)
+        assert "\n" not in str(info.value)
+
+
+def test_the_documented_embeddings_yaml_builds_the_regression(
+    embedded_pool: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/integrations.md's Trinity ``data_selector`` for an embeddings file, as written (the
+    file where the explorer runs, as the docs' relative path has it)."""
+    import re
+    import shutil
+
+    import yaml
+
+    from bots_rft.estimators import EmbeddingRegression
+
+    text = (REPO / "docs" / "integrations.md").read_text(encoding="utf-8")
+    section = text[text.index("## Task embeddings instead of reference models") :]
+    block = re.search(r"```yaml\n(.*?)```", section, flags=re.S)
+    assert block is not None
+    selector = yaml.safe_load(block.group(1))["data_selector"]
+    assert selector["selector_type"] == DOTTED and selector["kwargs"]["embeddings"] == "emb.safetensors"
+    shutil.copy(embedded_pool["good"], tmp_path / "emb.safetensors")
+    monkeypatch.chdir(tmp_path)
+    r = reader(
+        embedded_pool["pool"],
+        selector_type=selector["selector_type"],
+        kwargs=selector["kwargs"],
+        feature_keys=tuple(selector["feature_keys"]),
+    )
+    sel = selector_of(r)
+    assert isinstance(sel, BOTSSelector) and isinstance(sel.bots.evidence, EmbeddingRegression)
+    assert sel.bots.n_rollouts == 16 and sel.bots.evidence.forgetting == sel.bots.lam == 0.1
+    feed(r, 2)
+    assert sel.bots.evidence.updates == 2

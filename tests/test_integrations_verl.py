@@ -526,3 +526,194 @@ def test_async_stale_groups_feed_bots_and_running_prompts_stay_excluded(
     metrics = sampler.fold()
     assert metrics["bots/evicted_groups"] == 2 * BATCH  # both stale batches
     assert metrics["bots/kept_groups"] == BATCH  # the refills verl trains on
+
+
+# ------------------------------------------------------------------------------ task embeddings
+
+
+def write_task_embeddings(path: Any, ids: list[int], seed: int = 0) -> str:
+    """An embeddings file (``bots embed``'s format) keyed by task id, rows in shuffled order: a
+    task's kind one-hot, plus a noise column, so a regression on it can learn each kind's rate."""
+    from bots_rft.data.embeddings import write_embeddings
+
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(ids)
+    kinds = np.array(["pass", "fail", "mixed"])
+    matrix = np.concatenate(
+        [(KIND[order][:, None] == kinds[None, :]).astype(np.float32), rng.standard_normal((len(order), 1))], axis=1
+    )
+    write_embeddings(path, order, matrix)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def embeddings(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    d = tmp_path_factory.mktemp("embeddings")
+    ids = list(range(len(KIND)))
+    return {
+        "good": write_task_embeddings(d / "emb.safetensors", ids),
+        "other": write_task_embeddings(d / "other.safetensors", ids, seed=1),
+        "missing": write_task_embeddings(d / "missing.safetensors", [t for t in ids if t != 5]),
+    }
+
+
+def frame_of(data_dir: str) -> Any:
+    return pd.read_parquet(os.path.join(data_dir, "train.parquet"))
+
+
+def test_embeddings_build_the_configured_estimator(data_dir: str, embeddings: dict[str, str], tmp_path: Any) -> None:
+    from bots_rft.data.embeddings import embeddings_for
+    from bots_rft.estimators import EmbeddingRegression, Similarity
+    from bots_rft.selector.parameters import LAM, PRIOR_PRECISION
+
+    frame = frame_of(data_dir)
+    emb = f"bots.embeddings={embeddings['good']}"
+    sel = bv.build_sampler(make_config(data_dir, str(tmp_path), emb), frame).selector
+    est = sel.evidence
+    assert isinstance(est, EmbeddingRegression)
+    # The selector's own λ (BOTS's default here) and the documented prior precision.
+    assert est.forgetting == LAM.default == sel.lam and est.prior_precision == PRIOR_PRECISION.default
+    np.testing.assert_array_equal(est.embeddings, embeddings_for(embeddings["good"], range(len(KIND))))
+    sel = bv.build_sampler(make_config(data_dir, str(tmp_path), emb, "bots.lam=0.3", "bots.prior_precision=2"), frame)
+    assert sel.selector.evidence.forgetting == 0.3 == sel.selector.lam
+    assert sel.selector.evidence.prior_precision == 2.0
+    line = bv.describe_selector(sel.selector, bv._bots_options(make_config(data_dir, str(tmp_path), emb)))
+    assert f"embedding-regression evidence from bots.embeddings={embeddings['good']}" in line
+    sim = bv.build_sampler(make_config(data_dir, str(tmp_path), emb, "bots.estimator=similarity"), frame).selector
+    assert isinstance(sim.evidence, Similarity) and len(sim.evidence) == len(KIND)
+    # Ids in range without a row (bots.num_tasks above the largest id) get the mean row, never picked.
+    wide = bv.build_sampler(make_config(data_dir, str(tmp_path), emb, "bots.num_tasks=30"), frame)
+    rows = wide.selector.evidence.embeddings
+    assert rows.shape[0] == 30
+    np.testing.assert_allclose(rows[24:], np.broadcast_to(rows[:24].mean(axis=0), (6, rows.shape[1])), rtol=1e-6)
+    picked = [t for _ in range(5) for t in wide._select_chunk()]
+    assert max(picked) < 24
+
+
+def test_embeddings_refusals_name_the_key(data_dir: str, embeddings: dict[str, str], tmp_path: Any) -> None:
+    frame = frame_of(data_dir)
+    emb = f"bots.embeddings={embeddings['good']}"
+    cases: list[tuple[tuple[str, ...], type[Exception], str]] = [
+        (
+            (emb, "bots.weak_column=weak_rate", "bots.strong_column=strong_rate"),
+            ConfigError,
+            r"^bots\.embeddings and bots\.weak_column / bots\.strong_column: ",
+        ),
+        (("bots.estimator=similarity",), ConfigError, r"^bots\.estimator: set without bots\.embeddings"),
+        (("bots.prior_precision=1",), ConfigError, r"^bots\.prior_precision: set without bots\.embeddings"),
+        ((emb, "bots.estimator=knn"), ConfigError, r"^bots\.estimator: must be regression or similarity"),
+        ((emb, "bots.prior_precision=-1"), ConfigError, r"^bots\.prior_precision: must lie in"),
+        ((emb, "bots.estimator=similarity", "bots.prior_precision=1"), ConfigError, r"^bots\.prior_precision: only"),
+        (
+            (f"bots.embeddings={embeddings['missing']}",),
+            DataError,
+            r"^bots\.embeddings: .*missing\.safetensors' has no embedding for task id 5 \(1 of 24",
+        ),
+        ((f"bots.embeddings={tmp_path / 'nope.safetensors'}",), DataError, r"^bots\.embeddings: .* does not exist"),
+    ]
+    for overrides, error, message in cases:
+        with pytest.raises(error, match=message) as info:
+            bv.build_sampler(make_config(data_dir, str(tmp_path), *overrides), frame)
+        assert "\n" not in str(info.value)
+
+
+def test_embeddings_regression_learns_and_changes_the_picks(
+    cluster: Any, data_dir: str, embeddings: dict[str, str], tmp_path: Any
+) -> None:
+    from bots_rft.estimators import EmbeddingRegression
+
+    plain = start(CPUSyncTrainer, make_config(data_dir, str(tmp_path / "plain"), *DAPO))
+    trainer = start(
+        CPUSyncTrainer, make_config(data_dir, str(tmp_path / "emb"), *DAPO, f"bots.embeddings={embeddings['good']}")
+    )
+    run_steps(plain, 4)
+    steps = run_steps(trainer, 1)
+    # After one step, the tasks not rolled out moved from the prior mean toward their kind's rate:
+    # implicit evidence from the regression (without it they would sit at exactly 0.5).
+    sel = trainer.bots_sampler.selector
+    never = np.setdiff1d(np.arange(len(KIND)), trainer.agent_loop_manager.dispatched)
+    assert any(KIND[t] != "mixed" for t in never), never
+    mean = sel.mean()
+    for t in never:
+        moved = {"pass": mean[t] > 0.52, "fail": mean[t] < 0.48, "mixed": abs(mean[t] - 0.5) < 0.05}
+        assert moved[KIND[t]], (t, KIND[t], mean[t])
+    steps += run_steps(trainer, 3)
+    est = sel.evidence
+    assert isinstance(est, EmbeddingRegression) and est.updates == 4
+    picked = trainer.agent_loop_manager.dispatched
+    # The first chunk is drawn from the prior, as without embeddings; later ones from the evidence.
+    assert picked[:BATCH] == plain.agent_loop_manager.dispatched[:BATCH]
+    assert picked != plain.agent_loop_manager.dispatched
+    # The regression learnt each kind's rate from the rolled-out tasks, and predicts it for all.
+    predicted = est.predict_all()
+    assert predicted is not None
+    assert predicted[KIND == "pass"].min() > 0.8 and predicted[KIND == "fail"].max() < 0.2
+    assert np.all(np.abs(predicted[KIND == "mixed"] - 0.5) < 0.2)
+    assert len(steps) == 4 and all("bots/etr" in m for m in steps)
+
+
+def test_embeddings_checkpoint_round_trip_and_other_embeddings_refused(
+    cluster: Any, data_dir: str, embeddings: dict[str, str], tmp_path: Any
+) -> None:
+    ckpt = str(tmp_path / "ckpt")
+    emb, other = f"bots.embeddings={embeddings['good']}", f"bots.embeddings={embeddings['other']}"
+    first = start(CPUSyncTrainer, make_config(data_dir, ckpt, *DAPO, "trainer.resume_mode=auto", emb))
+    run_steps(first, 2)
+    first._save_checkpoint()
+    resumed = start(CPUSyncTrainer, make_config(data_dir, ckpt, *DAPO, "trainer.resume_mode=auto", emb))
+    resumed._load_checkpoint()
+    np.testing.assert_array_equal(
+        resumed.bots_sampler.selector.evidence.weights, first.bots_sampler.selector.evidence.weights
+    )
+    n_first = len(first.agent_loop_manager.dispatched)
+    run_steps(first, 2)
+    run_steps(resumed, 2)
+    assert resumed.agent_loop_manager.dispatched == first.agent_loop_manager.dispatched[n_first:]
+    np.testing.assert_array_equal(resumed.bots_sampler.selector.alpha, first.bots_sampler.selector.alpha)
+
+    # verl's resume (data.pt) with another embeddings file: refused, naming the key.
+    swapped = start(CPUSyncTrainer, make_config(data_dir, ckpt, *DAPO, "trainer.resume_mode=auto", other))
+    with pytest.raises(
+        CheckpointError, match=r"evidence: embedding-regression .* in the state, set by bots\.embeddings"
+    ) as info:
+        swapped._load_checkpoint()
+    assert "\n" not in str(info.value)
+
+    # bots.checkpoint: the same embeddings resume the regression; others are refused naming the key.
+    saved = os.path.join(ckpt, "global_step_2", bv.SELECTOR_FILE)
+    frame = frame_of(data_dir)
+    again = bv.build_sampler(make_config(data_dir, str(tmp_path), emb, f"bots.checkpoint={saved}"), frame).selector
+    assert again.evidence.updates == 2 and again.num_updates == 2
+    np.testing.assert_array_equal(again.evidence.weights, BOTS.load(saved).evidence.weights)
+    with pytest.raises(
+        ConfigError,
+        match=r"^bots\.checkpoint: .*\(bots\.embeddings or bots\.weak_column / bots\.strong_column: embedding-regression",
+    ) as info:
+        bv.build_sampler(make_config(data_dir, str(tmp_path), other, f"bots.checkpoint={saved}"), frame)
+    assert "\n" not in str(info.value)
+
+
+def test_the_documented_embeddings_overrides_build_the_regression(
+    data_dir: str, embeddings: dict[str, str], tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/integrations.md's verl overrides for an embeddings file, as written (the file beside
+    the run, as the docs' relative path has it)."""
+    import re
+    import shutil
+    from pathlib import Path
+
+    from bots_rft.estimators import EmbeddingRegression
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "integrations.md").read_text(encoding="utf-8")
+    section = text[text.index("## Task embeddings instead of reference models") :]
+    block = re.search(r"```text\n(.*?)```", section, flags=re.S)
+    assert block is not None
+    overrides = block.group(1).split()
+    assert "bots.embeddings=emb.safetensors" in overrides
+    shutil.copy(embeddings["good"], tmp_path / "emb.safetensors")
+    monkeypatch.chdir(tmp_path)
+    config = make_config(data_dir, str(tmp_path), *overrides)
+    sel = bv.build_sampler(config, frame_of(data_dir)).selector
+    assert isinstance(sel.evidence, EmbeddingRegression) and sel.evidence.prior_precision == 0.25
+    line = bv.describe_selector(sel, bv._bots_options(config))
+    assert "embedding-regression evidence from bots.embeddings=emb.safetensors" in line

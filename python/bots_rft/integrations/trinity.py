@@ -55,10 +55,14 @@ from trinity.buffer.selector.selector import BaseSelector
 from .. import _core
 from .._validation import FloatArray, IntArray, as_bool, as_floats, as_ids, as_int, as_real
 from ..checkpoint import from_bytes, load_state, to_bytes
+from ..data.embeddings import embeddings_for
 from ..errors import BotsError, CheckpointError, ConfigError, DataError, InvalidArgumentError, InvalidTypeError
-from ..estimators import DEFAULT_MIN_GAP, Interpolation
+from ..estimators import DEFAULT_MIN_GAP, EmbeddingRegression, Estimator, Interpolation, Similarity
+from ..estimators import from_state as estimator_from_state
 from ..metrics.step import calibration_step_metrics, capability_metrics, outcome_metrics, pick_metrics
 from ..selector.bots import BOTS
+from ..selector.bots.state import describe_evidence, evidence_identity
+from ..selector.parameters import PRIOR_PRECISION
 from .gates import Seam, Window, check_framework
 from .tasks import column_values
 
@@ -131,7 +135,15 @@ _OWN_KEYS = (
     "threads",
     "state_dir",
     "exclude_in_flight",
+    "embeddings",
+    "estimator",
+    "prior_precision",
+    "task_id_column",
 )
+#: ``kwargs.estimator``: what learns from the task embeddings of ``kwargs.embeddings``.
+ESTIMATORS = ("regression", "similarity")
+#: ``kwargs.task_id_column`` by default: the pool's task ids ``bots embed`` keys its file by.
+DEFAULT_TASK_ID_COLUMN = "extra_info.index"
 _ACCEPTED = tuple(sorted(set(_ALIASES) | {"adaptive_rho"} | set(_OWN_KEYS)))
 
 # Above this many tasks, a posterior kept inside Trinity's explorer_meta.json (which Trinity also
@@ -160,12 +172,22 @@ class _Settings:
     state_dir: str | None
     adaptive_rho: bool = False
     exclude_in_flight: bool = True
+    #: Task embeddings (``kwargs.embeddings``): the file, the estimator (None: no embeddings), the
+    #: regression's prior precision (None unless the regression) and the column whose ids key the file.
+    embeddings: str | None = None
+    estimator: str | None = None
+    prior_precision: float | None = None
+    task_id_column: str = DEFAULT_TASK_ID_COLUMN
 
     def fingerprint(self) -> dict[str, Any]:
         """What a checkpoint must agree with to resume (threads, state_dir and exclude_in_flight,
-        which change no posterior, may change)."""
+        which change no posterior, may change; the task embeddings' options are compared by what
+        they give, the estimator's kind, the embeddings' hash and its prior precision, in
+        :meth:`BOTSSelector._check_evidence`, naming the kwarg)."""
         out = asdict(self)
-        del out["threads"], out["state_dir"], out["exclude_in_flight"]
+        embedding_keys = ("embeddings", "estimator", "prior_precision", "task_id_column")
+        for key in ("threads", "state_dir", "exclude_in_flight", *embedding_keys):
+            del out[key]
         return out
 
 
@@ -252,6 +274,7 @@ def _resolve(kwargs: Mapping[str, Any], seed: Any) -> _Settings:
         seed_value = as_int(seed, "seed", minimum=0, maximum=2**63 - 1)
     except BotsError as exc:
         raise ConfigError(f"data_selector.seed: {str(exc).split(': ', 1)[-1]}") from None
+    embeddings, estimator, prior_precision, task_id_column = _embedding_options(kwargs)
     return _Settings(
         lam,
         rho,
@@ -270,7 +293,45 @@ def _resolve(kwargs: Mapping[str, Any], seed: Any) -> _Settings:
         state_dir,
         adaptive_rho,
         exclude_in_flight,
+        embeddings=embeddings,
+        estimator=estimator,
+        prior_precision=prior_precision,
+        task_id_column=task_id_column,
     )
+
+
+def _embedding_options(kwargs: Mapping[str, Any]) -> tuple[str | None, str | None, float | None, str]:
+    """``kwargs.embeddings`` / ``estimator`` / ``prior_precision`` / ``task_id_column``, checked:
+    (file, estimator, prior precision, id column); the last three only go with a file."""
+    path = kwargs.get("embeddings")
+    if path is None:
+        for key in ("estimator", "prior_precision", "task_id_column"):
+            if kwargs.get(key) is not None:
+                raise ConfigError(
+                    f"kwargs.{key}: set without kwargs.embeddings (the task embeddings file it applies to)"
+                )
+        return None, None, None, DEFAULT_TASK_ID_COLUMN
+    if not isinstance(path, (str, os.PathLike)) or not str(path):
+        raise ConfigError(f"kwargs.embeddings: must be the path of an embeddings file (bots embed), got {path!r}")
+    estimator = kwargs.get("estimator", "regression")
+    if estimator not in ESTIMATORS:
+        raise ConfigError(f"kwargs.estimator: must be regression or similarity, got {estimator!r}")
+    prior_precision = None
+    if estimator == "regression":
+        try:
+            prior_precision = float(
+                PRIOR_PRECISION.check(kwargs.get("prior_precision", PRIOR_PRECISION.default), "kwargs.prior_precision")
+            )
+        except (InvalidArgumentError, InvalidTypeError) as exc:
+            raise ConfigError(str(exc)) from None
+    elif kwargs.get("prior_precision") is not None:
+        raise ConfigError(
+            f"kwargs.prior_precision: only estimator: regression reads it (kwargs.estimator is {estimator})"
+        )
+    column = kwargs.get("task_id_column", DEFAULT_TASK_ID_COLUMN)
+    if not isinstance(column, str) or not column:
+        raise ConfigError(f"kwargs.task_id_column: must be a column name, got {column!r}")
+    return os.fspath(path), str(estimator), prior_precision, column
 
 
 def _reference(dataset: Any, key: Any, position: int) -> FloatArray:
@@ -283,6 +344,40 @@ def _reference(dataset: Any, key: Any, position: int) -> FloatArray:
     except (TypeError, ValueError):
         bad = next(v for v in values if not isinstance(v, (int, float, np.number, type(None))))
         raise DataError(f"feature_keys[{position}] {key!r}: pass rates must be numbers, got {bad!r:.60}") from None
+
+
+def _plain_id(value: Any) -> Any:
+    """A task id as the embeddings file keys it (int or str): numpy scalars as Python values,
+    and integral floats (a parquet round trip can turn integer ids into floats) as ints."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def _embedding_evidence(dataset: Any, settings: _Settings, num_tasks: int) -> Estimator:
+    """The estimator on ``kwargs.embeddings``: row ``r`` of the matrix is the embedding of the
+    task on dataset row ``r`` (Trinity's index), found in the file by that row's
+    ``kwargs.task_id_column`` value (the pool's task ids, which ``bots embed`` keys the file by)."""
+    assert settings.embeddings is not None
+    column = settings.task_id_column
+    try:
+        values = column_values(dataset, column)
+    except BotsError as exc:
+        raise DataError(f"kwargs.task_id_column {column!r}: {str(exc).split(': ', 1)[-1]}") from None
+    if len(values) != num_tasks:
+        raise DataError(f"kwargs.task_id_column {column!r}: {len(values)} task ids for {num_tasks} dataset rows")
+    ids = [_plain_id(v) for v in values]
+    try:
+        matrix = embeddings_for(settings.embeddings, ids, argument="kwargs.embeddings")
+    except (InvalidArgumentError, InvalidTypeError) as exc:
+        raise DataError(f"kwargs.task_id_column {column!r}: {str(exc).split(': ', 1)[-1]}") from None
+    if settings.estimator == "similarity":
+        return Similarity(matrix)
+    assert settings.prior_precision is not None
+    # The regression forgets at the selector's own λ, so its evidence fades as the posteriors' does.
+    return EmbeddingRegression(matrix, forgetting=settings.lam, prior_precision=settings.prior_precision)
 
 
 def _interpolation(dataset: Any, feature_keys: Any, settings: _Settings) -> Interpolation | None:
@@ -331,6 +426,14 @@ class BOTSSelector(BaseSelector):
     estimator, ``prior_alpha``/``prior_beta`` (1.0), ``reward_range`` ([0, 1], see
     :meth:`feedback`), ``threads`` and ``state_dir`` (see :meth:`state_dict`).
 
+    Task embeddings instead of reference columns (no reference model needed; ``feature_keys``
+    empty): ``embeddings`` (a ``bots embed`` file), ``estimator`` (``regression``, the default:
+    :class:`~bots_rft.estimators.EmbeddingRegression`, forgetting at ``lamb``, with
+    ``prior_precision``, default 0.25; or ``similarity``: :class:`~bots_rft.estimators.Similarity`)
+    and ``task_id_column`` (default ``extra_info.index``): row r's task is looked up in the file by
+    that column's value on row r. A task missing from the file is refused naming
+    ``kwargs.embeddings``; so is a resume whose embeddings differ from the checkpoint's.
+
     ``exclude_in_flight`` (true): tasks handed out whose feedback has not arrived (Trinity
     reports at sync boundaries, after ``sync_interval`` further reads) are not picked again until
     it does; when fewer than ``batch_size`` other tasks remain, the batch is completed from them.
@@ -360,7 +463,7 @@ class BOTSSelector(BaseSelector):
             )
         self._num_tasks = as_int(data_source.dataset_size, "dataset_size", minimum=1)
         self._name = re.sub(r"[^A-Za-z0-9._-]+", "_", str(getattr(data_source, "name", "") or "taskset"))
-        self._evidence = _interpolation(data_source.dataset, getattr(config, "feature_keys", None), self._settings)
+        self._evidence = self._implicit_evidence(data_source.dataset, getattr(config, "feature_keys", None))
         self._bots = self._new_bots()
         self._current_index = 0  # tasks handed out so far, as difficulty_based counts (and seeds) them
         self._reads = 0
@@ -380,9 +483,25 @@ class BOTSSelector(BaseSelector):
                 f"(about {32 * self._num_tasks // 2**20} MiB) will be stored inside Trinity's explorer state file"
             )
 
+    def _implicit_evidence(self, dataset: Any, feature_keys: Any) -> Estimator | None:
+        """Interpolation on ``feature_keys``, an estimator on ``kwargs.embeddings``, or None."""
+        if self._settings.embeddings is None:
+            return _interpolation(dataset, feature_keys, self._settings)
+        if list(feature_keys or []):
+            raise ConfigError(
+                "feature_keys and kwargs.embeddings: implicit evidence comes either from reference pass-rate "
+                "columns or from task embeddings; set one of them (feature_keys: [] with embeddings)"
+            )
+        return _embedding_evidence(dataset, self._settings, self._num_tasks)
+
     def _new_bots(self) -> BOTS:
         s = self._settings
-        evidence = None if self._evidence is None else Interpolation.from_state_dict(self._evidence.state_dict())
+        # A fresh copy each time: an estimator learns (the regression's weights), the template must not.
+        evidence: Estimator | None = None
+        if isinstance(self._evidence, Interpolation):
+            evidence = Interpolation.from_state_dict(self._evidence.state_dict())
+        elif self._evidence is not None:
+            evidence = estimator_from_state(self._evidence.state_dict())
         return BOTS(
             self._num_tasks,
             lam=s.lam,
@@ -701,8 +820,12 @@ class BOTSSelector(BaseSelector):
         return bots, source
 
     def _check_evidence(self, bots: BOTS, source: str) -> None:
-        """The checkpoint's reference columns must be this dataset's."""
+        """The checkpoint's reference columns, or task embeddings, must be this dataset's."""
         mine, theirs = self._evidence, bots.evidence
+        embedded = (EmbeddingRegression, Similarity)
+        if isinstance(mine, embedded) or isinstance(theirs, embedded):
+            self._check_embeddings(bots, source)
+            return
         if (mine is None) != (theirs is None):
             raise CheckpointError(
                 f"{source}: the checkpoint was written {'with' if theirs is not None else 'without'} feature_keys, "
@@ -712,6 +835,34 @@ class BOTSSelector(BaseSelector):
             for a, b, key in zip(mine.references32(), theirs.references32(), ("feature_keys[0]", "feature_keys[1]")):
                 if not np.array_equal(a, b, equal_nan=True):
                     raise CheckpointError(f"{source}: the dataset's {key} column differs from the checkpoint's")
+
+    def _check_embeddings(self, bots: BOTS, source: str) -> None:
+        """Task embeddings on either side: the estimator, its embeddings (by hash) and the
+        regression's prior precision must be the checkpoint's, refused naming the kwarg."""
+        here = None if self._evidence is None else evidence_identity(self._evidence.state_dict())
+        there = bots.identity["evidence"]
+        if here is None or there is None or here["kind"] != there["kind"]:
+            raise CheckpointError(
+                f"{source}: kwargs.embeddings / kwargs.estimator: the checkpoint's implicit evidence is "
+                f"{describe_evidence(there)}, this config's {describe_evidence(here)}; resume with the evidence the "
+                "run was started with"
+            )
+        if here != there:
+            raise CheckpointError(
+                f"{source}: kwargs.embeddings: the task embeddings differ from the checkpoint's "
+                f"({describe_evidence(here)} here, {describe_evidence(there)} in the checkpoint); use the "
+                "embeddings file (and kwargs.task_id_column) the run was started with"
+            )
+        mine, theirs = self._evidence, bots.evidence
+        if (
+            isinstance(mine, EmbeddingRegression)
+            and isinstance(theirs, EmbeddingRegression)
+            and mine.prior_precision != theirs.prior_precision
+        ):
+            raise CheckpointError(
+                f"{source}: kwargs.prior_precision: {mine.prior_precision:g} here, {theirs.prior_precision:g} "
+                "in the checkpoint; restore it, or start a fresh run"
+            )
 
 
 #: Trinity's experience operators that drop groups (all of them, or some experiences).
@@ -924,12 +1075,20 @@ def preflight(path: str) -> list[str]:
             for k in ("lam", "rho", "target", "n_rollouts", "thompson", "seed", "tau", "adaptive_rho")
         )
         evidence = bots.identity["evidence"]
-        refs = (
-            "no implicit evidence (no feature_keys)"
-            if evidence is None
-            else f"interpolation evidence from {list(taskset.data_selector.feature_keys)} "
-            f"(references {evidence['sha256']})"
-        )
+        s = sel._settings
+        if evidence is None:
+            refs = "no implicit evidence (no feature_keys, no kwargs.embeddings)"
+        elif s.embeddings is not None:
+            refs = (
+                f"{evidence['kind']} evidence from kwargs.embeddings {s.embeddings} by {s.task_id_column} "
+                f"(embeddings {evidence['sha256']}"
+                + (f", prior_precision {s.prior_precision:g})" if s.prior_precision is not None else ")")
+            )
+        else:
+            refs = (
+                f"interpolation evidence from {list(taskset.data_selector.feature_keys)} "
+                f"(references {evidence['sha256']})"
+            )
         lines.append(f"{key}: BOTSSelector over {bots.num_tasks} tasks of {taskset.path}; BOTS({params}); {refs}")
     lines.extend(warnings)
     return lines

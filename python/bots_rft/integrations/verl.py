@@ -476,8 +476,10 @@ class BOTSPromptSampler(Sampler[int]):
                 source="data.pt (the BOTS sampler's state)",
             )
         except CheckpointError as exc:
-            # Name the keys that set the evidence (references or embeddings), as bots.checkpoint does.
-            text = re.sub(r"(?<=[(; ])evidence: ", f"evidence ({_KEY_OF['evidence']}): ", str(exc), count=1)
+            # Name the keys that set the evidence (embeddings or references), as bots.checkpoint does.
+            text = re.sub(
+                r"((?<=[(; ])evidence: .*? in the state)", rf"\1, set by {_KEY_OF['evidence']}", str(exc), count=1
+            )
             raise CheckpointError(text) from None
         self._chunk, self._yielded, self._uid_task = chunk, yielded, uid_task
         self._inflight.load(inflight)
@@ -580,7 +582,7 @@ def _embedding_matrix(path: str, rows_of_task: IntArray, num_tasks: int) -> npt.
 #: What each parameter a checkpoint can differ in is set by, in a verl command.
 _KEY_OF = {
     "n_rollouts": "bots.n_rollouts (default: actor_rollout_ref.rollout.n)",
-    "evidence": "bots.weak_column / bots.strong_column / bots.embeddings",
+    "evidence": "bots.embeddings or bots.weak_column / bots.strong_column",
     "pool": f"the training data's task ids ({BOTS_DEFAULTS['task_id_column']} or bots.task_id_column)",
 }
 
