@@ -123,7 +123,12 @@ def _embedding_evidence_section(cfg: TrainConfig, plan: ComparePlan, groups: Any
     pool = TaskPool.load(cfg.pool)
     emb = embeddings_for(source, pool.ids)
     table = regression_evidence_markdown(
-        groups, emb, learners, cfg.param("lam"), cfg.param("prior_precision"), shadow="random" if "random" in groups else None
+        groups,
+        emb,
+        learners,
+        cfg.param("lam"),
+        cfg.param("prior_precision"),
+        shadow="random" if "random" in groups else None,
     )
     if table is None:
         return ""
