@@ -70,3 +70,50 @@ def test_the_mechanism_check_replays_bots_embeds_regression_on_randoms_batches()
     assert blind is not None and abs(blind["pearson"]) < 0.3  # embeddings that carry nothing
     table = regression_evidence_markdown({"random": [run]}, emb, [], 0.1, 0.25, shadow="random")
     assert table is not None and "| shadow on random's batches | " in table
+
+
+def test_the_probe_and_the_prediction_scripts_run_on_a_small_pool(tmp_path: Path) -> None:
+    """docs/trial3/probe.md's two programs, on a 300-task pool with made-up pass rates and
+    embeddings (the prediction at its --smoke size): they read what the page says and write the
+    tables it shows."""
+    import subprocess
+    import sys
+
+    from bots_rft.cli import main
+    from bots_rft.data import TaskPool
+    from bots_rft.data.embeddings import write_embeddings
+
+    assert main(["data", "strings", "--out", str(tmp_path / "pool"), "--tasks", "300", "--eval-tasks", "20"]) == 0
+    pool = TaskPool.load(tmp_path / "pool" / "train.parquet")
+    rng = np.random.default_rng(0)
+    lengths = np.array([len(c[-1]["content"]) for c in pool.prompts()], dtype=np.float64)
+    start = np.clip(1.2 - lengths / lengths.max() + rng.normal(0, 0.1, len(pool)), 0, 1).round(3)
+    pool.with_pass_rate("start_pass_rate", start).to_parquet(tmp_path / "start.parquet")
+    refs = pool.with_pass_rate("start_pass_rate", start).with_pass_rate(
+        "weak_sft600_pass_rate", np.clip(start - 0.2, 0, 1)
+    )
+    refs.with_pass_rate(
+        "strong_sft1200_pass_rate", (0.3 * start + 0.7 * rng.uniform(0.4, 1.0, len(pool))).round(3)
+    ).to_parquet(tmp_path / "refs.parquet")
+    emb = np.column_stack([lengths, rng.normal(size=(len(pool), 7))]).astype(np.float32)
+    write_embeddings(tmp_path / "emb.safetensors", pool.ids, emb)
+    probe = [sys.executable, str(ROOT / "examples" / "trial3" / "probe.py"), "--pool", str(tmp_path / "refs.parquet")]
+    probe += ["--embeddings", str(tmp_path / "emb.safetensors"), "--reference", "weak_sft600_pass_rate"]
+    probe += ["--ks", "16,64", "--draws", "3", "--out", str(tmp_path / "out")]
+    done = subprocess.run(probe, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "| embedding | " in done.stdout and "| weak_sft600_pass_rate | " in done.stdout
+    predict = [
+        sys.executable,
+        str(ROOT / "examples" / "trial3" / "predict.py"),
+        "--pool",
+        str(tmp_path / "refs.parquet"),
+    ]
+    predict += ["--start", str(tmp_path / "start.parquet"), "--probe", str(tmp_path / "out" / "probe.json")]
+    predict += ["--calibration", str(ROOT / "docs" / "trial" / "calibration.json"), "--k", "64"]
+    predict += ["--out", str(tmp_path / "out"), "--smoke"]
+    done = subprocess.run(predict, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    table = (tmp_path / "out" / "prediction.md").read_text(encoding="utf-8")
+    assert "| C4 = bots-embed − random | " in table and "| C5 = bots − random | " in table
+    assert "| C4 | " in table and "| C5 | " in table

@@ -79,6 +79,35 @@ def fit_embedding_noise(learner: LearnerConfig, target: float, k: int, draws: in
     return noise, embedding_pearson(LearnerConfig(**{**learner.to_dict(), "embedding_noise": noise}), k, draws)
 
 
+VERDICTS = ("supported", "harmful", "does not matter at this scale", "inconclusive")
+
+
+def verdict_chances(pred: dict[str, Any], *, draws: int, seeds: int, seed: int = 0) -> dict[str, dict[str, float]]:
+    """How often the trial's rule (configs/trial3_strings_cpu.yaml's compare.decision) gives each
+    verdict to C4 and C5 when the trial's ``seeds`` seeds are drawn from the simulated ones."""
+    from bots_rft.report.trial import Contrast, ContrastRule, decide_contrasts
+
+    rule = ContrastRule(
+        (Contrast("bots-embed", "random", "C4"), Contrast("bots", "random", "C5")), alpha=0.05, equivalence=0.0075
+    )
+    per_seed = {
+        m: np.asarray(pred["methods"][m]["per_seed"], dtype=np.float64) for m in ("random", "bots-embed", "bots")
+    }
+    rng = np.random.default_rng(seed)
+    counts: dict[str, dict[str, int]] = {"C4": dict.fromkeys(VERDICTS, 0), "C5": dict.fromkeys(VERDICTS, 0)}
+    size = next(iter(per_seed.values())).size
+    for _ in range(draws):
+        pick = rng.integers(0, size, seeds)
+        rows = [
+            {"method": m, "seed": i, "step": 0, "rollouts": 0, "avg_at_4": float(v[j]), "greedy": None}
+            for m, v in per_seed.items()
+            for i, j in enumerate(pick)
+        ]
+        for result in decide_contrasts(rows, rule).results:
+            counts[result.name][result.verdict] += 1
+    return {name: {v: c / draws for v, c in got.items()} for name, got in counts.items()}
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--pool", required=True, help="trial 3's pool with its measured reference columns")
@@ -136,7 +165,9 @@ def main(argv: list[str] | None = None) -> int:
     learner = LearnerConfig(**{**learner.to_dict(), "embedding_noise": noise})
     seeds = range(3 if args.smoke else args.seeds)
     pred = predict_paired(learner, ("random", "bots-embed", "bots"), seeds=seeds, world_seed=0, **size, batch_size=16)
+    verdicts = verdict_chances(pred, draws=2000, seeds=20)
     result = {
+        "verdicts_at_20_seeds": verdicts,
         "references": refs,
         "probe_pearson_target": target,
         "embedding_noise": noise,
@@ -153,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
         f"noise {best['trajectory_noise']}), references refitted to trial 3's (weak mean {refs['weak_mean']:.3f}, strong "
         f"mean {refs['strong_mean']:.3f}, strong-start Pearson {refs['start_strong_pearson']:.2f}), embedding noise "
         f"{noise:.3f} (probe Pearson at k = {args.k}: real {target:.2f}, replica {got:.2f}); {len(seeds)} simulation seeds "
-        "in one world, 100 steps x 16 tasks x 8 rollouts.",
+        f"in one world, {size['steps']} steps x 16 tasks x 8 rollouts.",
         "",
         "| contrast | predicted mean difference (primary metric) | 95% interval | × Random's gain | seeds |",
         "|---|---:|---:|---:|---:|",
@@ -164,6 +195,16 @@ def main(argv: list[str] | None = None) -> int:
             f"| {name} | {m['diff']:+.4f} | [{m['diff'] - m['diff_half']:+.4f}, {m['diff'] + m['diff_half']:+.4f}] "
             f"| {m['relative']:+.3f} ± {m['relative_half']:.3f} | {m['diff_n']} |"
         )
+    lines += [
+        "",
+        "What the rule would say at the trial's 20 seeds (each of 2,000 draws takes 20 of the simulated seeds with "
+        "replacement and applies the pre-registered rule: Holm over C4 and C5 at 0.05, ±0.0075):",
+        "",
+        "| contrast | supported | harmful | does not matter at this scale | inconclusive |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for name, chances in verdicts.items():
+        lines.append(f"| {name} | " + " | ".join(f"{chances[v]:.0%}" for v in VERDICTS) + " |")
     (out / "prediction.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     print("\n".join(lines))
     return 0
