@@ -160,6 +160,7 @@ wheel-aarch64: $(WHEEL_TOOLS)/.installed
 bench: setup
 	$(PY) benches/run.py --readme
 	$(PY) benches/verdicts.py
+	$(PY) benches/estimators.py
 	cargo bench -p bots-core --bench kernels -- --warm-up-time 1 --measurement-time 3
 
 # The torch backend's step time on a CUDA GPU at 10^6, 10^7 and 10^8 tasks against the GPU's

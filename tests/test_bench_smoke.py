@@ -156,3 +156,19 @@ def test_refeval_bench_compares_plain_generate_with_every_engine(tmp_path: Path)
     assert set(data["end_to_end"]) == {"fast", "speculative", "hf"}
     assert all(v["tokens"] > 0 for v in data["end_to_end"].values())
     assert "÷ plain generate" in stem.with_suffix(".md").read_text()
+
+
+def test_the_estimator_bench_quick_run_writes_its_report(tmp_path: Path) -> None:
+    """benches/estimators.py (make bench): bots-embed's update beside the selector's step."""
+    proc = subprocess.run(
+        [sys.executable, str(BENCHES / "estimators.py"), "--quick", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    data = json.loads((tmp_path / "estimators.json").read_text())
+    assert [r["dim"] for r in data["rows"]] == [64, 256]
+    for r in data["rows"]:
+        assert r["fit_s"] > 0 and r["predict_s"] > 0 and r["bots_embed_step_s"] > 0
+    assert "| tasks | d |" in (tmp_path / "estimators.md").read_text()
