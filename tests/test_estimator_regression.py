@@ -276,3 +276,15 @@ def test_any_batch_gives_finite_predictions_in_the_unit_interval(seed: int, lam:
     assert np.isfinite(w).all() and np.linalg.eigvalsh(precision).min() > 0
     pred = est.predict_weights(w)
     assert ((pred >= 0) & (pred <= 1)).all()
+
+
+def test_its_defaults_are_the_catalogues() -> None:
+    """The regression forgets at the paper's λ unless told otherwise, and bots-embed's prior is
+    the catalogue's parameter (one definition each)."""
+    from bots_rft.estimators.regression import DEFAULT_FORGETTING, DEFAULT_PRIOR_PRECISION
+    from bots_rft.selector.parameters import LAM, PRIOR_PRECISION
+
+    assert DEFAULT_FORGETTING == LAM.default
+    assert DEFAULT_PRIOR_PRECISION == PRIOR_PRECISION.default
+    est = EmbeddingRegression(np.ones((4, 2)) * np.arange(4)[:, None])
+    assert est.forgetting == LAM.default and est.prior_precision == PRIOR_PRECISION.default
