@@ -173,6 +173,7 @@ BAD: list[tuple[str, dict[str, Any], type, str]] = [
     ("ragged", {"embeddings": [[1.0, 2.0], [1.0]]}, InvalidTypeError, "embeddings"),
     ("nan", {"embeddings": np.full((N, 2), np.nan)}, InvalidArgumentError, "embeddings"),
     ("inf", {"embeddings": np.full((N, 2), np.inf)}, InvalidArgumentError, "embeddings"),
+    ("beyond float32", {"embeddings": np.full((N, 2), 1e39)}, InvalidArgumentError, "embeddings"),
     ("no columns", {"embeddings": np.zeros((N, 0))}, InvalidArgumentError, "embeddings"),
     ("no rows", {"embeddings": np.zeros((0, 3))}, InvalidArgumentError, "embeddings"),
     ("forgetting", {"forgetting": 1.5}, InvalidArgumentError, "forgetting"),

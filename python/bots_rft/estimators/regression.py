@@ -21,6 +21,7 @@ from .._portable import exp as portable_exp
 from .._validation import FloatArray, as_int, as_real
 from ..errors import CheckpointError, InvalidArgumentError, InvalidTypeError
 from .base import Estimator, StepEvidence
+from .features import embedding_matrix
 
 __all__ = ["EmbeddingRegression", "DEFAULT_PRIOR_PRECISION", "DEFAULT_FORGETTING"]
 
@@ -41,27 +42,7 @@ _CHUNK = 65_536
 
 def _embedding_rows(embeddings: Any) -> npt.NDArray[np.float32]:
     """A private, validated, read-only float32 [N, d] copy of the user's embeddings."""
-    try:
-        arr = np.asarray(embeddings)
-    except ValueError as exc:  # ragged nested sequences
-        raise InvalidTypeError(f"embeddings: must be a numeric [N, d] array ({exc})", "embeddings") from None
-    if arr.dtype.kind not in "biuf" or arr.dtype == np.bool_:
-        raise InvalidTypeError(f"embeddings: must be a real-valued array, got dtype {arr.dtype}", "embeddings")
-    if arr.ndim != 2:
-        raise InvalidTypeError(f"embeddings: must be 2-D [N, d], got shape {arr.shape}", "embeddings")
-    n, d = arr.shape
-    if n == 0 or d == 0:
-        raise InvalidArgumentError(
-            f"embeddings: needs at least one task and one dimension, got shape {arr.shape}", "embeddings"
-        )
-    out = np.empty((n, d), dtype=np.float32)
-    for start in range(0, n, _CHUNK):
-        rows = np.asarray(arr[start : start + _CHUNK], dtype=np.float32)
-        finite = np.isfinite(rows).all(axis=1)
-        if not finite.all():
-            i = start + int(np.flatnonzero(~finite)[0])
-            raise InvalidArgumentError(f"embeddings: must be finite, got a non-finite value in row {i}", "embeddings")
-        out[start : start + _CHUNK] = rows
+    out = embedding_matrix(embeddings, normalize=False)
     out.flags.writeable = False
     return out
 

@@ -17,48 +17,11 @@ from .._portable import exp as portable_exp
 from .._validation import FloatArray, IntArray, as_floats, as_int, as_real
 from ..errors import CheckpointError, InvalidArgumentError, InvalidTypeError
 from .base import Estimator, StepEvidence
+from .features import DEFAULT_CHUNK, embedding_matrix
 
 __all__ = ["Similarity", "top_k_neighbours"]
 
 KIND = "similarity"
-
-#: Pool rows scored per matrix product: a [chunk, B] float32 block (64 MiB at B = 256).
-DEFAULT_CHUNK = 65_536
-
-
-def _embedding_matrix(embeddings: Any, normalize: bool) -> npt.NDArray[np.float32]:
-    """A private float32 [N, d] copy, validated (and normalised) a chunk of rows at a time, so a
-    large float32 input never has a float64 copy made of it whole."""
-    try:
-        arr = np.asarray(embeddings)
-    except ValueError as exc:  # ragged nested sequences
-        raise InvalidTypeError(f"embeddings: must be a numeric [N, d] array ({exc})", "embeddings") from None
-    if arr.dtype.kind not in "biuf" or arr.dtype == np.bool_:
-        raise InvalidTypeError(f"embeddings: must be a real-valued array, got dtype {arr.dtype}", "embeddings")
-    if arr.ndim != 2:
-        raise InvalidTypeError(f"embeddings: must be 2-D [N, d], got shape {arr.shape}", "embeddings")
-    n, d = arr.shape
-    if n == 0 or d == 0:
-        raise InvalidArgumentError(
-            f"embeddings: needs at least one task and one dimension, got shape {arr.shape}", "embeddings"
-        )
-    out = np.empty((n, d), dtype=np.float32)
-    for start in range(0, n, DEFAULT_CHUNK):
-        rows = arr[start : start + DEFAULT_CHUNK].astype(np.float64)
-        finite = np.isfinite(rows).all(axis=1)
-        if not finite.all():
-            i = start + int(np.flatnonzero(~finite)[0])
-            raise InvalidArgumentError(f"embeddings: must be finite, got a non-finite value in row {i}", "embeddings")
-        if normalize:
-            norms = np.sqrt(np.einsum("ij,ij->i", rows, rows))
-            if (norms == 0.0).any():
-                i = start + int(np.flatnonzero(norms == 0.0)[0])
-                raise InvalidArgumentError(
-                    f"embeddings: row {i} is zero and has no direction (normalize=True), got norm 0.0", "embeddings"
-                )
-            rows /= norms[:, None]
-        out[start : start + DEFAULT_CHUNK] = rows
-    return out
 
 
 def top_k_neighbours(
@@ -179,7 +142,7 @@ class Similarity(Estimator):
             self._min_similarity = s
         self._chunk = as_int(chunk_size, "chunk_size", minimum=1)
         self._normalize = bool(normalize)
-        self._embeddings = _embedding_matrix(embeddings, self._normalize)
+        self._embeddings = embedding_matrix(embeddings, self._normalize)
         self._embeddings.flags.writeable = False
         # The last committed step's p̃, sparse: the tasks reached and their predictions.
         self._last: tuple[IntArray, FloatArray] | None = None
