@@ -550,7 +550,7 @@ def _atomic(target: Path, write: Callable[[str], None]) -> None:
         except FileNotFoundError:
             pass
         raise
-    _fsync_dir(target.parent)
+    fsync_dir(target.parent)
 
 
 def _new_temporary(target: Path) -> str:
@@ -568,7 +568,7 @@ def _new_temporary(target: Path) -> str:
             continue
 
 
-def _fsync_dir(directory: Path) -> None:
+def fsync_dir(directory: Path) -> None:
     """Make a rename in ``directory`` durable (not every filesystem lets a folder be fsynced)."""
     try:
         dfd = os.open(directory, os.O_RDONLY)

@@ -165,3 +165,15 @@ def check_training_config(cfg: Any) -> None:
     output directory that cannot be written. (A group of one rollout, whose GRPO advantage is
     always 0, is refused by the config's own validation.)"""
     check_output_dir(cfg.out_dir, "out_dir", overwrite=True)
+
+
+def add_model_options(p: argparse.ArgumentParser) -> None:
+    """``--model`` and ``--adapter``: the model a command loads, as bots refeval and bots embed
+    take it."""
+    p.add_argument("--model", required=True, help="'tiny', 'smollm2', a local HF model directory, or a .gguf file")
+    p.add_argument(
+        "--adapter",
+        default=None,
+        help="a LoRA adapter merged into MODEL first: a peft adapter directory, a LoRA run's checkpoint, "
+        "or a LoRA run's output directory (its latest checkpoint)",
+    )

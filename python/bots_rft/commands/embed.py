@@ -6,25 +6,19 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ._args import check_input, check_output_file, integer
+from ._args import add_model_options, check_input, check_output_file, integer
 
 
 def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "embed",
-        help="task embeddings: each prompt's mean last hidden state under a model, for similarity estimators",
+        help="task embeddings: each prompt's mean last hidden state under a model, for bots-embed and bots-sim",
         description="Run each task's prompt (rendered as training renders it: the pool's chat, --system-prompt, "
         "the chat template, --max-prompt-tokens) through MODEL once and write the mean of its last hidden "
         "state over the prompt's tokens (float32) to OUT, a safetensors file keyed by task id. Resumable: "
         "progress is kept in <out>.progress/ after every chunk of tasks.",
     )
-    p.add_argument("--model", required=True, help="'tiny', 'smollm2', a local HF model directory, or a .gguf file")
-    p.add_argument(
-        "--adapter",
-        default=None,
-        help="a LoRA adapter merged into MODEL first: a peft adapter directory, a LoRA run's checkpoint, "
-        "or a LoRA run's output directory (its latest checkpoint)",
-    )
+    add_model_options(p)
     p.add_argument("--pool", required=True, help="pool file (parquet or JSONL)")
     p.add_argument("--out", required=True, help="embeddings file to write (.safetensors), new unless --overwrite")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out file")

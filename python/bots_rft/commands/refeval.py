@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ._args import check_input, check_output_file, integer, real
+from ._args import add_model_options, check_input, check_output_file, integer, real
 
 
 def add_parser(subparsers: Any) -> None:
@@ -17,13 +17,7 @@ def add_parser(subparsers: Any) -> None:
         "pool's verifiers and write each task's pass rate as column NAME. Resumable: progress is "
         "kept in <out>.<NAME>.progress.jsonl after every chunk of tasks.",
     )
-    p.add_argument("--model", required=True, help="'tiny', 'smollm2', a local HF model directory, or a .gguf file")
-    p.add_argument(
-        "--adapter",
-        default=None,
-        help="a LoRA adapter merged into MODEL first: a peft adapter directory, a LoRA run's checkpoint, "
-        "or a LoRA run's output directory (its latest checkpoint)",
-    )
+    add_model_options(p)
     p.add_argument("--pool", required=True, help="pool file (parquet or JSONL)")
     p.add_argument("--column", required=True, help="difficulty column to write, e.g. smollm2_135m_pass_rate")
     p.add_argument("--rollouts", type=integer(1), default=16, help="samples per task (default: %(default)s)")

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ..checkpoint import fsync_dir
 from ..errors import DataError, InvalidArgumentError, InvalidTypeError
 
 __all__ = [
@@ -203,21 +204,7 @@ def _atomic_save(target: Path, tensors: dict[str, npt.NDArray[Any]], metadata: d
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    _fsync_dir(target.parent)
-
-
-def _fsync_dir(directory: Path) -> None:
-    """Make a rename in ``directory`` durable (not every filesystem lets a folder be fsynced)."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+    fsync_dir(target.parent)
 
 
 # ------------------------------------------------------------------------------------ reading

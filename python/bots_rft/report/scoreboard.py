@@ -43,7 +43,7 @@ _SYMBOL = {"ahead": "▲", "behind": "▼", "level": "=", "n/a": "·"}
 _UNREACHED_OURS, _UNREACHED_ROW = "▽", "△"
 _AXIS_SHORT = {"step": "per step", "rollout": "per rollout", "wallclock": "per wall-clock"}
 #: The row whose losses scoreboard.md states, and the peer it is set against without references.
-_BOTS, _SPEED = "BOTS", "SPEED-RL"
+_BOTS, _EMBED, _SPEED = "BOTS", "BOTS-Embed", "SPEED-RL"
 _CAVEATS = (
     "BOTS-Screen 4x (like SPEED-RL 4x) trains on screening rollouts generated several steps before they are "
     "trained on (one 4x generation call fills a queue that the next steps drain); the simulator trains on them "
@@ -158,13 +158,15 @@ def where_bots_loses(result: ScoreboardResult) -> list[str]:
         lines.append(f"BOTS is behind no row in any of the {total} (row, regime, information, axis) cells.")
     lines.append("")
     speeds = [e.label for e in cfg.entrants if e.label.startswith(_SPEED)]
+    # BOTS without references, and BOTS-Embed, which reads none in any setting.
+    unreferenced = [label for label in (_BOTS, _EMBED) if any(e.label == label for e in cfg.entrants)]
     if "none" in infos and speeds:
         lines += ["Without references (information: none), against SPEED-RL:", ""]
-        for peer in speeds:
+        for ours, peer in ((o, p) for o in unreferenced for p in speeds):
             got: dict[str, list[tuple[str, str, str, bool]]] = {"behind": [], "level": [], "ahead": [], "n/a": []}
             for reg in regimes:
                 for axis in AXES:
-                    p = pidx.get((reg, "none", _BOTS, peer, axis, "bsf_100"))
+                    p = pidx.get((reg, "none", ours, peer, axis, "bsf_100"))
                     if p is not None:  # nobody is charged without references: a verdict or n/a
                         got[p["verdict"]].append((reg, "none", axis, False))
             n = sum(len(v) for v in got.values())
@@ -176,7 +178,7 @@ def where_bots_loses(result: ScoreboardResult) -> list[str]:
             if not said:
                 said = ["behind or level in none"]
             rest = f"ahead in {len(got['ahead'])}" + (f", too few seeds in {len(got['n/a'])}" if got["n/a"] else "")
-            lines.append(f"- BOTS against **{peer}**, of {n} (regime, axis) cells: {'; '.join(said)}; {rest}.")
+            lines.append(f"- {ours} against **{peer}**, of {n} (regime, axis) cells: {'; '.join(said)}; {rest}.")
         lines.append("")
     lines += ["## Caveats", "", *(f"- {c}" for c in _CAVEATS), ""]
     return lines

@@ -564,11 +564,7 @@ def _build_similarity(
 ) -> Selector:
     from ..estimators import Similarity
 
-    if embeddings is None:
-        raise InvalidArgumentError(
-            f"signals: the {m.name} method needs signals['embeddings'], an [N, d] matrix", "signals"
-        )
-    evidence = Similarity(embeddings)
+    evidence = Similarity(_embeddings_signal(m, n, embeddings))
     return _bots(n, p, evidence, threads)
 
 
@@ -577,15 +573,22 @@ def _build_embedding_regression(
 ) -> Selector:
     from ..estimators import EmbeddingRegression
 
+    # The regression forgets at BOTS's own λ, so its evidence fades as the posteriors' does.
+    rows = _embeddings_signal(m, n, embeddings)
+    evidence = EmbeddingRegression(rows, forgetting=p["lam"], prior_precision=p["prior_precision"])
+    return _bots(n, p, evidence, threads)
+
+
+def _embeddings_signal(m: Method, n: int, embeddings: Any) -> Any:
+    """The ``embeddings`` signal a method reads: present, and one row per task."""
     if embeddings is None:
         raise InvalidArgumentError(
             f"signals: the {m.name} method needs signals['embeddings'], an [N, d] matrix", "signals"
         )
-    # The regression forgets at BOTS's own λ, so its evidence fades as the posteriors' does.
-    evidence = EmbeddingRegression(embeddings, forgetting=p["lam"], prior_precision=p["prior_precision"])
-    if len(evidence) != n:
-        raise InvalidArgumentError(f"embeddings: has {len(evidence)} rows, expected num_tasks={n}", "embeddings")
-    return _bots(n, p, evidence, threads)
+    rows = len(embeddings) if hasattr(embeddings, "__len__") else None  # else the estimator's type check
+    if rows is not None and rows != n:
+        raise InvalidArgumentError(f"embeddings: has {rows} rows, expected num_tasks={n}", "embeddings")
+    return embeddings
 
 
 def _build_plan(m: Method, n: int, weak: Any, strong: Any, rollout: Any, threads: Any, p: dict[str, Any]) -> Selector:

@@ -89,7 +89,7 @@ SCOREBOARD_INFORMATION = (*INFORMATION, CHARGED)
 ROUND_LATENCY, GENERATION, TRAINING = 0.35, 0.35, 0.30
 AXES = ("step", "rollout", "wallclock")
 #: The rows of this package: paired.csv compares each of them with every other row.
-OURS = ("BOTS", "BOTS-Screen", "BOTS-Screen 4x")
+OURS = ("BOTS", "BOTS-Embed", "BOTS-Screen", "BOTS-Screen 4x")
 #: Metric name -> (kind, level): TTB at a share of Random's gain, BSF within a share of its budget.
 METRICS: dict[str, tuple[str, float]] = {"ttb_50": ("ttb", 0.5), "ttb_100": ("ttb", 1.0), "bsf_100": ("bsf", 1.0)}
 
@@ -187,6 +187,18 @@ REGIMES: tuple[Regime, ...] = (
 ENTRANTS: tuple[Entrant, ...] = (
     Entrant("Random", "random", note="uniform GRPO batches, B x n rollouts"),
     Entrant("BOTS", "bots", note="this package; reads the references unless the setting is 'none'"),
+    Entrant(
+        "BOTS-Embed",
+        "bots-embed",
+        note="this package; no references in any setting: a logistic regression of its own rollouts' success "
+        "rates on task embeddings predicts every task",
+    ),
+    Entrant(
+        "BOTS-Sim",
+        "bots-sim",
+        note="this package; no references in any setting: its rollouts' rates spread to the nearest tasks in "
+        "embedding space",
+    ),
     Entrant(
         "BOTS-Screen",
         "bots-screen",
