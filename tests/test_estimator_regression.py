@@ -285,7 +285,7 @@ def test_its_defaults_are_the_catalogues() -> None:
     from bots_rft.estimators.regression import DEFAULT_FORGETTING, DEFAULT_PRIOR_PRECISION
     from bots_rft.selector.parameters import LAM, PRIOR_PRECISION
 
-    assert DEFAULT_FORGETTING == LAM.default
-    assert DEFAULT_PRIOR_PRECISION == PRIOR_PRECISION.default
+    assert LAM.default == DEFAULT_FORGETTING
+    assert PRIOR_PRECISION.default == DEFAULT_PRIOR_PRECISION
     est = EmbeddingRegression(np.ones((4, 2)) * np.arange(4)[:, None])
     assert est.forgetting == LAM.default and est.prior_precision == PRIOR_PRECISION.default

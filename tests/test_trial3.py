@@ -42,6 +42,7 @@ def test_trial3_config_prepares_then_runs_every_arm_and_reports_both_contrasts(
     text = (out / "summary.md").read_text(encoding="utf-8")
     assert "C4 bots-embed − random = " in text and "C5 bots − random = " in text
     assert "bots-embed: task embeddings (policy) and their own rollouts" in text  # what each arm saw
+    assert "Task embeddings (bots-embed): each run prefilled " in text  # their cost, on the compute axis
     for run in sorted((out / "bots-embed").glob("seed*")):
         first = next(r for r in read_metrics(run / "metrics.jsonl") if r["kind"] == "config")
         assert first["embeddings"]["source"] == "policy" and first["embeddings"]["prompt_tokens"] > 0

@@ -130,11 +130,36 @@ def _embedding_evidence_section(cfg: TrainConfig, plan: ComparePlan, groups: Any
         cfg.param("prior_precision"),
         shadow="random" if "random" in groups else None,
     )
+    cost = _embedding_cost(plan, learners)
     if table is None:
+        return cost
+    return (
+        cost
+        + "Implicit evidence of bots-embed (its regression on the task embeddings), predicted before each batch was "
+        f"rolled out; an AUC at or below 0.55 on Random's batches means the estimator failed to learn:\n\n{table}\n\n"
+    )
+
+
+def _embedding_cost(plan: ComparePlan, learners: list[str]) -> str:
+    """What computing the task embeddings cost each run (its first record's ``embeddings``): prompt
+    tokens prefilled (the compute axis) and seconds, not rollouts."""
+    from ..train.logger import read_metrics
+
+    tokens, seconds = [], []
+    for m in learners:
+        for s in plan.run_seeds:
+            path = plan.run_dir(m, s) / "metrics.jsonl"
+            first = next((r for r in read_metrics(path) if r.get("kind") == "config"), None) if path.exists() else None
+            got = (first or {}).get("embeddings")
+            if got:
+                tokens.append(int(got["prompt_tokens"]))
+                seconds.append(float(got["seconds"]))
+    if not tokens:
         return ""
     return (
-        "Implicit evidence of bots-embed (its regression on the task embeddings), predicted before each batch was "
-        f"rolled out; an AUC at or below 0.55 on Random's batches means the estimator failed to learn:\n\n{table}\n\n"
+        f"Task embeddings ({', '.join(learners)}): each run prefilled {max(tokens):,} prompt tokens once (every training "
+        f"prompt through the starting policy, no generation, no backward; {min(seconds):.1f}-{max(seconds):.1f} s), "
+        "charged on the compute axis, not in rollouts.\n\n"
     )
 
 
