@@ -129,7 +129,8 @@ def test_the_rollout_mode_decides_what_the_config_allows() -> None:
         if not m.trainer:
             continue
         refs = {"weak_column": "w", "strong_column": "s"} if m.references == "required" else {}
-        base = TrainConfig(pool=POOL, method=m.name, **refs)
+        embeddings = {"embeddings": "policy"} if "embeddings" in m.signals else {}  # bots-embed, bots-sim read them
+        base = TrainConfig(pool=POOL, method=m.name, **refs, **embeddings)
         if m.rollout_mode is RolloutMode.CALLBACK:
             with pytest.raises(ConfigError, match="^dynamic_sampling: method"):
                 base.replace(dynamic_sampling=True)
