@@ -166,3 +166,31 @@ def test_the_training_guides_bots_embed_commands_run_as_shown(
     assert out.count("bots train: done after step 4") == 2
     assert _start_record(tmp_path / "runs" / "embed_smoke")["embeddings"]["source"] == "policy"
     assert _start_record(tmp_path / "runs" / "embed_file")["embeddings"]["source"] == "runs/toy/embeddings.safetensors"
+
+
+def test_a_resume_on_another_machine_says_what_differs(
+    toy_pool: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A run resumed where its arithmetic may differ (another CPU, instruction set or library
+    build) continues, and its resume record and a warning name what differs."""
+    import logging
+
+    import bots_rft.train.trainer as trainer_module
+
+    train(cfg(toy_pool, tmp_path, method="random", embeddings=None, steps=1, eval_every=0))
+    real = trainer_module.machine_record
+
+    def elsewhere() -> dict[str, Any]:
+        return {**real(), "cpu": "Another CPU", "torch_cpu_capability": "AVX2"}
+
+    monkeypatch.setattr(trainer_module, "machine_record", elsewhere)
+    with caplog.at_level(logging.WARNING, logger="bots_rft.train"):
+        train(cfg(toy_pool, tmp_path, method="random", embeddings=None, steps=2, eval_every=0, resume=True))
+    starts = [r for r in read_metrics(tmp_path / "metrics.jsonl") if r["kind"] == "config"]
+    assert len(starts) == 2 and starts[0]["machine_changed"] is None
+    changed = starts[1]["machine_changed"]
+    assert any(c.startswith("cpu: ") and c.endswith("-> 'Another CPU'") for c in changed), changed
+    assert any(c.startswith("torch_cpu_capability: ") for c in changed), changed
+    assert starts[1]["resumed_from"].endswith("step_000001")
+    assert "resume: this machine differs from the one the run started on (" in caplog.text
+    assert "from step 2 on may differ" in caplog.text

@@ -14,7 +14,7 @@ import re
 from importlib import metadata
 from typing import Any
 
-__all__ = ["machine_record"]
+__all__ = ["machine_record", "machine_differences"]
 
 
 def _cpu_model() -> str:
@@ -76,3 +76,15 @@ def machine_record() -> dict[str, Any]:
         "transformers": _version("transformers"),
         "safetensors": _version("safetensors"),
     }
+
+
+def machine_differences(before: Any, now: dict[str, Any]) -> list[str]:
+    """``key: before -> now`` for every entry of a run's recorded machine (``before``, from its
+    first record; None or not a dict: a run recorded before machines were) that differs now."""
+    if not isinstance(before, dict):
+        return []
+    return [
+        f"{k}: {before.get(k)!r} -> {now.get(k)!r}"
+        for k in sorted(set(before) | set(now))
+        if before.get(k) != now.get(k)
+    ]

@@ -50,7 +50,7 @@ from .config import TrainConfig
 from .distributed import Dist
 from .evaluate import evaluate_policy, held_out, resolve_eval_pool
 from .logger import MetricsLogger, verifier_error_totals
-from .machine import machine_record
+from .machine import machine_differences, machine_record
 from .optimise import grpo_update
 from .policy import build_policy, frozen_copy, unwrap
 from .resume import restore, restore_guard, rewind, save_run, snapshot
@@ -271,8 +271,20 @@ class GRPOTrainer:
         return self._result(final_eval, history, checkpoint)
 
     def _log_start(self) -> None:
-        """The run's first record: its config, world, pool sizes and the warm-up's last losses."""
+        """The run's first record: its config, world, pool sizes and the warm-up's last losses. A
+        resumed run's record says where it resumed from and, when the machine or library stack
+        differs from the one the run started on, what differs (and warns: the steps from here may
+        not be those an uninterrupted run would have taken)."""
         if self.dist.is_main:
+            machine = machine_record()
+            changed = self._machine_changes(machine) if self.resume_from is not None else []
+            if changed:
+                log.warning(
+                    "resume: this machine differs from the one the run started on (%s); the run continues, but "
+                    "its steps from step %d on may differ from an uninterrupted run's",
+                    "; ".join(changed),
+                    self.step + 1,
+                )
             self.logger.write(
                 {
                     "kind": "config",
@@ -287,10 +299,21 @@ class GRPOTrainer:
                     "embeddings": None if self.embeddings_info is None else self.embeddings_info.record(),
                     # What the run's arithmetic depends on besides its config (CPU, instruction
                     # sets, library builds): written at the start and at every resume.
-                    "machine": machine_record(),
+                    "machine": machine,
                     "resumed_from": None if self.resume_from is None else str(self.resume_from),
+                    "machine_changed": changed or None,
                 }
             )
+
+    def _machine_changes(self, machine: dict[str, Any]) -> list[str]:
+        """What differs between ``machine`` and the machine the run's first record holds."""
+        from .logger import read_metrics
+
+        path = self.out_dir / "metrics.jsonl"
+        if not path.exists():
+            return []
+        first = next((r for r in read_metrics(path) if r.get("kind") == "config"), None)
+        return machine_differences((first or {}).get("machine"), machine)
 
     def _train_steps(self, history: list[dict[str, Any]]) -> tuple[dict[str, Any] | None, VerifierErrorStop | None]:
         """Steps until ``steps`` or a stop, each logged (and kept in ``history`` on rank 0), with
