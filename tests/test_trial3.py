@@ -118,3 +118,38 @@ def test_the_probe_and_the_prediction_scripts_run_on_a_small_pool(tmp_path: Path
     table = (tmp_path / "out" / "prediction.md").read_text(encoding="utf-8")
     assert "| C4 = bots-embed − random | " in table and "| C5 = bots − random | " in table
     assert "| C4 | " in table and "| C5 | " in table
+
+
+def test_collect_keeps_every_runs_steps_and_machines(tmp_path: Path) -> None:
+    """examples/trial3/collect.py: each run's per-step picks, successes and loss, gzipped with a
+    fixed mtime (the same runs, the same bytes), and each start's and resume's machine."""
+    import gzip
+    import json
+    import subprocess
+    import sys
+
+    for method, seed in (("random", 50), ("bots-embed", 50)):
+        run = tmp_path / "runs" / method / f"seed{seed}"
+        run.mkdir(parents=True)
+        records = [
+            {"kind": "config", "step": 0, "machine": {"cpu": "X"}, "resumed_from": None},
+            {"kind": "train", "step": 1, "task_ids": [3, 1], "successes": [2.0, 8.0], "loss": 0.5},
+            {"kind": "config", "step": 1, "machine": {"cpu": "X"}, "resumed_from": "ck/step_000001"},
+            {"kind": "train", "step": 2, "task_ids": [0, 2], "successes": [1.0, 0.0], "loss": 0.25},
+        ]
+        (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    argv = [sys.executable, str(ROOT / "examples" / "trial3" / "collect.py"), "--runs", str(tmp_path / "runs")]
+    for out in ("a", "b"):
+        done = subprocess.run([*argv, "--out", str(tmp_path / out)], capture_output=True, text=True, check=False)
+        assert done.returncode == 0, done.stderr
+    assert (tmp_path / "a" / "steps.jsonl.gz").read_bytes() == (tmp_path / "b" / "steps.jsonl.gz").read_bytes()
+    rows = [json.loads(line) for line in gzip.decompress((tmp_path / "a" / "steps.jsonl.gz").read_bytes()).splitlines()]
+    assert [(r["method"], r["seed"], r["step"]) for r in rows] == [
+        ("bots-embed", 50, 1),
+        ("bots-embed", 50, 2),
+        ("random", 50, 1),
+        ("random", 50, 2),
+    ]
+    assert rows[0]["task_ids"] == [3, 1] and rows[0]["successes"] == [2.0, 8.0] and rows[0]["loss"] == 0.5
+    machines = json.loads((tmp_path / "a" / "machines.json").read_text())
+    assert [s["resumed_from"] for s in machines["random/seed50"]] == [None, "ck/step_000001"]
