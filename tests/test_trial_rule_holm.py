@@ -348,7 +348,10 @@ def test_summary_section_from_held_out_records(tmp_path: Path) -> None:
     text, line = _trial_section(cfg, plan, groups, rule)  # type: ignore[arg-type]
     caveat = "(smoke run, not a result) "
     assert line == caveat + "C4 bots-embed − random: supported; C5 bots − random: inconclusive"
-    assert text == trial_markdown(rows, rule, caveat=caveat) + "\n\n"
+    assert text == trial_markdown(rows, rule, caveat=caveat, reads_embeddings=["bots-embed"]) + "\n\n"
+    # bots-embed read the task embeddings: said so, not "nothing" / "own rollouts only".
+    assert "task embeddings for bots-embed (one prefill of every training prompt; no rollouts charged)" in text
+    assert "| bots-embed | task embeddings | 6 |" in text and "| random | own rollouts only | 6 |" in text
     assert "| bots-embed − random | 6 |" in text and "| bots − random | 6 |" in text
     assert (
         f"{caveat}Outcome under the rule (avg@4 over the run, the primary metric; each contrast's differences "

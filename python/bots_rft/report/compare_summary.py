@@ -170,6 +170,7 @@ def _trial_section(
     printed last (empty without a rule)."""
     from ..data import TaskPool
     from ..errors import InvalidArgumentError
+    from ..selector.registry import method
     from .trial import decide, held_out_rows, reference_cost, trial_markdown
 
     spec = plan.spec
@@ -184,7 +185,10 @@ def _trial_section(
     rows = held_out_rows(groups)
     caveat = "(smoke run, not a result) " if plan.smoke else ""
     try:
-        table = trial_markdown(rows, rule, reads_references=reading, reference_rollouts=cost, caveat=caveat)
+        embedded = [m for m in plan.methods if "embeddings" in method(m).signals]
+        table = trial_markdown(
+            rows, rule, reads_references=reading, reference_rollouts=cost, caveat=caveat, reads_embeddings=embedded
+        )
         outcome = "" if rule is None else caveat + decide(rows, rule).line()
     except InvalidArgumentError as exc:  # runs on different evaluation schedules: no common metric
         return text + f"The primary metric is not computed: {exc}\n\n", ""

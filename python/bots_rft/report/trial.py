@@ -591,6 +591,12 @@ def _steps_text(steps: list[int]) -> str:
     return ", ".join(map(str, steps))
 
 
+def _information_of(m: str, reads_references: Collection[str], reads_embeddings: Collection[str]) -> str:
+    if m in reads_references:
+        return "reference pass rates"
+    return "task embeddings" if m in reads_embeddings else "own rollouts only"
+
+
 def trial_markdown(
     rows: Rows,
     rule: DecisionRule | ContrastRule | None = None,
@@ -598,6 +604,7 @@ def trial_markdown(
     reads_references: Collection[str] = (),
     reference_rollouts: int = 0,
     caveat: str = "",
+    reads_embeddings: Collection[str] = (),
 ) -> str:
     """The primary metric per method and paired against the baseline, as markdown: per method its
     seeds, the primary metric, greedy accuracy over the run, final accuracy (each mean ± 95%
@@ -628,11 +635,16 @@ def trial_markdown(
     subject = single.method if single else "bots"
 
     seen = [m for m in methods if m in reads_references]
-    blind = [m for m in methods if m not in reads_references]
+    embedded = [m for m in methods if m in reads_embeddings and m not in reads_references]
+    blind = [m for m in methods if m not in reads_references and m not in embedded]
     info = []
     if seen:
         charged = f" ({reference_rollouts:,} reference rollouts charged to each)" if reference_rollouts else ""
         info.append(f"the reference pass rates for {', '.join(seen)}{charged}")
+    if embedded:
+        info.append(
+            f"task embeddings for {', '.join(embedded)} (one prefill of every training prompt; no rollouts charged)"
+        )
     if blind:
         info.append(f"nothing for {', '.join(blind)}")
     lines = [
@@ -650,7 +662,7 @@ def trial_markdown(
         cells = [Interval.of(values[(c, how)][m].values()).text(signed=False) for _, c, how in measures]
         used = list(spent[m].values())
         lines.append(
-            f"| {m} | {'reference pass rates' if m in reads_references else 'own rollouts only'} | {len(used)} | "
+            f"| {m} | {_information_of(m, reads_references, embedded)} | {len(used)} | "
             + " | ".join(cells)
             + f" | {Interval.of(used).text(digits=0, signed=False)} | {charge:,} "
             f"| {Interval.of(u + charge for u in used).text(digits=0, signed=False)} |"
