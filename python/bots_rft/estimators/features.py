@@ -18,8 +18,8 @@ DEFAULT_CHUNK = 65_536
 
 
 def embedding_matrix(embeddings: Any, normalize: bool) -> npt.NDArray[np.float32]:
-    """A private float32 [N, d] copy, validated (and normalised) a chunk of rows at a time, so a
-    large float32 input never has a float64 copy made of it whole."""
+    """A private, read-only float32 [N, d] copy, validated (and normalised) a chunk of rows at a
+    time, so a large float32 input never has a float64 copy made of it whole."""
     try:
         arr = np.asarray(embeddings)
     except ValueError as exc:  # ragged nested sequences
@@ -57,4 +57,5 @@ def embedding_matrix(embeddings: Any, normalize: bool) -> npt.NDArray[np.float32
                 f"embeddings: row {i} does not fit float32 (a value beyond ±3.4e38)", "embeddings"
             )
         out[start : start + DEFAULT_CHUNK] = block
+    out.flags.writeable = False
     return out

@@ -21,7 +21,7 @@ from .._portable import exp as portable_exp
 from .._validation import FloatArray, as_int, as_real
 from ..errors import CheckpointError, InvalidArgumentError, InvalidTypeError
 from .base import Estimator, StepEvidence
-from .features import embedding_matrix
+from .features import DEFAULT_CHUNK, embedding_matrix
 
 __all__ = ["EmbeddingRegression", "DEFAULT_PRIOR_PRECISION", "DEFAULT_FORGETTING"]
 
@@ -36,15 +36,6 @@ DEFAULT_FORGETTING = 0.1
 #: Newton's method on one step's batch stops when no weight moves by more than this.
 _NEWTON_TOL = 1e-9
 _NEWTON_MAX = 50
-#: Rows standardised, or predicted, per block (a [chunk, d] float64 block at most).
-_CHUNK = 65_536
-
-
-def _embedding_rows(embeddings: Any) -> npt.NDArray[np.float32]:
-    """A private, validated, read-only float32 [N, d] copy of the user's embeddings."""
-    out = embedding_matrix(embeddings, normalize=False)
-    out.flags.writeable = False
-    return out
 
 
 def _standardisation(rows: npt.NDArray[np.float32]) -> tuple[FloatArray, FloatArray]:
@@ -52,12 +43,12 @@ def _standardisation(rows: npt.NDArray[np.float32]) -> tuple[FloatArray, FloatAr
     mean squared norm 1 (a column constant over the pool gets scale 0: it says nothing)."""
     n, d = rows.shape
     total = np.zeros(d)
-    for start in range(0, n, _CHUNK):
-        total += rows[start : start + _CHUNK].sum(axis=0, dtype=np.float64)
+    for start in range(0, n, DEFAULT_CHUNK):
+        total += rows[start : start + DEFAULT_CHUNK].sum(axis=0, dtype=np.float64)
     mean = total / n
     sq = np.zeros(d)
-    for start in range(0, n, _CHUNK):
-        centred = rows[start : start + _CHUNK].astype(np.float64) - mean
+    for start in range(0, n, DEFAULT_CHUNK):
+        centred = rows[start : start + DEFAULT_CHUNK].astype(np.float64) - mean
         sq += np.einsum("ij,ij->j", centred, centred)
     std = np.sqrt(sq / n)
     informative = std > 1e-12 * np.maximum(1.0, np.abs(mean))
@@ -104,8 +95,8 @@ class EmbeddingRegression(Estimator):
     Before the first update there is no prediction (NaN), as with the interpolation estimator.
     Fractional successes (graded rewards in [0, 1]) enter the likelihood as they are.
 
-    Cost per update: O(N·d) for the prediction (one [N, d] × [d] product, chunked) and
-    O(B·d² + d³) for the fit (each Newton iteration one Cholesky factorisation of a (d+1)² matrix;
+    Cost per update: O(N·d) for the prediction (one [N, d] × [d] float32 product) and
+    O(B·d² + d³) for the fit (each Newton iteration one linear solve of a (d+1)² system;
     3 to 6 iterations); memory N·d·4 bytes for the features and (d+1)²·8 for P. docs/estimators.md
     has the measured time at N = 10^6, d = 64 and 256. For embeddings of thousands of dimensions
     (a 7B model's hidden state), reduce them first (``bots embed --dim 256``).
@@ -131,7 +122,7 @@ class EmbeddingRegression(Estimator):
             raise InvalidArgumentError(f"prior_precision: must be finite and > 0, got {prec}", "prior_precision")
         self._forgetting = lam
         self._prior_precision = prec
-        self._embeddings = _embedding_rows(embeddings)
+        self._embeddings = embedding_matrix(embeddings, normalize=False)
         self._mean, self._scale = _standardisation(self._embeddings)
         dim = self._embeddings.shape[1] + 1
         self._precision: FloatArray = np.eye(dim) * prec

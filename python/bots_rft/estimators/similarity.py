@@ -143,7 +143,6 @@ class Similarity(Estimator):
         self._chunk = as_int(chunk_size, "chunk_size", minimum=1)
         self._normalize = bool(normalize)
         self._embeddings = embedding_matrix(embeddings, self._normalize)
-        self._embeddings.flags.writeable = False
         # The last committed step's p̃, sparse: the tasks reached and their predictions.
         self._last: tuple[IntArray, FloatArray] | None = None
 

@@ -74,7 +74,7 @@ def _information(methods: list[str], cfg: TrainConfig) -> str:
     parts = []
     if seen:
         parts.append(f"{', '.join(seen)}: the reference pass rates ({cfg.weak_column}, {cfg.strong_column})")
-    embedded = [m for m in blind if "embeddings" in method(m).signals]
+    embedded = [m for m in blind if method(m).reads_embeddings]
     if embedded:
         parts.append(f"{', '.join(embedded)}: task embeddings ({cfg.embeddings}) and their own rollouts")
     blind = [m for m in blind if m not in embedded]
@@ -185,7 +185,7 @@ def _trial_section(
     rows = held_out_rows(groups)
     caveat = "(smoke run, not a result) " if plan.smoke else ""
     try:
-        embedded = [m for m in plan.methods if "embeddings" in method(m).signals]
+        embedded = [m for m in plan.methods if method(m).reads_embeddings]
         table = trial_markdown(
             rows, rule, reads_references=reading, reference_rollouts=cost, caveat=caveat, reads_embeddings=embedded
         )

@@ -292,6 +292,22 @@ def budget_markdown(groups: dict[str, list[RunCurves]]) -> str:
     return "\n".join(lines) + f"\n\nBudget: {budget:.0f} rollouts ({base_label})."
 
 
+def _score_batch(p: np.ndarray, rate: np.ndarray, trials: Any, pears: list[float], aucs: list[float]) -> None:
+    """One batch's implicit evidence ``p`` (NaN: none) against its observed ``rate``s out of
+    ``trials`` (a count, or one per task): its Pearson correlation (where both vary) into
+    ``pears`` and the ROC AUC of P(0 < successes < n | p̃) for the effective tasks into ``aucs``,
+    over the tasks with a prediction, when there are at least 3."""
+    ok = ~np.isnan(p)
+    if ok.sum() < 3:
+        return
+    if np.ptp(p[ok]) > 0 and np.ptp(rate[ok]) > 0:
+        pears.append(pearson(p[ok], rate[ok]))
+    n_ok = trials[ok] if isinstance(trials, np.ndarray) else trials
+    auc = roc_auc(effective_probability(p[ok], n_ok), (rate[ok] > 0) & (rate[ok] < 1))
+    if auc == auc:
+        aucs.append(auc)
+
+
 def evidence_quality(run: RunCurves, weak: np.ndarray, strong: np.ndarray) -> dict[str, float] | None:
     """How well the interpolation estimate predicted each batch before it was rolled out, as in
     ``bots simulate``: at step t, p̃ = clip(μ̃_{t-1}·strong + (1 − μ̃_{t-1})·weak) over the batch's
@@ -309,15 +325,7 @@ def evidence_quality(run: RunCurves, weak: np.ndarray, strong: np.ndarray) -> di
             # A bots-plan record gives each task its own count; the others n each.
             counts = rec.get("rollout_counts")
             trials: Any = n if counts is None else np.asarray(counts, dtype=np.float64)
-            rate = np.asarray(succ, dtype=np.float64) / trials
-            ok = ~np.isnan(p)
-            if ok.sum() >= 3:
-                if np.ptp(p[ok]) > 0 and np.ptp(rate[ok]) > 0:
-                    pears.append(pearson(p[ok], rate[ok]))
-                n_ok = trials if counts is None else trials[ok]
-                auc = roc_auc(effective_probability(p[ok], n_ok), (rate[ok] > 0) & (rate[ok] < 1))
-                if auc == auc:
-                    aucs.append(auc)
+            _score_batch(p, np.asarray(succ, dtype=np.float64) / trials, trials, pears, aucs)
         mu = rec.get("capability")
         prev_mu = float(mu) if mu is not None else prev_mu
     if not pears and not aucs:
@@ -382,14 +390,9 @@ def regression_evidence_quality(
         idx = np.asarray(ids, dtype=np.int64)
         counts = rec.get("rollout_counts")
         trials = np.full(idx.size, float(n)) if counts is None else np.asarray(counts, dtype=np.float64)
-        rate = np.asarray(succ, dtype=np.float64) / trials
         p = est.predict_at(idx)
-        if p is not None and idx.size >= 3:
-            if np.ptp(p) > 0 and np.ptp(rate) > 0:
-                pears.append(pearson(p, rate))
-            auc = roc_auc(effective_probability(p, trials), (rate > 0) & (rate < 1))  # type: ignore[arg-type]
-            if auc == auc:
-                aucs.append(auc)
+        if p is not None:
+            _score_batch(p, np.asarray(succ, dtype=np.float64) / trials, trials, pears, aucs)
         batch = _core.aggregate(len(est), idx, np.asarray(succ, dtype=np.float64), trials)
         est.commit(est.observe(batch))
     if not pears and not aucs:

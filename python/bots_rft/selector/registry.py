@@ -174,6 +174,11 @@ class MethodEntry:
     trainer: bool = True
 
     @property
+    def reads_embeddings(self) -> bool:
+        """Whether it reads one vector per task (the ``embeddings`` signal: bots-embed, bots-sim)."""
+        return "embeddings" in self.signals
+
+    @property
     def rolls_out(self) -> bool:
         """Whether its selector, built with a rollout callback, rolls out inside ``select``
         (every mode but ``plain``)."""

@@ -417,7 +417,7 @@ class TrainConfig(_SelectionKeys):
                 "rollout_engine: 'speculative' keeps a bfloat16 copy of the whole model, which FSDP's sharding is "
                 "there to avoid; use 'fast' with distributed: fsdp, got 'speculative'"
             )
-        if "embeddings" in m.signals and not self.embeddings:
+        if m.reads_embeddings and not self.embeddings:
             raise ConfigError(
                 f"embeddings: method {self.method!r} reads task embeddings; set embeddings: policy (the starting "
                 "policy's, computed at start) or a file from bots embed, got None"

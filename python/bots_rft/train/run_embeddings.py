@@ -25,7 +25,7 @@ from ..data import TaskPool
 from ..data.embeddings import embeddings_for, read_embeddings, write_embeddings
 from ..errors import BotsError, CheckpointError, ConfigError
 
-__all__ = ["RUN_FILE", "EmbeddingsInfo", "reads_embeddings", "from_file", "from_policy", "from_run"]
+__all__ = ["RUN_FILE", "EmbeddingsInfo", "from_file", "from_policy", "from_run"]
 
 #: Where a run keeps the embeddings it computed from its starting policy.
 RUN_FILE = "embeddings.safetensors"
@@ -45,26 +45,15 @@ class EmbeddingsInfo:
         return asdict(self)
 
 
-def reads_embeddings(method: Any) -> bool:
-    """Whether the method (a registry entry) reads task embeddings."""
-    return "embeddings" in method.signals
-
-
-def _task_ids(pool: TaskPool) -> npt.NDArray[Any]:
-    return pool.ids
-
-
 def from_file(path: str, pool: TaskPool) -> tuple[npt.NDArray[np.float32], EmbeddingsInfo]:
     """The pool's rows of a ``bots embed`` file; a missing task or a bad file is the config's
     error naming ``embeddings``."""
     start = time.perf_counter()
     try:
-        matrix = embeddings_for(path, _task_ids(pool), argument="embeddings")
-    except BotsError as exc:
+        matrix = embeddings_for(path, pool.ids, argument="embeddings")
+    except BotsError as exc:  # a missing or bad file is a DataError too, naming the key
         message = str(exc)
         raise ConfigError(message if message.startswith("embeddings") else f"embeddings: {message}") from None
-    except FileNotFoundError:
-        raise ConfigError(f"embeddings: no such file {path!r}") from None
     info = EmbeddingsInfo(str(path), int(matrix.shape[0]), int(matrix.shape[1]), 0, time.perf_counter() - start)
     return matrix, info
 
@@ -83,7 +72,7 @@ def from_policy(
     info = EmbeddingsInfo("policy", int(matrix.shape[0]), int(matrix.shape[1]), int(tokens), seconds)
     write_embeddings(
         out_dir / RUN_FILE,
-        _task_ids(pool),
+        pool.ids,
         matrix,
         metadata={"model": "the run's starting policy", "prompt_tokens": str(tokens), "seconds": f"{seconds:.3f}"},
     )
@@ -100,7 +89,7 @@ def from_run(out_dir: Path, pool: TaskPool) -> tuple[npt.NDArray[np.float32], Em
         )
     start = time.perf_counter()
     stored = read_embeddings(path)
-    matrix = embeddings_for(stored, _task_ids(pool), argument="embeddings")
+    matrix = embeddings_for(stored, pool.ids, argument="embeddings")
     tokens = int(stored.metadata.get("prompt_tokens", "0"))
     return matrix, EmbeddingsInfo(
         "policy", int(matrix.shape[0]), int(matrix.shape[1]), tokens, time.perf_counter() - start

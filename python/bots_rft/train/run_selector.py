@@ -49,7 +49,7 @@ def make_selector(
     embeddings ([num_tasks, d], the pool's row order) a method that reads them gets."""
     m = method(cfg.method)
     params = cfg.method_values()
-    if "embeddings" in m.signals:
+    if m.reads_embeddings:
         params["signals"] = {"embeddings": embeddings}
     try:
         if m.rollout_mode is RolloutMode.PLANNED:

@@ -56,7 +56,7 @@ from .policy import build_policy, frozen_copy, unwrap
 from .resume import restore, restore_guard, rewind, save_run, snapshot
 from .rollout import PlannedRollouts, Rollouts, generate_planned_rollouts, generate_rollouts
 from .run_checkpoint import latest_checkpoint, prepare_out_dir
-from .run_embeddings import EmbeddingsInfo, reads_embeddings
+from .run_embeddings import EmbeddingsInfo
 from .run_embeddings import from_file as embeddings_from_file
 from .run_embeddings import from_policy as embeddings_from_policy
 from .run_embeddings import from_run as embeddings_from_run
@@ -180,7 +180,7 @@ class GRPOTrainer:
         self.embeddings_info: EmbeddingsInfo | None = None
         self._selector_after_warmup = (
             self.dist.is_main
-            and reads_embeddings(self.method)
+            and self.method.reads_embeddings
             and cfg.embeddings == "policy"
             and bool(cfg.sft_steps)
             and self.resume_from is None
@@ -201,7 +201,7 @@ class GRPOTrainer:
         """The embeddings the method reads (None: it reads none): from the config's file, from
         the run's own file on resumption, or computed from the policy as it is now."""
         cfg = self.cfg
-        if not reads_embeddings(self.method):
+        if not self.method.reads_embeddings:
             return None
         assert cfg.embeddings is not None  # the config refuses a method that reads them without
         if cfg.embeddings != "policy":
