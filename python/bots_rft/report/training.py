@@ -315,7 +315,8 @@ def evidence_quality(run: RunCurves, weak: np.ndarray, strong: np.ndarray) -> di
     0 < successes < n (ROC AUC of P(effective | p̃)). Means over steps; None when the run logged no
     μ̃ (no estimator) or chose no task with both references."""
     n = int(run.config.get("rollouts", 0)) or 1
-    pears, aucs = [], []
+    pears: list[float] = []
+    aucs: list[float] = []
     prev_mu: float | None = None
     for rec in run.train:
         ids, succ = rec.get("task_ids"), rec.get("successes")
@@ -382,7 +383,8 @@ def regression_evidence_quality(
 
     n = int(run.config.get("rollouts", 0)) or 1
     est = EmbeddingRegression(embeddings, forgetting=forgetting, prior_precision=prior_precision)
-    pears, aucs = [], []
+    pears: list[float] = []
+    aucs: list[float] = []
     for rec in run.train:
         ids, succ = rec.get("task_ids"), rec.get("successes")
         if not ids or succ is None:
