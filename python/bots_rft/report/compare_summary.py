@@ -50,7 +50,7 @@ def decision_rule(plan: ComparePlan) -> DecisionRule | ContrastRule | None:
             contrasts.append(Contrast(names["method"], names["baseline"], c.get("name")))
         except BotsError as exc:
             raise ConfigError(f"{SECTION}.decision.contrasts.{i}.{exc}") from None
-    keys = ("alpha", "equivalence", "correction")
+    keys = ("alpha", "equivalence", "correction", "learning_check", "etr_margin")
     try:
         return ContrastRule(tuple(contrasts), **{k: plan.decision[k] for k in keys if k in plan.decision})
     except BotsError as exc:
@@ -171,7 +171,8 @@ def _trial_section(
     from ..data import TaskPool
     from ..errors import InvalidArgumentError
     from ..selector.registry import method
-    from .trial import decide, held_out_rows, reference_cost, trial_markdown
+    from .training import mean_etr
+    from .trial import decide, decide_contrasts, held_out_rows, reference_cost, trial_markdown
 
     spec = plan.spec
     reading = reading_references(plan.methods, cfg)
@@ -186,10 +187,22 @@ def _trial_section(
     caveat = "(smoke run, not a result) " if plan.smoke else ""
     try:
         embedded = [m for m in plan.methods if method(m).reads_embeddings]
+        etr = mean_etr(groups)
         table = trial_markdown(
-            rows, rule, reads_references=reading, reference_rollouts=cost, caveat=caveat, reads_embeddings=embedded
+            rows,
+            rule,
+            reads_references=reading,
+            reference_rollouts=cost,
+            caveat=caveat,
+            reads_embeddings=embedded,
+            etr=etr,
         )
-        outcome = "" if rule is None else caveat + decide(rows, rule).line()
+        if rule is None:
+            outcome = ""
+        elif isinstance(rule, ContrastRule):
+            outcome = caveat + decide_contrasts(rows, rule, etr=etr).line()
+        else:
+            outcome = caveat + decide(rows, rule).line()
     except InvalidArgumentError as exc:  # runs on different evaluation schedules: no common metric
         return text + f"The primary metric is not computed: {exc}\n\n", ""
     return text + table + "\n\n", outcome
@@ -208,6 +221,7 @@ def write_summary(plan: ComparePlan, cfg: TrainConfig, rule: DecisionRule | Cont
         plot_held_out,
         plot_runs,
         seeds_markdown,
+        selection_markdown,
         timing_markdown,
     )
     from .trial import write_held_out_csv
@@ -242,6 +256,12 @@ def write_summary(plan: ComparePlan, cfg: TrainConfig, rule: DecisionRule | Cont
         + f"The same rollout budget for every method (mean ± 95% half-width over seeds):\n\n{budget_markdown(groups)}\n\n"
         + f"Every held-out evaluation of every run: {csv_path.name}.\n\n"
         + trial_text
+        + (
+            "How each method selected (over seeds, mean ± 95% half-width; a re-selection is a pick of a task "
+            f"the run had trained on before):\n\n{selection_markdown(groups)}\n\n"
+            if any(r.train for g in groups.values() for r in g)
+            else ""
+        )
         + _evidence_section(cfg, groups)
         + _embedding_evidence_section(cfg, plan, groups)
         + f"Medians over steps:\n\n{timing_markdown(runs)}\n\n![held-out]({held.name})\n\n![curves]({plot.name})\n"

@@ -7,6 +7,7 @@ shows mean curves with 95% bands."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -237,6 +238,64 @@ def seeds_markdown(groups: dict[str, list[RunCurves]]) -> str:
             f"| {_mean_pm([float(np.nanmean(r.col('reward_mean'))) for r in runs])} "
             f"| {_mean_pm([float(distinct_tasks(r)) for r in runs], digits=0)} "
             f"| {', '.join(f'{f:.3f}' for f in finals)} |"
+        )
+    return "\n".join(lines)
+
+
+def mean_etr(groups: dict[str, list[RunCurves]]) -> dict[str, float]:
+    """Each method's mean training ETR: the mean over its runs of each run's mean over steps."""
+    out = {}
+    for label, runs in groups.items():
+        values = [float(np.nanmean(r.col("etr"))) for r in runs if r.train]
+        if values:
+            out[label] = float(np.mean(values))
+    return out
+
+
+def reselection(run: RunCurves) -> tuple[float, float]:
+    """How the run came back to its tasks: the share of its picks that chose a task it had
+    trained on before, and the median number of steps between a task's consecutive selections
+    (NaN when no task was chosen twice)."""
+    last: dict[int, int] = {}
+    gaps: list[int] = []
+    picks = again = 0
+    for rec in run.train:
+        step = int(rec.get("step", 0))
+        for t in rec.get("task_ids") or []:
+            t = int(t)
+            picks += 1
+            if t in last:
+                again += 1
+                gaps.append(step - last[t])
+            last[t] = step
+    share = again / picks if picks else math.nan
+    return share, float(np.median(gaps)) if gaps else math.nan
+
+
+def selection_markdown(groups: dict[str, list[RunCurves]]) -> str:
+    """Per method over seeds (mean ± 95% half-width): mean training ETR, the share of picks that
+    re-selected a task, the median gap between a task's selections, distinct tasks, and the
+    estimator's μ̃ at the run's first, middle and last step where the method logs one."""
+    lines = [
+        "| Method | seeds | ETR | re-selection share | median gap (steps) | distinct tasks | μ̃ first / middle / last |",
+        "|---|---:|---:|---:|---:|---:|---|",
+    ]
+    for label, runs in groups.items():
+        runs = [r for r in runs if r.train]
+        if not runs:
+            continue
+        stats = [reselection(r) for r in runs]
+        gaps = [g for _, g in stats if g == g]
+        mu = "—"
+        curves = [r.col("capability") for r in runs]
+        if all(c.size and np.isfinite(c).any() for c in curves):
+            n = min(c.size for c in curves)
+            at = (0, n // 2, n - 1)
+            mu = " / ".join(f"{float(np.nanmean([c[i] for c in curves])):.3f}" for i in at)
+        lines.append(
+            f"| {label} | {len(runs)} | {_mean_pm([float(np.nanmean(r.col('etr'))) for r in runs])} "
+            f"| {_mean_pm([s for s, _ in stats])} | {_mean_pm(gaps, digits=1) if gaps else '—'} "
+            f"| {_mean_pm([float(distinct_tasks(r)) for r in runs], digits=0)} | {mu} |"
         )
     return "\n".join(lines)
 

@@ -54,6 +54,7 @@ __all__ = [
     "HARMFUL",
     "DOES_NOT_MATTER",
     "UNDECIDED",
+    "NOT_READ",
 ]
 
 # The verdicts, worded as the decision rule gives them.
@@ -67,6 +68,8 @@ SUPPORTED = "supported"
 HARMFUL = "harmful"
 DOES_NOT_MATTER = "does not matter at this scale"
 UNDECIDED = "inconclusive"
+# A ContrastRule's learning check failed: no contrast is read.
+NOT_READ = "not read"
 
 _KEYS = ("method", "seed", "step", "rollouts")
 Rows = list[dict[str, Any]]
@@ -433,12 +436,21 @@ class ContrastRule:
     differences over seeds get a two-sided paired t-test, and the p-values Holm's step-down
     correction (``correction``, the only one) at family-wise level ``alpha``. A rejected contrast
     is "supported" (mean above 0) or "harmful" (below); one whose 95% interval lies inside
-    ±``equivalence`` "does not matter at this scale"; any other is "inconclusive"."""
+    ±``equivalence`` "does not matter at this scale"; any other is "inconclusive".
+
+    Two optional checks gate the reading: ``learning_check`` names an arm whose gain over the run
+    (each seed's mean score at the evaluations after step 0 minus its step-0 score) must have a
+    95% interval above 0, else every contrast is "not read" (the runs did not learn enough to
+    compare); ``etr_margin`` (with ``learning_check``): a contrast whose method's mean training ETR
+    exceeds that arm's by this or less is reported as its method not having changed what it
+    trained on, not as evidence on its mechanism."""
 
     contrasts: tuple[Contrast, ...]
     alpha: float = 0.05
     equivalence: float = 0.0075
     correction: str = "holm"
+    learning_check: str | None = None
+    etr_margin: float | None = None
 
     def __post_init__(self) -> None:
         if not self.contrasts:
@@ -451,6 +463,15 @@ class ContrastRule:
             )
         if self.correction != "holm":
             raise InvalidArgumentError(f"correction: expected 'holm', got {self.correction!r}", "correction")
+        if self.etr_margin is not None:
+            if self.learning_check is None:
+                raise InvalidArgumentError(
+                    "etr_margin: needs learning_check (the arm whose training ETR the margin is over)", "etr_margin"
+                )
+            if not (self.etr_margin >= 0 and math.isfinite(self.etr_margin)):
+                raise InvalidArgumentError(
+                    f"etr_margin: expected a finite number >= 0, got {self.etr_margin!r}", "etr_margin"
+                )
         names = self.names
         twice = sorted({n for n in names if names.count(n) > 1})
         if twice:
@@ -488,6 +509,7 @@ class ContrastResult:
     level: float
     rejected: bool
     verdict: str
+    note: str = ""
 
     @property
     def n(self) -> int:
@@ -507,7 +529,8 @@ class ContrastResult:
             else:
                 level = f", Holm level {self.level:.4g}" if decided else ""
                 body = f"{head} = {i.mean:+.4f} [{i.low:+.4f}, {i.high:+.4f}] ({seeds}, {_p_text(self.p)}{level})"
-        return f"{body}: {self.verdict}" if decided else body
+        note = f" ({self.note})" if self.note else ""
+        return f"{body}: {self.verdict}{note}" if decided else body
 
 
 @dataclass(frozen=True)
@@ -518,24 +541,77 @@ class ContrastOutcome:
     rule: ContrastRule
     column: str
     results: tuple[ContrastResult, ...]
+    # The learning check: the learning_check arm's gain over the run (None without the check).
+    learning: Interval | None = None
+    # Mean training ETR per arm, where known (the etr_margin check reads it).
+    etr: Mapping[str, float] | None = None
+
+    @property
+    def learned(self) -> bool:
+        """Whether the learning check passed (True without one)."""
+        return self.learning is None or (self.learning.n >= 2 and self.learning.low > 0)
 
     @property
     def text(self) -> str:
         """The verdicts joined: ``C1 bots-embed − random: supported; C2 bots − random: inconclusive``."""
-        return "; ".join(f"{r.name} {r.method} − {r.baseline}: {r.verdict}" for r in self.results)
+        return "; ".join(
+            f"{r.name} {r.method} − {r.baseline}: {r.verdict}{f' ({r.note})' if r.note else ''}" for r in self.results
+        )
+
+    def checks(self) -> list[str]:
+        """The gating checks as lines (empty without them)."""
+        rule, out = self.rule, []
+        if rule.learning_check is not None and self.learning is not None:
+            gain = self.learning
+            state = "passed" if self.learned else "failed: no contrast is read"
+            out.append(
+                f"Learning check: {rule.learning_check}'s gain over the run (mean after step 0 minus step 0) = "
+                f"{gain.text(digits=4)} ({gain.n} seeds), interval above 0 required: {state}."
+            )
+        if rule.etr_margin is not None and rule.learning_check is not None:
+            if not self.etr or rule.learning_check not in self.etr:
+                out.append("ETR check: the runs' training ETR is not known here; not applied.")
+            else:
+                base = self.etr[rule.learning_check]
+                parts = [
+                    f"{m} {self.etr[m]:.3f} ({self.etr[m] - base:+.3f})"
+                    for m in dict.fromkeys(c.method for c in rule.contrasts)
+                    if m in self.etr and m != rule.learning_check
+                ]
+                out.append(
+                    f"ETR check (mean training ETR over the run; {rule.learning_check} {base:.3f}; a method at or "
+                    f"below +{rule.etr_margin:g} over it did not change what it trained on): {', '.join(parts)}."
+                )
+        return out
 
     def line(self) -> str:
         """The outcome in one line (:attr:`text`)."""
         return self.text
 
 
-def decide_contrasts(rows: Rows, rule: ContrastRule, column: str | None = None) -> ContrastOutcome:
+def _gain(rows: Rows, arm: str, column: str) -> Interval:
+    """``arm``'s gain over the run on ``column``: per seed, the mean of its evaluations after step
+    0 minus its step-0 evaluation."""
+    gains = []
+    for seed_rows in _runs(rows).get(arm, {}).values():
+        by_step = {int(r["step"]): _number(r.get(column)) for r in seed_rows}
+        start, later = by_step.get(0), [v for s, v in by_step.items() if s > 0 and v is not None]
+        if start is not None and later:
+            gains.append(float(np.mean(later)) - start)
+    return Interval.of(gains)
+
+
+def decide_contrasts(
+    rows: Rows, rule: ContrastRule, column: str | None = None, etr: Mapping[str, float] | None = None
+) -> ContrastOutcome:
     """The rule's verdict on each contrast on ``column`` (default: the primary metric's) averaged
     over each run: the differences over the seeds both arms have, their mean, SD and 95% t
     interval, the two-sided paired t-test, Holm's step-down over the contrasts' p-values at
     ``rule.alpha``, then in this order: rejected with mean above 0 "supported", below 0
     "harmful"; the interval inside ±``rule.equivalence`` "does not matter at this scale"; else
-    "inconclusive". Fewer than 2 paired seeds test nothing (inconclusive)."""
+    "inconclusive". Fewer than 2 paired seeds test nothing (inconclusive). With the rule's
+    ``learning_check`` failing, every verdict is "not read"; with its ``etr_margin``, ``etr`` (mean
+    training ETR per arm) notes each contrast whose method stayed within the margin."""
     column = column or primary_column(rows)
     _schedule(rows)
     over = _per_run(rows, column, "mean")
@@ -561,9 +637,28 @@ def decide_contrasts(rows: Rows, rule: ContrastRule, column: str | None = None) 
             p = t_test_p(t, diffs.size - 1)
         stats.append((interval, sd, t, p))
     tested = holm((p for _, _, _, p in stats), rule.alpha)
+    learning = None
+    if rule.learning_check is not None:
+        if rule.learning_check not in over:
+            raise InvalidArgumentError(
+                f"rule: the learning_check {rule.learning_check!r} has no runs among {sorted(over)}", "rule"
+            )
+        learning = _gain(rows, rule.learning_check, column)
+    learned = learning is None or (learning.n >= 2 and learning.low > 0)
     results = []
     for name, c, (interval, sd, t, p), (level, rejected) in zip(rule.names, rule.contrasts, stats, tested):
-        if rejected and interval.mean > 0:
+        note = ""
+        arm = rule.learning_check
+        if rule.etr_margin is not None and etr and arm is not None and arm in etr and c.method in etr:
+            gap = etr[c.method] - etr[arm]
+            if c.method != arm and gap <= rule.etr_margin:
+                note = (
+                    f"{c.method} did not change what it trained on: mean training ETR {etr[c.method]:.3f}, "
+                    f"{gap:+.3f} over {arm}'s, within {rule.etr_margin:g}"
+                )
+        if not learned:
+            verdict = NOT_READ
+        elif rejected and interval.mean > 0:
             verdict = SUPPORTED
         elif rejected and interval.mean < 0:
             verdict = HARMFUL
@@ -571,8 +666,8 @@ def decide_contrasts(rows: Rows, rule: ContrastRule, column: str | None = None) 
             verdict = DOES_NOT_MATTER
         else:
             verdict = UNDECIDED
-        results.append(ContrastResult(name, c.method, c.baseline, interval, sd, t, p, level, rejected, verdict))
-    return ContrastOutcome(rule, column, tuple(results))
+        results.append(ContrastResult(name, c.method, c.baseline, interval, sd, t, p, level, rejected, verdict, note))
+    return ContrastOutcome(rule, column, tuple(results), learning, etr)
 
 
 def reference_cost(refs: ReferenceSpec, tasks: int) -> int:
@@ -605,6 +700,7 @@ def trial_markdown(
     reference_rollouts: int = 0,
     caveat: str = "",
     reads_embeddings: Collection[str] = (),
+    etr: Mapping[str, float] | None = None,
 ) -> str:
     """The primary metric per method and paired against the baseline, as markdown: per method its
     seeds, the primary metric, greedy accuracy over the run, final accuracy (each mean ± 95%
@@ -615,7 +711,8 @@ def trial_markdown(
     ``caveat``, e.g. that the runs were too small to count). With a :class:`ContrastRule`, the
     differences are each method minus the baseline (random, else the first method) and each of
     its contrasts, the outcome lists every contrast and its verdict, and greedy accuracy is
-    described with the same arithmetic but not decided."""
+    described with the same arithmetic but not decided; ``etr`` (mean training ETR per method) is
+    what a rule's ``etr_margin`` reads."""
     if not rows:
         return "No held-out evaluations."
     steps = _schedule(rows)
@@ -689,7 +786,7 @@ def trial_markdown(
             diffs = [paired_interval(values[(c, how)][a], values[(c, how)][b]) for _, c, how in measures]
             lines.append(f"| {a} − {b} | {diffs[0].n} | " + " | ".join(i.text(mark=True) for i in diffs) + " |")
     if isinstance(rule, ContrastRule):
-        lines += _contrast_lines(rows, rule, name, has_greedy, caveat)
+        lines += _contrast_lines(rows, rule, name, has_greedy, caveat, etr)
     elif rule is not None:
         lines += [
             "",
@@ -700,10 +797,14 @@ def trial_markdown(
     return "\n".join(lines)
 
 
-def _contrast_lines(rows: Rows, rule: ContrastRule, name: str, has_greedy: bool, caveat: str) -> list[str]:
-    """The outcome of a :class:`ContrastRule` on the primary metric, one contrast a line, the
-    verdicts joined; then greedy accuracy described the same way, not decided."""
-    outcome = decide_contrasts(rows, rule)
+def _contrast_lines(
+    rows: Rows, rule: ContrastRule, name: str, has_greedy: bool, caveat: str, etr: Mapping[str, float] | None
+) -> list[str]:
+    """The outcome of a :class:`ContrastRule` on the primary metric: its gating checks, one
+    contrast a line, the verdicts joined; then greedy accuracy described the same way, not
+    decided."""
+    outcome = decide_contrasts(rows, rule, etr=etr)
+    checks = outcome.checks()
     m = len(rule.contrasts)
     lines = [
         "",
@@ -713,6 +814,7 @@ def _contrast_lines(rows: Rows, rule: ContrastRule, name: str, has_greedy: bool,
         f"where the interval lies inside ±{rule.equivalence:g}):",
         "",
         *(f"- {r.text()}" for r in outcome.results),
+        *(["", *checks] if checks else []),
         "",
         f"{caveat}Outcome: {outcome.text}.",
     ]

@@ -140,7 +140,7 @@ def _decision_fields(spec: CompareSpec, methods: list[str]) -> dict[str, Any] | 
     if spec.decision is None:
         return None
     names = {}
-    for key in ("method", "baseline", "control"):
+    for key in ("method", "baseline", "control", "learning_check"):
         name = getattr(spec.decision, key)
         if name is None:
             continue
@@ -177,7 +177,8 @@ def smoke_sized(cfg: TrainConfig, spec: CompareSpec) -> tuple[TrainConfig, Compa
         save_every=0,
     )
     if spec.pool is not None:
-        spec = spec.replace(pool=spec.pool.replace(tasks=120, eval_tasks=16))
+        subset = None if spec.pool.train_subset is None else min(spec.pool.train_subset, 60)
+        spec = spec.replace(pool=spec.pool.replace(tasks=120, eval_tasks=16, train_subset=subset))
     if spec.references is not None and cfg.sft_steps > 0:
         spec = spec.replace(
             references=ReferenceSpec(

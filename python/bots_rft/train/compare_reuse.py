@@ -125,7 +125,7 @@ def check_existing(
             saved_pool = json.loads((pool / POOL_RECORD).read_text(encoding="utf-8"))
         except (OSError, ValueError):
             saved_pool = None
-        if saved_pool != json.loads(json.dumps(spec.pool.to_dict())):
+        if saved_pool != json.loads(json.dumps(spec.pool.record())):
             raise ConfigError(
                 f"--reuse: the pool in {str(pool)!r} was built from other settings ({saved_pool!r}); "
                 "remove it or choose another --out"

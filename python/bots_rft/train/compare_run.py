@@ -17,7 +17,7 @@ from typing import Any
 from ..errors import ConfigError
 from .compare_plan import ComparePlan
 from .compare_reuse import check_existing, finished
-from .compare_warmup import build_pool, measure_references, shared_warmup
+from .compare_warmup import build_pool, measure_references, shared_warmup, warmup_config
 from .config import TrainConfig
 
 __all__ = ["StoppedRun", "CompareRuns", "run_comparison", "warm_up_only", "check_run_logs", "train_all"]
@@ -50,9 +50,10 @@ def warm_up_only(plan: ComparePlan) -> Path:
     if cfg.sft_steps < 1:
         raise ConfigError(f"--warmup-only: needs sft_steps >= 1, got {cfg.sft_steps}")
     dest = plan.out / "warmup"
-    check_existing(plan.out, [], (dest, cfg), plan.reuse)
+    warm_cfg = warmup_config(cfg, plan.spec)
+    check_existing(plan.out, [], (dest, warm_cfg), plan.reuse)
     plan.out.mkdir(parents=True, exist_ok=True)
-    shared_warmup(cfg, dest, plan.reuse)
+    shared_warmup(warm_cfg, dest, plan.reuse)
     return dest
 
 
@@ -79,7 +80,10 @@ def _make_shared(plan: ComparePlan, cfg: TrainConfig) -> TrainConfig:
     if spec.pool is not None:
         build_pool(spec, out / "pool")
     if cfg.sft_steps > 0:
-        cfg = shared_warmup(cfg, out / "warmup", plan.reuse, spec.references, out / "references")
+        warm_cfg = warmup_config(cfg, spec)
+        cfg = shared_warmup(warm_cfg, out / "warmup", plan.reuse, spec.references, out / "references").replace(
+            pool=cfg.pool
+        )
     if spec.references is not None:
         measure_references(cfg, spec.references, out / "references")
     return cfg
@@ -90,7 +94,8 @@ def prepare_shared(plan: ComparePlan) -> Path:
     references with their measured pass rates, made (or, with ``plan.reuse``, kept) exactly as a
     full comparison makes them, so that a later run with ``--reuse`` starts from them. OUT."""
     cfg = plan.cfg
-    check_existing(plan.out, [], (plan.out / "warmup", cfg) if cfg.sft_steps > 0 else None, plan.reuse, plan.spec)
+    warmup = (plan.out / "warmup", warmup_config(cfg, plan.spec)) if cfg.sft_steps > 0 else None
+    check_existing(plan.out, [], warmup, plan.reuse, plan.spec)
     _make_shared(plan, cfg)
     return plan.out
 
@@ -111,7 +116,7 @@ def run_comparison(plan: ComparePlan) -> CompareRuns:
     check_existing(
         out,
         [(plan.run_dir(m, s), c) for m, s, c in runs],
-        (warm_dest, cfg) if cfg.sft_steps > 0 else None,
+        (warm_dest, warmup_config(cfg, spec)) if cfg.sft_steps > 0 else None,
         plan.reuse,
         spec,
     )

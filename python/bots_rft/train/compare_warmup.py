@@ -18,7 +18,19 @@ from .compare_reuse import POOL_RECORD, WARMUP_KEYS, WARMUP_RECORD, reference_re
 from .comparison import CompareSpec, ReferenceSpec
 from .config import TrainConfig
 
-__all__ = ["build_pool", "shared_warmup", "measure_references"]
+__all__ = ["build_pool", "shared_warmup", "measure_references", "FULL_TRAIN", "warmup_config"]
+
+# With ``compare.pool.train_subset``: the whole built training pool, which the warm-up and the
+# reference models learn from (train.parquet holds the subset the runs train on).
+FULL_TRAIN = "full_train.parquet"
+
+
+def warmup_config(cfg: TrainConfig, spec: CompareSpec) -> TrainConfig:
+    """The config the shared warm-up runs with: ``cfg``, on the whole built training pool when the
+    runs train on a subset of it."""
+    if spec.pool is None or spec.pool.train_subset is None:
+        return cfg
+    return cfg.replace(pool=str(Path(cfg.pool).parent / FULL_TRAIN))
 
 
 def build_pool(spec: CompareSpec, dest: Path) -> None:
@@ -30,6 +42,7 @@ def build_pool(spec: CompareSpec, dest: Path) -> None:
         return
     p = spec.pool
     assert p is not None
+    subset = p.subset_rows()
     build_string_pool(
         dest,
         tasks=p.tasks,
@@ -39,8 +52,15 @@ def build_pool(spec: CompareSpec, dest: Path) -> None:
         max_length=p.max_length,
         ops=p.ops,
     )
-    (dest / POOL_RECORD).write_text(json.dumps(p.to_dict(), indent=1), encoding="utf-8")
-    print(f"bots compare: built a pool of {p.tasks} + {p.eval_tasks} held-out string tasks in {dest}")
+    if subset is not None:
+        from ..data import TaskPool
+
+        full = dest / FULL_TRAIN
+        (dest / "train.parquet").replace(full)
+        TaskPool.load(full).take(subset).to_parquet(dest / "train.parquet")
+    (dest / POOL_RECORD).write_text(json.dumps(p.record(), indent=1), encoding="utf-8")
+    kept = "" if subset is None else f"; the runs train on {len(subset)} of them ({dest / 'train.parquet'})"
+    print(f"bots compare: built a pool of {p.tasks} + {p.eval_tasks} held-out string tasks in {dest}{kept}")
 
 
 def measure_references(cfg: TrainConfig, refs: ReferenceSpec, models: Path) -> None:

@@ -53,6 +53,15 @@ Each contrast gets a two-sided paired t-test; the p-values sorted ascending, the
 m is rejected at ``alpha / (m - i)`` when every one before it was. Rejected, a contrast is
 "supported" (mean above 0) or "harmful" (below 0); otherwise its 95% interval inside
 ±``equivalence`` "does not matter at this scale", else it is "inconclusive".
+
+Two checks may gate how the contrasts are read (both optional, both reported whatever they find)::
+
+        learning_check: random     # its gain over the run (mean held-out score after step 0 minus
+                                   # step 0, per seed) needs a 95% interval above 0, else no
+                                   # contrast is read: the runs did not learn enough to compare
+        etr_margin: 0.05           # a contrast whose method's mean training ETR exceeds the
+                                   # learning_check arm's by this or less: that method did not
+                                   # change what it trained on, and the contrast says so
 """
 
 from __future__ import annotations
@@ -88,6 +97,37 @@ class PoolSpec(ConfigModel):
     min_length: Annotated[Int, Field(ge=1)] = 2
     max_length: Annotated[Int, Field(ge=1)] = 12
     ops: dict[str, Float] = Field(default_factory=lambda: {"reverse": 1.0})
+    # Train on a subset of the built training tasks: ``train_subset`` of them, the rows
+    # ``numpy.random.default_rng(subset_seed).choice(tasks, train_subset, replace=False)`` in that
+    # order. The warm-up and the reference models still learn from the whole training pool.
+    train_subset: Annotated[Int, Field(ge=2)] | None = None
+    subset_seed: Annotated[Int, Field(ge=0)] = 0
+
+    @field_validator("train_subset")
+    @classmethod
+    def _within_pool(cls, size: int | None, info: Any) -> int | None:
+        tasks = info.data.get("tasks")
+        if size is not None and tasks is not None and size > tasks:
+            raise Invalid(f"expected at most tasks ({tasks})")
+        return size
+
+    def subset_rows(self) -> list[int] | None:
+        """The training rows the runs train on (None: all of them)."""
+        if self.train_subset is None:
+            return None
+        import numpy as np
+
+        rng = np.random.default_rng(self.subset_seed)
+        return [int(r) for r in rng.choice(self.tasks, self.train_subset, replace=False)]
+
+    def record(self) -> dict[str, Any]:
+        """What the built pool depends on (compared on ``--reuse``); a pool without a subset
+        records what it did before subsets existed."""
+        data = self.to_dict()
+        if self.train_subset is None:
+            data.pop("train_subset", None)
+            data.pop("subset_seed", None)
+        return data
 
 
 class ReferenceSpec(ConfigModel):
@@ -143,7 +183,7 @@ class ContrastSpec(ConfigModel):
 
 
 _SINGLE_KEYS = ("method", "baseline", "control", "refute_within")
-_CONTRAST_KEYS = ("contrasts", "alpha", "equivalence", "correction")
+_CONTRAST_KEYS = ("contrasts", "alpha", "equivalence", "correction", "learning_check", "etr_margin")
 
 
 class DecisionSpec(ConfigModel):
@@ -161,6 +201,8 @@ class DecisionSpec(ConfigModel):
     alpha: Annotated[Float, Field(gt=0, lt=1)] = 0.05
     equivalence: Annotated[Float, Field(ge=0, allow_inf_nan=False)] = 0.0075
     correction: Literal["holm"] = "holm"
+    learning_check: str | None = None
+    etr_margin: Annotated[Float, Field(ge=0, allow_inf_nan=False)] | None = None
     method: str | None = "bots"
     baseline: str | None = "random"
     control: str | None = None
@@ -218,6 +260,13 @@ class DecisionSpec(ConfigModel):
         if "contrasts" in info.data and info.data["contrasts"] is None:
             raise Invalid("only with contrasts (method/baseline/control/refute_within decide without it)")
         return value
+
+    @field_validator("etr_margin")
+    @classmethod
+    def _margin_of_arm(cls, margin: float | None, info: Any) -> float | None:
+        if margin is not None and info.data.get("learning_check") is None:
+            raise Invalid("needs learning_check (the arm whose training ETR the margin is over)")
+        return margin
 
     @field_validator(*_SINGLE_KEYS)
     @classmethod
