@@ -125,6 +125,14 @@ def test_select_returns_distinct_ids_best_first_and_honours_exclusions(make: Cal
     assert np.asarray(sel.select(0)).size == 0
 
 
+def test_select_zero_changes_nothing_on_every_backend(make: Callable[..., Any]) -> None:
+    a, b = make(seed=4), make(seed=4)
+    a.select(3)
+    b.select(3)
+    assert np.asarray(a.select(0)).size == 0 and a.num_selections == 1
+    np.testing.assert_array_equal(a.select(5), b.select(5))
+
+
 def test_the_same_seed_and_calls_give_the_same_picks_on_every_backend(make: Callable[..., Any]) -> None:
     """Greedy on the posterior mean, the picks do not depend on how a backend draws."""
     ours = _feed(make(seed=9, thompson=False, evidence=_references()))

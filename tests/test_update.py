@@ -59,7 +59,7 @@ def test_update_matches_numpy_reference(sc) -> None:  # type: ignore[no-untyped-
     alpha = np.broadcast_to(a0, (n,)).astype(float)
     beta = np.broadcast_to(b0, (n,)).astype(float)
     for _ in range(sc["steps"]):
-        b = int(rng.integers(0, 2 * n + 1))
+        b = int(rng.integers(1, 2 * n + 1))  # an empty batch is refused (tests/test_bad_input_refused.py)
         ids = rng.integers(0, n, b)  # duplicates likely
         trials = rng.uniform(0.5, 16, b) if sc["fractional"] else rng.integers(1, 17, b).astype(float)
         succ = (

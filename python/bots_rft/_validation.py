@@ -16,7 +16,20 @@ FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
 
-def _describe(value: Any) -> str:
+def host_array(value: Any) -> Any:
+    """A torch tensor as numpy can read it (any other value unchanged): off the graph and the
+    device, and in float32 when its dtype has no numpy equivalent (bfloat16), so every argument
+    that takes an array takes the tensors a trainer holds. Found by duck typing: the core never
+    imports torch."""
+    if type(value).__module__.startswith("torch") and hasattr(value, "detach") and hasattr(value, "numpy"):
+        value = value.detach().cpu()
+        if str(value.dtype) == "torch.bfloat16":
+            value = value.float()
+        return value.numpy()
+    return value
+
+
+def describe(value: Any) -> str:
     if isinstance(value, np.ndarray):
         return f"array of dtype {value.dtype} and shape {value.shape}"
     text = repr(value)
@@ -25,11 +38,13 @@ def _describe(value: Any) -> str:
 
 def as_ids(value: Any, name: str) -> IntArray:
     """A 1-D int64 array of task ids (range is checked by the core)."""
+    value = host_array(value)
     arr = np.asarray(value)
     if arr.size == 0 and arr.dtype.kind == "f":
         arr = arr.astype(np.int64)  # np.asarray([]) is float64
     if arr.dtype.kind not in "iu" or arr.dtype == np.bool_:
-        raise InvalidTypeError(f"{name}: must be integers, got {_describe(value)} (dtype {arr.dtype})", name)
+        dtype = "" if isinstance(value, np.ndarray) else f" (dtype {arr.dtype})"  # an array's names it
+        raise InvalidTypeError(f"{name}: must be integers, got {describe(value)}{dtype}", name)
     if arr.ndim != 1:
         raise InvalidTypeError(f"{name}: must be 1-D, got shape {arr.shape}", name)
     if arr.dtype.kind == "u" and arr.size and int(arr.max()) > np.iinfo(np.int64).max:
@@ -39,12 +54,13 @@ def as_ids(value: Any, name: str) -> IntArray:
 
 def as_floats(value: Any, name: str, length: int | None = None, ndim: int = 1) -> FloatArray:
     """A contiguous float64 array of the given rank (and length along axis 0)."""
+    value = host_array(value)
     try:
         arr = np.asarray(value)
     except ValueError as exc:  # ragged nested sequences
-        raise InvalidTypeError(f"{name}: must be a numeric array, got {_describe(value)} ({exc})", name) from None
+        raise InvalidTypeError(f"{name}: must be a numeric array, got {describe(value)} ({exc})", name) from None
     if arr.dtype.kind not in "biuf":
-        raise InvalidTypeError(f"{name}: must be numeric, got {_describe(value)}", name)
+        raise InvalidTypeError(f"{name}: must be numeric, got {describe(value)}", name)
     if arr.ndim != ndim:
         raise InvalidTypeError(f"{name}: must be {ndim}-D, got shape {arr.shape}", name)
     if length is not None and arr.shape[0] != length:
@@ -54,7 +70,7 @@ def as_floats(value: Any, name: str, length: int | None = None, ndim: int = 1) -
 
 def as_real(value: Any, name: str) -> float:
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
-        raise InvalidTypeError(f"{name}: must be a real number, got {_describe(value)}", name)
+        raise InvalidTypeError(f"{name}: must be a real number, got {describe(value)}", name)
     return float(value)
 
 
@@ -62,7 +78,7 @@ def as_int(value: Any, name: str, minimum: int | None = None, maximum: int | Non
     if type(value) is int:  # the common case, without the ABC check (select() calls this first)
         v = value
     elif isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
-        raise InvalidTypeError(f"{name}: must be an integer, got {_describe(value)}", name)
+        raise InvalidTypeError(f"{name}: must be an integer, got {describe(value)}", name)
     else:
         v = int(value)
     if minimum is not None and v < minimum:
@@ -72,9 +88,19 @@ def as_int(value: Any, name: str, minimum: int | None = None, maximum: int | Non
     return v
 
 
+def pool_too_large(num_tasks: int) -> InvalidArgumentError:
+    """The error for a pool whose posterior (α and β, float64) does not fit in memory."""
+    gib = 16 * num_tasks / 2**30
+    return InvalidArgumentError(
+        f"num_tasks: {num_tasks} tasks need {gib:,.1f} GiB for the posterior (alpha and beta, float64) and this "
+        "machine could not allocate it; use a smaller pool or the sharded selector (bots_rft.selector.backends.sharded)",
+        "num_tasks",
+    )
+
+
 def as_bool(value: Any, name: str) -> bool:
     if not isinstance(value, (bool, np.bool_)):
-        raise InvalidTypeError(f"{name}: must be a bool, got {_describe(value)}", name)
+        raise InvalidTypeError(f"{name}: must be a bool, got {describe(value)}", name)
     return bool(value)
 
 
@@ -197,7 +223,7 @@ def feedback(task_ids: Any, successes: Any, trials: Any, n: int) -> tuple[IntArr
     if np.ndim(trials) == 0:
         value = trials.item() if isinstance(trials, (np.ndarray, np.generic)) else trials
         if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
-            raise InvalidTypeError(f"trials: must be a number or an array, got {_describe(value)}", "trials")
+            raise InvalidTypeError(f"trials: must be a number or an array, got {describe(value)}", "trials")
         tri = np.full(ids.size, float(value))
     else:
         tri = as_floats(trials, "trials")

@@ -48,7 +48,7 @@ from typing import IO, Any
 import numpy as np
 
 from . import _legacy_checkpoint as legacy
-from .errors import CheckpointError
+from .errors import CheckpointError, CheckpointNotFoundError
 
 __all__ = [
     "FORMAT",
@@ -466,7 +466,7 @@ def load_tree_file(path: str | os.PathLike[str]) -> Any:
                 return legacy.from_bytes(f.read(), source=source)
             head = _Head(source, _File(f))
     except FileNotFoundError:
-        raise CheckpointError(f"path: no checkpoint at {source!r}") from None
+        raise CheckpointNotFoundError(f"path: no checkpoint at {source!r}", source) from None
     tree, uses_torch = head.tree()
     # Read after the check, by the library's own file reader (memory-mapped, no second copy).
     if uses_torch:
@@ -622,6 +622,8 @@ def read_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any]:
     _refuse_directory(path)
     try:
         return load_state(path)
+    except CheckpointNotFoundError:
+        raise
     except OSError as exc:
         raise CheckpointError(f"path: cannot read a checkpoint from {str(path)!r} ({exc.strerror or exc})") from None
 

@@ -6,11 +6,14 @@ so that generic handlers keep working. Messages name the offending argument and 
 
 from __future__ import annotations
 
+import errno
+
 __all__ = [
     "BotsError",
     "InvalidArgumentError",
     "InvalidTypeError",
     "CheckpointError",
+    "CheckpointNotFoundError",
     "ConfigError",
     "DataError",
     "IntegrationError",
@@ -39,6 +42,20 @@ class InvalidTypeError(BotsError, TypeError):
 
 class CheckpointError(BotsError, ValueError):
     """A checkpoint is truncated, corrupt, of an unknown format or from a newer version."""
+
+
+class CheckpointNotFoundError(CheckpointError, FileNotFoundError):
+    """No checkpoint at the path given: a :class:`CheckpointError` and also a
+    ``FileNotFoundError``, so the usual resume pattern (``except FileNotFoundError:`` start
+    fresh) works. ``filename`` is the path."""
+
+    def __init__(self, message: str, path: str) -> None:
+        super().__init__(message)
+        self.errno = errno.ENOENT
+        self.filename = path
+
+    def __str__(self) -> str:  # the message, not OSError's "[Errno 2] ..." layout
+        return str(self.args[0])
 
 
 class ConfigError(BotsError, ValueError):

@@ -26,12 +26,18 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from torch.utils.data import Sampler
+
+from .tasks import missing_extra
+
+try:
+    from torch.utils.data import Sampler
+except ModuleNotFoundError as _exc:  # the core install: say which extra brings torch
+    raise missing_extra(_exc, __name__) from None
 
 from ..checkpoint import from_bytes, to_bytes
 from ..errors import CheckpointError, DataError, InvalidArgumentError
 from ..metrics.step import Pick, calibration_step_metrics, capability_metrics, outcome_metrics, pick_metrics
-from .tasks import RewardClip, load_selector_state
+from .tasks import RewardClip, check_selector, load_selector_state
 
 __all__ = ["BOTSBatchSampler", "EvidenceBuffer", "pack_state", "unpack_state"]
 
@@ -93,6 +99,7 @@ class BOTSBatchSampler(Sampler[int]):
         allowed: Any = None,
         release_after: int | None = None,
     ) -> None:
+        check_selector(selector)
         rows = np.ascontiguousarray(rows_of_task, dtype=np.int64)
         n = int(selector.num_tasks)
         if rows.ndim != 1 or len(rows) != n:

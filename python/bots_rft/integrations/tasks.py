@@ -293,6 +293,33 @@ def check_references_by_id(selector: Any, pool: Any, task_ids: Sequence[Any], co
                 )
 
 
+def check_selector(selector: Any, argument: str = "selector") -> None:
+    """Refuse something that is not a selector (a method's name, a class, None) with an
+    :class:`~bots_rft.errors.InvalidTypeError` naming the argument, before an adapter reads
+    its attributes (which would raise a bare ``AttributeError``)."""
+    if (
+        isinstance(selector, type)
+        or not all(callable(getattr(selector, name, None)) for name in ("select", "update"))
+        or not isinstance(getattr(selector, "num_tasks", None), (int, np.integer))
+    ):
+        shown = repr(selector)
+        shown = shown if len(shown) <= 60 else shown[:57] + "..."
+        raise InvalidTypeError(
+            f"{argument}: must be a selector (bots_rft.BOTS or any bots_rft.selector.protocol.Selector, "
+            f"built with the pool's size), got {shown}",
+            argument,
+        )
+
+
+def missing_extra(exc: ModuleNotFoundError, module: str, extra: str = "integrations") -> ModuleNotFoundError:
+    """The error an adapter module raises when a package it imports is missing: still a
+    ModuleNotFoundError for the same package, with a message naming the extra that brings it."""
+    package = (exc.name or "").split(".")[0]
+    return ModuleNotFoundError(
+        f"{module} needs {package}, from the [{extra}] extra: pip install 'bots-rft[{extra}]'", name=package
+    )
+
+
 def check_rollouts(selector: Any, rollouts: Any, key: str) -> None:
     """Refuse a selector whose rollouts per task (``n_rollouts``, n: how many pseudo-trials
     implicit evidence weighs) differ from the trainer's own setting ``key`` (its value

@@ -60,7 +60,13 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from torch.utils.data import Sampler
+
+from .tasks import missing_extra
+
+try:
+    from torch.utils.data import Sampler
+except ModuleNotFoundError as _exc:  # the core install: say which extra brings torch
+    raise missing_extra(_exc, __name__) from None
 
 from ..errors import CheckpointError, ConfigError, InvalidArgumentError
 from ..metrics.step import Pick, calibration_step_metrics, capability_metrics, outcome_metrics
@@ -71,6 +77,7 @@ from .tasks import (
     check_references_by_id,
     check_resume_params,
     check_rollouts,
+    check_selector,
     column_values,
     load_selector_state,
     rows_of_tasks,
@@ -388,6 +395,7 @@ def attach_bots(
     the selector's (``"current"``) win. ``selector.n_rollouts`` must equal ``num_generations``, and
     reference arrays are indexed by task id (:func:`~bots_rft.integrations.tasks.references_by_id`).
     """
+    check_selector(selector)
     if select_at not in ("generation", "fetch"):
         raise InvalidArgumentError(f"select_at: must be 'generation' or 'fetch', got {select_at!r}", "select_at")
     check_resume_params(resume_params, "resume_params")

@@ -62,10 +62,16 @@ from .tasks import (
     check_references_by_id,
     check_resume_params,
     check_rollouts,
+    check_selector,
     column_values,
+    missing_extra,
     rows_of_tasks,
 )
-from .trl import add_checkpointing, task_ids_and_rewards
+
+try:
+    from .trl import add_checkpointing, task_ids_and_rewards
+except ModuleNotFoundError as _exc:  # the core install: say which extra brings torch
+    raise missing_extra(_exc, __name__) from None
 
 __all__ = ["AsyncBOTS", "BOTSPrompts", "RecordingReward"]
 
@@ -396,6 +402,7 @@ class AsyncBOTS:
         success_threshold: float | None = None,
         groups_per_update: int | None = None,
     ) -> None:
+        check_selector(selector)
         if groups_per_update is not None and (
             isinstance(groups_per_update, bool) or not isinstance(groups_per_update, int) or groups_per_update < 1
         ):

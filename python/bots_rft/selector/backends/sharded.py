@@ -295,6 +295,8 @@ class ShardedBOTS(SelectorBase):
             raise InvalidArgumentError(
                 f"batch_size: {k} exceeds the selectable pool of {selectable} tasks", "batch_size"
             )
+        if k == 0:  # as BOTS.select(0): nothing drawn, the random stream stays where it is
+            return np.empty(0, dtype=np.int64)
         counter = self._num_selections
         p = self._params
         rule = {"target": p["target"], "thompson": p["thompson"], "seed": p["seed"], "tau": p["tau"]}

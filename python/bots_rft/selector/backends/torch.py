@@ -257,8 +257,10 @@ class TorchBOTS(BOTS):
             raise InvalidArgumentError(
                 f"batch_size: {k} exceeds the selectable pool of {selectable} tasks", "batch_size"
             )
+        if k == 0:  # as BOTS.select(0): nothing drawn, the random stream stays where it is
+            return _no_ids()
         with self._lock:
-            chosen = self._rank(k, self._num_selections, excluded) if k > 0 else _no_ids()
+            chosen = self._rank(k, self._num_selections, excluded)
             self._num_selections += 1
         return chosen
 

@@ -22,7 +22,7 @@ from ...estimators import user_object
 from ..plan import Plan, allocate_rollouts, check_plan_args
 from ..protocol import ParamsOnLoad
 from ..protocol import Picks as Picks
-from .feedback import feedback_arrays, reward_counts, reward_map
+from .feedback import feedback_arrays, nonempty, reward_counts, reward_map
 from .params import SETTABLE_PARAMS, SelectorParams
 from .rules import lag_weighted
 from .state import check_params_on_load, selector_state
@@ -81,7 +81,7 @@ class SelectorBase(SelectorParams, metaclass=ABCMeta):
         ``success_threshold=x`` counts a rollout as a success when its reward is ≥ x (any finite
         rewards). Without either, rewards must lie in [0, 1].
         ``policy_lag``: as in :meth:`update`."""
-        ids = as_ids(task_ids, "task_ids")
+        ids = nonempty(as_ids(task_ids, "task_ids"))
         succ, tri = reward_counts(rewards, len(ids), reward_map(reward_range, success_threshold))
         succ, tri = lag_weighted(succ, tri, policy_lag, ids.size, self._lag_discount)
         self._apply(ids, succ, tri, None)

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 import numpy as np
 
-from ..._validation import FloatArray, IntArray, as_ids, as_int, ids_in_pool
+from ..._validation import FloatArray, IntArray, as_ids, as_int, ids_in_pool, pool_too_large
 from ..._validation import exclusion as _exclusion
 from ...checkpoint import read_checkpoint
 from ...errors import CheckpointError, DataError, InvalidArgumentError
@@ -245,7 +245,10 @@ class BOTS(_BackendChoice, SelectorBase):
                 f"the posterior for BOTS ({', '.join(repr(n) for n, b in _BACKENDS.items() if b.posterior)})",
                 "backend",
             )
-        self._posterior: Posterior = posterior(self._num_tasks, self._prior_alpha, self._prior_beta, self._threads)
+        try:
+            self._posterior: Posterior = posterior(self._num_tasks, self._prior_alpha, self._prior_beta, self._threads)
+        except MemoryError:
+            raise pool_too_large(self._num_tasks) from None
         # An update is validated (and the estimator advanced) when `update` is called; its O(N)
         # pass then runs in the background (prefetch) fused with the next selection, or, without
         # prefetch, waits here for the next `select`, which runs both in one fused pass. Anything
@@ -441,7 +444,8 @@ class BOTS(_BackendChoice, SelectorBase):
     def select(self, batch_size: int, exclude: Any = None) -> IntArray:
         """The ``batch_size`` distinct tasks whose sampled (or mean) success rate is nearest the
         target, best first, ties to the lower index. ``exclude``: task ids or a boolean mask of
-        length ``num_tasks``. Never changes the posterior; advances the random stream.
+        length ``num_tasks``. Never changes the posterior; advances the random stream, except
+        ``select(0)``, which changes nothing (it returns no ids).
 
         :meth:`explain` then says, for the picks, what was drawn and why.
 
@@ -450,6 +454,9 @@ class BOTS(_BackendChoice, SelectorBase):
         position and parameters, and enough ranked tasks left after the exclusions); otherwise
         the selection is computed here. The ids are the same either way."""
         k = as_int(batch_size, "batch_size", minimum=0)
+        if k == 0:  # nothing drawn, so the next call's picks are those it would have been
+            _exclusion(exclude, self._num_tasks)
+            return np.empty(0, dtype=np.int64)
         if exclude is None:
             # The trainer's loop (update, its optimiser step, select): take the background pass's
             # answer in as few steps as possible (see `_take_prefetched`).

@@ -11,18 +11,32 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ... import _core
-from ..._validation import FloatArray, IntArray, as_floats, as_ids, as_real
+from ..._validation import FloatArray, IntArray, as_floats, as_ids, as_real, describe, host_array
 from ...errors import InvalidArgumentError, InvalidTypeError
 
 
 def feedback_arrays(task_ids: Any, successes: Any, trials: Any) -> tuple[IntArray, FloatArray, FloatArray]:
     """``update``'s inputs as arrays (trials: one value, or one per entry), each checked and
     named; the lengths are the core's to check. Shared by every backend's ``update``."""
-    ids = as_ids(task_ids, "task_ids")
+    ids = nonempty(as_ids(task_ids, "task_ids"))
     succ = as_floats(successes, "successes")
+    trials = host_array(trials)
     if np.ndim(trials) == 0:
         return ids, succ, np.array([_scalar_trials(trials)], dtype=np.float64)
     return ids, succ, as_floats(trials, "trials")
+
+
+def nonempty(ids: IntArray) -> IntArray:
+    """Refuse an update of no tasks: the update's decay (λ) applies to every task, so an empty
+    step would still move every posterior toward its prior, which a step without results should
+    not. A trainer with nothing to report skips the call."""
+    if ids.size == 0:
+        raise InvalidArgumentError(
+            "task_ids: empty; an update needs at least one task (an empty step would still decay every "
+            "task's evidence by lam: skip the call when a step has no results)",
+            "task_ids",
+        )
+    return ids
 
 
 def _scalar_trials(trials: Any) -> float:
@@ -86,11 +100,19 @@ def reward_counts(rewards: Any, b: int, mapping: RewardMap | None = None) -> tup
     """Successes (row sums of the rewards as evidence) and trials (row lengths), from a [B, n]
     array or B sequences of varying length."""
     mapping = mapping or RewardMap()
+    rewards = host_array(rewards)
     try:
-        arr: np.ndarray | None = np.asarray(rewards, dtype=np.float64)
+        arr: np.ndarray | None = np.asarray(rewards)
     except (ValueError, TypeError):  # rows of different lengths
         arr = None
-    if arr is not None:  # the common case, checked and summed without a loop over rows
+    if arr is not None and arr.dtype == object:  # rows of different lengths (older numpy)
+        arr = None
+    if arr is not None:
+        # Read as given, then converted: np.asarray(["1"], dtype=float) would parse strings,
+        # which update() refuses.
+        if arr.dtype.kind not in "biuf":
+            raise InvalidTypeError(f"rewards: must be numeric, got {describe(rewards)}", "rewards")
+        arr = arr.astype(np.float64)  # the common case, checked and summed without a loop over rows
         if arr.ndim != 2:
             raise InvalidTypeError(f"rewards: must be 2-D [batch, rollouts], got shape {arr.shape}", "rewards")
         if arr.shape[0] != b:
