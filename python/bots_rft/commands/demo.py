@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import textwrap
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -94,12 +95,13 @@ def run_demo(
 
 def format_table(results: list[DemoResult]) -> str:
     lines = [
-        "| method | ETR (mean) | ETR (last half) | select, median (runs the pending update's pass) | update call, median |",
+        "| method | ETR (mean) | ETR (last half) | select, median* | update call, median |",
         "|---|---|---|---|---|",
     ]
     for r in results:
         upd = f"{r.update_ms:.3f} ms" if r.method == "bots" else "-"
         lines.append(f"| {r.method} | {r.etr:.3f} | {r.etr_last_half:.3f} | {r.select_ms:.3f} ms | {upd} |")
+    lines.append("* select runs the pending update's pass (update only records the step)")
     return "\n".join(lines)
 
 
@@ -115,14 +117,27 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
     p.add_argument("--batch", type=integer(1), default=256, help="tasks per step, at most --tasks (default 256)")
     # One rollout per task can never be effective (0 < successes < 1 is impossible).
     p.add_argument("--rollouts", type=integer(2), default=16, help="rollouts per task, >= 2 (default 16)")
-    p.add_argument("--seed", type=integer(0), default=0)
-    p.add_argument("--json", type=Path, default=None, help="also write the results as JSON here")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing --json file")
-    p.add_argument("--no-progress", action="store_true")
+    p.add_argument(
+        "--seed", type=integer(0), default=0, help="seed of the pool, the picks and the rollouts (default 0)"
+    )
+    p.add_argument(
+        "--json",
+        type=Path,
+        default=None,
+        help="also write the results as JSON here, and the closing comparison's full table beside it "
+        "(same name, .comparison.md)",
+    )
+    p.add_argument("--overwrite", action="store_true", help="replace existing --json files")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar (runs on the core install)")
     p.add_argument(
         "--no-comparison",
         action="store_true",
         help="skip the closing comparison of every method on the simulated learner",
+    )
+    p.add_argument(
+        "--wide",
+        action="store_true",
+        help="print the closing comparison's full table (18 columns) instead of its 6 main ones",
     )
     p.set_defaults(func=main)
 
@@ -135,6 +150,8 @@ def main(args: argparse.Namespace) -> int:
         raise InvalidArgumentError(f"--batch: must be at most --tasks ({args.tasks}), got {args.batch}", "batch")
     if args.json:
         check_output_file(args.json, "--json", overwrite=args.overwrite)
+        if not args.no_comparison:
+            check_output_file(comparison_path(args.json), "--json", overwrite=args.overwrite)
     print(
         f"bots demo: {args.tasks:,} tasks, {args.steps} steps, batch {args.batch}, {args.rollouts} rollouts per task, "
         f"{_core.thread_count()} threads"
@@ -154,5 +171,40 @@ def main(args: argparse.Namespace) -> int:
 
         print("\nEvery method on a simulated learner whose skill grows with what it trains on")
         print("(ETR alone does not show learning; this does):\n")
-        print(quick_comparison(seed=args.seed, progress=not args.no_progress))
+        full = quick_comparison(seed=args.seed, progress=not args.no_progress)
+        print(full if args.wide else narrow(full))
+        if args.json:
+            comparison_path(args.json).write_text(full)
     return 0
+
+
+#: The comparison's columns ``bots demo`` prints by default: one of each kind, so the table fits
+#: in 80 columns (the full one has 18).
+NARROW = ("Method", "TTB 50% ↓", "BSF 100% ↑", "TTB 50% ↓ (rollouts)", "ETR ↑", "Final score")
+
+
+def comparison_path(json_path: Path) -> Path:
+    return json_path.with_suffix(".comparison.md")
+
+
+def narrow(text: str) -> str:
+    """The markdown tables in ``text`` cut to the :data:`NARROW` columns, with a line saying
+    where the rest is."""
+    out: list[str] = []
+    keep: list[int] | None = None
+    for line in text.splitlines():
+        if not line.startswith("|"):
+            keep = None
+            out.extend(textwrap.wrap(line, 80) or [""])
+            continue
+        cells = line.strip().strip("|").split("|")
+        if keep is None:  # the header row
+            names = [c.strip() for c in cells]
+            keep = [i for i, name in enumerate(names) if name in NARROW]
+        out.append("| " + " | ".join(cells[i].strip() for i in keep) + " |")
+    note = (
+        "TTB: steps to reach Random's best, as a fraction of Random's; BSF: the best score within Random's "
+        "steps, divided by Random's; --wide prints all 18 columns (--json writes them)."
+    )
+    out.extend(["", *textwrap.wrap(note, 80)])
+    return "\n".join(out)

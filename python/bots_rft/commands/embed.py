@@ -51,7 +51,7 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--restart", action="store_true", help="discard existing progress")
     p.add_argument("--keep-progress", action="store_true", help="keep the progress folder after writing OUT")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.set_defaults(func=_run)
+    p.set_defaults(func=_run, needs=("pyarrow", "torch", "transformers"))
 
 
 def _run(args: argparse.Namespace) -> int:

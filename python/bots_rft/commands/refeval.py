@@ -72,7 +72,7 @@ def add_parser(subparsers: Any) -> None:
     )
     p.add_argument("--restart", action="store_true", help="discard an existing progress file")
     p.add_argument("--keep-progress", action="store_true", help="keep the progress file after writing the pool")
-    p.set_defaults(func=_run)
+    p.set_defaults(func=_run, needs=("pyarrow", "torch", "transformers"))
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -11,8 +11,9 @@ yaml's and its scripts' generation batch, DPS, Knapsack-RL, Reinforce-Ada, AdaRF
 seeds, and writes under --out: scoreboard.csv (regime, information, method, axis, metric, mean,
 lo, hi, seeds), paired.csv (BOTS minus each peer, seed by seed, with 95% intervals and a
 verdict), scoreboard.md (with where BOTS loses, computed from the run) and one heat map per
-information setting (scoreboard_<information>.png). Axes: per training step, per rollout spent
-and per modelled wall-clock. The learner's fitted settings are in bots_rft.simulate.fitted.
+information setting (scoreboard_<information>.png; --no-plots skips them and runs without
+matplotlib). Axes: per training step, per rollout spent and per modelled wall-clock. The
+learner's fitted settings are in bots_rft.simulate.fitted.
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
     p.add_argument("--seeds", type=integer(2), default=None, help="seeds 0..N-1, >= 2 (default 5; 3 with --quick)")
     p.add_argument("--overwrite", action="store_true", help="write into a non-empty --out")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.set_defaults(func=main)
+    p.add_argument("--no-plots", action="store_true", help="skip the heat maps (no matplotlib needed)")
+    p.set_defaults(func=main, needs=("pydantic", "tqdm"))  # its config model; its bar object even when hidden
 
 
 def main(args: argparse.Namespace) -> int:
@@ -51,6 +53,7 @@ def main(args: argparse.Namespace) -> int:
         ["bots", "scoreboard", "--out", str(args.out)]
         + (["--quick"] if args.quick else [])
         + (["--seeds", str(args.seeds)] if args.seeds is not None else [])
+        + (["--no-plots"] if args.no_plots else [])
     )
     total = count_runs(config)
     print(
@@ -64,7 +67,7 @@ def main(args: argparse.Namespace) -> int:
             bar.update()
 
         result = run_scoreboard(config, on_run=advance)
-    written = write_scoreboard(result, args.out, command=cmd)
+    written = write_scoreboard(result, args.out, command=cmd, plots=not args.no_plots)
     print(f"{total} runs in {result.seconds:.1f} s; wrote {len(written)} files to {args.out}/")
     print(f"(summary: {args.out / 'scoreboard.md'})")
     return 0

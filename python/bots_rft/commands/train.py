@@ -47,7 +47,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         help="print the resolved config (every key, YAML, usable as --config) and exit",
     )
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="config overrides, e.g. steps=30 lr=1e-5")
-    p.set_defaults(func=main)
+    p.set_defaults(func=main, needs=("pydantic", "yaml", "pyarrow", "torch", "transformers"))
 
 
 def config_from_args(args: argparse.Namespace) -> object:

@@ -333,8 +333,11 @@ def _heatmap(result: ScoreboardResult, info: str, path: Path) -> None:
     plt.close(fig)
 
 
-def write_scoreboard(result: ScoreboardResult, out: Path, command: str | None = None) -> list[Path]:
-    """Every file of the run under ``out`` (created); the paths written."""
+def write_scoreboard(
+    result: ScoreboardResult, out: Path, command: str | None = None, *, plots: bool = True
+) -> list[Path]:
+    """Every file of the run under ``out`` (created); the paths written. ``plots=False``: no heat
+    maps (``bots scoreboard --no-plots``, which runs without matplotlib)."""
     out.mkdir(parents=True, exist_ok=True)
     written = [out / name for name in SCOREBOARD_FILES]
     _write_csv(
@@ -346,7 +349,7 @@ def write_scoreboard(result: ScoreboardResult, out: Path, command: str | None = 
         ("regime", "information", "method", "peer", "axis", "metric", "mean", "lo", "hi", "seeds", "verdict"),
     )
     written[2].write_text(scoreboard_markdown(result, command))
-    for info in result.config.information:
+    for info in result.config.information if plots else ():
         path = out / f"scoreboard_{info}.png"
         _heatmap(result, info, path)
         written.append(path)
