@@ -1,8 +1,8 @@
 """What the README and the guides show is what the commands print and do.
 
-- README's `bots demo` block ends with the comparison `bots demo` prints (seeded, the same on any
-  machine);
-- the simulated methods table in README and docs/what-bots-does.md is the one the default
+- docs/reference.md's `bots demo` block ends with the comparison `bots demo` prints (seeded, the
+  same on any machine), and every `bots` command the README shows runs as shown;
+- the simulated methods table in docs/reference.md and docs/what-bots-does.md is the one the default
   `bots simulate` run prints;
 - the training guide's smoke commands work in a fresh checkout.
 """
@@ -40,12 +40,24 @@ def _table_after(text: str, heading: str) -> str:
     return "\n".join(lines[start:end])
 
 
-def test_readme_demo_block_ends_with_the_comparison_bots_demo_prints() -> None:
+def test_the_demo_block_ends_with_the_comparison_bots_demo_prints() -> None:
+    from bots_rft.commands.demo import narrow
     from bots_rft.report.simulation import quick_comparison
 
-    block = _block_after((ROOT / "README.md").read_text(encoding="utf-8"), "bots demo: 1,000,000 tasks")
-    printed = quick_comparison(seed=0, progress=False)  # what `bots demo` (seed 0) ends with
+    block = _block_after((ROOT / "docs" / "reference.md").read_text(encoding="utf-8"), "bots demo: 1,000,000 tasks")
+    printed = narrow(quick_comparison(seed=0, progress=False))  # what `bots demo` (seed 0) ends with
     assert block.rstrip().endswith(printed.rstrip()), printed
+
+
+def test_every_bots_command_in_the_readme_runs_as_shown(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    commands = [command for doc, command in documented_bots_commands() if doc == "README.md"]
+    assert commands, "the README shows no bots command"
+    monkeypatch.chdir(tmp_path)
+    for command in commands:
+        assert main(shlex.split(command)[1:]) == 0, command
+    assert "| BOTS |" in capsys.readouterr().out
 
 
 def test_simulated_methods_table_in_the_docs_is_what_bots_simulate_prints() -> None:
@@ -59,7 +71,7 @@ def test_simulated_methods_table_in_the_docs_is_what_bots_simulate_prints() -> N
         ["simulate", "--no-sampling-ablation", "--rho-sweep", "none", "--lam-sweep", "none"]
     )
     printed = markdown_table(group_rows(run_experiment(build_config(args), progress=False), "methods"))
-    assert _table_after((ROOT / "README.md").read_text(encoding="utf-8"), "Its methods table") == printed
+    assert _table_after((ROOT / "docs" / "reference.md").read_text(encoding="utf-8"), "Its methods table") == printed
     assert _table_after((ROOT / "docs" / "what-bots-does.md").read_text(encoding="utf-8"), "### Methods") == printed
 
 
