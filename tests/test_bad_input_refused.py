@@ -160,3 +160,34 @@ def test_importing_an_adapter_without_torch_names_the_extra(module: str) -> None
         f"bots_rft.integrations.{module} needs torch, from the [integrations] extra: "
         "pip install 'bots-rft[integrations]'"
     )
+
+
+HIDE_AND_RUN_VERL = """
+import importlib.abc, runpy, sys
+hidden = sys.argv[1]
+class Hide(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name.split(".")[0] == hidden:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+sys.meta_path.insert(0, Hide())
+sys.argv = ["verl", "--check"]
+runpy.run_module("bots_rft.integrations.verl", run_name="__main__", alter_sys=True)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("missing", ["transfer_queue", "cachetools"])
+def test_verl_entry_point_names_a_missing_package_and_the_install_line(missing: str) -> None:
+    import subprocess
+    import sys
+
+    pytest.importorskip("verl")
+    out = subprocess.run(
+        [sys.executable, "-c", HIDE_AND_RUN_VERL, missing], capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert "Traceback" not in out.stderr  # verl's own import warnings come first; then our one line
+    assert out.stderr.splitlines()[-1] == (
+        f"python -m bots_rft.integrations.verl: error: bots_rft.integrations.verl needs {missing}, "
+        "from the [verl] extra: pip install 'bots-rft[verl]'"
+    )

@@ -90,6 +90,7 @@ from .tasks import (
     check_rollouts,
     column_values,
     load_selector_state,
+    missing_extra,
     references_by_id,
     rows_of_tasks,
 )
@@ -116,19 +117,28 @@ except ImportError as exc:  # pragma: no cover - verl is installed wherever this
     raise ConfigError(f"verl: not installed; bots_rft.integrations.verl supports {SUPPORTED_VERL}") from exc
 _require_supported_verl(str(getattr(_verl, "__version__", "0")))
 
-import transfer_queue as tq  # noqa: E402  (after the version check: older verl lacks it)
-from omegaconf import DictConfig, OmegaConf, open_dict  # noqa: E402
-from torchdata.stateful_dataloader import StatefulDataLoader  # noqa: E402
-from verl.trainer.main_ppo import TaskRunnerV1 as _TaskRunnerV1  # noqa: E402
-from verl.trainer.ppo.v1 import (  # noqa: E402
-    PPOTrainerColocateAsync,
-    PPOTrainerSeparateAsync,
-    PPOTrainerSync,
-    register_trainer,
-)
-from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer, ReplayBufferAsync  # noqa: E402
-from verl.trainer.ppo.v1.trainer_base import TRAINER_REGISTRY  # noqa: E402
-from verl.utils.dataset.rl_dataset import collate_fn  # noqa: E402
+# verl does not declare TransferQueue, and both import packages they do not declare: a missing
+# one is named with the extra that brings them all, on one line from the entry point.
+try:
+    import transfer_queue as tq  # noqa: E402  (after the version check: older verl lacks it)
+    from omegaconf import DictConfig, OmegaConf, open_dict  # noqa: E402
+    from torchdata.stateful_dataloader import StatefulDataLoader  # noqa: E402
+    from verl.trainer.main_ppo import TaskRunnerV1 as _TaskRunnerV1  # noqa: E402
+    from verl.trainer.ppo.v1 import (  # noqa: E402
+        PPOTrainerColocateAsync,
+        PPOTrainerSeparateAsync,
+        PPOTrainerSync,
+        register_trainer,
+    )
+    from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer, ReplayBufferAsync  # noqa: E402
+    from verl.trainer.ppo.v1.trainer_base import TRAINER_REGISTRY  # noqa: E402
+    from verl.utils.dataset.rl_dataset import collate_fn  # noqa: E402
+except ModuleNotFoundError as _exc:
+    _missing = missing_extra(_exc, "bots_rft.integrations.verl", "verl")
+    if __name__ == "__main__":
+        print(f"python -m bots_rft.integrations.verl: error: {_missing}", file=sys.stderr)
+        raise SystemExit(2) from None
+    raise _missing from None
 
 __all__ = [
     "SUPPORTED_VERL",
