@@ -19,8 +19,9 @@ $(VENV)/.created:
 	touch $@
 
 # uv keeps one wheel cache per machine (~/.cache/uv), so large wheels (torch) download once.
-$(VENV)/.deps-$(EXTRAS): $(VENV)/.created pyproject.toml
-	$(UV) pip install -q --python $(PY) -r pyproject.toml --group dev $(foreach e,$(subst $(comma), ,$(EXTRAS)),--extra $(e))
+# The test environment under tests/constraints.txt: the releases the docs name (see that file).
+$(VENV)/.deps-$(EXTRAS): $(VENV)/.created pyproject.toml tests/constraints.txt
+	$(UV) pip install -q --python $(PY) -c tests/constraints.txt -r pyproject.toml --group dev $(foreach e,$(subst $(comma), ,$(EXTRAS)),--extra $(e))
 	touch $@
 comma := ,
 
@@ -55,7 +56,7 @@ AREAL_PKGS := areal==1.0.4 colorlog==6.12.0 tenacity==9.2.1 flask==3.1.3 blinker
 TRAINER_RUNTIME_PKGS := ray==2.60.0 cloudpickle importlib-metadata zipp pyzmq msgspec cachetools prometheus_client psutil \
 	uvicorn fastapi aiohttp peft sqlalchemy greenlet pybase64 httpx jsonlines sortedcontainers
 $(VENV)/.deps-nodeps: $(VENV)/.deps-$(EXTRAS) Makefile
-	$(UV) pip install -q --python $(PY) $(TRAINER_RUNTIME_PKGS)
+	$(UV) pip install -q --python $(PY) -c tests/constraints.txt $(TRAINER_RUNTIME_PKGS)
 	$(UV) pip install -q --python $(PY) --no-deps $(NODEPS_PKGS)
 	$(UV) pip install -q --python $(PY) --no-deps --python-version 3.12 $(PY312_PKGS)
 	$(UV) pip install -q --python $(PY) --no-deps $(AREAL_PKGS)

@@ -184,6 +184,10 @@ def test_a_resume_on_another_machine_says_what_differs(
         return {**real(), "cpu": "Another CPU", "torch_cpu_capability": "AVX2"}
 
     monkeypatch.setattr(trainer_module, "machine_record", elsewhere)
+    # A framework's logging set-up in the same process (logging.config.dictConfig, whose default
+    # disable_existing_loggers=True disables every logger made before it) must not silence this
+    # warning: what dictConfig does to our logger, undone after the test.
+    monkeypatch.setattr(logging.getLogger("bots_rft.train"), "disabled", True)
     with caplog.at_level(logging.WARNING, logger="bots_rft.train"):
         train(cfg(toy_pool, tmp_path, method="random", embeddings=None, steps=2, eval_every=0, resume=True))
     starts = [r for r in read_metrics(tmp_path / "metrics.jsonl") if r["kind"] == "config"]

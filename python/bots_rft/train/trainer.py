@@ -279,6 +279,10 @@ class GRPOTrainer:
             machine = machine_record()
             changed = self._machine_changes(machine) if self.resume_from is not None else []
             if changed:
+                # A framework's logging set-up (logging.config.dictConfig, whose default
+                # disable_existing_loggers=True) disables loggers made before it, ours included;
+                # this warning is the only word a user gets that the run may part from here.
+                log.disabled = False
                 log.warning(
                     "resume: this machine differs from the one the run started on (%s); the run continues, but "
                     "its steps from step %d on may differ from an uninterrupted run's",
