@@ -7,13 +7,16 @@ then gives up the sandbox's setup identity for the dedicated unprivileged uid/gi
 launcher asks for one) and checks that no capability is left, then sets the resource limits, then
 does one of:
 
-- ``script``: run ``/work/main.py`` as ``__main__`` with the standard streams the launcher gave it
-  (``run_python``);
+- ``script``: run ``/work/main.py`` as ``python main.py`` would (a fresh ``__main__``, its
+  ``sys.argv`` and ``__file__``, ``exit``/``quit``, and the interpreter's normal end: threads
+  joined, ``atexit`` handlers run, both standard outputs flushed) with the standard streams the
+  launcher gave it (``run_python``);
 - ``serve``: the untrusted half of a code verdict. Requests arrive on one pipe and replies leave
   on another, each a 4-byte length and a JSON document. The program's source is loaded as module
   ``solution`` (not ``__main__``, as HumanEval's own harness loads it); afterwards the trusted side asks for its global names, calls functions, reads
   attributes, or (for stdin/stdout tasks) runs the whole program once per input in a fresh child
-  process and gets back the raw bytes it wrote. Values cross as plain data (see ``_encode``);
+  process (as ``python /work/main.py``, as in ``script`` mode) and gets back the raw bytes it
+  wrote. Values cross as plain data (see ``_encode``);
   anything else stays here and crosses as a numbered reference. Nothing in this process decides a
   verdict: tests, expected outputs and comparisons stay with the trusted caller.
 - ``verdict``: the whole code verdict, both sides in this one sandbox. This process forks the
@@ -88,7 +91,10 @@ def _set_limits(cfg: dict[str, Any]) -> None:
     cpu = int(cfg["cpu_s"])
     lim(resource.RLIMIT_CPU, cpu, cpu + 1)  # SIGXCPU, then SIGKILL a second later
     lim(resource.RLIMIT_AS, int(cfg["memory_bytes"]))
-    lim(resource.RLIMIT_FSIZE, int(cfg["output_bytes"]))
+    # The hard limit leaves room for the largest case input (trusted, its size known): the
+    # serving process writes each case's input into a memfd, and a write past the limit is cut.
+    out_bytes = int(cfg["output_bytes"])
+    lim(resource.RLIMIT_FSIZE, out_bytes, max(out_bytes, int(cfg.get("input_bytes") or 0)))
     lim(resource.RLIMIT_NOFILE, int(cfg["max_open_files"]))
     lim(resource.RLIMIT_CORE, 0)
     if os.getuid() != 0:  # root ignores RLIMIT_NPROC; the sandbox never runs programs as root
@@ -101,27 +107,72 @@ def _set_limits(cfg: dict[str, Any]) -> None:
 
 
 def _run_script(path: str) -> None:
-    """Run ``path`` as ``__main__`` and leave with its exit status. Never returns."""
-    import runpy
-    import traceback
+    """Run ``path`` as ``python path`` would and leave with its exit status. Never returns."""
+    code = 1
+    try:
+        with open(path, "rb") as f:
+            compiled = compile(f.read(), path, "exec")
+    except BaseException:  # noqa: BLE001 - the program does not compile: report it, exit 1
+        import traceback
 
-    sys.argv = [path]
-    sys.path[0] = os.path.dirname(path)
+        traceback.print_exc()
+    else:
+        code = _run_main(compiled, _main_namespace(path))
+    os._exit(code & 0xFF)
+
+
+def _main_namespace(path: str) -> dict[str, Any]:
+    """A fresh ``__main__`` module for the program at ``path``, as ``python path`` makes it:
+    ``__file__``, ``sys.argv``, the script's folder first on ``sys.path``, and ``exit``/``quit``
+    (which ``site`` would add; the agent runs without it)."""
+    import _sitebuiltins
+    import builtins
+
+    module = type(sys)("__main__")
+    module.__dict__.update(__file__=path, __builtins__=builtins, __cached__=None, __spec__=None, __package__=None)
+    sys.modules["__main__"] = module  # pickle finds the program's classes here
+    sys.argv = [os.path.basename(path)]
+    sys.path.insert(0, os.path.dirname(path))
+    eof = "Ctrl-D (i.e. EOF)"
+    builtins.exit = _sitebuiltins.Quitter("exit", eof)  # type: ignore[attr-defined]
+    builtins.quit = _sitebuiltins.Quitter("quit", eof)  # type: ignore[attr-defined]
+    return module.__dict__
+
+
+def _run_main(compiled: Any, namespace: dict[str, Any]) -> int:
+    """Run the program, then end as the interpreter does: wait for its non-daemon threads, run
+    its ``atexit`` handlers, flush both standard outputs. Returns the exit status."""
     code = 0
     try:
-        runpy.run_path(path, run_name="__main__")
+        exec(compiled, namespace)
     except SystemExit as exc:
         code = _exit_code(exc)
-    except BaseException:  # noqa: BLE001 - the program's own failure: report it, exit 1
-        traceback.print_exc()
+    except BaseException as exc:  # noqa: BLE001 - the program's own failure: report it, exit 1
+        import traceback
+
+        # From the program's own frames on, as the interpreter prints it.
+        tb = exc.__traceback__.tb_next if exc.__traceback__ is not None else None
+        traceback.print_exception(type(exc), exc, tb)
         code = 1
-    finally:
-        for stream in (sys.stdout, sys.stderr):
-            try:
+    threading = sys.modules.get("threading")
+    if threading is not None:
+        try:
+            threading._shutdown()  # type: ignore[attr-defined]
+        except BaseException:  # noqa: BLE001 - as at the interpreter's end: nothing more to wait for
+            pass
+    try:
+        import atexit
+
+        atexit._run_exitfuncs()
+    except BaseException:  # noqa: BLE001 - a handler's failure is reported by atexit itself
+        pass
+    for stream in {id(s): s for s in (sys.stdout, sys.__stdout__, sys.stderr, sys.__stderr__)}.values():
+        try:
+            if stream is not None:
                 stream.flush()
-            except BaseException:  # noqa: BLE001 - e.g. output cap reached
-                code = code or 1
-        os._exit(code & 0xFF)
+        except BaseException:  # noqa: BLE001 - e.g. the output cap: the interpreter exits 120
+            code = code or 120
+    return code
 
 
 def _exit_code(exc: SystemExit) -> int:
@@ -129,7 +180,20 @@ def _exit_code(exc: SystemExit) -> int:
         return 0
     if isinstance(exc.code, int):
         return exc.code
+    try:  # as the interpreter does: any other value is printed, and the status is 1
+        print(exc.code, file=sys.stderr)
+    except BaseException:  # noqa: BLE001
+        pass
     return 1
+
+
+def _cap_cpu_count(cfg: dict[str, Any]) -> None:
+    """``os.cpu_count()`` at most ``max_processes - 8``: pools sized by it
+    (``ThreadPoolExecutor()``, ``min(32, cpu_count + 4)`` threads) then fit the process cap
+    beside the program's main thread and the sandbox's own processes, whatever the host."""
+    real = os.cpu_count() or 1
+    n = max(1, min(real, int(cfg.get("max_processes", 32)) - 8))
+    os.cpu_count = lambda: n
 
 
 # ------------------------------------------------------------------------------- plain data
@@ -152,8 +216,9 @@ class _Refs:
 
 
 def _encode(v: Any, refs: _Refs, depth: int = 0) -> Any:
-    """Exact built-in types become JSON (tagged where JSON is ambiguous); anything else, including
-    subclasses of the built-in types, becomes a reference."""
+    """Exact built-in types become JSON (tagged where JSON is ambiguous); plain data under another
+    type crosses as plain data too (see :func:`_encode_plain`); anything else becomes a
+    reference."""
     if depth > _MAX_DEPTH:
         raise ValueError("value nested too deeply")
     t = type(v)
@@ -166,12 +231,94 @@ def _encode(v: Any, refs: _Refs, depth: int = 0) -> Any:
     if t in (list, tuple, set, frozenset):
         return {"t": t.__name__, "v": [_encode(x, refs, depth + 1) for x in v]}
     if t is dict:
-        return {"t": "dict", "v": [[_encode(k, refs, depth + 1), _encode(x, refs, depth + 1)] for k, x in v.items()]}
+        return {"t": "dict", "v": _encode_pairs(dict.items(v), refs, depth)}
     if t is bytes:
         return {"t": "bytes", "v": v.hex()}
     if t is complex:
         return {"t": "complex", "v": [_encode(v.real, refs), _encode(v.imag, refs)]}
-    return refs.add(v)  # modules too: nothing here ever crosses as a name to import
+    plain = _encode_plain(v, t, refs, depth)
+    return refs.add(v) if plain is None else plain  # modules too: nothing crosses as a name to import
+
+
+def _encode_pairs(items: Any, refs: _Refs, depth: int) -> list[Any]:
+    return [[_encode(k, refs, depth + 1), _encode(x, refs, depth + 1)] for k, x in items]
+
+
+# The factories a defaultdict may name when it crosses (built-in types only; anything else: none).
+_FACTORIES = ("int", "float", "str", "bytes", "list", "dict", "set", "frozenset", "tuple", "bool", "complex")
+
+
+def _encode_plain(v: Any, t: type, refs: _Refs, depth: int) -> Any:
+    """Plain data under another type, read through the base type's own methods (so a subclass's
+    overrides are never called): subclasses of the built-in numbers, strings and containers as
+    their base value (an ``IntEnum`` member as an ``int``, a ``namedtuple`` as a ``tuple``);
+    ``bytearray`` and ``memoryview`` as bytes; ``Counter``, ``OrderedDict``, ``defaultdict``,
+    ``deque``, dict views, ``Fraction`` and ``Decimal`` tagged, rebuilt as those standard types
+    on the other side. None: not plain data. The type is ``type(v)``, never ``v.__class__``."""
+    mods = sys.modules
+    if issubclass(t, int):  # (bool cannot be subclassed: a bool is exact, handled before)
+        return _encode(int.__int__(v), refs, depth)
+    if issubclass(t, float):
+        return _encode(float.__float__(v), refs, depth)
+    if issubclass(t, str):
+        return str.__str__(v)
+    if issubclass(t, complex):
+        return {"t": "complex", "v": [_encode(complex.real.__get__(v), refs), _encode(complex.imag.__get__(v), refs)]}  # type: ignore[attr-defined]
+    if issubclass(t, bytes):
+        return {"t": "bytes", "v": bytes.hex(v)}
+    if issubclass(t, bytearray):
+        return {"t": "bytes", "v": bytearray.hex(v)}
+    if t is memoryview:
+        return {"t": "bytes", "v": memoryview.tobytes(v).hex()}
+    if issubclass(t, dict):
+        collections = mods.get("collections")
+        tag = "dict"
+        body: dict[str, Any] = {}
+        if collections is not None:
+            if issubclass(t, collections.Counter):
+                tag = "Counter"
+            elif issubclass(t, collections.OrderedDict):
+                tag = "OrderedDict"
+            elif issubclass(t, collections.defaultdict):
+                tag = "defaultdict"
+                factory = collections.defaultdict.default_factory.__get__(v)
+                name = getattr(factory, "__name__", None)
+                body["factory"] = name if name in _FACTORIES and factory is _builtin(name) else None
+        return {"t": tag, "v": _encode_pairs(dict.items(v), refs, depth), **body}
+    for base in (list, tuple, set, frozenset):
+        if issubclass(t, base):
+            return {"t": base.__name__, "v": [_encode(x, refs, depth + 1) for x in base.__iter__(v)]}  # type: ignore[attr-defined]
+    views: dict[type, str] = {type({}.keys()): "keys", type({}.items()): "items", type({}.values()): "values"}
+    for view, tag in views.items():  # (no class can derive from these but an OrderedDict's views)
+        if issubclass(t, view):
+            return _encode_view(tag, v, refs, depth)
+    collections = mods.get("collections")
+    if collections is not None and issubclass(t, collections.deque):
+        items = [_encode(x, refs, depth + 1) for x in collections.deque.__iter__(v)]
+        return {"t": "deque", "v": items, "maxlen": collections.deque.maxlen.__get__(v)}
+    fractions = mods.get("fractions")
+    if fractions is not None and issubclass(t, fractions.Fraction):
+        num, den = (getattr(fractions.Fraction, k).fget(v) for k in ("numerator", "denominator"))
+        if type(num) is not int or type(den) is not int:
+            return None
+        return {"t": "fraction", "v": [_encode(num, refs, depth), _encode(den, refs, depth)]}
+    decimal = mods.get("decimal")
+    if decimal is not None and issubclass(t, decimal.Decimal):
+        return {"t": "decimal", "v": decimal.Decimal.__str__(v)}
+    return None
+
+
+def _builtin(name: str) -> Any:
+    import builtins
+
+    return getattr(builtins, name, None)
+
+
+def _encode_view(tag: str, v: Any, refs: _Refs, depth: int) -> Any:
+    items = list(v)  # a view's iteration is its dict's own (C code), never the program's __iter__
+    if tag == "items":
+        return {"t": tag, "v": [[_encode(k, refs, depth + 1), _encode(x, refs, depth + 1)] for k, x in items]}
+    return {"t": tag, "v": [_encode(x, refs, depth + 1) for x in items]}
 
 
 def _decode(v: Any, refs: _Refs) -> Any:
@@ -193,11 +340,52 @@ def _decode(v: Any, refs: _Refs) -> Any:
         return bytes.fromhex(body)
     if tag == "complex":
         return complex(_decode(body[0], refs), _decode(body[1], refs))
+    if tag in _STANDARD_TAGS:
+        return _decode_standard(tag, v, lambda x: _decode(x, refs))
     if tag == "ref":
         return refs.get(body)
     if tag == "obj":
         return _decode_objects(body, refs)
     raise ValueError("malformed value")
+
+
+_STANDARD_TAGS = ("Counter", "OrderedDict", "defaultdict", "deque", "keys", "items", "values", "fraction", "decimal")
+
+
+def _decode_standard(tag: str, v: dict[str, Any], decode: Any) -> Any:
+    """A value of one of the standard types that cross tagged (see :func:`_encode_plain`)."""
+    body = v["v"]
+    if tag in ("Counter", "OrderedDict", "defaultdict", "items"):
+        pairs = [(decode(k), decode(x)) for k, x in body]
+        if tag == "items":
+            return dict(pairs).items()
+        import collections
+
+        if tag == "defaultdict":
+            factory = v.get("factory")
+            return collections.defaultdict(_builtin(factory) if factory in _FACTORIES else None, pairs)
+        return collections.Counter(dict(pairs)) if tag == "Counter" else collections.OrderedDict(pairs)
+    if tag == "deque":
+        import collections
+
+        maxlen = v.get("maxlen")
+        return collections.deque([decode(x) for x in body], maxlen if type(maxlen) is int and maxlen >= 0 else None)
+    if tag == "keys":
+        return dict.fromkeys([decode(x) for x in body]).keys()
+    if tag == "values":
+        return dict(enumerate(decode(x) for x in body)).values()
+    if tag == "fraction":
+        import fractions
+
+        num, den = decode(body[0]), decode(body[1])
+        if type(num) is not int or type(den) is not int or den == 0:
+            raise ValueError("malformed value")
+        return fractions.Fraction(num, den)
+    import decimal
+
+    if type(body) is not str or len(body) > 100_000:
+        raise ValueError("malformed value")
+    return decimal.Decimal(body)
 
 
 def _decode_objects(nodes: Any, refs: _Refs) -> Any:
@@ -267,9 +455,36 @@ def _builtin_exception_name(exc: BaseException) -> str:
     return "Exception"
 
 
+# What of an exception crosses besides its nearest built-in class: its message, capped, and the
+# names of its own classes (the test side matches them only against classes its trusted text
+# defines).
+_MESSAGE_CHARS = 2000
+_CLASS_NAMES = 8
+
+
+def _raised(exc: BaseException, op: object) -> dict[str, Any]:
+    names: list[str] = []
+    builtin = _builtin_exception_name(exc)
+    for cls in type(exc).__mro__:
+        if cls.__name__ == builtin or len(names) == _CLASS_NAMES:
+            break
+        names.append(str(cls.__name__)[:100])
+    try:
+        message = str(exc)[:_MESSAGE_CHARS]
+        message = message if type(message) is str else ""
+    except BaseException:  # noqa: BLE001 - a message that cannot be made: none
+        message = ""
+    return {"raised": builtin, "during": op, "message": message, "classes": names}
+
+
+# Where a standard input/output program's source is, as ``python main.py`` would run it.
+_MAIN_PATH = "/work/main.py"
+
+
 def _serve(cfg: dict[str, Any]) -> None:
     import builtins
 
+    _cap_cpu_count(cfg)
     chan = _Channel(int(cfg["request_fd"]), int(cfg["reply_fd"]))
     refs = _Refs()
     # The program is a module of its own, not ``__main__`` (as HumanEval's harness runs it): a
@@ -291,9 +506,13 @@ def _serve(cfg: dict[str, Any]) -> None:
         op = msg.get("op")
         try:
             if op == "load":
-                compiled = compile(str(msg["source"]), "solution.py", "exec")
+                source = str(msg["source"])
                 if msg.get("run", True):
+                    compiled = compile(source, "solution.py", "exec")
                     exec(compiled, namespace)
+                else:  # a standard input/output program: run per case as ``python main.py``
+                    _write_main(source)
+                    compiled = compile(source, _MAIN_PATH, "exec")
                 # Only the names the tests asked for cross; the tests take nothing else from here.
                 wanted = [str(k) for k in msg.get("names", ())]
                 reply: dict[str, Any] = {"ok": {k: _encode(namespace[k], refs) for k in wanted if k in namespace}}
@@ -320,24 +539,58 @@ def _serve(cfg: dict[str, Any]) -> None:
                 reply = {"ok": _encode(result, refs)}
         except SystemExit:
             os._exit(0)  # an exit while being called ends the sandbox: a failure on the other side
-        except BaseException as exc:  # noqa: BLE001 - the program's own failure crosses as a name
-            reply = {"raised": _builtin_exception_name(exc), "during": op}
+        except BaseException as exc:  # noqa: BLE001 - the program's own failure crosses as names
+            reply = _raised(exc, op)
         try:
             chan.write(reply)
         except (TypeError, ValueError, RecursionError):
             chan.write({"raised": "ValueError", "during": "reply"})
 
 
+def _write_main(source: str) -> None:
+    """The program's source as ``/work/main.py`` (a program may read its own ``__file__``)."""
+    try:
+        with open(_MAIN_PATH, "w", encoding="utf-8") as f:
+            f.write(source)
+    except OSError:  # /work full: the program runs all the same
+        pass
+
+
+def _input_memfd(data: bytes) -> tuple[int, int]:
+    """A memfd holding ``data`` (a case's input) and how many of its bytes it holds. The input
+    is trusted and may exceed the output cap: the file-size limit is raised to its hard value,
+    which leaves room for the largest input, for this write only."""
+    import resource
+
+    fd = os.memfd_create("stdin")
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    try:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (hard, hard))
+    except (ValueError, OSError):
+        pass
+    written = 0
+    view = memoryview(data)
+    try:
+        while written < len(data):
+            n = os.write(fd, view[written : written + (1 << 20)])
+            if n <= 0:
+                break
+            written += n
+    except OSError:  # past the limit: the count says so
+        pass
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd, written
+
+
 def _run_case(compiled: Any, stdin: str, cap: int) -> dict[str, Any]:
     """Run the loaded program once, as a fresh child process, with ``stdin`` as its input; return
-    what it wrote to standard output (raw bytes, as latin-1 text) and how it ended."""
-    import builtins
-
+    what it wrote to standard output (raw bytes, as latin-1 text), how it ended, and how many
+    bytes of its input it was given."""
     if compiled is None:
         raise ValueError("no program loaded")
-    infd = os.memfd_create("stdin")
-    os.write(infd, stdin.encode("utf-8"))
-    os.lseek(infd, 0, os.SEEK_SET)
+    infd, given = _input_memfd(stdin.encode("utf-8"))
     rfd, wfd = os.pipe()
     pid = os.fork()
     if pid == 0:
@@ -345,20 +598,14 @@ def _run_case(compiled: Any, stdin: str, cap: int) -> dict[str, Any]:
         os.dup2(wfd, 1)
         for fd in (infd, rfd, wfd):
             os.close(fd)
-        code = 0
+        code = 1
         try:
-            sys.stdin = open(0, encoding="utf-8", closefd=False)  # noqa: SIM115
-            sys.stdout = open(1, "w", encoding="utf-8", closefd=False)  # noqa: SIM115
-            exec(compiled, {"__name__": "__main__", "__builtins__": builtins})
-        except SystemExit as exc:
-            code = _exit_code(exc)
-        except BaseException:  # noqa: BLE001
-            code = 1
+            # The standard streams as the interpreter makes them for a file and a pipe (lines
+            # split at "\n" only, block-buffered output), the ones at start-up included.
+            sys.stdin = sys.__stdin__ = open(0, encoding="utf-8", newline="\n", closefd=False)  # type: ignore[misc]  # noqa: SIM115
+            sys.stdout = sys.__stdout__ = open(1, "w", encoding="utf-8", newline="\n", closefd=False)  # type: ignore[misc]  # noqa: SIM115
+            code = _run_main(compiled, _main_namespace(_MAIN_PATH))
         finally:
-            try:
-                sys.stdout.flush()
-            except BaseException:  # noqa: BLE001
-                code = code or 1
             os._exit(code & 0xFF)
     os.close(infd)
     os.close(wfd)
@@ -377,7 +624,7 @@ def _run_case(compiled: Any, stdin: str, cap: int) -> dict[str, Any]:
     os.close(rfd)
     _, status = os.waitpid(pid, 0)
     code = 128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
-    return {"stdout": out.decode("latin-1"), "status": code, "truncated": truncated}
+    return {"stdout": out.decode("latin-1"), "status": code, "truncated": truncated, "input_bytes": given}
 
 
 def _verdict(cfg: dict[str, Any]) -> None:
@@ -539,6 +786,7 @@ def main() -> None:
     elif mode == "serve":
         _serve(cfg)
     else:
+        _cap_cpu_count(cfg)
         _run_script(str(cfg["program"]))
     os._exit(0)
 

@@ -10,22 +10,26 @@ a reason *code* and a few small values. The trusted scorer turns the code into w
 table of its own (:mod:`bots_rft.rewards.harness`); nothing else leaves this process.
 
 Only plain data crosses from the candidate: JSON documents whose values decode to exact built-in
-types (None, bool, int, float, str, bytes, complex, list, tuple, set, frozenset, dict). An object
+types (None, bool, int, float, str, bytes, complex, list, tuple, set, frozenset, dict) or to a few
+standard types rebuilt here from plain data (``Counter``, ``OrderedDict``, ``defaultdict``,
+``deque``, dict views, ``Fraction``, ``Decimal``); the candidate's side sends plain data under
+another type (an ``IntEnum`` member, a ``namedtuple``, a ``list`` subclass) as its base value. An object
 the candidate cannot send as plain data stays in its process and is seen here as a
 :class:`RemoteObject`: calling it, reading an attribute or an item, taking its length, iterating
 it or asking its truth value is forwarded (one request per operation); comparing it is by
 identity only, so no object of the candidate's ever decides an ``==`` here. Nothing the
 candidate sends is imported, unpickled, evaluated or used as a name (the names the tests take
-are chosen from the ground truth before the program runs; an exception's name is only a key into
-a fixed table of built-in exceptions). Decoding is bounded in size, depth, value count, time and
+are chosen from the ground truth before the program runs; an exception's class names are only
+keys into a fixed table of built-in exceptions and into the tests' own namespace). Decoding is bounded in size, depth, value count, time and
 hashing cost.
 
 Anything that goes wrong on the candidate's side (it exits, crashes, times out, answers with
 something that is not plain data) is a :class:`CandidateFailure`, and fails the verdict even if
 the test code catches it. An exception the candidate raises is re-raised as a
 :class:`CandidateRaised` (an ``Exception``, also an instance of the matching built-in exception
-where that is safe, so ``except ValueError`` in a test still works; never StopIteration,
-StopAsyncIteration or a non-``Exception``).
+where that is safe, so ``except ValueError`` in a test still works, or of the exception class the
+trusted text defines under one of its class names; never StopIteration, StopAsyncIteration or a
+non-``Exception``), with the program's message (capped) as its ``str()``.
 """
 
 from __future__ import annotations
@@ -91,6 +95,51 @@ _RERAISABLE: dict[str, type[Exception]] = {
     and not issubclass(cls, _REFUSED_EXCEPTIONS)
 }
 _RERAISED: dict[str, type[CandidateRaised]] = {}
+
+
+_MESSAGE_CHARS = 2000  # of an exception's message, as the candidate's side caps it
+
+
+def _trusted_exception(names: object, trusted: dict[str, Any]) -> type[Exception] | None:
+    """The first of the candidate exception's class ``names`` that names, in the tests'
+    namespace, an exception class the trusted text defined (a prompt's ``class BadInput``); None
+    when there is none. Only ever a key into that namespace; never a class that steers control
+    flow (see :data:`_REFUSED_EXCEPTIONS`)."""
+    if type(names) is not list:
+        return None
+    for name in names[:8]:
+        cls = trusted.get(name) if type(name) is str else None
+        if (
+            isinstance(cls, type)
+            and issubclass(cls, Exception)
+            and not issubclass(cls, _REFUSED_EXCEPTIONS)
+            and getattr(cls, "__module__", None) == _TRUSTED_MODULE
+        ):
+            return cls
+    return None
+
+
+_RERAISED_TRUSTED: dict[type, type[CandidateRaised]] = {}
+
+
+def _reraised_trusted(cls: type[Exception]) -> type[CandidateRaised] | None:
+    if cls not in _RERAISED_TRUSTED:
+        try:
+            _RERAISED_TRUSTED[cls] = type(cls.__name__, (cls, CandidateRaised), {"__module__": cls.__module__})
+        except TypeError:  # a layout that does not mix: the built-in class instead
+            return None
+    return _RERAISED_TRUSTED[cls]
+
+
+def _make_raised(cls: type[CandidateRaised], message: str) -> CandidateRaised | None:
+    """An instance of ``cls`` whose ``str()`` is ``message``, made without the class's own
+    ``__init__`` (a trusted class's may want other arguments); None where it cannot be made."""
+    try:
+        exc = cls.__new__(cls, message)
+        BaseException.__init__(exc, message)
+    except Exception:  # noqa: BLE001 - e.g. UnicodeDecodeError wants five arguments
+        return None
+    return exc if isinstance(exc, cls) else None
 
 
 def _reraised_class(name: object) -> type[CandidateRaised]:
@@ -174,6 +223,8 @@ class Candidate:
         self.output_bytes = output_bytes
         self.failure: CandidateFailure | None = None
         self._remotes: dict[int, RemoteObject] = {}
+        #: The tests' namespace: the exception classes its trusted text defines are matched by name.
+        self.trusted: dict[str, Any] = {}
 
     # ------------------------------------------------------------------------------ failures
     def fail(self, code: str, *values: int) -> CandidateFailure:
@@ -201,8 +252,9 @@ class Candidate:
         return self.fail("exited") if code == 0 else self.fail("exit_status", code)
 
     # ------------------------------------------------------------------------------ protocol
-    def request(self, msg: dict[str, Any], *, raw: bool = False) -> Any:
-        """Send one request and return the decoded answer (``raw``: the JSON value as is)."""
+    def request(self, msg: dict[str, Any], *, raw: bool = False, max_reply: int = MAX_REPLY_BYTES) -> Any:
+        """Send one request and return the decoded answer (``raw``: the JSON value as is) of at
+        most ``max_reply`` bytes."""
         if self.failure is not None:
             raise self.fail(self.failure.code)
         body = json.dumps(msg, allow_nan=False).encode()
@@ -212,7 +264,7 @@ class Candidate:
                 self._wait(self.req_w, write=True)
                 data = data[os.write(self.req_w, data) :]
             size = int.from_bytes(self._read(4), "little")
-            if size > MAX_REPLY_BYTES:
+            if size > max(MAX_REPLY_BYTES, max_reply):
                 raise self.fail("too_big")
             reply = json.loads(self._read(size), parse_constant=_reject_constant)
         except BrokenPipeError:
@@ -222,12 +274,15 @@ class Candidate:
         if type(reply) is not dict:
             raise self.fail("not_plain")
         if "raised" in reply:
-            cls = _reraised_class(reply["raised"])
-            text = f"raised by the program ({msg.get('op')})"
-            try:
-                exc: CandidateRaised = cls(text)
-            except TypeError:  # e.g. UnicodeDecodeError wants five arguments
-                exc = CandidateRaised(text)
+            message = reply.get("message")
+            message = message[:_MESSAGE_CHARS] if type(message) is str else ""
+            exc = None
+            trusted = _trusted_exception(reply.get("classes"), self.trusted)
+            sub = _reraised_trusted(trusted) if trusted is not None else None
+            if sub is not None:
+                exc = _make_raised(sub, message)
+            if exc is None:
+                exc = _make_raised(_reraised_class(reply["raised"]), message) or CandidateRaised(message)
             raise exc
         if "ok" not in reply:
             raise self.fail("not_plain")
@@ -278,14 +333,49 @@ class Candidate:
             kind = next(k for k in (list, tuple, frozenset, set) if isinstance(v, k))
             return {"t": kind.__name__, "v": [self.encode(x, depth + 1) for x in v]}
         if isinstance(v, dict):
-            return {"t": "dict", "v": [[self.encode(k, depth + 1), self.encode(x, depth + 1)] for k, x in v.items()]}
+            import collections
+
+            pairs = [[self.encode(k, depth + 1), self.encode(x, depth + 1)] for k, x in v.items()]
+            for standard in (collections.Counter, collections.OrderedDict):
+                if isinstance(v, standard):
+                    return {"t": standard.__name__, "v": pairs}
+            if isinstance(v, collections.defaultdict):
+                factory = v.default_factory
+                name = getattr(factory, "__name__", None)
+                named = name if getattr(builtins, str(name), None) is factory and name in _FACTORIES else None
+                return {"t": "defaultdict", "v": pairs, "factory": named}
+            return {"t": "dict", "v": pairs}
         if isinstance(v, (bytes, bytearray)):
             return {"t": "bytes", "v": bytes(v).hex()}
         if isinstance(v, complex):
             return {"t": "complex", "v": [self.encode(v.real), self.encode(v.imag)]}
         if _crosses_as_object(v):
             return self._encode_objects(v, depth)
+        standard = self._encode_standard(v, depth)
+        if standard is not None:
+            return standard
         raise TypeError(f"a {type(v).__name__} cannot be sent to the program")
+
+    def _encode_standard(self, v: Any, depth: int) -> Any:
+        """A test's ``deque``, dict view, ``Fraction`` or ``Decimal`` (the standard types that
+        cross tagged), or None."""
+        import sys
+
+        collections: Any = sys.modules["collections"]
+        if isinstance(v, collections.deque):
+            return {"t": "deque", "v": [self.encode(x, depth + 1) for x in v], "maxlen": v.maxlen}
+        view: Any = v
+        for kind, tag in ((type({}.keys()), "keys"), (type({}.values()), "values")):
+            if isinstance(v, kind):
+                return {"t": tag, "v": [self.encode(x, depth + 1) for x in view]}
+        if isinstance(v, type({}.items())):
+            return {"t": "items", "v": [[self.encode(k, depth + 1), self.encode(x, depth + 1)] for k, x in view]}
+        fractions, decimal = sys.modules.get("fractions"), sys.modules.get("decimal")
+        if fractions is not None and isinstance(v, fractions.Fraction):
+            return {"t": "fraction", "v": [self.encode(v.numerator), self.encode(v.denominator)]}
+        if decimal is not None and isinstance(v, decimal.Decimal):
+            return {"t": "decimal", "v": str(v)}
+        return None
 
     def _encode_objects(self, root: Any, depth: int) -> Any:
         """An object of a class the trusted text defines (a test's or the header's ``ListNode``,
@@ -355,6 +445,8 @@ class Candidate:
             return bytes.fromhex(body)
         if tag == "complex" and type(body) is list and len(body) == 2 and all(type(x) in (int, float) for x in body):
             return complex(body[0], body[1])
+        if tag in _STANDARD_TAGS:
+            return self._decode_standard(tag, v, body, depth, budget)
         if tag == "ref" and type(body) is int and body >= 0:
             if body not in self._remotes:
                 if len(self._remotes) >= _MAX_REMOTES:
@@ -362,6 +454,53 @@ class Candidate:
                 self._remotes[body] = RemoteObject(self, body, str(v.get("type", "object"))[:60])
             return self._remotes[body]
         raise ValueError("not plain data")
+
+    def _decode_standard(self, tag: str, v: dict[str, Any], body: Any, depth: int, budget: list[int]) -> Any:
+        """A value the candidate sent as one of the standard types that cross tagged, rebuilt here
+        from plain data as that type (never the program's class of it)."""
+        import collections
+
+        if tag == "decimal":
+            if type(body) is not str or len(body) > 100_000:
+                raise ValueError("not plain data")
+            import decimal
+
+            try:
+                return decimal.Decimal(body)
+            except (ArithmeticError, ValueError):
+                raise ValueError("not plain data") from None
+        if type(body) is not list:
+            raise ValueError("not plain data")
+        if tag == "fraction":
+            if len(body) != 2:
+                raise ValueError("not plain data")
+            num, den = (self._decode(x, depth + 1, budget) for x in body)
+            if type(num) is not int or type(den) is not int or den == 0:
+                raise ValueError("not plain data")
+            import fractions
+
+            return fractions.Fraction(num, den)
+        if tag in ("Counter", "OrderedDict", "defaultdict", "items"):
+            if any(type(p) is not list or len(p) != 2 for p in body):
+                raise ValueError("not plain data")
+            pairs = [(self._decode(k, depth + 1, budget), self._decode(x, depth + 1, budget)) for k, x in body]
+            _check_hashes([k for k, _ in pairs])
+            if tag == "items":
+                return dict(pairs).items()
+            if tag == "defaultdict":
+                factory = v.get("factory")
+                return collections.defaultdict(getattr(builtins, factory) if factory in _FACTORIES else None, pairs)
+            if tag == "Counter":
+                return collections.Counter(dict(pairs))
+            return collections.OrderedDict(pairs)
+        items = [self._decode(x, depth + 1, budget) for x in body]
+        if tag == "deque":
+            maxlen = v.get("maxlen")
+            return collections.deque(items, maxlen if type(maxlen) is int and maxlen >= 0 else None)
+        if tag == "keys":
+            _check_hashes(items)
+            return dict.fromkeys(items).keys()
+        return dict(enumerate(items)).values()
 
     # ------------------------------------------------------------------------- operations
     def load(self, source: str, names: list[str], *, run: bool = True) -> dict[str, Any]:
@@ -376,24 +515,30 @@ class Candidate:
         except (ValueError, TypeError, RecursionError, OverflowError, MemoryError):
             raise self.fail("not_plain") from None
 
-    def run_case(self, stdin: str) -> tuple[bytes, int, bool]:
-        """Run the loaded program once on ``stdin``: (raw standard output, exit status,
-        truncated at ``output_bytes``)."""
-        reply = self.request({"op": "run", "stdin": stdin, "output_bytes": self.output_bytes}, raw=True)
+    def run_case(self, stdin: str, cap: int | None = None) -> tuple[bytes, int, bool, int]:
+        """Run the loaded program once on ``stdin``: (raw standard output, exit status, truncated
+        at ``cap`` bytes (default ``output_bytes``), bytes of its input the program was given)."""
+        cap = self.output_bytes if cap is None else cap
+        # The output crosses as latin-1 text in JSON: at most 6 bytes per byte (a \u00XX escape).
+        reply = self.request({"op": "run", "stdin": stdin, "output_bytes": cap}, raw=True, max_reply=6 * cap + 4096)
         if (
             type(reply) is not dict
             or type(reply.get("stdout")) is not str
             or type(reply.get("status")) is not int
             or type(reply.get("truncated")) is not bool
+            or type(reply.get("input_bytes")) is not int
         ):
             raise self.fail("not_plain")
         try:
             out = reply["stdout"].encode("latin-1")
         except UnicodeEncodeError:
             raise self.fail("not_plain") from None
-        return out[: self.output_bytes], reply["status"], reply["truncated"]
+        return out[:cap], reply["status"], reply["truncated"], reply["input_bytes"]
 
 
+# The factories a defaultdict may name when it crosses (built-in types only).
+_FACTORIES = ("int", "float", "str", "bytes", "list", "dict", "set", "frozenset", "tuple", "bool", "complex")
+_STANDARD_TAGS = ("Counter", "OrderedDict", "defaultdict", "deque", "keys", "items", "values", "fraction", "decimal")
 _TRUSTED_MODULE = "__bots_test__"  # the tests' namespace: classes its text defines carry it
 
 
@@ -567,6 +712,7 @@ def run_tests(candidate: Candidate, task: dict[str, Any]) -> dict[str, Any]:
         # class binds it; a name it gets nowhere fails the test as a NameError.
         own = _defined_by_program(task["source"])
         wanted = [name for name in free if name not in namespace and name in own]
+    candidate.trusted = namespace
     try:
         names = candidate.load(task["source"], wanted)
     except CandidateFailure as failure:
@@ -603,20 +749,28 @@ def run_tests(candidate: Candidate, task: dict[str, Any]) -> dict[str, Any]:
 
 def run_stdio(candidate: Candidate, task: dict[str, Any]) -> dict[str, Any]:
     """Standard input/output cases: the program runs once per input in a fresh child process of
-    its own; its raw output is compared here as whitespace-separated tokens."""
+    its own; its raw output is compared here as whitespace-separated tokens. A case's output may
+    reach twice its expected output's size where that exceeds the output cap. The verdict's time
+    limit covers all cases together."""
+    case = -1
     try:
         candidate.load(task["source"], [], run=False)
-        for i, (given, wanted) in enumerate(task["cases"]):
-            out, status, truncated = candidate.run_case(given)
+        for case, (given, wanted) in enumerate(task["cases"]):
+            cap = max(candidate.output_bytes, 2 * len(wanted.encode("utf-8")))
+            out, status, truncated, received = candidate.run_case(given, cap)
+            if received != len(given.encode("utf-8")):
+                return _fail("case_input", case, len(given.encode("utf-8")))
             if truncated:
-                return _fail("case_output", i)
+                return _fail("case_output", case, cap)
             if status > 128:
-                return _fail("case_killed", i, status - 128)
+                return _fail("case_killed", case, status - 128)
             if status != 0:
-                return _fail("case_status", i, status)
+                return _fail("case_status", case, status)
             if out.decode("utf-8", "replace").split() != wanted.split():
-                return _fail("case_wrong", i)
+                return _fail("case_wrong", case)
     except CandidateFailure as failure:
+        if failure.code == "timeout" and case >= 0:
+            return _fail("case_timeout", case)
         return _fail(failure.code, *failure.values)
     except CandidateRaised as exc:
         return _fail("raised_loading", _exception_name(exc))

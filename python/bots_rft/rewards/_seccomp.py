@@ -9,8 +9,10 @@ message queues, semaphores: kernel memory outside every per-process limit), and 
 take from a per-user count of the kernel (inotify and fanotify instances, POSIX message queue
 bytes): started as a user, the sandbox's uid is the scorer's, so a program could use up that
 user's share for the host; and ``socket()`` of the ``AF_VSOCK`` family (the hypervisor's host
-channel, outside every network namespace). Denied calls fail with
-``EPERM``; ``clone3`` fails with ``ENOSYS`` because its flags live in memory a filter cannot read
+channel, outside every network namespace); and ``setsid`` (a new session is a new scheduler
+autogroup: a verdict's processes share one CPU share only while they stay in its session). Denied
+calls fail with ``EPERM``; file locks (``flock``, and ``fcntl``'s lock and lease commands) fail
+with ``ENOLCK``, because the view's files are the host's own; ``clone3`` fails with ``ENOSYS`` because its flags live in memory a filter cannot read
 (the C library then falls back to ``clone``, whose flags are checked). A call made through another
 architecture's system-call table (32-bit x86 on x86-64) kills the process; so does any x32 call.
 
@@ -24,7 +26,7 @@ import platform
 import struct
 from collections.abc import Collection
 
-__all__ = ["seccomp_filter", "DENIED_SYSCALLS", "DENIED_SOCKET_FAMILIES"]
+__all__ = ["seccomp_filter", "DENIED_SYSCALLS", "DENIED_SOCKET_FAMILIES", "LOCK_SYSCALLS", "DENIED_FCNTL_COMMANDS"]
 
 # Names of the denied calls (for the docs and the log); their numbers per architecture below.
 DENIED_SYSCALLS = (
@@ -35,7 +37,18 @@ DENIED_SYSCALLS = (
     "io_uring_setup", "io_uring_enter", "io_uring_register", "userfaultfd", "syslog", "acct",
     "swapon", "swapoff", "quotactl", "quotactl_fd", "name_to_handle_at", "open_by_handle_at",
     "shmget", "msgget", "semget", "inotify_init", "inotify_init1", "fanotify_init", "mq_open",
+    "setsid",
 )  # fmt: skip
+
+# File locks fail with ENOLCK ("no locks available"): ``flock``, and ``fcntl`` with these commands
+# (F_GETLK, F_SETLK, F_SETLKW, their 32-bit forms, the open-file-description locks, leases). The
+# view's files are the host's own, bound read-only: a lock on one would show in the host's
+# /proc/locks, could hold up the host, and could be read by a concurrent verdict.
+LOCK_SYSCALLS = ("flock",)
+DENIED_FCNTL_COMMANDS = {
+    "F_GETLK": 5, "F_SETLK": 6, "F_SETLKW": 7, "F_GETLK64": 12, "F_SETLK64": 13, "F_SETLKW64": 14,
+    "F_OFD_GETLK": 36, "F_OFD_SETLK": 37, "F_OFD_SETLKW": 38, "F_SETLEASE": 1024, "F_GETLEASE": 1025,
+}  # fmt: skip
 
 # The numbers from the kernel's unistd tables (asm/unistd_64.h; asm-generic/unistd.h for aarch64).
 _NUMBERS = {
@@ -49,6 +62,7 @@ _NUMBERS = {
         syslog=103, acct=163, swapon=167, swapoff=168, quotactl=179, quotactl_fd=443,
         name_to_handle_at=303, open_by_handle_at=304, shmget=29, msgget=68, semget=64, clone=56,
         clone3=435, inotify_init=253, inotify_init1=294, fanotify_init=300, mq_open=240, socket=41,
+        setsid=112, flock=73, fcntl=72,
     ),
     "aarch64": dict(
         mount=40, umount2=39, pivot_root=41, open_tree=428, move_mount=429, fsopen=430,
@@ -60,6 +74,7 @@ _NUMBERS = {
         syslog=116, acct=89, swapon=224, swapoff=225, quotactl=60, quotactl_fd=443,
         name_to_handle_at=264, open_by_handle_at=265, shmget=194, msgget=186, semget=190, clone=220,
         clone3=435, inotify_init1=26, fanotify_init=262, mq_open=180, socket=198,  # (no inotify_init)
+        setsid=157, flock=32, fcntl=25,
     ),
 }  # fmt: skip
 _AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
@@ -84,7 +99,7 @@ _RET_ALLOW = 0x7FFF0000
 _RET_KILL_PROCESS = 0x80000000
 _RET_ERRNO = 0x00050000
 # Offsets in struct seccomp_data: nr, arch, then args[6] as 64-bit values from byte 16.
-_OFF_NR, _OFF_ARCH, _OFF_ARG0_LOW = 0, 4, 16
+_OFF_NR, _OFF_ARCH, _OFF_ARG0_LOW, _OFF_ARG1_LOW = 0, 4, 16, 24
 
 
 def _insn(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
@@ -114,6 +129,16 @@ def seccomp_filter(machine: str | None = None, allow: Collection[str] = ()) -> b
         if name in allow or name not in nr:
             continue
         prog += [_insn(_JEQ_K, nr[name], jf=1), _insn(_RET_K, eperm)]
+    enolck = _RET_ERRNO | errno.ENOLCK
+    for name in LOCK_SYSCALLS:
+        if name not in allow:
+            prog += [_insn(_JEQ_K, nr[name], jf=1), _insn(_RET_K, enolck)]
+    if "fcntl" not in allow:
+        commands = list(DENIED_FCNTL_COMMANDS.values())
+        prog.append(_insn(_JEQ_K, nr["fcntl"], jf=len(commands) + 3))
+        prog.append(_insn(_LD_W_ABS, _OFF_ARG1_LOW))  # fcntl()'s command
+        prog += [_insn(_JEQ_K, cmd, jt=len(commands) - i) for i, cmd in enumerate(commands)]
+        prog += [_insn(_RET_K, _RET_ALLOW), _insn(_RET_K, enolck)]  # any other command; a lock's
     families = list(DENIED_SOCKET_FAMILIES.values())
     prog.append(_insn(_JEQ_K, nr["socket"], jf=len(families) + 3))
     prog.append(_insn(_LD_W_ABS, _OFF_ARG0_LOW))  # socket()'s family

@@ -21,7 +21,8 @@ and helpers are run there from the ground truth's text, a standard-library modul
 only the entry point (or, for a ``functional`` test, the names it still needs, where the
 program's own top-level ``def`` or ``class`` binds them), each a stand-in that forwards calls and
 returns plain data. An exception the program raises reaches the test as an ordinary
-``Exception`` (never one that ends an iterator or escapes the test). For stdin/stdout tasks the
+``Exception`` with its message (the prompt's own exception class where the program's is named
+like it; never one that ends an iterator or escapes the test). For stdin/stdout tasks the
 program runs once per input and only its raw output reaches the test side, which compares
 whitespace-separated tokens. So the tests, the expected outputs and the decision never enter the
 program's process, and nothing it prints, patches or returns other than plain data can turn into

@@ -38,26 +38,44 @@ FORMAT_WEIGHT_KEY = "format_weight"
 # An integer or decimal, signed when the sign is not a binary operator ("7-2" ends in 2), with optional thousands separators ("1,234.5").
 _NUMBER = re.compile(r"(?:(?<![\w.])[-+])?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:/\d+)?")
 
-_CODE_BLOCK = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\n(.*?)```", re.DOTALL)
+# The language name, when there is one, is followed by its own blanks: two blank runs with an empty
+# name between them would backtrack quadratically on a fence followed by blanks and no newline.
+_CODE_BLOCK = re.compile(r"```[ \t]*(?:([A-Za-z0-9_+-]+)[ \t]*)?\n(.*?)```", re.DOTALL)
+_BOX = re.compile(r"\\(?:boxed|fbox)\s*\{")
 
 
 def extract_tag(text: str, tag: str = "answer") -> str | None:
-    """Content of the last ``<tag>...</tag>`` in ``text`` (stripped), or None."""
-    matches = re.findall(rf"<{re.escape(tag)}>(.*?)</{re.escape(tag)}>", text, flags=re.DOTALL)
-    return matches[-1].strip() if matches else None
+    """Content of the last ``<tag>...</tag>`` in ``text`` (stripped), or None. Matches pair from
+    the left (each ``<tag>`` with the first ``</tag>`` after it), in one pass: a regex would scan
+    to the end from every unclosed ``<tag>``."""
+    opening, closing = f"<{tag}>", f"</{tag}>"
+    last, pos = None, 0
+    while (start := text.find(opening, pos)) >= 0:
+        end = text.find(closing, start + len(opening))
+        if end < 0:
+            break
+        last, pos = text[start + len(opening) : end], end + len(closing)
+    return last.strip() if last is not None else None
 
 
 def extract_boxed(text: str) -> str | None:
-    """Content of the last ``\\boxed{...}`` (or ``\\fbox{...}``), braces balanced, or None."""
-    best: str | None = None
-    for m in re.finditer(r"\\(?:boxed|fbox)\s*\{", text):
-        depth, i = 1, m.end()
-        while i < len(text) and depth:
-            depth += {"{": 1, "}": -1}.get(text[i], 0)
-            i += 1
-        if depth == 0:
-            best = text[m.end() : i - 1].strip()
-    return best
+    """Content of the last ``\\boxed{...}`` (or ``\\fbox{...}``), braces balanced, or None. Every
+    brace is matched in one pass: scanning from each box would be quadratic in unclosed boxes."""
+    starts = [m.end() for m in _BOX.finditer(text)]
+    if not starts:
+        return None
+    closes: dict[int, int] = {}  # "{" position -> its "}"
+    stack: list[int] = []
+    for i in range(starts[0] - 1, len(text)):
+        c = text[i]
+        if c == "{":
+            stack.append(i)
+        elif c == "}" and stack:
+            closes[stack.pop()] = i
+    for start in reversed(starts):
+        if start - 1 in closes:
+            return text[start : closes[start - 1]].strip()
+    return None
 
 
 def extract_code(text: str, language: str = "python") -> str:

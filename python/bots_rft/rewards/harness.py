@@ -63,7 +63,12 @@ _REASONS: dict[str, tuple[str, _Words]] = {
     "raised": ("el", lambda v, lim: f"the program raised {v[0]} ({_where(v[1])})"),
     "assertion": ("l", lambda v, lim: f"wrong answer (failed assertion at {_where(v[0])})"),
     "test_raised": ("el", lambda v, lim: f"the test raised {v[0]} ({_where(v[1])})"),
-    "case_output": ("n", lambda v, lim: f"case {v[0]}: output exceeds {lim.output_bytes} bytes"),
+    "case_output": ("nn", lambda v, lim: f"case {v[0]}: output exceeds {v[1]} bytes"),
+    "case_timeout": (
+        "n",
+        lambda v, lim: f"case {v[0]}: timed out ({lim.timeout_s:g}s for the whole verdict, all cases together)",
+    ),
+    "case_input": ("nn", lambda v, lim: f"case {v[0]}: its input ({v[1]} bytes) did not reach the program whole"),
     "case_killed": (
         "nn",
         lambda v, lim: f"case {v[0]}: the program was killed (signal {v[1]}: a resource limit or a crash)",
@@ -122,6 +127,8 @@ def run_verdict(task: dict[str, Any], limits: SandboxLimits, allow_unsandboxed: 
     # otherwise spend its time limit on it and fail a right answer as timed out.
     require_isolation(allow_unsandboxed)
     deadline = time.monotonic() + limits.timeout_s
+    # The largest case input: the program's file-size limit leaves room for it (see the agent).
+    inputs = [len(str(given).encode("utf-8")) for given, _ in task.get("cases", ())]
     task_fd = memfd("task", json.dumps(task).encode("utf-8"))
     verdict_r, verdict_w = os.pipe()
     try:
@@ -130,7 +137,12 @@ def run_verdict(task: dict[str, Any], limits: SandboxLimits, allow_unsandboxed: 
             limits,
             allow_unsandboxed=allow_unsandboxed,
             pass_fds=(task_fd, verdict_w),
-            extra={"task_fd": task_fd, "verdict_fd": verdict_w, "deadline": deadline},
+            extra={
+                "task_fd": task_fd,
+                "verdict_fd": verdict_w,
+                "deadline": deadline,
+                "input_bytes": max(inputs, default=0),
+            },
         )
     except BaseException:
         os.close(verdict_r)

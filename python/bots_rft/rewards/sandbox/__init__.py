@@ -8,9 +8,10 @@ with new user, PID, mount, network, IPC and UTS namespaces, and the interpreter 
   its own (``2**31 + 256 * pid + slot``, no other process on the host has it); started by a user,
   as that user inside a user namespace. Every capability is dropped, ``no_new_privs`` is set, and
   a seccomp filter (:mod:`bots_rft.rewards._seccomp`) denies mount, namespace, tracing, BPF,
-  keyring, perf, module, kexec and reboot calls;
+  keyring, perf, module, kexec, reboot, ``setsid`` and file-lock calls;
 - sees a minimal read-only view: the interpreter, its standard library (no site-packages) and the
-  shared libraries they load, a fresh ``/proc`` of its own PID namespace, a minimal ``/dev``, and
+  shared libraries they load, the time-zone database, ``/etc`` files of its own (users,
+  ``localhost``), a fresh ``/proc`` of its own PID namespace, a minimal ``/dev``, and
   a private writable ``/work`` (a tmpfs the agent mounts inside the sandbox) capped in size and
   in inodes; everything else is read-only. No host process, ``/tmp``, home directory or
   repository is visible;

@@ -21,7 +21,7 @@ from typing import Any
 from .._seccomp import seccomp_filter
 from .identities import _get_identities
 from .limits import SandboxLimits
-from .view import _AGENT, _AGENT_IN_SANDBOX, _dev_args, _LaunchError, _Runtime, memfd
+from .view import _AGENT, _AGENT_IN_SANDBOX, _dev_args, _LaunchError, _Runtime, etc_files, memfd
 
 __all__ = ["LaunchState", "finish", "group_members", "namespace_members"]
 
@@ -164,7 +164,11 @@ def _launch_bwrap(
         info_r, info_w = os.pipe()
         own_fds += [info_r, info_w]
         argv += ["--info-fd", str(info_w)]
-        argv += _view_args(runtime, limits, files, agent_mounts, own_fds)
+        # The user database names the ids the sandbox runs as: the program's ("sandbox") and,
+        # started as root, the tests' ("tests").
+        me = os.getuid() if uid is None else uid
+        names = {me: "sandbox"} if peer_uid is None else {peer_uid: "sandbox", me: "tests"}
+        argv += _view_args(runtime, limits, files, agent_mounts, own_fds, names)
         argv += [runtime.python, "-I", "-S", "-B", _AGENT_IN_SANDBOX, json.dumps(cfg)]
         inheritable = [fd for fd in own_fds if fd != info_r] + shared_fds
         proc = subprocess.Popen(argv, env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}, **streams.popen(inheritable))
@@ -195,12 +199,22 @@ def _launch_bwrap(
 
 
 def _view_args(
-    runtime: _Runtime, limits: SandboxLimits, files: Mapping[str, str] | None, agent_mounts: bool, own_fds: list[int]
+    runtime: _Runtime,
+    limits: SandboxLimits,
+    files: Mapping[str, str] | None,
+    agent_mounts: bool,
+    own_fds: list[int],
+    names: dict[int, str],
 ) -> list[str]:
-    """bubblewrap's arguments for what the sandbox shows: the runtime view, ``/proc``, ``/dev``,
-    ``/work`` with the launcher's files, the read-only remounts and the environment. The memfds
-    they name are added to ``own_fds`` (closed once bubblewrap has started)."""
+    """bubblewrap's arguments for what the sandbox shows: the runtime view, its ``/etc`` files
+    (``names``: the user database's ids), ``/proc``, ``/dev``, ``/work`` with the launcher's
+    files, the read-only remounts and the environment. The memfds they name are added to
+    ``own_fds`` (closed once bubblewrap has started)."""
     args = runtime.bwrap_args(own_fds)
+    for data, dest in etc_files(names):
+        fd = memfd("etc", data)
+        own_fds.append(fd)
+        args += ["--perms", "0644", "--ro-bind-data", str(fd), dest]
     args += ["--proc", "/proc"] + _dev_args()
     if agent_mounts:
         # The agent mounts over /work and copies these in (bubblewrap's copies would be covered).
@@ -291,6 +305,9 @@ def _sandbox_env(workdir: str) -> dict[str, str]:
         HOME=workdir,
         TMPDIR=workdir,
         LANG=env.get("LANG", "C.UTF-8"),
+        # Two malloc arenas, not one per thread (each reserves 64 MiB of address space): the
+        # threads the process cap allows then fit the address-space cap.
+        MALLOC_ARENA_MAX="2",
         OMP_NUM_THREADS="1",
         OPENBLAS_NUM_THREADS="1",
         MKL_NUM_THREADS="1",

@@ -46,6 +46,14 @@ class _Runtime:
         dynload = os.path.join(stdlib, "lib-dynload")
         modules = sorted(str(p) for p in Path(dynload).glob("*.so")) if os.path.isdir(dynload) else []
         self.libraries = sorted(_shared_libraries([self.python, *modules]))
+        # Host data the standard library reads, public and read-only: the time-zone database
+        # (zoneinfo; the first folder of the interpreter's TZPATH that exists), the C.UTF-8
+        # locale (setlocale(LC_ALL, "") under LANG=C.UTF-8) and the service and protocol names
+        # (socket.getservbyname).
+        tzpath = str(sysconfig.get_config_var("TZPATH") or "/usr/share/zoneinfo").split(os.pathsep)
+        self.data_dirs = [os.path.realpath(p) for p in tzpath if os.path.isdir(p)][:1]
+        self.data_dirs += [p for p in ("/usr/lib/locale/C.utf8",) if os.path.isdir(p)]
+        self.data_files = [p for p in ("/etc/services", "/etc/protocols") if os.path.isfile(p)]
         self.masked = [
             p
             for p in (os.path.join(stdlib, "site-packages"), os.path.join(stdlib, "dist-packages"))
@@ -74,11 +82,11 @@ class _Runtime:
     def bwrap_args(self, own_fds: list[int]) -> list[str]:
         """bubblewrap's arguments for the view; the memfds they name are added to ``own_fds``
         (the caller closes them once bubblewrap has started)."""
-        files = [self.python, *self.libraries, _AGENT_IN_SANDBOX]
+        files = [self.python, *self.libraries, *self.data_files, _AGENT_IN_SANDBOX, "/etc/passwd"]
         if os.path.isfile("/etc/ld.so.cache"):
             files.append("/etc/ld.so.cache")
         dirs = sorted(
-            {str(p) for f in [*files, self.stdlib] for p in Path(f).parents if str(p) != "/"},
+            {str(p) for f in [*files, self.stdlib, *self.data_dirs] for p in Path(f).parents if str(p) != "/"},
             key=lambda d: (d.count("/"), d),
         )
         args: list[str] = []
@@ -89,6 +97,8 @@ class _Runtime:
             args += ["--ro-bind", lib, lib]
         if os.path.isfile("/etc/ld.so.cache"):
             args += ["--ro-bind", "/etc/ld.so.cache", "/etc/ld.so.cache"]
+        for path in [*self.data_dirs, *self.data_files]:
+            args += ["--ro-bind", path, path]
         for m in self.masked:
             args += ["--tmpfs", m, "--remount-ro", m]
         for data, dest in self.own_files:
@@ -97,6 +107,28 @@ class _Runtime:
             args += ["--perms", "0755", "--dir", os.path.dirname(dest)]
             args += ["--perms", "0644", "--ro-bind-data", str(fd), dest]
         return args
+
+
+def etc_files(ids: dict[int, str]) -> list[tuple[bytes, str]]:
+    """The sandbox's own user database and name service, as data: ``ids`` (uid = gid) by name,
+    ``root`` and ``nobody``, ``localhost`` and the sandbox's host name, looked up in these files
+    only (no DNS: there is no network)."""
+    users = {0: "root", 65534: "nobody", **ids}
+    passwd = "".join(
+        f"{name}:x:{uid}:{uid}:{name}:{'/work' if uid in ids else '/nonexistent'}:/usr/sbin/nologin\n"
+        for uid, name in sorted(users.items())
+    )
+    group = "".join(f"{'nogroup' if uid == 65534 else name}:x:{uid}:\n" for uid, name in sorted(users.items()))
+    hosts = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\tsandbox\n"
+    nsswitch = "".join(
+        f"{db}: files\n" for db in ("passwd", "group", "shadow", "hosts", "networks", "protocols", "services")
+    )
+    return [
+        (passwd.encode(), "/etc/passwd"),
+        (group.encode(), "/etc/group"),
+        (hosts.encode(), "/etc/hosts"),
+        (nsswitch.encode(), "/etc/nsswitch.conf"),
+    ]
 
 
 def _compile_judge() -> bytes | None:
@@ -143,7 +175,9 @@ def _shared_libraries(binaries: Sequence[str]) -> set[str]:
 
 def memfd(name: str, data: bytes) -> int:
     fd = os.memfd_create(name, os.MFD_CLOEXEC)
-    os.write(fd, data)
+    view = memoryview(data)
+    while view:  # a write may be short: the data is whole or this raises
+        view = view[os.write(fd, view) :]
     os.lseek(fd, 0, os.SEEK_SET)
     return fd
 
