@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import Any
@@ -249,3 +250,50 @@ def test_the_speculative_engine_measures_pass_rates(pool_path: Path, tmp_path: P
     assert np.all(np.isfinite(TaskPool.load(out).pass_rate(COLUMN)))
     again = run_refeval(cfg(pool_path, out=str(out), engine="speculative"), progress=False)
     assert again.resumed == 4 and again.evaluated_now == 0
+
+
+def test_a_reference_column_does_not_depend_on_being_the_processs_first_generation(
+    pool_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What parted the pre-registered trial's BOTS seed 10 from its reruns: the oneDNN packing check
+    runs inside the first sampled generation of a process, and when it drew from torch's global
+    generator, the first chunk of the first reference column measured in a `bots compare` process
+    (after that chunk's seed) came out otherwise than the same column measured later in a process.
+    The column must be the same either way; with the trial's check (a draw from the global
+    generator) it is not, which this test also shows."""
+    import torch
+
+    from bots_rft.llm import decoders
+
+    register_verifier("testlen", length_verifier)
+    table = TaskPool.load(pool_path).table
+    table = table.set_column(table.column_names.index("data_source"), "data_source", pa.array(["testlen"] * 4))
+    TaskPool(table).to_parquet(pool_path)
+
+    def measure(name: str, first: bool) -> np.ndarray:
+        if first:
+            decoders._packing_works.cache_clear()  # the check runs inside this measurement
+        else:
+            decoders._packing_works(torch.float32)  # the process generated before (the check is done)
+        out = run_refeval(cfg(pool_path, out=str(tmp_path / f"{name}.parquet"), rollouts=4), progress=False)
+        return out.rates
+
+    later = measure("later", first=False)
+    assert len(set(later.tolist())) > 1  # the samples differ from task to task
+    np.testing.assert_array_equal(measure("first", first=True), later)
+
+    real = decoders._packing_works.__wrapped__
+    calls = []
+
+    @functools.cache
+    def trials_check(dtype: torch.dtype) -> bool:
+        calls.append(dtype)
+        torch.randn(8, 16)  # the trial's version drew its inputs from torch's global generator
+        torch.randn(3, 16)
+        return bool(real(dtype))
+
+    monkeypatch.setattr(decoders, "_packing_works", trials_check)
+    shifted = measure("shifted", first=True)
+    if not calls:
+        pytest.skip("this torch build packs no weights for oneDNN: the check never runs")
+    assert not np.array_equal(shifted, later)

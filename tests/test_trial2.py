@@ -170,3 +170,38 @@ def test_the_prediction_script_runs_at_its_smoke_size(tmp_path: Path) -> None:
         [*cmd, "--calibration", str(tmp_path / "none.json"), "--out", str(tmp_path)], text=True, capture_output=True
     )
     assert bad.returncode == 2 and "--calibration" in bad.stderr
+
+
+def _log(path: Path, steps: list[dict[str, Any]], evals: dict[int, float]) -> Path:
+    records: list[dict[str, Any]] = [{"kind": "config", "step": 0, "config": {}, "machine": {"cpu": "x"}}]
+    records += [{"kind": "train", "step": i + 1, **s} for i, s in enumerate(steps)]
+    records += [{"kind": "eval", "step": s, "accuracy": a, "greedy_accuracy": a} for s, a in evals.items()]
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        ({"loss": 0.25000000000000006}, "the loss parted first, with the same picks and successes"),
+        ({"successes": [8, 3]}, "successes parted before picks: a sampled token differs"),
+        ({"task_ids": [1, 7]}, "picks parted with identical successes before them: the selection or what it reads"),
+    ],
+)
+def test_diverge_names_the_first_step_and_what_parted(tmp_path: Path, change: dict[str, Any], expected: str) -> None:
+    """examples/trial/diverge.py: the first step whose picks, successes or loss differ, and what
+    that says (the selection path, a sampled token, the arithmetic)."""
+    steps = [{"task_ids": [1, 2], "successes": [8, 4], "loss": 0.25} for _ in range(4)]
+    other = [dict(s) for s in steps]
+    other[2] = {**other[2], **change}  # step 3
+    a = _log(tmp_path / "a.jsonl", steps, {0: 0.4, 2: 0.5, 4: 0.6})
+    b = _log(tmp_path / "b.jsonl", other, {0: 0.4, 2: 0.5, 4: 0.61})
+    cmd = [sys.executable, str(ROOT / "examples" / "trial" / "diverge.py")]
+    done = subprocess.run([*cmd, str(a), str(b)], capture_output=True, text=True)
+    assert done.returncode == 1, done.stderr
+    assert "first differ at step 3" in done.stdout and expected in done.stdout
+    assert "first evaluation that differs: step 4" in done.stdout
+    same = subprocess.run([*cmd, str(a), str(a)], capture_output=True, text=True)
+    assert same.returncode == 0 and "identical picks, successes and loss at every step 1-4" in same.stdout
+    bad = subprocess.run([*cmd, str(a), str(tmp_path / "none.jsonl")], capture_output=True, text=True)
+    assert bad.returncode == 2 and "b: no file" in bad.stderr
