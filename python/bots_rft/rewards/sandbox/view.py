@@ -16,12 +16,13 @@ from pathlib import Path
 
 __all__ = ["memfd"]
 
-_REWARDS = Path(__file__).resolve().parent.parent
-_AGENT = str(_REWARDS / "_sandbox_child.py")
+# The in-sandbox side: scripts read as data and run by path inside the sandbox, never imported here.
+_INSIDE = Path(__file__).resolve().parent / "inside"
+_AGENT = str(_INSIDE / "agent.py")
 _AGENT_IN_SANDBOX = "/sandbox/agent.py"
 # The test side of a verdict (``verdict`` mode), next to the agent under the name it imports.
-_JUDGE = str(_REWARDS / "_sandbox_judge.py")
-_JUDGE_IN_SANDBOX = "/sandbox/_sandbox_judge.py"
+_JUDGE = str(_INSIDE / "judge.py")
+_JUDGE_IN_SANDBOX = "/sandbox/judge.py"
 
 
 class _LaunchError(RuntimeError):

@@ -1,4 +1,4 @@
-"""The test side of a code verdict, run inside the sandbox: ``import _sandbox_judge`` by the agent.
+"""The test side of a code verdict, run inside the sandbox: ``import judge`` by the agent.
 
 Standard library only and self-contained, like the agent: the sandbox shows it nothing but the
 interpreter, its standard library, the agent and this file. The agent's ``verdict`` mode forks
@@ -7,7 +7,7 @@ the candidate's process (the program, serving plain data as in ``serve`` mode) a
 runs the ground truth's test code and the prompt's helpers against the candidate, talking to it
 only through the two pipes of the data-only channel, and returns one verdict: pass, or fail with
 a reason *code* and a few small values. The trusted scorer turns the code into words from a fixed
-table of its own (:mod:`bots_rft.rewards.harness`); nothing else leaves this process.
+table of its own (:mod:`bots_rft.rewards.sandbox.verdict`); nothing else leaves this process.
 
 Only plain data crosses from the candidate: JSON documents whose values decode to exact built-in
 types (None, bool, int, float, str, bytes, complex, list, tuple, set, frozenset, dict) or to a few

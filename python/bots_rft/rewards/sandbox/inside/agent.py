@@ -23,7 +23,7 @@ does one of:
   candidate's process (which then serves exactly as in ``serve`` mode, as the candidate
   identity), then becomes the test side as another identity (see :func:`_verdict`): it reads the
   task (program, tests, prompt helpers) from its own pipe, runs the tests with
-  :mod:`_sandbox_judge` against the candidate through the two pipes of the data-only channel,
+  :mod:`judge` (beside this file) against the candidate through the two pipes of the data-only channel,
   and writes one small verdict to the launcher. The candidate's process never holds the task.
 - ``probe``: report the identity and confinement the sandbox gave (uid, capabilities,
   no_new_privs, seccomp, pid) as JSON on stdout, for the start-up check.
@@ -664,7 +664,7 @@ def _verdict(cfg: dict[str, Any]) -> None:
     with os.fdopen(task_fd, "rb") as f:
         task = json.loads(f.read())
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # -I leaves the script's dir out
-    import _sandbox_judge as judge  # type: ignore[import-not-found]
+    import judge  # type: ignore[import-not-found]
 
     candidate = judge.Candidate(req_w, rep_r, pid, float(cfg["deadline"]), int(cfg["output_bytes"]))
     verdict = judge.judge(task, candidate)

@@ -3,7 +3,7 @@
 Both sides of a verdict run in the sandbox (see :mod:`bots_rft.rewards.sandbox`, ``verdict``
 mode): the candidate program in one process, as one unprivileged identity, and the ground
 truth's tests (with the prompt's helpers) in another, as a second identity, the two talking only
-through a bounded, data-only channel (:mod:`bots_rft.rewards._sandbox_judge`). This process
+through a bounded, data-only channel (:mod:`bots_rft.rewards.sandbox.inside.judge`). This process
 writes the task into the test side's pipe and reads back one verdict: a small JSON object of at
 most :data:`_MAX_VERDICT_BYTES`, pass, or fail with a reason *code* and a few small integers or
 built-in exception names. The reason's words come from :data:`_REASONS`, a fixed table here:
@@ -24,8 +24,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .base import RewardResult
-from .sandbox import SandboxLimits, finish, launch, memfd, require_isolation
+from ..base import RewardResult
+from .detection import require_isolation
+from .launching import finish
+from .limits import SandboxLimits
+from .run import launch
+from .view import memfd
 
 __all__ = ["run_verdict", "REASON_CODES"]
 
