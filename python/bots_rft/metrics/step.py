@@ -18,7 +18,9 @@ in its logger as:
   (see :class:`bots_rft.metrics.EffectiveRatios`);
 - ``bots/mean_reward_of_picks``: successes over trials of those rollouts;
 - ``bots/groups``, ``bots/rollouts``: how many tasks and rollouts the update saw;
-- ``bots/capability``: the interpolation estimator's μ̃, once it exists;
+- ``bots/capability``: the interpolation estimator's μ̃, once it exists; ``bots/capability_out_of_range``
+  (1 on a step where μ̃ is more than :data:`CAPABILITY_MARGIN` outside [0, 1], else 0) from the first
+  such step on, which is also logged as a warning, once per run;
 - ``bots/calibration_brier``, ``bots/calibration_ece``, ``bots/calibration_spearman``: how well the
   posterior means of the picks, at the moment they were picked, predicted the k/n their rollouts
   then showed (:mod:`bots_rft.metrics.calibration`; where the integration keeps the predictions), and
@@ -30,7 +32,9 @@ Integrations add their own counters beside these (verl: ``bots/evicted_groups``;
 
 from __future__ import annotations
 
+import logging
 import time
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,6 +46,7 @@ from .calibration import calibration_metrics
 from .paper import effective_ratios
 
 __all__ = [
+    "CAPABILITY_MARGIN",
     "PICK_QUANTILES",
     "Pick",
     "posterior_means",
@@ -54,6 +59,8 @@ __all__ = [
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
+
+logger = logging.getLogger("bots_rft.metrics")
 
 #: Quantiles of the picks' posterior means logged as ``bots/pick_mean_p<q>``.
 PICK_QUANTILES = (10, 50, 90)
@@ -178,7 +185,49 @@ def calibration_step_metrics(
     return calibration_metrics(pred, np.minimum(sums, totals), totals).metrics()
 
 
+#: How far μ̃ may lie outside [0, 1] before it is reported. Slightly outside is ordinary (a policy a
+#: little below its weak reference, noise in a small batch); far outside, the references do not
+#: bracket the policy and the interpolation extrapolates every task's p̃ from them.
+CAPABILITY_MARGIN = 0.5
+
+# The selectors already warned about: one warning per run, however many steps stay out of range.
+_warned: weakref.WeakSet[Any] = weakref.WeakSet()
+# The selectors whose μ̃ has left the range: they log bots/capability_out_of_range every step
+# from then on, so the logger's series has no holes.
+_seen_out: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
 def capability_metrics(selector: Any) -> dict[str, float]:
-    """``bots/capability`` (μ̃) when the selector's implicit evidence has an estimate."""
+    """``bots/capability`` (μ̃) when the selector's implicit evidence has an estimate; once μ̃ has
+    been more than :data:`CAPABILITY_MARGIN` outside [0, 1], also
+    ``bots/capability_out_of_range`` (1 on a step where it is, else 0), and one warning per
+    selector the first time."""
     capability = getattr(selector, "capability", None)
-    return {} if capability is None else {"bots/capability": float(capability)}
+    if capability is None:
+        return {}
+    mu = float(capability)
+    out = {"bots/capability": mu}
+    outside = not -CAPABILITY_MARGIN <= mu <= 1.0 + CAPABILITY_MARGIN
+    try:
+        if outside:
+            _seen_out.add(selector)
+        if selector in _seen_out:
+            out["bots/capability_out_of_range"] = float(outside)
+        if outside and selector not in _warned:
+            _warned.add(selector)
+            _warn_capability(mu)
+    except TypeError:  # a selector that takes no weak reference: the metric alone, every step
+        out["bots/capability_out_of_range"] = float(outside)
+    return out
+
+
+def _warn_capability(mu: float) -> None:
+    # A framework's logging set-up (logging.config.dictConfig) disables loggers made before it;
+    # this warning is the only word a user gets, so undo that.
+    logger.disabled = False
+    logger.warning(
+        f"bots/capability: the interpolation estimator's μ̃ is {mu:.3g}, more than {CAPABILITY_MARGIN} outside "
+        "[0, 1]: the weak and strong reference pass rates do not bracket this policy, so every task's predicted "
+        "success rate is extrapolated from them. Check that the reference columns belong to this pool and "
+        "policy (or lower rho, the weight of that evidence); bots/capability_out_of_range marks such steps"
+    )
