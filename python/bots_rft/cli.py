@@ -20,6 +20,7 @@ COMMAND_MODULES = [
     "bots_rft.commands.embed",
     "bots_rft.commands.train",
     "bots_rft.commands.compare",
+    "bots_rft.commands.example",
 ]
 
 

@@ -110,11 +110,11 @@ def add_parser(subparsers: Any) -> None:
 
     toy = sub.add_parser(
         "toy",
-        help="a tiny pool a random-weight model can learn, for smoke runs (configs/smoke_tiny.yaml)",
+        help="a tiny pool a random-weight model can learn, for smoke runs (bots example smoke)",
         description="Write a toy pool (train.parquet + eval.parquet): task k is solved when the "
         "response's first character has a given code point modulo m, so a random policy succeeds "
-        "about 1/m of the time. Train on it with the verifier bots_rft.train.toy:toy_reward "
-        "(configs/smoke_tiny.yaml registers it).",
+        "about 1/m of the time. bots train scores it with its built-in verifier "
+        "(bots_rft.train.toy:toy_reward); `bots example smoke` prints a config that trains on it.",
     )
     toy.add_argument("--out", default="runs/toy", help="output directory (default: %(default)s)")
     toy.add_argument("--tasks", type=integer(1), default=16, help="training tasks (default: %(default)s)")
@@ -284,14 +284,16 @@ def _info(args: argparse.Namespace) -> int:
     from ..data import TaskPool
     from ..errors import DataError
     from ..rewards.registry import get_verifier
+    from ..train.scoring import register_config_verifiers
 
     check_input(args.pool, "pool", directory_ok=True)
+    config_verifiers: dict[str, str] = {}
     if args.config is not None:
         from ..train.config import load_config
-        from ..train.scoring import register_config_verifiers
 
         check_input(args.config, "--config")
-        register_config_verifiers(load_config(args.config, {"pool": args.pool}).verifiers)
+        config_verifiers = load_config(args.config, {"pool": args.pool}).verifiers
+    register_config_verifiers(config_verifiers)  # with the trainer's own (the toy pool's), as bots train
     pool = TaskPool.load(args.pool)
     counts = sorted(Counter(pool.data_sources().tolist()).items())
     verifiers: dict[str, str | None] = {}

@@ -15,9 +15,10 @@ import numpy as np
 import numpy.typing as npt
 
 from ..data import TaskPool
-from ..errors import ConfigError
+from ..errors import ConfigError, DataError
 from ..rewards import RewardItem, RewardScorer, get_verifier, register_verifier
 from ..rewards.scorer import verifier_name
+from .toy import TOY_VERIFIER
 
 __all__ = ["register_config_verifiers", "score_texts", "VerifierErrors"]
 
@@ -55,15 +56,38 @@ class VerifierErrors:
         return {"verifier_errors": self.count, "verifier_error_kinds": dict(sorted(self.by_kind.items()))}
 
 
+#: Verifiers every training run has beside the package's defaults: the toy pool's, so the pool
+#: ``bots data toy`` writes trains without a ``verifiers:`` entry (its verifier lives with the
+#: trainer, not in :mod:`bots_rft.rewards`, since it scores only that pool). A config's entry wins.
+TRAINING_VERIFIERS = TOY_VERIFIER
+
+
 def register_config_verifiers(verifiers: dict[str, str]) -> None:
-    """Register ``{prefix: "module:function"}`` from the config (in every rank's process)."""
-    for prefix, target in verifiers.items():
+    """Register ``{prefix: "module:function"}`` from the config (in every rank's process), after
+    :data:`TRAINING_VERIFIERS`."""
+    for prefix, target in {**TRAINING_VERIFIERS, **verifiers}.items():
         module, _, name = target.partition(":")
         try:
             fn = getattr(importlib.import_module(module), name)
         except (ImportError, AttributeError) as exc:
             raise ConfigError(f"verifiers.{prefix}: cannot import {target!r} ({exc})") from None
         register_verifier(prefix, fn)
+
+
+def check_verifiers(pool: TaskPool, key: str) -> None:
+    """Refuse a pool with a data source no registered verifier scores, naming ``key`` (the config
+    key that chose the pool), before a run writes or loads anything: otherwise the first step's
+    scoring would stop it, after the model was built and the output folder written."""
+    counts = Counter(pool.data_sources().tolist())
+    for source, count in sorted(counts.items()):
+        try:
+            get_verifier(source)
+        except DataError:
+            raise DataError(
+                f"{key}: {pool.source}: {count} task(s) have data_source {source!r}, which no verifier scores; "
+                "add a verifiers: entry to the config ({prefix: 'module:function'}), or register one with "
+                "bots_rft.rewards.register_verifier"
+            ) from None
 
 
 def score_texts(

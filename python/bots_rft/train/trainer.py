@@ -62,7 +62,7 @@ from .run_embeddings import from_policy as embeddings_from_policy
 from .run_embeddings import from_run as embeddings_from_run
 from .run_selector import make_guard, run_selector
 from .sampling_copy import int8_twin
-from .scoring import VerifierErrors, register_config_verifiers, score_texts
+from .scoring import VerifierErrors, check_verifiers, register_config_verifiers, score_texts
 from .self_rolling import KeptRows
 from .sft import sft_warmup
 from .step_batches import StepBatch, batch_strategy
@@ -102,8 +102,8 @@ class GRPOTrainer:
         self._join_processes()
         self.out_dir = Path(cfg.out_dir)
         self.ckpt_root = self.out_dir / "checkpoints"
+        self._load_data()  # before prepare_out_dir: a pool refused leaves a run --overwrite names in place
         prepare_out_dir(self.out_dir, cfg, self.dist)
-        self._load_data()
         self.resume_from = latest_checkpoint(self.ckpt_root) if cfg.resume else None
         torch.manual_seed(cfg.seed)
         self.model, self.tok, self.ref_model, self.optimizer, self.scheduler = build_policy(cfg, self.device, self.dist)
@@ -160,6 +160,7 @@ class GRPOTrainer:
         """The training pool (its prompts, reference columns, identity) and the held-out rows."""
         cfg = self.cfg
         self.pool = TaskPool.load(cfg.pool)
+        check_verifiers(self.pool, "pool")
         if cfg.batch_size > len(self.pool):
             raise ConfigError(f"batch_size: {cfg.batch_size} exceeds the pool's {len(self.pool)} tasks")
         self.chats = self.pool.prompts(system_prompt=cfg.system_prompt)
@@ -167,6 +168,8 @@ class GRPOTrainer:
         self.weak = self.pool.pass_rate(cfg.weak_column) if cfg.weak_column else None
         self.strong = self.pool.pass_rate(cfg.strong_column) if cfg.strong_column else None
         self.eval_pool, self.eval_chats, self.eval_rows = held_out(cfg)
+        if self.eval_pool is not None:
+            check_verifiers(self.eval_pool, "eval_pool")
 
     def _build_run_state(self) -> None:
         """The verifiers' scorer, rank 0's selector, and the counters a checkpoint records."""
