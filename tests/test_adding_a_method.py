@@ -5,7 +5,9 @@ trainer's config and a short training run. The page's last snippet runs as shown
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -152,6 +154,68 @@ def test_it_trains(added: Method, tmp_path: Path) -> None:
     assert result.steps_done == 2 and not result.interrupted
     configs = [r for r in (tmp_path / "out" / "metrics.jsonl").read_text().splitlines() if '"config"' in r]
     assert configs and '"jitter": 1.5' in configs[0]
+
+
+_BUILT_IN_CHECK = """
+import sys
+from bots_rft.cli import build_parser
+from bots_rft.selector.registry import METHODS, method
+from bots_rft.train.config import TrainConfig
+
+m = method("least-recent")
+assert m.implementation == "least_recent:LeastRecent" and list(METHODS)[-1] == "least-recent"
+assert "least-recent" in build_parser().parse_args(["simulate", "--methods", "random,least-recent"]).methods
+cfg = TrainConfig(pool="p.parquet", method="least-recent", jitter=3)
+assert cfg.method_values() == {"jitter": 3.0, "seed": 0}
+sel = m.build(12, jitter=1.0, seed=2)
+assert len(sel.select(4)) == 4
+print(sys.modules["least_recent"].__file__ if "least_recent" in sys.modules else method("least-recent").builder.__module__)
+"""
+
+
+def test_a_built_in_method_is_one_file_and_one_registry_line(tmp_path: Path) -> None:
+    """The page's file, put beside the built-in peers of a copy of the package, and one line
+    added to the registry's list (as the page says): the method is then built in, listed,
+    a trainer key and buildable, and nothing else in the package differs from the original."""
+    import bots_rft
+
+    file, *_ = _snippets()
+    source = Path(bots_rft.__file__).parent
+    copy = tmp_path / "bots_rft"
+    for path in source.rglob("*"):
+        if path.is_file() and "__pycache__" not in path.parts:
+            target = copy / path.relative_to(source)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(path.read_bytes())
+    (copy / "selector" / "peers" / "least_recent.py").write_text(file, encoding="utf-8")
+    registry = copy / "selector" / "registry.py"
+    line = 'register(declared("bots_rft.selector.peers.least_recent:METHOD"))\n'
+    text = registry.read_text(encoding="utf-8")
+    last = text.rindex("register(declared(")
+    end = text.index("\n", last) + 1
+    registry.write_text(text[:end] + line + text[end:], encoding="utf-8")
+
+    changed = sorted(
+        str(p.relative_to(copy))
+        for p in copy.rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts
+        and (not (source / p.relative_to(copy)).exists() or (source / p.relative_to(copy)).read_bytes() != p.read_bytes())
+    )  # fmt: skip
+    assert changed == ["selector/peers/least_recent.py", "selector/registry.py"]
+    added = [
+        d
+        for d in registry.read_text().splitlines()
+        if d not in (source / "selector/registry.py").read_text().splitlines()
+    ]
+    assert added == [line.strip()]
+
+    # The page's file says `implementation="least_recent:LeastRecent"`; as a built-in it lives in
+    # the peers package, so the check imports it under that name too.
+    check = _BUILT_IN_CHECK.replace('assert m.implementation == "least_recent:LeastRecent" and ', "assert ")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    run = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert "bots_rft.selector.peers.least_recent" in run.stdout
 
 
 def test_the_bots_command_registers_an_installed_packages_method(

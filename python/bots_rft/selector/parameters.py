@@ -3,10 +3,12 @@ default and one check that raises :class:`~bots_rft.errors.InvalidTypeError` for
 wrong type and :class:`~bots_rft.errors.InvalidArgumentError` for one out of range, both naming
 the parameter and the value.
 
-This is the bottom of the method layer: the selectors, the peers and the static selectors read
-their parameters from here; :mod:`bots_rft.selector.registry` (which method takes which parameters)
-and :mod:`bots_rft.selector.registry` (the registry that builds those selectors) sit on top of it, so the
-imports run one way.
+This is the catalogue of the parameters several methods share (BOTS's λ, ρ, p* ... in every
+BOTS-based method, the trainer and the simulator's sweeps; a seed; dynamic sampling's rollouts);
+a parameter that one method alone takes is defined beside its class, in the method's file. It
+is the bottom of the method layer: every method's file reads its parameters from here, and
+:mod:`bots_rft.selector.registry`, which lists the methods, sits on top of them, so the imports
+run one way.
 """
 
 from __future__ import annotations
@@ -43,32 +45,15 @@ __all__ = [
     "TAU",
     "ADAPTIVE_RHO",
     "ADAPTIVE_LAM",
-    "CANDIDATE_RATIO",
-    "PRIOR_ALPHA",
-    "TRANSITION_DECAY",
-    "P_EASY",
-    "P_HARD",
-    "TARGET_ZERO_VARIANCE",
-    "SAMPLING_RATIO",
     "N_INIT",
     "N_CONTINUE",
     "GEN_RATIO",
     "MAX_GEN_BATCHES",
-    "STEP_SIZE",
-    "SENSITIVITY",
-    "TARGET_REWARD",
-    "INITIAL_DIFFICULTY",
-    "ROUNDS",
-    "ROUND_REPEAT",
-    "KEEP",
-    "N_LOW",
-    "N_HIGH",
-    "PEER_PARAMS",
+    "SCREENING_PARAMS",
     "LAG_DISCOUNT",
-    "N_MIN",
-    "N_MAX",
     "PRIOR_PRECISION",
     "PARAMETERS",
+    "CATALOGUE",
     "RULE_PARAMS",
     "BOTS_PARAMS",
     "MOPPS_FIXED",
@@ -192,29 +177,8 @@ TAU = Parameter(
 ADAPTIVE_RHO = Parameter("adaptive_rho", "bool", False, "halve ρ when the estimator's predictions miss by ≥ 0.25")
 ADAPTIVE_LAM = Parameter("adaptive_lam", "bool", False, "scale λ by the learner's observed drift (within ×4)")
 
-# The peers from the literature (bots_rft.selector.peers), each with its published default.
-CANDIDATE_RATIO = Parameter(
-    "candidate_ratio", "float", 32.0, "DPS: candidates scored per step, as a multiple of the batch size", 1.0
-)
-PRIOR_ALPHA = Parameter(
-    "prior_alpha", "float", 1.0, "DPS: Dirichlet prior count of every state transition", 0.0, low_open=True
-)
-TRANSITION_DECAY = Parameter(
-    "transition_decay", "float", 0.7, "DPS: share of old transition counts kept each step (1: no forgetting)", 0.0, 1.0
-)
-P_EASY = Parameter("p_easy", "float", 0.5, "GRESO: initial exploration probability of always-solved prompts", 0.0, 1.0)
-P_HARD = Parameter("p_hard", "float", 0.5, "GRESO: initial exploration probability of never-solved prompts", 0.0, 1.0)
-TARGET_ZERO_VARIANCE = Parameter(
-    "target_zero_variance", "float", 0.25, "GRESO: target share of zero-variance groups rolled out", 0.0, 1.0
-)
-SAMPLING_RATIO = Parameter(
-    "sampling_ratio",
-    "float",
-    1.5,
-    "GRESO: generation batch as a multiple of the batch size (384/256)",
-    0.0,
-    low_open=True,
-)
+#: SPEED-RL's screening (its published defaults), which BOTS-Screen shares; the parameters only one
+#: method takes are defined beside its class.
 N_INIT = Parameter("n_init", "int", 4, "SPEED: screening rollouts per new prompt", 2)
 N_CONTINUE = Parameter("n_continue", "int", 12, "SPEED: further rollouts per qualified prompt", 1)
 GEN_RATIO = Parameter(
@@ -226,44 +190,7 @@ GEN_RATIO = Parameter(
     low_open=True,
 )
 MAX_GEN_BATCHES = Parameter("max_gen_batches", "int", 50, "SPEED: generation calls per step at most", 1)
-STEP_SIZE = Parameter("step_size", "float", 50.0, "AdaRFT: η, the step of the target difficulty (0-100 scale)", 0.0)
-SENSITIVITY = Parameter("sensitivity", "float", 2.0, "AdaRFT: α, the sensitivity of the step to the reward gap", 0.0)
-TARGET_REWARD = Parameter("target_reward", "float", 0.5, "AdaRFT: β, the batch reward the target aims at", 0.0, 1.0)
-INITIAL_DIFFICULTY = Parameter(
-    "initial_difficulty",
-    "float",
-    0.0,
-    "AdaRFT: the target difficulty at the start (0 easiest, 100 hardest)",
-    0.0,
-    100.0,
-)
-ROUNDS = Parameter("rounds", "int", 4, "Reinforce-Ada: sampling rounds per step at most", 1)
-ROUND_REPEAT = Parameter("round_repeat", "int", 8, "Reinforce-Ada: rollouts per active prompt and round", 1)
-KEEP = Parameter("keep", "int", 4, "Reinforce-Ada: a prompt stops with keep/2 correct and keep/2 incorrect rollouts", 2)
-N_LOW = Parameter("n_low", "int", 2, "Knapsack-RL: fewest rollouts a prompt gets", 1)
-N_HIGH = Parameter("n_high", "int", 128, "Knapsack-RL: most rollouts a prompt gets", 1)
-PEER_PARAMS = (
-    CANDIDATE_RATIO,
-    PRIOR_ALPHA,
-    TRANSITION_DECAY,
-    P_EASY,
-    P_HARD,
-    TARGET_ZERO_VARIANCE,
-    SAMPLING_RATIO,
-    N_INIT,
-    N_CONTINUE,
-    GEN_RATIO,
-    MAX_GEN_BATCHES,
-    STEP_SIZE,
-    SENSITIVITY,
-    TARGET_REWARD,
-    INITIAL_DIFFICULTY,
-    ROUNDS,
-    ROUND_REPEAT,
-    KEEP,
-    N_LOW,
-    N_HIGH,
-)
+SCREENING_PARAMS = (N_INIT, N_CONTINUE, GEN_RATIO, MAX_GEN_BATCHES)
 
 LAG_DISCOUNT = Parameter(
     "lag_discount",
@@ -274,9 +201,6 @@ LAG_DISCOUNT = Parameter(
     1.0,
     low_open=True,
 )
-#: BOTS-Plan's bounds on the rollouts one task gets (its budget is batch × n, what BOTS spends).
-N_MIN = Parameter("n_min", "int", 8, "BOTS-Plan: fewest rollouts a planned task gets", 1)
-N_MAX = Parameter("n_max", "int", 32, "BOTS-Plan: most rollouts a planned task gets", 1)
 #: bots-embed's regression: the prior precision of its weights (on features of unit mean square
 #: norm, so the default gives a task's logit a prior standard deviation of 2).
 PRIOR_PRECISION = Parameter(
@@ -287,7 +211,8 @@ PRIOR_PRECISION = Parameter(
     0.0,
     low_open=True,
 )
-#: Every parameter by name (``n_rollouts`` is BOTS' real-valued one; dynamic sampling's is an int).
+#: Every shared parameter by name (the parameters of one method alone are defined beside its
+#: class; ``n_rollouts`` is BOTS' real-valued one; dynamic sampling's is an int).
 PARAMETERS: Mapping[str, Parameter] = MappingProxyType(
     {
         p.name: p
@@ -301,18 +226,19 @@ PARAMETERS: Mapping[str, Parameter] = MappingProxyType(
             MIN_GAP,
             SEED,
             LAG_DISCOUNT,
-            N_MIN,
-            N_MAX,
             PRIOR_PRECISION,
             OVERSAMPLE,
             MAX_ROUNDS,
             TAU,
             ADAPTIVE_RHO,
             ADAPTIVE_LAM,
-            *PEER_PARAMS,
+            *SCREENING_PARAMS,
         )
     }
 )
+#: Every shared parameter: those by name, and dynamic sampling's integer ``n_rollouts``. A method
+#: registered later may take any of them, but define no other parameter under one of their names.
+CATALOGUE: tuple[Parameter, ...] = (*PARAMETERS.values(), ROLLOUTS)
 #: The selection rule's further settings, which every BOTS-based method takes (off by default).
 RULE_PARAMS = (TAU, ADAPTIVE_RHO, ADAPTIVE_LAM, LAG_DISCOUNT)
 #: What every BOTS-based method takes: its posterior, estimator, sampling and selection rule.

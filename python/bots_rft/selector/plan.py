@@ -48,6 +48,7 @@ import numpy.typing as npt
 from .._portable import int_power
 from .._validation import as_int
 from ..errors import InvalidArgumentError, InvalidTypeError
+from .parameters import Parameter
 from .protocol import Plan as Plan
 
 __all__ = [
@@ -57,7 +58,13 @@ __all__ = [
     "rollout_gain",
     "allocate_rollouts",
     "check_plan_args",
+    "N_MIN",
+    "N_MAX",
 ]
+
+#: BOTS-Plan's bounds on the rollouts one task gets (its budget is batch × n, what BOTS spends).
+N_MIN = Parameter("n_min", "int", 8, "BOTS-Plan: fewest rollouts a planned task gets", 1)
+N_MAX = Parameter("n_max", "int", 32, "BOTS-Plan: most rollouts a planned task gets", 1)
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]

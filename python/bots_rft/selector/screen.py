@@ -24,7 +24,9 @@ import numpy as np
 import numpy.typing as npt
 
 from ..errors import CheckpointError
-from .parameters import GEN_RATIO, MAX_GEN_BATCHES, N_CONTINUE, N_INIT
+from .bots.methods import bots_selector, interpolation
+from .method import Method, RolloutMode, needs_rollout
+from .parameters import BOTS_PARAMS, GEN_RATIO, MAX_GEN_BATCHES, N_CONTINUE, N_INIT, SCREENING_PARAMS
 from .peers.base import FloatArray, Groups, IdArray
 from .peers.speed import SpeedRL
 from .protocol import RolledBatch, Selector
@@ -127,3 +129,22 @@ class ScreenedBOTS(SpeedRL):
         except CheckpointError:
             self.bots.load_state_dict(before)
             raise
+
+
+def _build(m: Method, n: int, weak: Any, strong: Any, rollout: Any, threads: Any, p: dict[str, Any]) -> ScreenedBOTS:
+    screen = {k: p[k] for k in ("n_init", "n_continue", "gen_ratio", "max_gen_batches")}
+    bots = bots_selector(n, p, interpolation(m, weak, strong, p), threads)
+    return ScreenedBOTS(n, needs_rollout(m, rollout), bots=bots, seed=p["seed"], **screen)
+
+
+METHOD = Method(
+    name="bots-screen",
+    label="BOTS-Screen",
+    summary="BOTS proposing the prompts SPEED-RL's screen tries: n_init screening rollouts each, "
+    "n_continue more for those whose screening disagrees; every rollout is BOTS's evidence",
+    params=(*BOTS_PARAMS, *SCREENING_PARAMS),
+    references="optional",
+    rollout_mode=RolloutMode.CALLBACK,
+    implementation="bots_rft.selector.screen:ScreenedBOTS",
+    builder=_build,
+)

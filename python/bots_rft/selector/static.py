@@ -22,6 +22,7 @@ import numpy as np
 from .._validation import batch_size as _check_batch
 from .._validation import feedback, rates_or_nan, selectable
 from ..errors import CheckpointError, InvalidArgumentError
+from .method import Method, one_per_task, references
 from .parameters import SEED
 from .protocol import IdArray, check_num_tasks, check_state
 
@@ -36,7 +37,7 @@ class RandomSelector:
 
     kind = "random"
 
-    def __init__(self, num_tasks: int, *, seed: int = 0) -> None:
+    def __init__(self, num_tasks: int, *, seed: int = SEED.default) -> None:
         self.num_tasks = check_num_tasks(num_tasks)
         self.seed = SEED.check(seed)
         self._rng = np.random.default_rng(self.seed)
@@ -144,7 +145,7 @@ class ReferenceFilterSelector(RandomSelector):
 
     kind = "reference-filter"
 
-    def __init__(self, weak: object, strong: object, *, seed: int = 0) -> None:
+    def __init__(self, weak: object, strong: object, *, seed: int = SEED.default) -> None:
         w = rates_or_nan(weak, "weak")
         s = rates_or_nan(strong, "strong", len(w))
         if w.size == 0:
@@ -165,3 +166,55 @@ class ReferenceFilterSelector(RandomSelector):
         rest = np.flatnonzero(usable & ~self.kept)
         fill = self._rng.choice(rest, size=b - kept.size, replace=False)
         return np.asarray(np.concatenate([kept, fill]), dtype=np.int64)
+
+
+def _build_random(
+    m: Method, n: int, weak: Any, strong: Any, rollout: Any, threads: Any, p: dict[str, Any]
+) -> RandomSelector:
+    return RandomSelector(n, seed=p["seed"])
+
+
+def _build_offline(
+    m: Method, n: int, weak: Any, strong: Any, rollout: Any, threads: Any, p: dict[str, Any]
+) -> OfflineSelector:
+    refs = references(m, weak, strong)
+    assert refs is not None  # required
+    return one_per_task(OfflineSelector(*refs), n)  # type: ignore[no-any-return]
+
+
+def _build_reference_filter(
+    m: Method, n: int, weak: Any, strong: Any, rollout: Any, threads: Any, p: dict[str, Any]
+) -> ReferenceFilterSelector:
+    refs = references(m, weak, strong)
+    assert refs is not None  # required
+    return one_per_task(ReferenceFilterSelector(*refs, seed=p["seed"]), n)  # type: ignore[no-any-return]
+
+
+RANDOM = Method(
+    name="random",
+    label="Random",
+    summary="uniform without replacement within each batch",
+    params=(SEED,),
+    references="unused",
+    implementation="bots_rft.selector.static:RandomSelector",
+    builder=_build_random,
+)
+OFFLINE = Method(
+    name="offline",
+    label="Offline",
+    summary="a static easy-to-hard curriculum by the strong reference pass rate",
+    params=(),
+    references="required",
+    implementation="bots_rft.selector.static:OfflineSelector",
+    builder=_build_offline,
+)
+REFERENCE_FILTER = Method(
+    name="reference-filter",
+    label="Ref-filter",
+    summary="uniform over the tasks the weak and strong references do not both solve always or "
+    "never: the references' information without online updating (a control arm for BOTS)",
+    params=(SEED,),
+    references="required",
+    implementation="bots_rft.selector.static:ReferenceFilterSelector",
+    builder=_build_reference_filter,
+)

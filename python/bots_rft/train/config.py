@@ -43,9 +43,9 @@ from ..config_files import (
 )
 from ..errors import BotsError, ConfigError
 from ..llm.models import DTYPE_NAMES
-from ..selector.parameters import PARAMETERS, Parameter
-from ..selector.parameters import PEER_PARAMS as _PEERS
-from ..selector.registry import RolloutMode, method_names, parameter, parameters
+from ..selector.parameters import BOTS_PARAMS, MAX_ROUNDS, OVERSAMPLE, PRIOR_PRECISION, Parameter
+from ..selector.plan import N_MAX, N_MIN
+from ..selector.registry import BUILT_IN_PARAMETERS, RolloutMode, method_names, parameter, parameters
 from ..selector.registry import method as method_spec
 
 __all__ = [
@@ -81,21 +81,27 @@ RESUME_PARAMS: tuple[str, ...] = get_args(ResumeParams)
 #: Selection parameters a resumed BOTS run may change (see ``resume_params``).
 SELECTION_PARAMS = ("lam", "rho", "target", "thompson", "tau", "adaptive_rho", "adaptive_lam")
 
-#: The parameters of the peer methods (docs/peers.md), as config keys: a resumed run refuses
-#: another value of one its method takes.
-PEER_PARAMS = _PEERS
-
 #: Method parameters whose value the trainer supplies from its own keys: ``n_rollouts`` is
 #: ``rollouts`` (n), ``seed`` the run's ``seed``.
 TRAINER_SUPPLIED = ("n_rollouts", "seed")
 #: Catalogue defaults the trainer changes: dynamic sampling's generation batches per step at most
 #: (fewer than the method's 16: on a trainer each round is a generation pass of the model).
 _TRAINER_DEFAULTS = {"max_rounds": 4}
-#: The selection keys: one per parameter of the method catalogue
-#: (:data:`bots_rft.selector.parameters.PARAMETERS`), each with the catalogue's range and default,
-#: so that every method's every parameter is settable. Parameters of a method added later
-#: (:func:`bots_rft.selector.registry.register`) are keys too, held in ``method_params``.
-SELECTION_KEYS: dict[str, Parameter] = {n: p for n, p in PARAMETERS.items() if n not in TRAINER_SUPPLIED}
+
+#: The selection keys: one per parameter of the built-in methods (the catalogue's,
+#: :data:`bots_rft.selector.parameters.PARAMETERS`, and those a method defines beside its class),
+#: each with its range and default, so that every method's every parameter is settable. Parameters
+#: of a method added later (:func:`bots_rft.selector.registry.register`) are keys too, held in
+#: ``method_params``.
+SELECTION_KEYS: dict[str, Parameter] = {n: p for n, p in BUILT_IN_PARAMETERS.items() if n not in TRAINER_SUPPLIED}
+
+#: The parameters of the peer methods (docs/peers.md), as config keys: a resumed run refuses
+#: another value of one its method takes. Not among them: BOTS's (a resumed BOTS run may change its
+#: selection parameters, ``resume_params``), BOTS-Plan's bounds (checked for that method alone) and
+#: dynamic sampling's generation batches.
+PEER_PARAMS = tuple(
+    p for p in SELECTION_KEYS.values() if p not in (*BOTS_PARAMS, PRIOR_PRECISION, N_MIN, N_MAX, OVERSAMPLE, MAX_ROUNDS)
+)
 
 #: Selection methods ``method=`` accepts (:data:`bots_rft.selector.registry.METHODS`; their aliases too).
 METHODS = method_names()

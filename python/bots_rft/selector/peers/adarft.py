@@ -36,10 +36,23 @@ import numpy as np
 from ..._validation import as_int, feedback, rates_or_nan, selectable
 from ..._validation import batch_size as _check_batch
 from ...errors import CheckpointError, InvalidArgumentError
-from ..parameters import INITIAL_DIFFICULTY, SEED, SENSITIVITY, STEP_SIZE, TARGET_REWARD
+from ..method import Method, one_per_task, references
+from ..parameters import SEED, Parameter
 from .base import FloatArray, IdArray, check_state, restore_rng
 
 __all__ = ["AdaRFT", "difficulty_scores"]
+
+STEP_SIZE = Parameter("step_size", "float", 50.0, "AdaRFT: η, the step of the target difficulty (0-100 scale)", 0.0)
+SENSITIVITY = Parameter("sensitivity", "float", 2.0, "AdaRFT: α, the sensitivity of the step to the reward gap", 0.0)
+TARGET_REWARD = Parameter("target_reward", "float", 0.5, "AdaRFT: β, the batch reward the target aims at", 0.0, 1.0)
+INITIAL_DIFFICULTY = Parameter(
+    "initial_difficulty",
+    "float",
+    0.0,
+    "AdaRFT: the target difficulty at the start (0 easiest, 100 hardest)",
+    0.0,
+    100.0,
+)
 
 
 def difficulty_scores(weak: object, strong: object) -> FloatArray:
@@ -66,7 +79,7 @@ class AdaRFT:
         sensitivity: float = SENSITIVITY.default,
         target_reward: float = TARGET_REWARD.default,
         initial_difficulty: float = INITIAL_DIFFICULTY.default,
-        seed: int = 0,
+        seed: int = SEED.default,
     ) -> None:
         self.difficulty = difficulty_scores(weak, strong)
         if self.difficulty.size == 0:
@@ -115,3 +128,20 @@ class AdaRFT:
             raise CheckpointError(f"state: has an invalid target difficulty {target!r}")
         self._rng, self.target = rng, float(target)
         self.seed = int(st.get("seed", self.seed))
+
+
+def _build(m: Method, n: int, weak: Any, strong: Any, rollout: Any, threads: Any, p: dict[str, Any]) -> Any:
+    refs = references(m, weak, strong)
+    assert refs is not None  # required
+    return one_per_task(AdaRFT(*refs, **p), n)
+
+
+METHOD = Method(
+    name="adarft",
+    label="AdaRFT",
+    summary="a target difficulty that moves with the batch reward; the tasks nearest it by reference difficulty",
+    params=(STEP_SIZE, SENSITIVITY, TARGET_REWARD, INITIAL_DIFFICULTY, SEED),
+    references="required",
+    implementation="bots_rft.selector.peers.adarft:AdaRFT",
+    builder=_build,
+)

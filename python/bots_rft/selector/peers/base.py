@@ -76,7 +76,7 @@ class SelfRolling:
 
     kind = "self_rolling"
 
-    def __init__(self, num_tasks: int, rollout: Any, *, seed: int = 0) -> None:
+    def __init__(self, num_tasks: int, rollout: Any, *, seed: int = SEED.default) -> None:
         self.num_tasks = as_int(num_tasks, "num_tasks", minimum=1)
         if not callable(rollout):
             raise InvalidTypeError(f"rollout: must be callable, got {rollout!r}", "rollout")

@@ -28,6 +28,7 @@ import numpy.typing as npt
 from ..._validation import as_int, feedback, selectable
 from ..._validation import batch_size as _check_batch
 from ...errors import CheckpointError, InvalidArgumentError, InvalidTypeError
+from ..method import Method, RolloutMode
 from ..parameters import MAX_ROUNDS, OVERSAMPLE, ROLLOUTS, SEED
 from ..protocol import IdArray, RolloutFn, Selector, check_num_tasks, check_state
 
@@ -96,7 +97,7 @@ class EpochOrder:
 
     kind = "epoch_order"
 
-    def __init__(self, num_tasks: int, *, seed: int = 0) -> None:
+    def __init__(self, num_tasks: int, *, seed: int = SEED.default) -> None:
         self.num_tasks = check_num_tasks(num_tasks)
         self.seed = SEED.check(seed)
         self._rng = np.random.default_rng(self.seed)
@@ -194,10 +195,10 @@ class DynamicSampling:
         num_tasks: int,
         rollout: RolloutFn,
         *,
-        n_rollouts: int = 16,
-        oversample: float = 3.0,
-        max_rounds: int = 16,
-        seed: int = 0,
+        n_rollouts: int = ROLLOUTS.default,
+        oversample: float = OVERSAMPLE.default,
+        max_rounds: int = MAX_ROUNDS.default,
+        seed: int = SEED.default,
         proposer: Selector | None = None,
     ) -> None:
         self.num_tasks = check_num_tasks(num_tasks)
@@ -335,3 +336,34 @@ class DynamicSampling:
         self.extra_rollouts, self.total_rollouts = extra, total
         self._pending = None
         self._rolled = None
+
+
+def _build(m: Method, n: int, weak: Any, strong: Any, rollout: Any, threads: Any, p: dict[str, Any]) -> DynamicSampling:
+    if rollout is None:
+        raise InvalidArgumentError(
+            f"rollout: the {m.name} method rolls out inside select and needs a rollout callback", "rollout"
+        )
+    return DynamicSampling(
+        n, rollout, n_rollouts=p["n_rollouts"], oversample=p["oversample"], max_rounds=p["max_rounds"], seed=p["seed"]
+    )
+
+
+def _unrolled(m: Method, n: int, weak: Any, strong: Any, threads: Any, p: dict[str, Any]) -> EpochOrder:
+    """DAPO-DS without its callback: the epoch walk that proposes its generation batches (a trainer
+    fills the batch itself)."""
+    return EpochOrder(n, seed=p["seed"])
+
+
+METHOD = Method(
+    name="dynamic",
+    label="DAPO-DS",
+    summary="DAPO's dynamic sampling: roll out generation batches in epoch order, keep "
+    "the tasks whose rollouts disagree",
+    params=(ROLLOUTS, OVERSAMPLE, MAX_ROUNDS, SEED),
+    references="unused",
+    rollout_mode=RolloutMode.DAPO_FILL,
+    aliases=("dapo",),
+    implementation="bots_rft.selector.peers.dapo:DynamicSampling",
+    builder=_build,
+    unrolled=_unrolled,
+)

@@ -50,11 +50,22 @@ from ..._portable import int_power
 from ..._validation import as_int, feedback, selectable
 from ..._validation import batch_size as _check_batch
 from ...errors import CheckpointError
-from ..parameters import CANDIDATE_RATIO, PRIOR_ALPHA, ROLLOUTS, SEED, TRANSITION_DECAY
+from ..method import Method, references
+from ..parameters import ROLLOUTS, SEED, Parameter
 from .base import FloatArray, IdArray, check_state, prior_rates, saved_array
 from .dapo import EpochOrder
 
 __all__ = ["DynamicsPredictiveSampling", "STATES"]
+
+CANDIDATE_RATIO = Parameter(
+    "candidate_ratio", "float", 32.0, "DPS: candidates scored per step, as a multiple of the batch size", 1.0
+)
+PRIOR_ALPHA = Parameter(
+    "prior_alpha", "float", 1.0, "DPS: Dirichlet prior count of every state transition", 0.0, low_open=True
+)
+TRANSITION_DECAY = Parameter(
+    "transition_decay", "float", 0.7, "DPS: share of old transition counts kept each step (1: no forgetting)", 0.0, 1.0
+)
 
 #: The solving states, in the order of every state vector and transition matrix.
 STATES = ("unsolved", "partial", "solved")
@@ -79,7 +90,7 @@ class DynamicsPredictiveSampling:
         candidate_ratio: float = CANDIDATE_RATIO.default,
         prior_alpha: float = PRIOR_ALPHA.default,
         transition_decay: float = TRANSITION_DECAY.default,
-        seed: int = 0,
+        seed: int = SEED.default,
         n_rollouts: int = ROLLOUTS.default,
         prior: npt.ArrayLike | None = None,
     ) -> None:
@@ -197,3 +208,20 @@ def _mask_with(allowed: npt.NDArray[np.bool_] | None, taken: IdArray, n: int) ->
     excluded = np.zeros(n, dtype=bool) if allowed is None else ~allowed
     excluded[taken] = True
     return excluded
+
+
+def _build(m: Method, n: int, weak: Any, strong: Any, rollout: Any, threads: Any, p: dict[str, Any]) -> Any:
+    refs = references(m, weak, strong)  # the weak reference's rate is the prior, when given
+    return DynamicsPredictiveSampling(n, **p, prior=None if refs is None else refs[0])
+
+
+METHOD = Method(
+    name="dps",
+    label="DPS",
+    summary="Dynamics-Predictive Sampling: per-task hidden Markov model of the solving state "
+    "(unsolved/partial/solved), top-k predicted partial among candidates",
+    params=(CANDIDATE_RATIO, PRIOR_ALPHA, TRANSITION_DECAY, SEED, ROLLOUTS),
+    references="optional",
+    implementation="bots_rft.selector.peers.dps:DynamicsPredictiveSampling",
+    builder=_build,
+)

@@ -52,12 +52,27 @@ import numpy.typing as npt
 
 from ..._portable import int_power
 from ...errors import CheckpointError
-from ..parameters import MAX_ROUNDS, P_EASY, P_HARD, ROLLOUTS, SAMPLING_RATIO, TARGET_ZERO_VARIANCE
+from ..method import Method, RolloutMode, needs_rollout
+from ..parameters import MAX_ROUNDS, ROLLOUTS, SEED, Parameter
 from ..protocol import RolledBatch
 from .base import FloatArray, Groups, IdArray, SelfRolling, saved_array
 from .dapo import EpochOrder
 
 __all__ = ["GRESO"]
+
+P_EASY = Parameter("p_easy", "float", 0.5, "GRESO: initial exploration probability of always-solved prompts", 0.0, 1.0)
+P_HARD = Parameter("p_hard", "float", 0.5, "GRESO: initial exploration probability of never-solved prompts", 0.0, 1.0)
+TARGET_ZERO_VARIANCE = Parameter(
+    "target_zero_variance", "float", 0.25, "GRESO: target share of zero-variance groups rolled out", 0.0, 1.0
+)
+SAMPLING_RATIO = Parameter(
+    "sampling_ratio",
+    "float",
+    1.5,
+    "GRESO: generation batch as a multiple of the batch size (384/256)",
+    0.0,
+    low_open=True,
+)
 
 P_STEP, P_MIN, P_MAX = 0.01, 0.05, 0.95
 SKIP_FLOOR = 0.01  # a prompt is always kept with probability at least 1%
@@ -80,7 +95,7 @@ class GRESO(SelfRolling):
         target_zero_variance: float = TARGET_ZERO_VARIANCE.default,
         sampling_ratio: float = SAMPLING_RATIO.default,
         max_rounds: int = MAX_ROUNDS.default,
-        seed: int = 0,
+        seed: int = SEED.default,
     ) -> None:
         super().__init__(num_tasks, rollout, seed=seed)
         self.n_rollouts = ROLLOUTS.check(n_rollouts)
@@ -216,3 +231,20 @@ class GRESO(SelfRolling):
 def _nudge(p: float, too_many: bool) -> float:
     """GRESO's self-tuning step: explore less when too many zero-variance groups get through."""
     return max(p - P_STEP, P_MIN) if too_many else min(p + P_STEP, P_MAX)
+
+
+def _build(m: Method, n: int, weak: Any, strong: Any, rollout: Any, threads: Any, p: dict[str, Any]) -> Any:
+    return GRESO(n, needs_rollout(m, rollout), **p)
+
+
+METHOD = Method(
+    name="greso",
+    label="GRESO",
+    summary="DAPO dynamic sampling that skips, before rollout, prompts whose recent groups had zero "
+    "reward variance, with self-tuning exploration probabilities",
+    params=(ROLLOUTS, P_EASY, P_HARD, TARGET_ZERO_VARIANCE, SAMPLING_RATIO, MAX_ROUNDS, SEED),
+    references="unused",
+    rollout_mode=RolloutMode.CALLBACK,
+    implementation="bots_rft.selector.peers.greso:GRESO",
+    builder=_build,
+)

@@ -49,12 +49,16 @@ import numpy.typing as npt
 
 from ..._portable import int_power
 from ...errors import CheckpointError, InvalidArgumentError
-from ..parameters import N_HIGH, N_LOW, ROLLOUTS
+from ..method import Method, RolloutMode, needs_rollout, references
+from ..parameters import ROLLOUTS, SEED, Parameter
 from ..protocol import RolledBatch
 from .base import FloatArray, Groups, IdArray, SelfRolling, prior_rates, saved_array
 from .dapo import EpochOrder
 
 __all__ = ["KnapsackAllocation", "allocate", "task_value", "sampling_budget"]
+
+N_LOW = Parameter("n_low", "int", 2, "Knapsack-RL: fewest rollouts a prompt gets", 1)
+N_HIGH = Parameter("n_high", "int", 128, "Knapsack-RL: most rollouts a prompt gets", 1)
 
 
 def task_value(n: npt.ArrayLike, p: npt.ArrayLike) -> FloatArray:
@@ -169,7 +173,7 @@ class KnapsackAllocation(SelfRolling):
         n_rollouts: int = ROLLOUTS.default,
         n_low: int = N_LOW.default,
         n_high: int = N_HIGH.default,
-        seed: int = 0,
+        seed: int = SEED.default,
         prior: npt.ArrayLike | None = None,
     ) -> None:
         super().__init__(num_tasks, rollout, seed=seed)
@@ -245,3 +249,21 @@ class KnapsackAllocation(SelfRolling):
         order.load_state_dict(state.get("order"))  # type: ignore[arg-type]
         self._order = order
         self.buffer_successes, self.buffer_rewards, self.rewards_seen = s, t, seen
+
+
+def _build(m: Method, n: int, weak: Any, strong: Any, rollout: Any, threads: Any, p: dict[str, Any]) -> Any:
+    refs = references(m, weak, strong)  # the weak reference's rate is the first estimate, when given
+    return KnapsackAllocation(n, needs_rollout(m, rollout), **p, prior=None if refs is None else refs[0])
+
+
+METHOD = Method(
+    name="knapsack",
+    label="Knapsack-RL",
+    summary="rollouts per task chosen as a knapsack over expected value and cost, same total budget",
+    params=(ROLLOUTS, N_LOW, N_HIGH, SEED),
+    references="optional",
+    rollout_mode=RolloutMode.CALLBACK,
+    aliases=("knapsack-rl",),
+    implementation="bots_rft.selector.peers.knapsack:KnapsackAllocation",
+    builder=_build,
+)

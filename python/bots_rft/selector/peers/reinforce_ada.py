@@ -41,12 +41,17 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ..parameters import KEEP, ROUND_REPEAT, ROUNDS
+from ..method import Method, RolloutMode, needs_rollout
+from ..parameters import SEED, Parameter
 from ..protocol import RolledBatch
 from .base import FloatArray, Groups, IdArray, SelfRolling
 from .dapo import EpochOrder
 
 __all__ = ["ReinforceAda", "kept_subset"]
+
+ROUNDS = Parameter("rounds", "int", 4, "Reinforce-Ada: sampling rounds per step at most", 1)
+ROUND_REPEAT = Parameter("round_repeat", "int", 8, "Reinforce-Ada: rollouts per active prompt and round", 1)
+KEEP = Parameter("keep", "int", 4, "Reinforce-Ada: a prompt stops with keep/2 correct and keep/2 incorrect rollouts", 2)
 
 
 def kept_subset(successes: FloatArray, rollouts: FloatArray, keep: int) -> tuple[FloatArray, FloatArray]:
@@ -71,7 +76,7 @@ class ReinforceAda(SelfRolling):
         rounds: int = ROUNDS.default,
         round_repeat: int = ROUND_REPEAT.default,
         keep: int = KEEP.default,
-        seed: int = 0,
+        seed: int = SEED.default,
     ) -> None:
         super().__init__(num_tasks, rollout, seed=seed)
         self.rounds = ROUNDS.check(rounds)
@@ -110,3 +115,20 @@ class ReinforceAda(SelfRolling):
         order = EpochOrder(self.num_tasks, seed=self.seed)
         order.load_state_dict(state.get("order"))  # type: ignore[arg-type]
         self._order, self.stopped_early = order, int(state.get("stopped_early", 0))
+
+
+def _build(m: Method, n: int, weak: Any, strong: Any, rollout: Any, threads: Any, p: dict[str, Any]) -> Any:
+    return ReinforceAda(n, needs_rollout(m, rollout), **p)
+
+
+METHOD = Method(
+    name="reinforce-ada",
+    label="Reinforce-Ada",
+    summary="sequential sampling in rounds; a prompt stops once it has both correct and incorrect rollouts",
+    params=(ROUNDS, ROUND_REPEAT, KEEP, SEED),
+    references="unused",
+    rollout_mode=RolloutMode.CALLBACK,
+    aliases=("reinforce_ada", "reinforceada"),
+    implementation="bots_rft.selector.peers.reinforce_ada:ReinforceAda",
+    builder=_build,
+)

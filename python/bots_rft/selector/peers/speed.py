@@ -43,7 +43,8 @@ import numpy as np
 import numpy.typing as npt
 
 from ...errors import CheckpointError, InvalidArgumentError
-from ..parameters import GEN_RATIO, MAX_GEN_BATCHES, N_CONTINUE, N_INIT
+from ..method import Method, RolloutMode, needs_rollout
+from ..parameters import GEN_RATIO, MAX_GEN_BATCHES, N_CONTINUE, N_INIT, SEED
 from ..protocol import RolledBatch
 from .base import FloatArray, Groups, IdArray, SelfRolling
 from .dapo import EpochOrder
@@ -65,7 +66,7 @@ class SpeedRL(SelfRolling):
         n_continue: int = N_CONTINUE.default,
         gen_ratio: float = GEN_RATIO.default,
         max_gen_batches: int = MAX_GEN_BATCHES.default,
-        seed: int = 0,
+        seed: int = SEED.default,
     ) -> None:
         super().__init__(num_tasks, rollout, seed=seed)
         self.n_init = N_INIT.check(n_init)
@@ -186,3 +187,20 @@ class SpeedRL(SelfRolling):
         order.load_state_dict(state.get("order"))  # type: ignore[arg-type]
         self._load_queue_state(state)
         self._order = order
+
+
+def _build(m: Method, n: int, weak: Any, strong: Any, rollout: Any, threads: Any, p: dict[str, Any]) -> Any:
+    return SpeedRL(n, needs_rollout(m, rollout), **p)
+
+
+METHOD = Method(
+    name="speed",
+    label="SPEED-RL",
+    summary="screening rollouts for every candidate, full rollouts only for those whose screening disagrees",
+    params=(N_INIT, N_CONTINUE, GEN_RATIO, MAX_GEN_BATCHES, SEED),
+    references="unused",
+    rollout_mode=RolloutMode.CALLBACK,
+    aliases=("speed-rl",),
+    implementation="bots_rft.selector.peers.speed:SpeedRL",
+    builder=_build,
+)
