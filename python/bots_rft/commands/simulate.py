@@ -14,39 +14,36 @@ See docs/what-bots-does.md for the simulator's model and the default run's resul
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import shlex
 import time
+import typing
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from ..selector.parameters import LAG_DISCOUNT, LAM, MIN_GAP, OVERSAMPLE, RHO, TARGET, TAU, Parameter
 from ..selector.registry import METHODS
 from ._args import check_output_dir, integer, parameter, real
 
-# The simulator's table order (bots_rft.simulate.experiment.TABLE_ORDER; not imported, so that
-# `bots --help` does not load the simulator).
-DEFAULT_METHODS = "random,offline,mopps,dots,bots,dynamic"
-DEFAULT_SWEEP = "0,0.05,0.1,0.2,0.5,1"
 # The other names the method table accepts ("'dapo' is dynamic"), for --methods' help.
 _ALIASES = "".join(f"{alias!r} is {m.name}; " for m in METHODS.values() for alias in m.aliases)
+# SimConfig's fields whose flags are written here rather than built from the field: each is set
+# from several flags (learner, seeds) or from a value its flag converts (methods: names and
+# aliases; threads: 0 for every core; method_params: NAME=VALUE pairs typed by the method).
+_BY_HAND = ("learner", "seeds", "methods", "threads", "method_params")
+# The settings every run's command names, in this order, whatever their values, so that commands
+# compare line by line with those of the runs already written (summaries, docs); any other setting
+# is named only where it differs from its default.
+_ALWAYS_NAMED = (
+    *("num_tasks", "steps", "batch_size", "n_rollouts", "seeds", "methods", "lam", "rho", "rho_sweep"),
+    *("lam_sweep", "sampling_ablation", "dapo_oversample", "num_groups", "eval_tasks"),
+)
 
 
-def _floats(text: str) -> tuple[float, ...]:
-    """Sweep values: comma-separated numbers in [0, 1], or 'none'."""
-    if text.strip().lower() in ("", "none", "off"):
-        return ()
-    unit = real(0.0, 1.0)
-    try:
-        return tuple(unit(v) for v in text.split(","))
-    except argparse.ArgumentTypeError as exc:
-        raise argparse.ArgumentTypeError(f"expected comma-separated numbers in [0, 1] or 'none' ({exc})") from None
+def _many(one: Callable[[str], Any]) -> Callable[[str], tuple[Any, ...]]:
+    """A parser of comma-separated values, each read by ``one``, or 'none'."""
 
-
-def _values(param: Parameter) -> Any:
-    """A parser of comma-separated values of ``param`` (each checked by the method table), or 'none'."""
-    one = parameter(param)
-
-    def parse(text: str) -> tuple[float, ...]:
+    def parse(text: str) -> tuple[Any, ...]:
         if text.strip().lower() in ("", "none", "off"):
             return ()
         return tuple(one(v.strip()) for v in text.split(","))
@@ -81,6 +78,137 @@ def _override(text: str) -> tuple[str, str]:
     return key.strip(), value.strip()
 
 
+def _sim_config() -> Any:
+    """:class:`~bots_rft.simulate.SimConfig`, looked up when used (so that the flags follow the
+    class the simulator defines at that moment)."""
+    from ..simulate import experiment
+
+    return experiment.SimConfig
+
+
+def _flagged(cls: Any, *, every: bool) -> Iterator[tuple[dataclasses.Field[Any], Any]]:
+    """The fields of the config class ``cls`` that get a flag built from them, with their types:
+    with ``every``, all but :data:`_BY_HAND` (a field without a doc is refused: it would have no
+    help to show); else only those declared with a doc."""
+    types = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        if every and f.name in _BY_HAND:
+            continue
+        if "doc" not in f.metadata:
+            if not every:
+                continue
+            raise TypeError(
+                f"{cls.__name__}.{f.name} has no doc for its `bots simulate` flag: declare it with "
+                "bots_rft.simulate.fields.documented(doc, default, ...)"
+            )
+        yield f, types[f.name]
+
+
+def _flag(f: dataclasses.Field[Any]) -> str:
+    return f.metadata.get("flag") or "--" + f.name.replace("_", "-")
+
+
+def _number(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _shown(value: Any) -> str:
+    """A default as the help shows it."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, tuple):
+        return ",".join(_number(v) for v in value) or "none"
+    return f"{value:,}" if isinstance(value, int) else _number(value)
+
+
+def _add_flag(p: argparse.ArgumentParser, f: dataclasses.Field[Any], kind: Any) -> None:
+    """The flag of field ``f`` (of type ``kind``): its name, type and default from the field, its
+    help from the field's doc."""
+    meta = f.metadata
+    help_text = f"{meta['doc']} (default {_shown(f.default)})".replace("%", "%%")
+    if kind is bool:
+        p.add_argument(_flag(f), dest=f.name, action=argparse.BooleanOptionalAction, default=f.default, help=help_text)
+        return
+    item = typing.get_args(kind)[0] if typing.get_origin(kind) is tuple else kind
+    if meta["param"] is not None:
+        one: Any = parameter(meta["param"])
+    elif item is int:
+        one = integer(meta["minimum"])
+    elif item is float:
+        one = real()
+    elif item is str:
+        one = str
+    else:
+        raise TypeError(f"{f.name}: `bots simulate` has no flag for a field of type {kind}")
+    parse = _many(one) if typing.get_origin(kind) is tuple else one
+    # The metavar names the flag, not the field (--batch BATCH).
+    metavar = (
+        _flag(f)[2:].upper().replace("-", "_") if meta["choices"] is None else "{" + ",".join(meta["choices"]) + "}"
+    )
+    p.add_argument(
+        _flag(f), dest=f.name, type=parse, choices=meta["choices"], metavar=metavar, default=f.default, help=help_text
+    )
+
+
+def _words(f: dataclasses.Field[Any], value: Any) -> list[str]:
+    """Field ``f`` set to ``value``, as the flag that sets it."""
+    if isinstance(value, bool):
+        return [_flag(f) if value else "--no-" + _flag(f)[2:]]
+    if isinstance(value, tuple):
+        return [_flag(f), ",".join(_number(v) for v in value) or "none"]
+    return [_flag(f), _number(value)]
+
+
+def _add_by_hand(p: argparse.ArgumentParser, name: str, default: Any) -> None:
+    """The flags of the :data:`_BY_HAND` field ``name`` (whose default is ``default``)."""
+    if name == "learner":
+        from ..simulate.learner import LearnerConfig
+
+        for f, kind in _flagged(LearnerConfig, every=False):
+            _add_flag(p, f, kind)
+        p.add_argument(
+            "--learner",
+            type=_override,
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            help="override a simulator setting (see docs/what-bots-does.md), repeatable",
+        )
+    elif name == "seeds":
+        p.add_argument(
+            "--seeds", type=integer(1), default=len(default), help=f"number of seeds (default {len(default)})"
+        )
+        p.add_argument("--first-seed", type=integer(0), default=default[0], help=f"first seed (default {default[0]})")
+    elif name == "methods":
+        p.add_argument(
+            "--methods",
+            type=_names,
+            default=default,
+            help=f"comma-separated, from {', '.join(METHODS)} ({_ALIASES}default {','.join(default)}); "
+            "the peers from the literature (dps, greso, speed, adarft, knapsack, reinforce-ada) are "
+            "described in docs/peers.md",
+        )
+    elif name == "threads":
+        p.add_argument(
+            "--threads",
+            type=integer(0, 1024),
+            default=default or 0,
+            help=f"threads of the BOTS core, 0 = every core (default {default or 0})",
+        )
+    elif name == "method_params":
+        p.add_argument(
+            "--param",
+            type=_override,
+            action="append",
+            default=[],
+            metavar="NAME=VALUE",
+            help="a method parameter (e.g. momentum, step_size, gen_ratio) for every compared method that takes "
+            "it, repeatable",
+        )
+    else:
+        raise AssertionError(name)
+
+
 def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = subparsers.add_parser(
         "simulate",
@@ -88,146 +216,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--tasks", type=integer(1), default=54_400, help="pool size (default 54,400 = GURU-Math)")
-    p.add_argument("--steps", type=integer(1), default=100, help="training steps (default 100)")
-    p.add_argument("--batch", type=integer(1), default=256, help="tasks per step, at most --tasks (default 256)")
-    # With one rollout no task is ever effective (0 < successes < 1) and GRPO has no signal.
-    p.add_argument("--rollouts", type=integer(2), default=16, help="rollouts per task, >= 2 (default 16)")
-    p.add_argument("--seeds", type=integer(1), default=3, help="number of seeds, 0..N-1 (default 3)")
-    p.add_argument("--first-seed", type=integer(0), default=0, help="first seed (default 0)")
-    p.add_argument(
-        "--methods",
-        type=_names,
-        default=tuple(DEFAULT_METHODS.split(",")),
-        help=f"comma-separated, from {', '.join(METHODS)} ({_ALIASES}default {DEFAULT_METHODS}); "
-        "the peers from the literature (dps, greso, speed, adarft, knapsack, reinforce-ada) are "
-        "described in docs/peers.md",
-    )
-    p.add_argument(
-        "--lam",
-        type=parameter(LAM),
-        default=LAM.default,
-        help=f"λ of bots and its variants (default {LAM.default:g}; MoPPS and DOTS fix theirs)",
-    )
-    p.add_argument(
-        "--rho",
-        type=parameter(RHO),
-        default=RHO.default,
-        help=f"ρ of bots and its variants (default {RHO.default:g}; MoPPS and DOTS fix theirs)",
-    )
-    p.add_argument(
-        "--rho-sweep",
-        type=_floats,
-        default=_floats(DEFAULT_SWEEP),
-        help=f"ρ values at λ=--lam, or 'none' (default {DEFAULT_SWEEP})",
-    )
-    p.add_argument(
-        "--lam-sweep",
-        type=_floats,
-        default=_floats(DEFAULT_SWEEP),
-        help=f"λ values at ρ=--rho, or 'none' (default {DEFAULT_SWEEP})",
-    )
-    p.add_argument(
-        "--sampling-ablation",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="also run BOTS with the posterior mean instead of Thompson sampling",
-    )
-    p.add_argument(
-        "--target",
-        type=parameter(TARGET),
-        default=TARGET.default,
-        help=f"p*, the target success rate of every method that has one (default {TARGET.default:g})",
-    )
-    p.add_argument(
-        "--tau",
-        type=parameter(TAU),
-        default=TAU.default,
-        help="BOTS τ: 0 takes the tasks nearest p* (default); > 0 samples from softmax(−|θ − p*| / τ)",
-    )
-    p.add_argument(
-        "--adaptive-rho",
-        action=argparse.BooleanOptionalAction,
-        default=False,
-        help="BOTS: halve ρ when the estimator's predictions miss by >= 0.25 (default off)",
-    )
-    p.add_argument(
-        "--adaptive-lam",
-        action=argparse.BooleanOptionalAction,
-        default=False,
-        help="BOTS: scale λ by the learner's observed drift, within a factor 4 (default off)",
-    )
-    p.add_argument(
-        "--tau-sweep",
-        type=_values(TAU),
-        default=(),
-        help="also a table of BOTS with these τ values, e.g. 0,0.02,0.1 (default none)",
-    )
-    p.add_argument(
-        "--target-sweep",
-        type=_values(TARGET),
-        default=(),
-        help="also a table of BOTS with these targets p*, e.g. 0.3,0.5,0.7 (default none)",
-    )
-    p.add_argument(
-        "--adaptive-ablation",
-        action=argparse.BooleanOptionalAction,
-        default=False,
-        help="also a table of BOTS with adaptive ρ and/or λ on and off (default off)",
-    )
-    p.add_argument(
-        "--lag",
-        type=integer(0),
-        default=0,
-        help="late evidence: the BOTS methods get each step's rollouts this many steps later, as evidence "
-        "that many policy versions old (docs/planning.md; default 0)",
-    )
-    p.add_argument(
-        "--lag-discount",
-        type=parameter(LAG_DISCOUNT),
-        default=LAG_DISCOUNT.default,
-        help="δ: late evidence counts δ ** lag (default 1: no discount)",
-    )
-    p.add_argument(
-        "--lag-discount-sweep",
-        type=_values(LAG_DISCOUNT),
-        default=(),
-        help="also a table of BOTS under --lag with these δ values, e.g. 1,0.8,0.5 (default none)",
-    )
-    p.add_argument(
-        "--dapo-oversample",
-        type=parameter(OVERSAMPLE),
-        default=OVERSAMPLE.default,
-        help=f"DAPO generation batch as a multiple of the batch (default {OVERSAMPLE.default:g})",
-    )
-    p.add_argument(
-        "--min-gap",
-        type=parameter(MIN_GAP),
-        default=MIN_GAP.default,
-        help=f"interpolation estimator: skip batches whose mean references differ by less (default: {MIN_GAP.default:g})",
-    )
-    p.add_argument("--groups", type=integer(1), default=8, help="skill groups of the simulated pool")
-    p.add_argument("--eval-tasks", type=integer(1), default=4096, help="held-out tasks (default 4096)")
-    p.add_argument(
-        "--learner",
-        type=_override,
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a simulator setting (see docs/what-bots-does.md), repeatable",
-    )
-    p.add_argument(
-        "--param",
-        type=_override,
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="a method parameter (e.g. momentum, step_size, gen_ratio) for every compared method that takes it, "
-        "repeatable",
-    )
-    p.add_argument(
-        "--threads", type=integer(0, 1024), default=1, help="threads of the BOTS core, 0 = every core (default 1)"
-    )
+    sim_config = _sim_config()
+    flagged = dict((f.name, (f, kind)) for f, kind in _flagged(sim_config, every=True))
+    for f in dataclasses.fields(sim_config):
+        if f.name in flagged:
+            _add_flag(p, *flagged[f.name])
+        else:
+            default = f.default_factory() if f.default is dataclasses.MISSING else f.default  # type: ignore[misc,operator]
+            _add_by_hand(p, f.name, default)
     p.add_argument(
         "--out", type=Path, default=None, help="run directory, new or empty (default runs/simulate-YYYYmmdd-HHMMSS)"
     )
@@ -254,12 +250,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
 
 
 def _learner_overrides(pairs: list[tuple[str, str]]) -> dict[str, Any]:
-    from dataclasses import fields
-
     from ..errors import ConfigError
     from ..simulate.learner import LearnerConfig
 
-    types = {f.name: f.type for f in fields(LearnerConfig)}
+    types = {f.name: f.type for f in dataclasses.fields(LearnerConfig)}
     out: dict[str, Any] = {}
     for key, value in pairs:
         if key not in types:
@@ -277,59 +271,27 @@ def _learner_overrides(pairs: list[tuple[str, str]]) -> dict[str, Any]:
     return out
 
 
+def _named_fields() -> dict[str, dataclasses.Field[Any]]:
+    """Every field whose flag is built from it, the learner's and the experiment's, by name."""
+    from ..simulate.learner import LearnerConfig
+
+    learner = {f.name: f for f, _ in _flagged(LearnerConfig, every=False)}
+    return learner | {f.name: f for f, _ in _flagged(_sim_config(), every=True)}
+
+
 def command_line(args: argparse.Namespace) -> str:
     """The fully explicit command that reproduces this run."""
-    parts = [
-        "bots",
-        "simulate",
-        "--tasks",
-        str(args.tasks),
-        "--steps",
-        str(args.steps),
-        "--batch",
-        str(args.batch),
-        "--rollouts",
-        str(args.rollouts),
-        "--seeds",
-        str(args.seeds),
-        "--first-seed",
-        str(args.first_seed),
-        "--methods",
-        ",".join(args.methods),
-        "--lam",
-        f"{args.lam:g}",
-        "--rho",
-        f"{args.rho:g}",
-        "--rho-sweep",
-        ",".join(f"{v:g}" for v in args.rho_sweep) or "none",
-        "--lam-sweep",
-        ",".join(f"{v:g}" for v in args.lam_sweep) or "none",
-        "--sampling-ablation" if args.sampling_ablation else "--no-sampling-ablation",
-        "--dapo-oversample",
-        f"{args.dapo_oversample:g}",
-        "--groups",
-        str(args.groups),
-        "--eval-tasks",
-        str(args.eval_tasks),
-    ]
-    # The selection-rule options are named only when set, so that earlier runs' commands read as before.
-    if args.target != TARGET.default:
-        parts += ["--target", f"{args.target:g}"]
-    if args.tau != TAU.default:
-        parts += ["--tau", f"{args.tau:g}"]
-    parts += ["--adaptive-rho"] if args.adaptive_rho else []
-    parts += ["--adaptive-lam"] if args.adaptive_lam else []
-    if args.tau_sweep:
-        parts += ["--tau-sweep", ",".join(f"{v:g}" for v in args.tau_sweep)]
-    if args.target_sweep:
-        parts += ["--target-sweep", ",".join(f"{v:g}" for v in args.target_sweep)]
-    parts += ["--adaptive-ablation"] if args.adaptive_ablation else []
-    if args.lag:
-        parts += ["--lag", str(args.lag)]
-    if args.lag_discount != LAG_DISCOUNT.default:
-        parts += ["--lag-discount", f"{args.lag_discount:g}"]
-    if args.lag_discount_sweep:
-        parts += ["--lag-discount-sweep", ",".join(f"{v:g}" for v in args.lag_discount_sweep)]
+    named = _named_fields()
+    by_hand = {
+        "seeds": ["--seeds", str(args.seeds), "--first-seed", str(args.first_seed)],
+        "methods": ["--methods", ",".join(args.methods)],
+    }
+    parts = ["bots", "simulate"]
+    for name in _ALWAYS_NAMED:
+        parts += by_hand[name] if name in by_hand else _words(named[name], getattr(args, name))
+    for name, f in named.items():
+        if name not in _ALWAYS_NAMED and getattr(args, name) != f.default:
+            parts += _words(f, getattr(args, name))
     for key, value in args.learner:
         parts += ["--learner", f"{key}={value}"]
     for key, value in args.param:
@@ -339,46 +301,20 @@ def command_line(args: argparse.Namespace) -> str:
 
 def build_config(args: argparse.Namespace) -> Any:
     from ..errors import ConfigError
-    from ..simulate.experiment import SimConfig
     from ..simulate.learner import LearnerConfig
 
-    if args.batch > args.tasks:
-        raise ConfigError(f"--batch: must be at most --tasks ({args.tasks}), got {args.batch}")
-    learner = LearnerConfig(
-        **{
-            "num_tasks": args.tasks,
-            "n_rollouts": args.rollouts,
-            "num_groups": args.groups,
-            "eval_tasks": args.eval_tasks,
-            **_learner_overrides(args.learner),
-        }
-    )
-    threads = None if args.threads == 0 else args.threads
-    return SimConfig(
+    if args.batch_size > args.num_tasks:
+        raise ConfigError(f"--batch: must be at most --tasks ({args.num_tasks}), got {args.batch_size}")
+    learner_fields = {f.name: getattr(args, f.name) for f, _ in _flagged(LearnerConfig, every=False)}
+    learner = LearnerConfig(**{**learner_fields, **_learner_overrides(args.learner)})
+    sim_config = _sim_config()
+    return sim_config(
         learner=learner,
-        steps=args.steps,
-        batch_size=args.batch,
         seeds=tuple(range(args.first_seed, args.first_seed + args.seeds)),
         methods=tuple(args.methods),
-        lam=args.lam,
-        rho=args.rho,
-        rho_sweep=tuple(args.rho_sweep),
-        lam_sweep=tuple(args.lam_sweep),
-        sampling_ablation=args.sampling_ablation,
-        dapo_oversample=args.dapo_oversample,
-        min_gap=args.min_gap,
-        threads=threads,
-        target=args.target,
-        tau=args.tau,
-        adaptive_rho=args.adaptive_rho,
-        adaptive_lam=args.adaptive_lam,
-        tau_sweep=tuple(args.tau_sweep),
-        target_sweep=tuple(args.target_sweep),
-        adaptive_ablation=args.adaptive_ablation,
-        lag=args.lag,
-        lag_discount=args.lag_discount,
-        lag_discount_sweep=tuple(args.lag_discount_sweep),
+        threads=None if args.threads == 0 else args.threads,
         method_params=_method_params(args.param, args.methods),
+        **{f.name: getattr(args, f.name) for f, _ in _flagged(sim_config, every=True)},
     )
 
 

@@ -35,6 +35,7 @@ from ..selector.parameters import (
 )
 from ..selector.protocol import RollsOut, Selector
 from ..selector.registry import RolloutMode, method, method_names
+from .fields import documented
 from .learner import LearnerConfig, SimulatedLearner, TaskWorld, make_world
 from .signals import simulated_signals
 
@@ -151,41 +152,63 @@ PAPER_SWEEP: tuple[float, ...] = (0.0, 0.05, 0.1, 0.2, 0.5, 1.0)
 class SimConfig:
     """A whole ``bots simulate`` experiment."""
 
+    # Each field's doc is the help of its ``bots simulate`` flag (commands/simulate.py builds the
+    # flags from them); the five plain ``field``s below have flags of their own there, written by
+    # hand: each is set from several flags or from a value the flag converts.
     learner: LearnerConfig = field(default_factory=LearnerConfig)
-    steps: int = 100
-    batch_size: int = 256
+    steps: int = documented("training steps", 100, minimum=1)
+    batch_size: int = documented("tasks per step, at most --tasks", 256, minimum=1, flag="--batch")
     seeds: tuple[int, ...] = (0, 1, 2)
     methods: tuple[str, ...] = tuple(METHODS)
-    lam: float = LAM.default  # BOTS's λ, and λ of the ρ sweep / sampling ablation
-    rho: float = RHO.default  # BOTS's ρ, and ρ of the λ sweep / sampling ablation
-    rho_sweep: tuple[float, ...] = PAPER_SWEEP
-    lam_sweep: tuple[float, ...] = PAPER_SWEEP
-    sampling_ablation: bool = True
-    dapo_oversample: float = OVERSAMPLE.default  # DAPO-DS's generation batch / batch size
-    min_gap: float = MIN_GAP.default  # the interpolation estimator's gap
-    threads: int | None = 1  # BOTS core threads (simulations are small; 1 avoids contention)
+    lam: float = documented("λ of bots and its variants (MoPPS and DOTS fix theirs), and of the ρ sweep", param=LAM)
+    rho: float = documented("ρ of bots and its variants (MoPPS and DOTS fix theirs), and of the λ sweep", param=RHO)
+    rho_sweep: tuple[float, ...] = documented("ρ values at λ=--lam, or 'none'", PAPER_SWEEP, param=RHO)
+    lam_sweep: tuple[float, ...] = documented("λ values at ρ=--rho, or 'none'", PAPER_SWEEP, param=LAM)
+    sampling_ablation: bool = documented("also run BOTS with the posterior mean instead of Thompson sampling", True)
+    dapo_oversample: float = documented("DAPO generation batch as a multiple of the batch", param=OVERSAMPLE)
+    min_gap: float = documented(
+        "interpolation estimator: skip batches whose mean references differ by less", param=MIN_GAP
+    )
+    threads: int | None = 1  # BOTS core threads, None: every core (simulations are small; 1 avoids contention)
     # The selection rule of every method that takes it (docs/selection-rules.md); defaults: the paper's.
-    target: float = TARGET.default
-    tau: float = TAU.default
-    adaptive_rho: bool = ADAPTIVE_RHO.default
-    adaptive_lam: bool = ADAPTIVE_LAM.default
+    target: float = documented("p*, the target success rate of every method that has one", param=TARGET)
+    tau: float = documented("BOTS τ: 0 takes the tasks nearest p*; > 0 samples from softmax(−|θ − p*| / τ)", param=TAU)
+    adaptive_rho: bool = documented(
+        "BOTS: halve ρ when the estimator's predictions miss by >= 0.25", ADAPTIVE_RHO.default
+    )
+    adaptive_lam: bool = documented(
+        "BOTS: scale λ by the learner's observed drift, within a factor 4", ADAPTIVE_LAM.default
+    )
     # Further tables, off by default: BOTS with τ varied, with p* varied, and adaptive ρ/λ on/off.
-    tau_sweep: tuple[float, ...] = ()
-    target_sweep: tuple[float, ...] = ()
-    adaptive_ablation: bool = False
+    tau_sweep: tuple[float, ...] = documented(
+        "also a table of BOTS with these τ values, e.g. 0,0.02,0.1", (), param=TAU
+    )
+    target_sweep: tuple[float, ...] = documented(
+        "also a table of BOTS with these targets p*, e.g. 0.3,0.5,0.7", (), param=TARGET
+    )
+    adaptive_ablation: bool = documented("also a table of BOTS with adaptive ρ and/or λ on and off", False)
     # Late evidence (asynchronous trainers): the selector gets each step's rollouts `lag` steps
     # later, as evidence `lag` policy versions old (update(..., policy_lag=lag)); the learner trains
     # on them at once. Only selectors whose update takes policy_lag (the BOTS methods) see the delay.
-    lag: int = 0
-    lag_discount: float = LAG_DISCOUNT.default
-    # A further table, off by default: BOTS under `lag` with lag_discount varied.
-    lag_discount_sweep: tuple[float, ...] = ()
-    # Which methods read the weak/strong reference pass rates: "paper" (each as published: the
-    # BOTS family and AdaRFT read them; DPS and Knapsack-RL start every task blind), "shared"
-    # (every method that can use them does: DPS and Knapsack-RL start from the weak reference's
-    # rate) or "none" (no method does: BOTS runs on its explicit evidence alone; methods that
-    # need them cannot run). A spec's own `references` overrides it.
-    information: str = "paper"
+    lag: int = documented(
+        "late evidence (docs/planning.md): the BOTS methods get each step's rollouts this many steps "
+        "later, as evidence that many policy versions old",
+        0,
+        minimum=0,
+    )
+    lag_discount: float = documented("δ: late evidence counts δ ** lag; 1 is no discount", param=LAG_DISCOUNT)
+    lag_discount_sweep: tuple[float, ...] = documented(
+        "also a table of BOTS under --lag with these δ values, e.g. 1,0.8,0.5", (), param=LAG_DISCOUNT
+    )
+    # A spec's own `references` overrides the information setting for its run.
+    information: str = documented(
+        "which methods read the weak/strong reference pass rates: 'paper' (each as published: the BOTS "
+        "family and AdaRFT read them; DPS and Knapsack-RL start every task blind), 'shared' (every method "
+        "that can use them does: DPS and Knapsack-RL start from the weak reference's rate) or 'none' (no "
+        "method does: BOTS runs on its explicit evidence alone; methods that need them cannot run)",
+        "paper",
+        choices=INFORMATION,
+    )
     # Further method parameters as (name, value) pairs (``bots simulate --param NAME=VALUE``): each
     # reaches every compared method that takes it and does not fix it (e.g. AdaRFT's step_size,
     # BOTS's momentum); a name no compared method takes is refused.

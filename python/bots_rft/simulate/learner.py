@@ -43,6 +43,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..errors import ConfigError, InvalidArgumentError, InvalidTypeError
+from .fields import documented
 from .fitted import FITTED_LEARNER
 
 __all__ = [
@@ -92,10 +93,13 @@ class LearnerConfig:
     ``learning_rate`` None (the default) means the rule's own step size
     (:func:`default_learning_rate`, read back as :attr:`step_size`)."""
 
-    num_tasks: int = 54_400
-    num_groups: int = 8
-    eval_tasks: int = 4_096
-    n_rollouts: int = 16
+    # The settings with a ``bots simulate`` flag of their own, its help their doc (every other one
+    # is set with --learner KEY=VALUE).
+    num_tasks: int = documented("pool size (the default: GURU-Math's)", 54_400, minimum=1, flag="--tasks")
+    num_groups: int = documented("skill groups of the simulated pool", 8, minimum=1, flag="--groups")
+    eval_tasks: int = documented("held-out tasks", 4_096, minimum=1)
+    # With one rollout no task is ever effective (0 < successes < 1) and GRPO has no signal.
+    n_rollouts: int = documented("rollouts per task, >= 2", 16, minimum=2, flag="--rollouts")
     ref_rollouts: int = 16  # rollouts behind each reference pass rate (GURU: 16)
     # Initial logits b_k ~ N(difficulty_mean + group offset, difficulty_std).
     difficulty_mean: float = -3.0
