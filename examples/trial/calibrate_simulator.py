@@ -40,9 +40,10 @@ from bots_rft.report.step_rule import Candidate, fit_markdown, fit_step_rule, ru
 from bots_rft.report.training import RunCurves, load_run
 from bots_rft.simulate.fitted import NO_SATURATION_K
 from bots_rft.simulate.replica import (
+    CALIBRATION_LEARNER,
     TRIAL_STRINGS_POOL,
     fit_learning_rate,
-    fit_replica,
+    fit_pool_replica,
     fit_trajectory_noise,
     predict_paired,
 )
@@ -103,22 +104,10 @@ def replica_prediction(rule: Candidate, real: dict[str, Any], smoke: bool, fit_p
     pool = dict(TRIAL_STRINGS_POOL)
     if smoke:
         pool.update(num_tasks=600, eval_tasks=100)
-    overrides: dict[str, Any] = {"group_noise": 4.0, "repeat_decay": 1.0, "step_rule": rule.rule}
+    overrides: dict[str, Any] = {**CALIBRATION_LEARNER, "step_rule": rule.rule}
     if rule.rule == "saturating":
         overrides["saturation_k"] = NO_SATURATION_K if math.isinf(rule.k) else rule.k
-    fit = fit_replica(
-        pool["start_shares"],
-        pool["weak_mean"],
-        pool["strong_mean"],
-        pool["num_tasks"],
-        pool["n_rollouts"],
-        pool["eval_tasks"],
-        fit_seeds=[0],
-        start_mean=pool["start_mean"],
-        start_strong_pearson=pool["start_strong_pearson"],
-        fit_pearson=fit_pearson,
-        **overrides,
-    )
+    fit = fit_pool_replica(pool, fit_pearson=fit_pearson, **overrides)
     learner = fit.learner  # the search starts at the rule's default step size
     lr, _ = fit_learning_rate(learner, real["relative_gain"], world_seed=0, **size)
     learner = type(learner)(**{**learner.to_dict(), "learning_rate": lr})

@@ -38,7 +38,7 @@ from bots_rft.metrics import mean_ci
 from bots_rft.simulate.experiment import MethodSpec, SimConfig, run_method
 from bots_rft.simulate.fitted import NO_SATURATION_K
 from bots_rft.simulate.learner import LearnerConfig, make_world
-from bots_rft.simulate.replica import TRIAL_STRINGS_POOL, fit_replica
+from bots_rft.simulate.replica import CALIBRATION_LEARNER, TRIAL_STRINGS_POOL, fit_pool_replica
 
 ARMS = ("random", "bots", "mopps", "reference-filter")
 CONTRASTS = (("C1", "bots", "reference-filter"), ("C2", "mopps", "random"), ("C3", "bots", "random"))
@@ -142,19 +142,10 @@ def main(argv: list[str] | None = None) -> int:
     trial = dict(TRIAL_STRINGS_POOL)
     if args.smoke:
         trial.update(num_tasks=600, eval_tasks=100)
-    fit = fit_replica(
-        trial["start_shares"],
-        trial["weak_mean"],
-        trial["strong_mean"],
-        trial["num_tasks"],
-        trial["n_rollouts"],
-        trial["eval_tasks"],
-        fit_seeds=[0],
-        start_mean=trial["start_mean"],
-        start_strong_pearson=trial["start_strong_pearson"],
+    fit = fit_pool_replica(
+        trial,
         fit_pearson=True,
-        group_noise=4.0,
-        repeat_decay=1.0,
+        **CALIBRATION_LEARNER,
         step_rule="saturating",
         saturation_k=NO_SATURATION_K,
         learning_rate=best["learning_rate"],

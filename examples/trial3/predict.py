@@ -39,7 +39,7 @@ from bots_rft.estimators import EmbeddingRegression
 from bots_rft.metrics import pearson
 from bots_rft.simulate.fitted import NO_SATURATION_K
 from bots_rft.simulate.learner import LearnerConfig, make_world
-from bots_rft.simulate.replica import TRIAL_STRINGS_POOL, fit_replica, predict_paired
+from bots_rft.simulate.replica import CALIBRATION_LEARNER, TRIAL_STRINGS_POOL, fit_pool_replica, predict_paired
 from bots_rft.simulate.signals import embeddings as simulated_embeddings
 
 WEAK, STRONG = "weak_sft600_pass_rate", "strong_sft1200_pass_rate"
@@ -139,26 +139,17 @@ def main(argv: list[str] | None = None) -> int:
     trial = dict(TRIAL_STRINGS_POOL)
     if args.smoke:
         trial.update(num_tasks=600, eval_tasks=100)
-    overrides: dict[str, Any] = {
-        "group_noise": 4.0,
-        "repeat_decay": 1.0,
-        "step_rule": "saturating",
-        "saturation_k": NO_SATURATION_K,
-        "learning_rate": best["learning_rate"],
-        "trajectory_noise": best["trajectory_noise"],
-    }
-    fit = fit_replica(
-        trial["start_shares"],
-        refs["weak_mean"],
-        refs["strong_mean"],
-        trial["num_tasks"],
-        trial["n_rollouts"],
-        trial["eval_tasks"],
-        fit_seeds=[0],
-        start_mean=trial["start_mean"],
-        start_strong_pearson=refs["start_strong_pearson"],
+    trial.update(
+        weak_mean=refs["weak_mean"], strong_mean=refs["strong_mean"], start_strong_pearson=refs["start_strong_pearson"]
+    )
+    fit = fit_pool_replica(
+        trial,
         fit_pearson=True,
-        **overrides,
+        **CALIBRATION_LEARNER,
+        step_rule="saturating",
+        saturation_k=NO_SATURATION_K,
+        learning_rate=best["learning_rate"],
+        trajectory_noise=best["trajectory_noise"],
     )
     learner = fit.learner
     noise, got = fit_embedding_noise(learner, target, args.k, 5 if args.smoke else 20)

@@ -35,6 +35,8 @@ __all__ = [
     "TRIAL_STRINGS_POOL",
     "ReplicaFit",
     "fit_replica",
+    "fit_pool_replica",
+    "CALIBRATION_LEARNER",
     "replica_learner",
     "predict_paired",
     "fit_trajectory_noise",
@@ -303,6 +305,31 @@ def fit_replica(
             + f" within ±{tolerance:g}"
         )
     return fit
+
+
+#: What the calibration of the real trainer held fixed in every rule it fitted: a group of n
+#: rollouts counts n / (n + 4) of its signal, and a task trained on again transfers as much as the
+#: first time (the pool it was fitted on repeated almost no task, so it could not fit a decay).
+CALIBRATION_LEARNER: dict[str, Any] = {"group_noise": 4.0, "repeat_decay": 1.0}
+
+
+def fit_pool_replica(pool: Mapping[str, Any], *, fit_pearson: bool = False, **learner_overrides: Any) -> ReplicaFit:
+    """:func:`fit_replica` on a pool described as :data:`TRIAL_STRINGS_POOL` is (its starting
+    shares, reference means, sizes, starting mean and start-strong correlation), in the one world
+    of seed 0, as a trial runs one pool and one starting policy."""
+    return fit_replica(
+        pool["start_shares"],
+        pool["weak_mean"],
+        pool["strong_mean"],
+        pool["num_tasks"],
+        pool["n_rollouts"],
+        pool["eval_tasks"],
+        fit_seeds=[0],
+        start_mean=pool["start_mean"],
+        start_strong_pearson=pool["start_strong_pearson"],
+        fit_pearson=fit_pearson,
+        **learner_overrides,
+    )
 
 
 def _measured_pearson(c: LearnerConfig, seeds: Sequence[int], n: int) -> float:
