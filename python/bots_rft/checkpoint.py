@@ -67,7 +67,7 @@ __all__ = [
 
 #: The ``format`` entry of a bots-rft file's safetensors metadata.
 FORMAT = "bots-rft"
-#: Format version written. 1 was the legacy BOTSRFT binary (read, never written); 2 is safetensors.
+#: Format version written: 2, safetensors. Version 1, the BOTSRFT binary, is read and never written.
 VERSION = 2
 
 _TENSOR, _ARRAY, _TUPLE, _DICT = "__tensor__", "__array__", "__tuple__", "__dict__"

@@ -22,8 +22,8 @@ from __future__ import annotations
 import pickle
 from typing import Any
 
-# ShardedBOTS is one of the selector backends; it is re-exported here, where it was first
-# published, so that code importing it from this module keeps working.
+# ShardedBOTS is one of the selector backends; it is re-exported here, beside the Ray actors its
+# shards run as, for the code that imports it with the rest of the Ray integration.
 from ..selector.backends.sharded import SHARDED_PARAMS, ShardedBOTS, ShardLostError
 
 __all__ = ["SelectorActor", "remote_selector", "pickled_sizes", "ShardedBOTS", "ShardLostError", "SHARDED_PARAMS"]

@@ -116,8 +116,9 @@ class MethodSpec:
     @property
     def key(self) -> str:
         """Identity of the run: equal keys are the same experiment. A rule setting left at its
-        default is not named, so that runs keep the keys (and random streams) they had before
-        these settings existed."""
+        default is not named: a run's key, and so its random stream, changes only with what the
+        run sets, which keeps the committed tables and scoreboard (runs that set none of these)
+        reproducible."""
         takes = {p.name for p in method(self.kind).params}
         # λ and ρ are named for the other methods that take them only when not at their defaults
         # (kind "bots" always names them, below), for the same reason.
@@ -484,9 +485,9 @@ def reads_references(spec: MethodSpec, information: str) -> bool:
     return information == "shared" or m.name not in PRIOR_PEERS
 
 
-# The learner's random stream is named by the run's key. Dynamic sampling ran under the key
-# "dapo" before the method names were unified; it keeps that stream, so that simulations
-# published with earlier versions reproduce.
+# The learner's random stream is named by the run's key, except dynamic sampling's, named "dapo":
+# the published simulations (the docs' tables, the scoreboard) drew it from that stream, so they
+# reproduce from it.
 _STREAM_NAMES = {"dynamic": "dapo"}
 
 

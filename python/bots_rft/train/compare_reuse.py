@@ -74,7 +74,7 @@ POOL_RECORD = "bots_compare_pool.json"
 def differences(recorded: dict[str, Any], current: dict[str, Any], keys: Iterable[str]) -> list[str]:
     """``key=then, now`` for every key whose value differs. A key the recorded config lacks was
     added to the trainer after that run started; it differs only when it is now set to something
-    other than its default (a new key's default keeps what runs computed before it existed)."""
+    other than its default (at its default a key computes what the run without it computed)."""
     defaults = TrainConfig.defaults()
     out = []
     for k in keys:

@@ -122,7 +122,7 @@ class PoolSpec(ConfigModel):
 
     def record(self) -> dict[str, Any]:
         """What the built pool depends on (compared on ``--reuse``); a pool without a subset
-        records what it did before subsets existed."""
+        records no subset keys, so it matches the record of any pool built without one."""
         data = self.to_dict()
         if self.train_subset is None:
             data.pop("train_subset", None)
@@ -210,8 +210,9 @@ class DecisionSpec(ConfigModel):
 
     @model_serializer(mode="wrap")
     def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        # The keys of the kind of rule given, only: a rule without contrasts dumps as it did
-        # before they existed, and either dump reads back (``CompareSpec.replace``).
+        # The keys of the kind of rule given, only: a rule without contrasts dumps none of the
+        # contrast keys (its dump is the config it was read from), and either dump reads back
+        # (``CompareSpec.replace``).
         data: dict[str, Any] = handler(self)
         drop = _CONTRAST_KEYS if self.contrasts is None else _SINGLE_KEYS
         return {k: v for k, v in data.items() if k not in drop}

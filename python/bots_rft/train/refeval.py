@@ -114,8 +114,8 @@ class RefEvalConfig:
             "chunk_tasks",
             "seed",
         )
-        # system_prompt and adapter only when set, and engine only when not "hf" (the engine of
-        # every progress file written before the setting existed), so those files still resume.
+        # system_prompt and adapter only when set, and engine only when not "hf" (its default): a
+        # progress file that names none of them (a run that set none) then matches, and resumes.
         # The engines sample the same distribution but not the same sequences, so a progress file
         # resumes only with the engine that wrote it.
         return {

@@ -54,8 +54,9 @@ __all__ = [
     "resolve_adapter",
 ]
 
-#: 2: safetensors + JSON (version 1 was torch pickles, which are no longer loaded). The layout of
-#: each part's files is the codec's business (:mod:`bots_rft.checkpoint`), not this version's.
+#: 2: safetensors + JSON. Version 1, torch pickles, is refused: loading a pickle can run any
+#: code. The layout of each part's files is the codec's business (:mod:`bots_rft.checkpoint`), not
+#: this version's.
 CHECKPOINT_VERSION = 2
 
 #: A LoRA run's checkpoint keeps its adapter in this subdirectory (peft's layout).

@@ -73,9 +73,6 @@ from .limits import SandboxLimits, SandboxResult, SandboxUnavailableError
 from .run import launch, run_python
 from .view import _AGENT, _AGENT_IN_SANDBOX, _JUDGE, _JUDGE_IN_SANDBOX, _LaunchError, _Runtime, memfd  # noqa: F401
 
-# The name the launcher used before it was public.
-_memfd = memfd
-
 __all__ = [
     "SandboxLimits",
     "SandboxResult",
