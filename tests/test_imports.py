@@ -249,9 +249,9 @@ def test_a_planted_circle_in_a_copy_of_bots_rft_is_reported(tmp_path: Path) -> N
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(path.read_bytes())
     errors = copy / "errors.py"
-    errors.write_text(errors.read_text() + "\n\ndef _planted():\n    from .selector import BOTS\n")
+    errors.write_text(errors.read_text() + "\n\ndef _planted():\n    from .selector.bots import BOTS\n")
     found = circles(import_graph(copy))
-    assert len(found) == 1 and {"bots_rft.errors", "bots_rft.selector"} <= found[0], found
+    assert len(found) == 1 and {"bots_rft.errors", "bots_rft.selector.bots"} <= found[0], found
 
 
 # The paths the selection modules and the estimator interface had before they moved under

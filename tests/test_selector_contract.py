@@ -15,7 +15,7 @@ import pytest
 
 from bots_rft import BOTS, Interpolation, PosteriorSelector, Selector
 from bots_rft.errors import CheckpointError, InvalidArgumentError, InvalidTypeError, UnsupportedByBackendError
-from bots_rft.selector import SelectorBase
+from bots_rft.selector.bots import SelectorBase
 
 N = 400
 B = 16
