@@ -217,3 +217,10 @@ def test_bots_train_builds_bots_plan_as_the_bots_its_plans_draw_from() -> None:
     assert isinstance(sel, BOTS) and sel.lam == 0.3
     plan = sel.plan(32, 8, 32)
     assert plan.rollouts <= 32 and np.all((plan.counts >= 8) & (plan.counts <= 32))
+
+
+def test_a_plan_of_no_task_draws_nothing_from_the_stream() -> None:
+    """As select(0): a budget that buys no task leaves the random stream where it was."""
+    a, b = BOTS(50, seed=3), BOTS(50, seed=3)
+    assert a.plan(0, 1, 4).ids.size == 0 and a.plan(3, 4, 8).ids.size == 0
+    np.testing.assert_array_equal(a.select(8), b.select(8))

@@ -104,7 +104,7 @@ class SelectorBase(SelectorParams, metaclass=ABCMeta):
 
         The candidates are the selection rule's ranking (as :meth:`select` makes it, with
         ``exclude`` applied) and θ is what it ranked by, so a plan consumes one selection of the
-        random stream, is deterministic per seed, and :meth:`explain` describes its picks. With
+        random stream (none when the budget buys no task, as ``select(0)``), is deterministic per seed, and :meth:`explain` describes its picks. With
         ``n_min == n_max == n`` and ``rollout_budget == B * n`` it returns ``select(B)``'s ids,
         each with n rollouts. Returns a :class:`~bots_rft.selector.plan.Plan` (``ids``, ``counts``).
         Every backend plans with this one method (the same plan as ``BOTS``)."""
@@ -112,6 +112,8 @@ class SelectorBase(SelectorParams, metaclass=ABCMeta):
         k = min(budget // lo, self._selectable(exclude))
         with self._lock:
             ranked = self.select(k, exclude=exclude)
+            if ranked.size == 0:  # as select(0): a plan of no task draws nothing from the stream
+                return Plan(ranked.copy(), np.zeros(0, dtype=np.int64))
             counts = allocate_rollouts(self._ranked_theta(ranked), budget, lo, hi)
         return Plan(ranked[: counts.size].copy(), counts)
 
