@@ -91,9 +91,10 @@ test-rust:
 # start) start once: spreading files' tests over workers ran them twice and ended no sooner.
 PYTEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( n < 4 ? n : 4 )))
 # The full suite's slowest tests stay in the log (`issues ci` shows it): what to mark `slow` next.
+# `-m ""` runs every tier: a bare pytest runs the fast tier alone (pyproject.toml's addopts).
 test-python: setup
 	$(MAKE_BYTECODE) python/bots_rft
-	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --durations=30
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --durations=30 -m ""
 
 # Lint first: formatting, lint and type errors fail fast, before the long test runs. mypy and
 # stubtest run in lint only (no test runs them again).

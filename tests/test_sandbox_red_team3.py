@@ -467,7 +467,7 @@ def test_the_findings_hold_when_started_as_a_user(tmp_path: Any) -> None:
     env = {**os.environ, AS_USER_ENV: "1", "PYTHONDONTWRITEBYTECODE": "1"}
     argv = ["unshare", "--user", "--map-user=1000", "--map-group=1000", sys.executable, "-m", "pytest"]
     argv += ["-q", "-p", "no:cacheprovider", "-W", "ignore::DeprecationWarning", f"--basetemp={tmp_path / 'as-user'}"]
-    argv += [__file__, "-k", AS_USER_TESTS]
+    argv += [__file__, "-k", AS_USER_TESTS, "-m", ""]  # every tier: the module is marked slow
     repo = Path(__file__).resolve().parents[1]
     run = subprocess.run(argv, env=env, cwd=repo, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]

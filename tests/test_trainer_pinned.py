@@ -167,6 +167,7 @@ def test_pins_hold_under_each_instruction_set(isa: str) -> None:
     if reason:
         pytest.skip(reason)
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__, "-k", "results_are_the_pinned"]
+    cmd += ["-m", ""]  # every tier: this module is marked slow, which a bare pytest leaves out
     done = subprocess.run(cmd, env=isa_env(isa), capture_output=True, text=True, cwd=Path(__file__).parent.parent)
     assert done.returncode == 0, f"pinned results under ATEN_CPU_CAPABILITY={isa}:\n{done.stdout[-6000:]}"
     assert f"{len(RUNS) * len(TOLERANCE)} passed" in done.stdout, done.stdout[-2000:]
@@ -178,6 +179,7 @@ _NUMPY_LEVELS = levels()
 @pytest.mark.parametrize("level", _NUMPY_LEVELS, ids=[lv.name for lv in _NUMPY_LEVELS])
 def test_pins_hold_under_each_numpy_level(level: Level) -> None:
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__, "-k", "results_are_the_pinned"]
+    cmd += ["-m", ""]  # every tier: this module is marked slow, which a bare pytest leaves out
     done = subprocess.run(cmd, env=level_env(level), capture_output=True, text=True, cwd=Path(__file__).parent.parent)
     assert done.returncode == 0, (
         f"pinned results with NPY_DISABLE_CPU_FEATURES={level.disable!r}:\n{done.stdout[-6000:]}"
