@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 QUICK = ("steps=2", "batch_size=4", "rollouts=4", "max_new_tokens=8")
 
 
+@pytest.mark.slow
 def test_the_toy_pool_trains_with_no_config(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -42,6 +43,7 @@ def _unscored_pool(tmp_path: Path) -> Path:
     return train
 
 
+@pytest.mark.slow
 def test_a_pool_no_verifier_scores_is_refused_before_anything_is_written(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -56,6 +58,7 @@ def test_a_pool_no_verifier_scores_is_refused_before_anything_is_written(
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_a_refused_pool_leaves_the_run_overwrite_names_in_place(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

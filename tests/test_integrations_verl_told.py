@@ -69,7 +69,7 @@ def test_a_checkpoint_fills_unset_keys_and_check_describes_the_selector_built(tm
         ),
         ({"evidence": False}, (), (), "bots.weak_column / bots.strong_column: interpolation (references"),
         ({}, (), COLUMNS, "bots.weak_column / bots.strong_column: none here, interpolation"),
-        ({"pool": range(100, 124)}, (), (), "the training data's task ids"),
+        ({"pool": range(100, 124)}, (), (), "the training data (its prompts and task ids"),
     ],
 )
 def test_a_checkpoint_never_overrides_what_the_command_sets(

@@ -39,6 +39,8 @@ class Adapter:
     seams: str  # attribute: a tuple of Seams, or a function returning a list
     label: str
     companions: tuple[str, ...] = ()
+    #: attribute holding the Windows of packages under the framework whose release is also checked
+    under: str | None = None
 
     def installed(self) -> bool:
         return installed_version(self.framework) != "unknown"
@@ -76,6 +78,7 @@ ADAPTERS: tuple[Adapter, ...] = (
         "VERL_SEAMS",
         "verl",
         ("transferqueue", "ray", "hydra-core", "tensordict", "torchdata"),
+        "TESTED_UNDER_VERL",
     ),
     Adapter(
         "trinity", "trinity-rft", "bots_rft.integrations.trinity", "TESTED_TRINITY", "trinity_seams", "Trinity-RFT"
@@ -101,12 +104,17 @@ def check(adapter: Adapter) -> tuple[bool, str]:
     try:
         window, seams = adapter.load()
         bypassed = check_framework(window, seams)
+        under = getattr(importlib.import_module(adapter.module), adapter.under) if adapter.under else ()
     except IntegrationError as exc:
         return False, f"{adapter.name}: {exc}"
     except ImportError as exc:
         return False, f"{adapter.name}: {adapter.module} does not import: {type(exc).__name__}: {exc}"
     where = "inside" if window.contains(version) else "OUTSIDE"
     note = f"; BOTS_ALLOW_UNTESTED=1 bypassed {len(bypassed)} problem(s)" if bypassed else ""
+    # The packages under the framework: a release its own pin allows but the tests never ran is said.
+    for w in under:
+        v = installed_version(w.framework)
+        note += f"; {w.framework} {v}, {'inside' if w.contains(v) else 'OUTSIDE'} the tested window ({w})"
     return True, (
         f"{adapter.name}: ok: {adapter.framework} {version}, {where} the tested window ({window}); "
         f"{len(seams)} method{'' if len(seams) == 1 else 's'} checked, {sum(private(s) for s in seams)} of them "

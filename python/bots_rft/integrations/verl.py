@@ -7,9 +7,10 @@ Run verl through this module instead of ``verl.trainer.main_ppo``; everything el
 
 The entry point composes verl's own ``ppo_trainer`` config plus a ``bots`` section and sets
 ``trainer.v1.trainer_mode=bots_sync``; ``bots_colocate_async`` and ``bots_separate_async`` select the
-async modes. Those names are registered in verl's ``TRAINER_REGISTRY`` when this module is imported;
-the entry point's Ray task runner (:class:`BOTSTaskRunner`) imports it inside the Ray actor, where
-verl looks the trainer up, which is why ``python -m verl.trainer.main_ppo`` cannot be used as is.
+async modes. Those names are put into verl's ``TRAINER_REGISTRY`` by :func:`register`, which the entry
+point (:func:`main`) and its Ray task runner (:class:`BOTSTaskRunner`, inside the Ray actor where verl
+looks the trainer up) call; importing this module registers nothing. That is why
+``python -m verl.trainer.main_ppo`` cannot be used as is.
 
 What the BOTS trainers change, and nothing else:
 
@@ -73,16 +74,25 @@ import numpy as np
 import numpy.typing as npt
 from torch.utils.data import Sampler
 
+from .._validation import rates_or_nan
 from ..checkpoint import read_checkpoint
 from ..data.embeddings import embeddings_for
-from ..errors import BotsError, CheckpointError, ConfigError, DataError, InvalidArgumentError
-from ..estimators import DEFAULT_MIN_GAP, EmbeddingRegression, Estimator, Interpolation, Similarity
+from ..errors import (
+    BotsError,
+    CheckpointError,
+    CheckpointNotFoundError,
+    ConfigError,
+    DataError,
+    InvalidArgumentError,
+    InvalidTypeError,
+)
+from ..estimators import EmbeddingRegression, Estimator, Interpolation, Similarity
 from ..metrics.step import calibration_step_metrics, capability_metrics, outcome_metrics, pick_metrics
 from ..selector.bots import BOTS
-from ..selector.bots.state import check_state_header
-from ..selector.parameters import LAM, PRIOR_PRECISION
+from ..selector.bots.state import check_state_header, pool_fingerprint
+from ..selector.parameters import BOTS_PARAMS, LAM, MIN_GAP, MOMENTUM, PRIOR_PRECISION, Parameter
 from .batches import pack_state, unpack_state
-from .gates import Seam, Window, check_framework
+from .gates import Seam, Window, check_framework, installed_version
 from .inflight import InFlight
 from .tasks import (
     RewardClip,
@@ -197,8 +207,8 @@ BOTS_DEFAULTS: dict[str, Any] = {
     "threads": None,
     "weak_column": None,
     "strong_column": None,
-    "momentum": 0.9,
-    "min_gap": DEFAULT_MIN_GAP,
+    "momentum": None,
+    "min_gap": None,
     "embeddings": None,
     "estimator": None,
     "prior_precision": None,
@@ -208,6 +218,13 @@ BOTS_DEFAULTS: dict[str, Any] = {
     "checkpoint": None,
     "checkpoint_params": "error",
 }
+#: How each ``bots.*`` number or flag is checked: the catalogue's parameter of that name (one range
+#: and one default for every way BOTS is configured), and two counts only this adapter reads.
+_PARAMETERS: dict[str, Parameter] = {
+    **{p.name: p for p in (*BOTS_PARAMS, PRIOR_PRECISION) if p.name in _BOTS_KEYS + _OTHER_KEYS},
+    "threads": Parameter("threads", "int", None, "threads of the selector's core (default: every core)", 1),
+    "num_tasks": Parameter("num_tasks", "int", None, "the selector's pool size (default: the largest id + 1)", 1),
+}
 #: The BOTS parameters a verl run cannot set; with ``bots.checkpoint`` they are the checkpoint's.
 _STATE_ONLY = ("prior_alpha", "prior_beta", "adaptive_rho", "tau", "adaptive_lam", "lag_discount")
 _STATE_FORMAT = "bots-rft/verl-prompt-sampler"
@@ -215,6 +232,22 @@ _STATE_FORMAT = "bots-rft/verl-prompt-sampler"
 
 #: The verl releases this module was tested with (both ends tested).
 TESTED_VERL = Window("verl", "0.9.1", "0.9.1", "bots_rft.integrations.verl")
+#: The packages under verl whose release the adapter's tests ran with (tests/constraints.txt):
+#: verl's own pin allows older transformers than these, and such a run is said, not refused.
+TESTED_UNDER_VERL = (Window("transformers", "5.25.0", "5.25.0", "bots_rft.integrations.verl"),)
+
+
+def untested_under_verl() -> list[str]:
+    """One phrase per package in :data:`TESTED_UNDER_VERL` installed outside its tested window
+    (``"transformers 5.10.4, OUTSIDE the tested window (5.25.0)"``); empty when every one is inside."""
+    out = []
+    for window in TESTED_UNDER_VERL:
+        version = installed_version(window.framework)
+        if not window.contains(version):
+            out.append(f"{window.framework} {version}, OUTSIDE the tested window ({window})")
+    return out
+
+
 #: The verl methods the BOTS trainers, replay buffers and task runner override (all but ``step``, ``run``
 #: and ``__init__`` private).
 VERL_SEAMS = (
@@ -307,6 +340,9 @@ class BOTSPromptSampler(Sampler[int]):
         self._successes = RewardClip(self.success_threshold, "bots_rft.integrations.verl (rm_scores summed)")
         self.task_id_column = task_id_column
         self._no_row = self.rows_of_task < 0
+        # The task ids alone, fingerprinted: the selector's pool fingerprint covers the prompts too,
+        # so only this tells "other prompts under the same ids" from "other ids" on resume.
+        self.pool_ids = pool_fingerprint(np.flatnonzero(~self._no_row))
         #: What a resumed ``data.pt`` whose selector differs (parameters, references, pool) does:
         #: ``"error"``, ``"checkpoint"`` or ``"current"`` (``bots.checkpoint_params``).
         self.resume_params = "error"
@@ -459,6 +495,7 @@ class BOTSPromptSampler(Sampler[int]):
                 ],
                 "released": list(self._released),
                 "empty_groups": self._empty_groups,
+                "pool_ids": self.pool_ids,
             },
         )
 
@@ -490,6 +527,7 @@ class BOTSPromptSampler(Sampler[int]):
             text = re.sub(
                 r"((?<=[(; ])evidence: .*? in the state)", rf"\1, set by {_KEY_OF['evidence']}", str(exc), count=1
             )
+            text = _pool_difference(text, self.pool_ids, state.get("pool_ids"))
             raise CheckpointError(text) from None
         self._chunk, self._yielded, self._uid_task = chunk, yielded, uid_task
         self._inflight.load(inflight)
@@ -508,7 +546,28 @@ def _bots_options(config: Any) -> dict[str, Any]:
     unknown = set(cfg) - set(_BOTS_KEYS) - set(_OTHER_KEYS)
     if unknown:
         raise ConfigError(f"bots: unknown keys {sorted(unknown)} (known: {sorted(_BOTS_KEYS + _OTHER_KEYS)})")
-    return {k: v for k, v in cfg.items() if v is not None}
+    try:
+        return {
+            k: _PARAMETERS[k].check(v, f"bots.{k}") if k in _PARAMETERS else v for k, v in cfg.items() if v is not None
+        }
+    except (InvalidArgumentError, InvalidTypeError) as exc:
+        raise ConfigError(str(exc)) from None  # a key of the run's config, as every other refusal here
+
+
+def _renamed(exc: BotsError, key: str, *, keep: bool = False) -> BotsError:
+    """``exc`` again (its class kept, so callers catch it as before), its text starting with the
+    ``bots.*`` key the user typed instead of the name the library called it (``threshold``,
+    ``path``), or, with ``keep``, before that name (a column's name says which column)."""
+    text = str(exc)
+    _, sep, rest = text.partition(": ")
+    said = f"{key}: {text if keep or not sep else rest}"
+    if isinstance(exc, CheckpointNotFoundError):
+        return CheckpointNotFoundError(said, str(exc.filename))
+    if isinstance(exc, (InvalidArgumentError, InvalidTypeError)):
+        return type(exc)(said, key)
+    if isinstance(exc, (CheckpointError, DataError)):
+        return type(exc)(said)
+    return ConfigError(said)
 
 
 #: ``bots.estimator``: what learns from the task embeddings of ``bots.embeddings``.
@@ -521,7 +580,11 @@ def _evidence_keys(cfg: Mapping[str, Any]) -> str | None:
     the other, are refused naming them."""
     weak, strong = cfg.get("weak_column"), cfg.get("strong_column")
     if (weak is None) != (strong is None):
-        raise ConfigError("bots: weak_column and strong_column go together")
+        given = "bots.weak_column" if weak is not None else "bots.strong_column"
+        raise ConfigError(
+            f"bots.weak_column and bots.strong_column go together: the interpolation needs both reference "
+            f"pass-rate columns, got {given} alone"
+        )
     if cfg.get("embeddings") is not None:
         if weak is not None:
             raise ConfigError(
@@ -555,9 +618,20 @@ def _evidence(
     if kind is None:
         return None
     if kind == "references":
-        weak, strong = str(cfg["weak_column"]), str(cfg["strong_column"])
-        w, s = references_by_id(frame, [weak, strong], task_id_column=column, num_tasks=num_tasks)
-        return Interpolation(w, s, cfg.get("momentum", 0.9), min_gap=cfg.get("min_gap", DEFAULT_MIN_GAP))
+        columns = {"bots.weak_column": str(cfg["weak_column"]), "bots.strong_column": str(cfg["strong_column"])}
+        rates = []
+        for key, name in columns.items():  # one at a time, so an error names the key that chose the column
+            try:
+                (values,) = references_by_id(frame, [name], task_id_column=column, num_tasks=num_tasks)
+                rates.append(rates_or_nan(values, f"column {name!r}"))
+            except BotsError as exc:
+                raise _renamed(exc, key, keep=True) from None
+        return Interpolation(
+            rates[0],
+            rates[1],
+            cfg.get("momentum", MOMENTUM.default),
+            min_gap=cfg.get("min_gap", MIN_GAP.default),
+        )
     matrix = _embedding_matrix(str(cfg["embeddings"]), np.asarray(rows_of_task), num_tasks)
     if cfg.get("estimator", "regression") == "similarity":
         return Similarity(matrix)
@@ -589,11 +663,30 @@ def _embedding_matrix(path: str, rows_of_task: IntArray, num_tasks: int) -> npt.
     return out
 
 
+def _pool_difference(text: str, here: str, saved: Any) -> str:
+    """``text`` with the selector's "pool: task ids A here, B in the state" said as what differs:
+    the task ids, or (same ids, ``here`` = ``saved``, the fingerprints of the ids alone) the
+    prompts under them. The selector's fingerprint covers both, so without ``saved`` (a
+    ``bots.checkpoint`` file) it cannot be told which, and the text says so."""
+    match = re.search(r"pool: task ids (\S+) here, (\S+) in the state \(another pool of tasks\)", text)
+    if match is None:
+        return text
+    ours, theirs = match.groups()
+    if saved is None:
+        what = "its task ids, or the prompts under them, differ from the checkpoint's"
+    elif saved == here:
+        what = "the same task ids as the checkpoint's, with other prompts under them"
+    else:
+        what = "other task ids than the checkpoint's"
+    said = f"pool: {what} (pool fingerprint {ours} here, {theirs} in the checkpoint)"
+    return text[: match.start()] + said + text[match.end() :]
+
+
 #: What each parameter a checkpoint can differ in is set by, in a verl command.
 _KEY_OF = {
     "n_rollouts": "bots.n_rollouts (default: actor_rollout_ref.rollout.n)",
     "evidence": "bots.embeddings or bots.weak_column / bots.strong_column",
-    "pool": f"the training data's task ids ({BOTS_DEFAULTS['task_id_column']} or bots.task_id_column)",
+    "pool": f"the training data (its prompts and task ids, {BOTS_DEFAULTS['task_id_column']} or bots.task_id_column)",
 }
 
 
@@ -614,7 +707,10 @@ def _resumed(
     ``bots.checkpoint_params`` is ``checkpoint`` (the checkpoint's win) or ``current`` (the
     config's win). ``evidence_for(lam)`` builds this run's estimator for the selector's λ."""
     choice = _checkpoint_params(cfg)
-    state = read_checkpoint(path)
+    try:
+        state = read_checkpoint(path)
+    except CheckpointError as exc:
+        raise _renamed(exc, "bots.checkpoint") from None
     check_state_header(state)
     saved = dict(state.get("params") or {})
     for key in ("lam", "rho", "target", "thompson", "seed"):
@@ -634,7 +730,7 @@ def _resumed(
     try:
         selector.load_state_dict(state, params=choice)  # type: ignore[arg-type]  # checked above
     except CheckpointError as exc:
-        text = str(exc)
+        text = _pool_difference(str(exc), "", None)
         inner = text[text.find("(") + 1 : text.rfind(")")] if "differ" in text else text
         named = []
         for part in inner.split("; "):
@@ -678,7 +774,7 @@ def build_sampler(config: Any, dataset: Any, selector: BOTS | None = None) -> BO
     rollout_n = int(config.actor_rollout_ref.rollout.n)
     if "n_rollouts" in cfg and float(cfg["n_rollouts"]) != float(rollout_n):
         raise ConfigError(
-            f"bots.n_rollouts: {cfg['n_rollouts']} rollouts per task, but actor_rollout_ref.rollout.n is {rollout_n}; "
+            f"bots.n_rollouts: {cfg['n_rollouts']:g} rollouts per task, but actor_rollout_ref.rollout.n is {rollout_n}; "
             "leave bots.n_rollouts unset (it defaults to rollout.n) or set both alike"
         )
     if selector is None:
@@ -704,6 +800,10 @@ def build_sampler(config: Any, dataset: Any, selector: BOTS | None = None) -> BO
         check_rollouts(selector, rollout_n, "actor_rollout_ref.rollout.n")
     if chunk > len(int_ids):
         raise ConfigError(f"data.train_batch_size: {chunk} exceeds the {len(int_ids)} training rows")
+    try:
+        RewardClip(cfg.get("success_threshold"), "bots.success_threshold")  # checks the threshold alone
+    except BotsError as exc:
+        raise _renamed(exc, "bots.success_threshold") from None
     sampler = BOTSPromptSampler(selector, int_ids, chunk, cfg.get("success_threshold"), column)
     sampler.resume_params = resume_params
     bind_pool(selector, int_ids, column, frame)
@@ -1014,6 +1114,9 @@ def preflight(config: DictConfig) -> list[str]:
     lines = [f"verl {version}: {where} the tested window ({TESTED_VERL}); {_count(len(VERL_SEAMS), 'method')} checked"]
     if bypassed:
         lines[-1] += f"; BOTS_ALLOW_UNTESTED=1 bypassed {len(bypassed)}"
+    untested = untested_under_verl()
+    if untested:
+        lines[-1] += "".join(f"; {phrase}" for phrase in untested)
     mode = check_config(config)
     dapo = config.algorithm.get("filter_groups", {}) or {}
     lines.append(
@@ -1103,6 +1206,12 @@ def _run(config: DictConfig) -> None:
 
     check_verl()
     check_config(config)
+    untested = untested_under_verl()
+    if untested:  # verl's own pin allows it, so it runs; said once, before the long run starts
+        print(
+            f"python -m bots_rft.integrations.verl: note: {'; '.join(untested)}",
+            file=sys.stderr,
+        )
     check_ray_capacity(config)  # before Ray starts: a TransferQueue that cannot be placed hangs
     auto_set_device(config)
     validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
@@ -1121,6 +1230,7 @@ def main() -> None:
     import hydra
     from hydra.core.config_store import ConfigStore
 
+    register()  # here, not on import: importing the module changes nothing in verl
     check_only = "--check" in sys.argv[1:]
     if check_only:
         sys.argv.remove("--check")  # hydra parses the rest
@@ -1146,5 +1256,3 @@ if __name__ == "__main__":
     from bots_rft.integrations.verl import main as _main
 
     _main()
-else:
-    register()
