@@ -68,6 +68,8 @@ class Model:
         self.alpha, self.beta = a, b
 
     def select(self, k: int, excluded: np.ndarray) -> np.ndarray:
+        if k == 0:  # selecting nothing draws nothing: the stream stays where it was
+            return np.zeros(0, dtype=np.int64)
         if self.thompson:
             draws = _core.thompson_draws(self.alpha, self.beta, self.seed, self.counter)
             distance = np.abs(draws - np.float32(self.target)).astype(np.float64)
