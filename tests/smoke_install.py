@@ -192,8 +192,10 @@ def main() -> int:
             ):
                 out = run([bots, *argv], workdir)
                 lines = out.stderr.strip().splitlines()
+                # One line naming every extra the command needs at once: bots-rft[cli] or bots-rft[cli,plot].
+                named = re.findall(r"bots-rft\[([a-z,]+)\]", lines[0]) if lines else []
                 check(
-                    out.returncode == 2 and len(lines) == 1 and f"bots-rft[{extra}]" in lines[0],
+                    out.returncode == 2 and len(lines) == 1 and any(extra in n.split(",") for n in named),
                     f"bots {' '.join(argv)} without [{extra}]: status {out.returncode}, stderr {out.stderr!r}",
                 )
                 print(f"smoke: bots {argv[0]} without [{extra}]: {lines[0]}")
