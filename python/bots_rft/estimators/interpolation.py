@@ -148,7 +148,8 @@ class Interpolation(Estimator):
     def from_state_dict(cls, state: dict[str, Any]) -> Interpolation:
         if not isinstance(state, dict) or state.get("kind") != "interpolation":
             raise CheckpointError(f"evidence: not an interpolation state: {state!r:.80}")
-        # States saved before min_gap existed used the default.
+        # A state without min_gap (saved by a release without the parameter) was computed with the
+        # default, so it loads with it.
         ev = cls(state["weak"], state["strong"], state["momentum"], min_gap=state.get("min_gap", DEFAULT_MIN_GAP))
         cap = state.get("capability")
         ev._capability = None if cap is None else float(cap)

@@ -108,7 +108,8 @@ class TorchBOTS(BOTS):
         _refuse_unknown_params(unknown)
         if backend != _BACKEND:
             raise InvalidArgumentError(f"backend: TorchBOTS is the torch backend, got {backend!r}", "backend")
-        # num_tasks is checked before the device, as it always was; then the shared parameters.
+        # num_tasks is checked before the device, then the shared parameters: a call wrong in several
+        # places names the same argument on every backend.
         n = as_int(num_tasks, "num_tasks", minimum=1)
         self._device = _as_device(device)
         self._dtype = _as_dtype(dtype)

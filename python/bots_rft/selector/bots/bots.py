@@ -765,8 +765,8 @@ class BOTS(_BackendChoice, SelectorBase):
         ``params="error"`` (the default) with the differences named, taken from the state under
         ``params="checkpoint"``, and left as this selector's under ``params="current"``. So is a
         state recorded on another pool (:meth:`set_pool`); a state or a selector without a pool
-        (written before pools were recorded, or never bound) is no difference. States without
-        these records load as before."""
+        (from a release that did not record pools, or never bound) is no difference, and a state
+        without these records loads without the check: it has nothing to compare."""
         super().load_state_dict(state, params=params)
 
     def _restore_counts(self, state: dict[str, Any]) -> None:

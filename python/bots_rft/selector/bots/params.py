@@ -324,8 +324,8 @@ class SelectorParams:
         self._drift = None if drift is None else as_real(drift, "drift")
 
     def __setattr__(self, name: str, value: Any) -> None:
-        # Assigning a parameter (sel.lam = 5) used to create a plain attribute the selector never
-        # read; every property of the class is read-only, parameters change through set_params.
+        # Assigning a parameter (sel.lam = 5) would otherwise create a plain attribute the selector
+        # never reads; every property of the class is read-only, parameters change through set_params.
         # Internal state (a leading underscore) skips the check: it is set on every call.
         if name[0] != "_" and isinstance(getattr(type(self), name, None), property):
             hint = f"use set_params({name}=...)" if name in SETTABLE_PARAMS else "it is fixed for a selector's life"

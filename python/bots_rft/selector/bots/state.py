@@ -174,7 +174,8 @@ def pool_fingerprint(task_ids: Iterable[Any], content: Sequence[str] | None = No
 
 
 def state_pool(state: dict[str, Any]) -> str | None:
-    """The pool fingerprint a state records (None: none, e.g. a state written before it existed)."""
+    """The pool fingerprint a state records (None: none, e.g. a state of a selector never bound to
+    a pool, or one from a release that did not record pools)."""
     identity = state.get("identity")
     pool = identity.get("pool") if isinstance(identity, dict) else None
     if pool is not None and not isinstance(pool, str):

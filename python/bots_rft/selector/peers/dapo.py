@@ -220,8 +220,8 @@ class DynamicSampling:
         self.oversample = float(oversample)
         self.max_rounds = max_rounds
         self.seed = SEED.check(seed)
-        # The generation batches' order when no proposer picks them (its state is checkpointed
-        # with a proposer too, as it always was).
+        # The generation batches' order when no proposer picks them. It is checkpointed with a
+        # proposer too, so that one checkpoint layout serves both and a resume reads the same keys.
         self._order = EpochOrder(self.num_tasks, seed=self.seed)
         self._pending: npt.NDArray[np.float64] | None = None
         # Every group rolled out by the last selection (kept and filtered), for the proposer.
