@@ -178,6 +178,13 @@ def main() -> int:
         check(out.returncode == 0 and out.stdout.strip() == f"bots-rft {version}", f"bots --version: {out}")
         print(f"smoke: {out.stdout.strip()}")
 
+        # The example configs travel inside the package: the wheel alone gives a user something to run.
+        listed = run([bots, "example"], workdir)
+        check(listed.returncode == 0 and "smoke" in listed.stdout, f"bots example: {listed}")
+        shown = run([bots, "example", "smoke"], workdir)
+        check(shown.returncode == 0 and "pool:" in shown.stdout, f"bots example smoke: {shown}")
+        print("smoke: bots example: ok")
+
         demo = run([bots, "demo", "--no-progress", "--tasks", "20000", "--steps", "20", "--batch", "64"], workdir)
         check(demo.returncode == 0, f"bots demo failed:\n{demo.stdout}\n{demo.stderr}")
         check("BOTS kept" in demo.stdout and "| BOTS |" in demo.stdout, f"bots demo printed:\n{demo.stdout}")
