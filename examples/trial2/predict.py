@@ -36,9 +36,8 @@ import numpy as np
 
 from bots_rft.metrics import mean_ci
 from bots_rft.simulate.experiment import MethodSpec, SimConfig, run_method
-from bots_rft.simulate.fitted import NO_SATURATION_K
 from bots_rft.simulate.learner import LearnerConfig, make_world
-from bots_rft.simulate.replica import CALIBRATION_LEARNER, TRIAL_STRINGS_POOL, fit_pool_replica
+from bots_rft.simulate.replica import TRIAL_STRINGS_POOL, calibrated_learner, fit_pool_replica
 
 ARMS = ("random", "bots", "mopps", "reference-filter")
 CONTRASTS = (("C1", "bots", "reference-filter"), ("C2", "mopps", "random"), ("C3", "bots", "random"))
@@ -142,15 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     trial = dict(TRIAL_STRINGS_POOL)
     if args.smoke:
         trial.update(num_tasks=600, eval_tasks=100)
-    fit = fit_pool_replica(
-        trial,
-        fit_pearson=True,
-        **CALIBRATION_LEARNER,
-        step_rule="saturating",
-        saturation_k=NO_SATURATION_K,
-        learning_rate=best["learning_rate"],
-        trajectory_noise=best["trajectory_noise"],
-    )
+    fit = fit_pool_replica(trial, fit_pearson=True, **calibrated_learner(best))
     steps = 20 if args.smoke else 100
     seeds = range(3 if args.smoke else args.seeds)
     learners = {

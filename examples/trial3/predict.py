@@ -37,9 +37,8 @@ import numpy as np
 from bots_rft.data import TaskPool
 from bots_rft.estimators import EmbeddingRegression
 from bots_rft.metrics import pearson
-from bots_rft.simulate.fitted import NO_SATURATION_K
 from bots_rft.simulate.learner import LearnerConfig, make_world
-from bots_rft.simulate.replica import CALIBRATION_LEARNER, TRIAL_STRINGS_POOL, fit_pool_replica, predict_paired
+from bots_rft.simulate.replica import TRIAL_STRINGS_POOL, calibrated_learner, fit_pool_replica, predict_paired
 from bots_rft.simulate.signals import embeddings as simulated_embeddings
 
 WEAK, STRONG = "weak_sft600_pass_rate", "strong_sft1200_pass_rate"
@@ -142,15 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     trial.update(
         weak_mean=refs["weak_mean"], strong_mean=refs["strong_mean"], start_strong_pearson=refs["start_strong_pearson"]
     )
-    fit = fit_pool_replica(
-        trial,
-        fit_pearson=True,
-        **CALIBRATION_LEARNER,
-        step_rule="saturating",
-        saturation_k=NO_SATURATION_K,
-        learning_rate=best["learning_rate"],
-        trajectory_noise=best["trajectory_noise"],
-    )
+    fit = fit_pool_replica(trial, fit_pearson=True, **calibrated_learner(best))
     learner = fit.learner
     noise, got = fit_embedding_noise(learner, target, args.k, 5 if args.smoke else 20)
     learner = LearnerConfig(**{**learner.to_dict(), "embedding_noise": noise})

@@ -29,6 +29,7 @@ import numpy.typing as npt
 from ..errors import ConfigError
 from ..metrics import mean_ci, pearson
 from .experiment import MethodSpec, SimConfig, run_method
+from .fitted import NO_SATURATION_K
 from .learner import LearnerConfig, make_world
 
 __all__ = [
@@ -37,6 +38,7 @@ __all__ = [
     "fit_replica",
     "fit_pool_replica",
     "CALIBRATION_LEARNER",
+    "calibrated_learner",
     "replica_learner",
     "predict_paired",
     "fit_trajectory_noise",
@@ -311,6 +313,19 @@ def fit_replica(
 #: rollouts counts n / (n + 4) of its signal, and a task trained on again transfers as much as the
 #: first time (the pool it was fitted on repeated almost no task, so it could not fit a decay).
 CALIBRATION_LEARNER: dict[str, Any] = {"group_noise": 4.0, "repeat_decay": 1.0}
+
+
+def calibrated_learner(best: Mapping[str, Any]) -> dict[str, Any]:
+    """The learner settings of the calibration's best rule (a calibration JSON's first
+    prediction: progress proportional to the batch's summed signal, no saturation, with its
+    fitted learning rate and trajectory noise), with what the calibration held fixed."""
+    return {
+        **CALIBRATION_LEARNER,
+        "step_rule": "saturating",
+        "saturation_k": NO_SATURATION_K,
+        "learning_rate": best["learning_rate"],
+        "trajectory_noise": best["trajectory_noise"],
+    }
 
 
 def fit_pool_replica(pool: Mapping[str, Any], *, fit_pearson: bool = False, **learner_overrides: Any) -> ReplicaFit:
