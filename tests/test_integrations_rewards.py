@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterator
 
 import numpy as np
@@ -14,40 +13,15 @@ from bots_rft import BOTS
 from bots_rft.errors import InvalidArgumentError
 from bots_rft.integrations.batches import EvidenceBuffer
 from bots_rft.integrations.tasks import RewardClip
-
-
-class Records(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.messages: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.messages.append(record.getMessage())
+from logged import warnings_of
 
 
 @pytest.fixture
 def warnings_logged() -> Iterator[list[str]]:
-    # A handler on the integrations' own logger: another test's framework may replace the root
-    # logger's handlers, which caplog relies on.
-    # Another test's framework may also have raised the root logger's level or disabled logging
-    # globally (logging.disable): these tests log at WARNING on our logger whatever the root's
-    # level, and restore the old state afterwards.
-    # The handler goes on the logger object the integrations log to: a framework that reloads
-    # logging can leave getLogger() returning a new object (seen after the AReaL tests).
     from bots_rft.integrations import tasks
 
-    handler = Records()
-    log = tasks.logger
-    level, disabled = log.level, logging.root.manager.disable
-    log.setLevel(logging.WARNING)
-    logging.disable(logging.NOTSET)
-    log.addHandler(handler)
-    try:
-        yield handler.messages
-    finally:
-        log.removeHandler(handler)
-        log.setLevel(level)
-        logging.disable(disabled)
+    with warnings_of(tasks.logger) as messages:
+        yield messages
 
 
 def test_clipped_rewards_are_counted_and_warned_about_once(warnings_logged: list[str]) -> None:

@@ -81,7 +81,8 @@ def test_cli_extra_runs_simulate_and_names_plot_for_the_plots(tmp_path: Path) ->
     out = bots(python, *SIMULATE, "--out", "plots", cwd=tmp_path)
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert out.stderr.strip().splitlines() == [
-        "bots simulate: error: this needs matplotlib, from the [plot] extra: pip install 'bots-rft[plot]'"
+        "bots simulate: error: this needs matplotlib, from the [plot] extra: pip install 'bots-rft[plot]' "
+        "(or run with --no-plots)"
     ]
 
 

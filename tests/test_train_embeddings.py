@@ -169,13 +169,12 @@ def test_the_training_guides_bots_embed_commands_run_as_shown(
 
 
 def test_a_resume_on_another_machine_says_what_differs(
-    toy_pool: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    toy_pool: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A run resumed where its arithmetic may differ (another CPU, instruction set or library
     build) continues, and its resume record and a warning name what differs."""
-    import logging
-
     import bots_rft.train.trainer as trainer_module
+    from logged import warnings_of
 
     train(cfg(toy_pool, tmp_path, method="random", embeddings=None, steps=1, eval_every=0))
     real = trainer_module.machine_record
@@ -187,8 +186,8 @@ def test_a_resume_on_another_machine_says_what_differs(
     # A framework's logging set-up in the same process (logging.config.dictConfig, whose default
     # disable_existing_loggers=True disables every logger made before it) must not silence this
     # warning: what dictConfig does to our logger, undone after the test.
-    monkeypatch.setattr(logging.getLogger("bots_rft.train"), "disabled", True)
-    with caplog.at_level(logging.WARNING, logger="bots_rft.train"):
+    monkeypatch.setattr(trainer_module.log, "disabled", True)
+    with warnings_of(trainer_module.log) as warned:
         train(cfg(toy_pool, tmp_path, method="random", embeddings=None, steps=2, eval_every=0, resume=True))
     starts = [r for r in read_metrics(tmp_path / "metrics.jsonl") if r["kind"] == "config"]
     assert len(starts) == 2 and starts[0]["machine_changed"] is None
@@ -196,5 +195,6 @@ def test_a_resume_on_another_machine_says_what_differs(
     assert any(c.startswith("cpu: ") and c.endswith("-> 'Another CPU'") for c in changed), changed
     assert any(c.startswith("torch_cpu_capability: ") for c in changed), changed
     assert starts[1]["resumed_from"].endswith("step_000001")
-    assert "resume: this machine differs from the one the run started on (" in caplog.text
-    assert "from step 2 on may differ" in caplog.text
+    text = "\n".join(warned)
+    assert "resume: this machine differs from the one the run started on (" in text
+    assert "from step 2 on may differ" in text
