@@ -18,7 +18,6 @@ import logging
 import os
 import re
 import secrets
-import shutil
 import socket
 import subprocess
 import sys
@@ -32,6 +31,7 @@ from typing import Any
 
 import pytest
 
+from as_user import can_map_a_user, rerun_as_user
 from bots_rft.rewards import RewardItem, RewardScorer, run_python, sandbox
 from bots_rft.rewards.code import verify_code
 from bots_rft.rewards.sandbox import Isolation, SandboxLimits, SandboxUnavailableError, isolation
@@ -599,29 +599,15 @@ AS_USER_TESTS = (
 )
 
 
-def _can_map_a_user() -> bool:
-    unshare = shutil.which("unshare")
-    if os.geteuid() != 0 or os.environ.get(AS_USER_ENV) or unshare is None:
-        return False
-    probe = subprocess.run([unshare, "--user", "--map-user=1000", "--map-group=1000", "true"], capture_output=True)
-    return probe.returncode == 0
-
-
 @needs_kernel
-@pytest.mark.skipif(not _can_map_a_user(), reason="needs a start as root and util-linux unshare --map-user")
+@pytest.mark.skipif(not can_map_a_user(AS_USER_ENV), reason="needs a start as root and util-linux unshare --map-user")
 def test_the_boundary_holds_when_started_as_a_user(tmp_path: Path) -> None:
     """Started as an ordinary user, the sandbox is bubblewrap's own user namespace, both sides run
     as that user, and the agent mounts the work dir without root. These tests run again in a
     process that is uid 1000 in a user namespace of its own, with no capability: what bots sees
     when a user without root runs it (the same tests also pass run by a real unprivileged uid;
     see docs/security.md)."""
-    env = {**os.environ, AS_USER_ENV: "1", "PYTHONDONTWRITEBYTECODE": "1"}
-    argv = ["unshare", "--user", "--map-user=1000", "--map-group=1000", sys.executable, "-m", "pytest"]
-    argv += ["-q", "-p", "no:cacheprovider", "-W", "ignore::DeprecationWarning", f"--basetemp={tmp_path / 'as-user'}"]
-    argv += [__file__, "-k", AS_USER_TESTS, "-m", ""]  # every tier: the module is marked slow
-    run = subprocess.run(argv, env=env, cwd=REPO, capture_output=True, text=True, timeout=600)
-    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
-    summary = run.stdout.strip().splitlines()[-1]
+    summary = rerun_as_user(__file__, AS_USER_TESTS, AS_USER_ENV, tmp_path / "as-user")
     assert re.search(r"\b[3-9]\d passed", summary) and "failed" not in summary, summary
 
 

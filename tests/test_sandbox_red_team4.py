@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from as_user import can_map_a_user, rerun_as_user
 from bots_rft.rewards.code import verify_code
 from bots_rft.rewards.sandbox import SandboxLimits, isolation, run_python
 
@@ -607,32 +608,11 @@ AS_USER_TESTS = (
 )
 
 
-def _can_map_a_user() -> bool:
-    import shutil
-    import subprocess
-
-    unshare = shutil.which("unshare")
-    if os.geteuid() != 0 or os.environ.get(AS_USER_ENV) or unshare is None:
-        return False
-    probe = subprocess.run([unshare, "--user", "--map-user=1000", "--map-group=1000", "true"], capture_output=True)
-    return probe.returncode == 0
-
-
 @needs_kernel
-@pytest.mark.skipif(not _can_map_a_user(), reason="needs a start as root and util-linux unshare --map-user")
+@pytest.mark.skipif(not can_map_a_user(AS_USER_ENV), reason="needs a start as root and util-linux unshare --map-user")
 def test_the_findings_hold_when_started_as_a_user(tmp_path: Any) -> None:
     import re
-    import subprocess
-    import sys
-    from pathlib import Path
 
-    env = {**os.environ, AS_USER_ENV: "1", "PYTHONDONTWRITEBYTECODE": "1"}
-    argv = ["unshare", "--user", "--map-user=1000", "--map-group=1000", sys.executable, "-m", "pytest"]
-    argv += ["-q", "-p", "no:cacheprovider", "-W", "ignore::DeprecationWarning", f"--basetemp={tmp_path / 'as-user'}"]
-    argv += [__file__, "-k", AS_USER_TESTS, "-m", ""]  # every tier: the module is marked slow
-    repo = Path(__file__).resolve().parents[1]
-    run = subprocess.run(argv, env=env, cwd=repo, capture_output=True, text=True, timeout=600)
-    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
-    summary = run.stdout.strip().splitlines()[-1]
+    summary = rerun_as_user(__file__, AS_USER_TESTS, AS_USER_ENV, tmp_path / "as-user")
     expected = len(EXITS) + len(ENDINGS) + len(PLAIN_UNDER_ANOTHER_TYPE) + len(LYING) + 14
     assert re.search(rf"\b{expected} passed", summary) and "failed" not in summary, summary
