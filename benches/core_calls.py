@@ -89,15 +89,15 @@ def thompson_select(s: StageState, k: int, counter: int, threads: int) -> npt.ND
     return _select(s, k, True, counter, threads)
 
 
-def backend() -> str:
+def simd_path() -> str:
     """The SIMD path the kernels use now (automatic choice unless forced)."""
-    return _core.backend()
+    return _core.simd_path()
 
 
-def available_backends() -> list[str]:
-    return list(_core.available_backends())
+def available_simd_paths() -> list[str]:
+    return list(_core.available_simd_paths())
 
 
-def set_backend(name: str | None) -> None:
+def set_simd_path(name: str | None) -> None:
     """Force a SIMD path by name; None restores the automatic choice."""
-    _core.set_backend(name)
+    _core.set_simd_path(name)

@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
         "date": dt.date.today().isoformat(),
         "cpu": cpu_model(),
         "cores": core_count(),
-        "simd": _core.backend(),
+        "simd": _core.simd_path(),
         "numpy": np.__version__,
         "python": platform.python_version(),
         "repeats": repeats,

@@ -111,8 +111,8 @@ def run_process(
 
 
 def run_stages(n: int, args: argparse.Namespace) -> dict[str, Any]:
-    cmd = [sys.executable, str(HERE / "stages.py"), f"--num-tasks={n}", "--threads=1", f"--backends={args.stage_backends}",
-           f"--seed={args.seed}"]  # fmt: skip
+    cmd = [sys.executable, str(HERE / "stages.py"), f"--num-tasks={n}", "--threads=1",
+           f"--simd-paths={args.stage_simd_paths}", f"--seed={args.seed}"]  # fmt: skip
     if args.quick:
         cmd += ["--warmup=1", "--min-repeats=3", "--max-repeats=5", "--budget=0.02"]
     else:
@@ -141,11 +141,12 @@ def run_critical(n: int, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def simd_paths() -> dict[str, Any]:
-    """The SIMD path the core chose on this CPU and every path it can run."""
+    """The SIMD path the core chose on this CPU and every path it can run (the key
+    ``simd_backend`` keeps the name benches/results/bench.json and report.py use)."""
     try:
         import core_calls
 
-        return {"simd_backend": core_calls.backend(), "simd_available": core_calls.available_backends()}
+        return {"simd_backend": core_calls.simd_path(), "simd_available": core_calls.available_simd_paths()}
     except ImportError as exc:  # the extension is not built: the jobs will say so
         return {"simd_backend": f"unknown ({exc})", "simd_available": []}
 
@@ -173,7 +174,13 @@ def main(argv: list[str] | None = None) -> int:
         type=parse_sizes,
         help="pool sizes of the per-stage table (default 1e6,1e7; quick or with --sizes: the step sizes)",
     )
-    p.add_argument("--stage-backends", default="all", help="SIMD paths of the per-stage table: all, auto, or a list")
+    p.add_argument(
+        "--stage-simd-paths",
+        "--stage-backends",  # the old spelling, still accepted
+        dest="stage_simd_paths",
+        default="all",
+        help="SIMD paths of the per-stage table: all, auto, or a list",
+    )
     p.add_argument(
         "--critical-sizes", type=parse_sizes, help="pool sizes of the critical-path table (default: the step sizes)"
     )
@@ -247,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
 
     stages: list[dict[str, Any]] = []
     for i, n in enumerate(stage_sizes if "stages" in parts else [], 1):
-        print(f"[stages {i}/{len(stage_sizes)}] N={n:>12,} threads=1, SIMD paths: {args.stage_backends}", flush=True)
+        print(f"[stages {i}/{len(stage_sizes)}] N={n:>12,} threads=1, SIMD paths: {args.stage_simd_paths}", flush=True)
         stages.append(run_stages(n, args))
     critical: list[dict[str, Any]] = []
     for i, n in enumerate(critical_sizes if "critical" in parts else [], 1):

@@ -181,7 +181,7 @@ def main() -> None:
     report: dict[str, Any] = {
         "cpu": cpu_model(),
         "cores": os.cpu_count(),
-        "simd": _core.backend(),
+        "simd": _core.simd_path(),
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "load_average_before": load_average(),
         "setting": {"batch": BATCH, "n_rollouts": N_ROLLOUTS, "lam": LAM, "rho": RHO, "momentum": MOMENTUM},

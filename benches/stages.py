@@ -4,7 +4,7 @@ One pool size per process (its own job, like worker.py). Prints one JSON line on
 progress goes to stderr.
 
     python benches/stages.py --num-tasks 1000000
-    python benches/stages.py --num-tasks 10000000 --backends auto
+    python benches/stages.py --num-tasks 10000000 --simd-paths auto
 
 The draw stage also checks every shape and writes the N float32 draws to a new array, which the
 fused selection never does. The array's page faults are timed on their own (``output_faults``: a
@@ -59,33 +59,33 @@ def stage_ops(state: core_calls.StageState, threads: int) -> dict[str, Callable[
     }
 
 
-def backends_to_run(choice: str) -> list[str]:
+def simd_paths_to_run(choice: str) -> list[str]:
     """``auto``: the automatic choice only; ``all``: every path this CPU can run; else a list."""
-    available = core_calls.available_backends()
+    available = core_calls.available_simd_paths()
     if choice == "auto":
-        return [core_calls.backend()]
+        return [core_calls.simd_path()]
     if choice == "all":
         return available
     names = [b.strip() for b in choice.split(",") if b.strip()]
     missing = [b for b in names if b not in available]
     if missing:
-        raise SystemExit(f"--backends: {missing} not available on this CPU (available: {available})")
+        raise SystemExit(f"--simd-paths: {missing} not available on this CPU (available: {available})")
     return names
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     n = args.num_tasks
-    auto = core_calls.backend()
+    auto = core_calls.simd_path()
     state = core_calls.make_state(make_workload(n, seed=args.seed))
     # A posterior a few steps in (every task with a reference has moved off the flat prior), so
     # the sampler sees the shapes it sees in training.
     for _ in range(3):
         core_calls.update_pass(state, args.threads)
 
-    per_backend: dict[str, Any] = {}
+    per_simd_path: dict[str, Any] = {}
     try:
-        for name in backends_to_run(args.backends):
-            core_calls.set_backend(name)
+        for name in simd_paths_to_run(args.simd_paths):
+            core_calls.set_simd_path(name)
             med: dict[str, float] = {}
             runs: dict[str, int] = {}
             for stage, op in stage_ops(state, args.threads).items():
@@ -94,7 +94,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 runs[stage] = len(times)
             ns = {k: v / n * 1e9 for k, v in med.items()}
             ns["select_minus_draw"] = ns["thompson_select"] - (ns["draw"] - ns["output_faults"])
-            per_backend[name] = {
+            per_simd_path[name] = {
                 "median_ms": {k: v * 1e3 for k, v in med.items()},
                 "ns_per_task": ns,
                 "timed_runs": runs,
@@ -105,15 +105,23 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 flush=True,
             )
     finally:
-        core_calls.set_backend(None)
-    return {"kind": "stages", "num_tasks": n, "threads": args.threads, "auto_backend": auto, "backends": per_backend}
+        core_calls.set_simd_path(None)
+    # The keys keep their first names ("auto_backend", "backends": SIMD paths), which
+    # benches/results/bench.json and report.py read.
+    return {"kind": "stages", "num_tasks": n, "threads": args.threads, "auto_backend": auto, "backends": per_simd_path}
 
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--num-tasks", type=int, required=True)
     p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--backends", default="all", help="auto (the automatic choice), all, or a comma-separated list")
+    p.add_argument(
+        "--simd-paths",
+        "--backends",  # the old spelling, still accepted
+        dest="simd_paths",
+        default="all",
+        help="auto (the automatic choice), all, or a comma-separated list",
+    )
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--min-repeats", type=int, default=7)
     p.add_argument("--max-repeats", type=int, default=100)

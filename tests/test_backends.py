@@ -1,9 +1,12 @@
-"""Every code path of the vectorised Thompson sampler (each SIMD width and the portable
-fallback) draws from the right distribution and selects identically."""
+"""Every SIMD path of the vectorised Thompson sampler (each SIMD width and the portable
+fallback) draws from the right distribution and selects identically. (Here "backend" means where
+BOTS keeps its posterior, not the SIMD path; the core's old names for the SIMD path remain as
+deprecated aliases, checked at the end.)"""
 
 from __future__ import annotations
 
 import itertools
+import warnings
 
 import numpy as np
 import pytest
@@ -11,19 +14,19 @@ from scipy import stats
 
 from bots_rft import BOTS, Interpolation, _core
 
-BACKENDS = _core.available_backends()
+SIMD_PATHS = _core.available_simd_paths()
 SHAPES = [0.3, 0.5, 1.0, 2.5, 40.0, 5000.0]
 
 
 @pytest.fixture
-def forced_backend():  # type: ignore[no-untyped-def]
-    yield _core.set_backend
-    _core.set_backend(None)
+def forced_simd_path():  # type: ignore[no-untyped-def]
+    yield _core.set_simd_path
+    _core.set_simd_path(None)
 
 
-def test_portable_backend_always_exists() -> None:
-    assert "portable" in BACKENDS
-    assert _core.backend() in BACKENDS
+def test_portable_simd_path_always_exists() -> None:
+    assert "portable" in SIMD_PATHS
+    assert _core.simd_path() in SIMD_PATHS
 
 
 def ks_pvalue_below(draws: np.ndarray, cdf, upper: float) -> float:  # type: ignore[no-untyped-def]
@@ -43,29 +46,29 @@ def ks_pvalue_below(draws: np.ndarray, cdf, upper: float) -> float:  # type: ign
     return float(stats.kstwo.sf(d, n))
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("simd_path", SIMD_PATHS)
 @pytest.mark.parametrize("a,b", list(itertools.product(SHAPES, SHAPES)))
-def test_thompson_draws_pass_ks(backend: str, a: float, b: float) -> None:
+def test_thompson_draws_pass_ks(simd_path: str, a: float, b: float) -> None:
     n = 20_000
-    draws = _core.thompson_draws(np.full(n, a), np.full(n, b), seed=int(a * 100 + b), counter=3, backend=backend)
+    draws = _core.thompson_draws(np.full(n, a), np.full(n, b), seed=int(a * 100 + b), counter=3, simd_path=simd_path)
     assert draws.dtype == np.float32 and np.all((draws >= 0) & (draws <= 1))
     p = ks_pvalue_below(draws, stats.beta(a, b).cdf, upper=1 - 1e-6)
-    assert p > 1e-3, (backend, a, b, p)
+    assert p > 1e-3, (simd_path, a, b, p)
     # The mass within float32 rounding of 1 matches the distribution too.
     top = float(np.mean(draws >= np.float32(1 - 1e-6)))
     expected = float(stats.beta(a, b).sf(1 - 1e-6))
     assert abs(top - expected) < 5 * np.sqrt(expected * (1 - expected) / n) + 1e-3, (top, expected)
 
 
-def test_all_backends_draw_identical_bits() -> None:
+def test_all_simd_paths_draw_identical_bits() -> None:
     rng = np.random.default_rng(0)
     n = 3 * _core.CHUNK + 17
     alpha = np.where(rng.random(n) < 0.05, rng.uniform(0.1, 1, n), rng.uniform(1, 200, n))
     beta = rng.uniform(0.5, 200, n)
-    ref = _core.thompson_draws(alpha, beta, 5, 9, backend="portable")
-    for backend in BACKENDS:
+    ref = _core.thompson_draws(alpha, beta, 5, 9, simd_path="portable")
+    for simd_path in SIMD_PATHS:
         np.testing.assert_array_equal(
-            _core.thompson_draws(alpha, beta, 5, 9, backend=backend).view(np.uint32), ref.view(np.uint32)
+            _core.thompson_draws(alpha, beta, 5, 9, simd_path=simd_path).view(np.uint32), ref.view(np.uint32)
         )
     # and independent of the thread count
     np.testing.assert_array_equal(
@@ -85,8 +88,8 @@ def test_selection_uses_the_same_draws() -> None:
     np.testing.assert_array_equal(sel.select(256), want)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_selection_and_updates_identical_on_every_backend(backend: str, forced_backend) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("simd_path", SIMD_PATHS)
+def test_selection_and_updates_identical_on_every_simd_path(simd_path: str, forced_simd_path) -> None:  # type: ignore[no-untyped-def]
     n = 20 * _core.CHUNK + 3
     rng = np.random.default_rng(2)
     weak = rng.binomial(16, rng.random(n)) / 16
@@ -102,17 +105,51 @@ def test_selection_and_updates_identical_on_every_backend(backend: str, forced_b
             sel.update(ids, out_rng.binomial(16, 0.5, 256), 16)
         return picks, sel.alpha.copy()
 
-    forced_backend("portable")
+    forced_simd_path("portable")
     ref_picks, ref_alpha = run()
-    forced_backend(backend)
+    forced_simd_path(simd_path)
     picks, alpha = run()
     for p, q in zip(picks, ref_picks):
         np.testing.assert_array_equal(p, q)
     np.testing.assert_array_equal(alpha, ref_alpha)
 
 
-def test_unknown_backend_is_refused() -> None:
-    from bots_rft import BotsError
+def test_unknown_simd_path_is_refused() -> None:
+    from bots_rft import InvalidArgumentError
 
-    with pytest.raises(BotsError, match="backend"):
+    with pytest.raises(InvalidArgumentError, match="simd_path") as info:
+        _core.set_simd_path("sse9")
+    assert info.value.argument == "simd_path"
+    with pytest.raises(InvalidArgumentError, match="simd_path") as info:
+        _core.thompson_draws(np.ones(3), np.ones(3), 1, 0, simd_path="sse9")
+    assert info.value.argument == "simd_path"
+
+
+@pytest.mark.parametrize(
+    "old,new,args",
+    [
+        ("available_backends", "available_simd_paths", ()),
+        ("backend", "simd_path", ()),
+        ("set_backend", "set_simd_path", ("portable",)),
+        ("set_backend", "set_simd_path", (None,)),
+    ],
+)
+def test_old_names_are_deprecated_aliases(old: str, new: str, args: tuple[str | None, ...], forced_simd_path) -> None:  # type: ignore[no-untyped-def]
+    """The core's names from before "backend" came to mean only where BOTS keeps its posterior
+    still work: each warns (a DeprecationWarning naming its replacement, attributed to the
+    caller's line) and does what the new name does."""
+    with pytest.warns(DeprecationWarning, match=rf"_core\.{old}\(\) is deprecated; use {new}\(\)") as caught:
+        got = getattr(_core, old)(*args)
+    assert [w.filename for w in caught] == [__file__]
+    if old == "set_backend":
+        assert _core.simd_path() == (args[0] or SIMD_PATHS[-1])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the new name does not warn
+        assert got == getattr(_core, new)(*args)
+
+
+def test_deprecated_set_backend_refuses_like_set_simd_path() -> None:
+    from bots_rft import InvalidArgumentError
+
+    with pytest.warns(DeprecationWarning), pytest.raises(InvalidArgumentError, match="simd_path"):
         _core.set_backend("sse9")

@@ -87,15 +87,15 @@ def test_exclusion_does_not_move_other_tasks_draws() -> None:
     assert not np.isin(got, excluded).any()
 
 
-@pytest.fixture(params=_core.available_backends())
-def backend(request):  # type: ignore[no-untyped-def]
-    """Runs a test once per sampler code path (SIMD width or portable)."""
-    _core.set_backend(request.param)
+@pytest.fixture(params=_core.available_simd_paths())
+def simd_path(request):  # type: ignore[no-untyped-def]
+    """Runs a test once per SIMD path of the sampler (SIMD width or portable)."""
+    _core.set_simd_path(request.param)
     yield request.param
-    _core.set_backend(None)
+    _core.set_simd_path(None)
 
 
-def test_thompson_frequencies_match_monte_carlo(backend: str) -> None:
+def test_thompson_frequencies_match_monte_carlo(simd_path: str) -> None:
     """P(task k is chosen) for B=1 equals P(|p̂_k - p*| is the smallest) under independent Betas."""
     alpha = np.array([1.0, 2.0, 8.0, 0.5, 30.0])
     beta = np.array([1.0, 5.0, 8.0, 0.7, 12.0])
@@ -109,7 +109,7 @@ def test_thompson_frequencies_match_monte_carlo(backend: str) -> None:
     assert np.all(np.abs(counts - expected) < 5 * se + 2e-3), (counts, expected)
 
 
-def test_thompson_top_b_frequencies_match_monte_carlo(backend: str) -> None:
+def test_thompson_top_b_frequencies_match_monte_carlo(simd_path: str) -> None:
     """Inclusion frequencies for B=3 of 8 tasks."""
     alpha = np.array([1, 3, 6, 2, 9, 1.5, 4, 0.8])
     beta = np.array([1, 3, 2, 6, 9, 0.6, 12, 0.8])

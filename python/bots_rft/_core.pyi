@@ -4,6 +4,7 @@ from typing import Any, final
 
 import numpy as np
 import numpy.typing as npt
+from typing_extensions import deprecated
 
 __all__ = [
     "Batch",
@@ -11,6 +12,7 @@ __all__ = [
     "DEFAULT_MIN_GAP",
     "aggregate",
     "available_backends",
+    "available_simd_paths",
     "backend",
     "batch_capability",
     "beta_draws",
@@ -23,6 +25,8 @@ __all__ = [
     "UpdateSpec",
     "select",
     "set_backend",
+    "set_simd_path",
+    "simd_path",
     "thompson_draws",
     "thompson_draws_at",
     "thread_count",
@@ -155,7 +159,7 @@ def thompson_draws(
     beta: npt.NDArray[np.float64],
     seed: int,
     counter: int,
-    backend: str | None = None,
+    simd_path: str | None = None,
     threads: int | None = None,
 ) -> npt.NDArray[np.float32]: ...
 def thompson_draws_at(
@@ -165,7 +169,13 @@ def thompson_draws_at(
     seed: int,
     counter: int,
 ) -> npt.NDArray[np.float32]: ...
+def available_simd_paths() -> list[str]: ...
+def simd_path() -> str: ...
+def set_simd_path(name: str | None = None) -> None: ...
+@deprecated("use available_simd_paths()")
 def available_backends() -> list[str]: ...
+@deprecated("use simd_path()")
 def backend() -> str: ...
+@deprecated("use set_simd_path()")
 def set_backend(name: str | None = None) -> None: ...
 def thread_count(threads: int | None = None) -> int: ...

@@ -71,7 +71,7 @@ def machine_record() -> dict[str, Any]:
         "numpy": np.__version__,
         "numpy_cpu_features": _numpy_features(),
         "numpy_cpu_dispatch_disabled": os.environ.get("NPY_DISABLE_CPU_FEATURES") or None,
-        "bots_core_simd": _core.backend(),
+        "bots_core_simd": _core.simd_path(),
         "bots_rft": _version("bots-rft"),
         "transformers": _version("transformers"),
         "safetensors": _version("safetensors"),

@@ -1,4 +1,4 @@
-//! Criterion benches of the core kernels: the Beta sampler (vectorised per backend, and the
+//! Criterion benches of the core kernels: the Beta sampler (vectorised per SIMD path, and the
 //! scalar f64 reference), the Beta sampler per draw against `rand_distr::Beta`, the update pass,
 //! top-B selection, and the fused update + select step.
 //! Run with `cargo bench -p bots-core` (or `make bench`, which also runs benches/run.py).
@@ -6,8 +6,8 @@
 use std::hint::black_box;
 
 use bots_core::{
-    aggregate, available_backends, beta_draws, select, set_backend, step, thompson_draws, Evidence, Exclude, Prior, Scoring, SelectArgs,
-    UpdateArgs, UpdateParams,
+    aggregate, available_simd_paths, beta_draws, select, set_simd_path, step, thompson_draws, Evidence, Exclude, Prior, Scoring,
+    SelectArgs, UpdateArgs, UpdateParams,
 };
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use rand::rngs::Xoshiro256PlusPlus;
@@ -52,8 +52,8 @@ fn sampler_benches(c: &mut Criterion) {
     let mut g = c.benchmark_group("beta_sampler");
     g.throughput(Throughput::Elements(N as u64)).sample_size(10);
     let mut out = vec![0f32; N];
-    for backend in available_backends() {
-        g.bench_with_input(BenchmarkId::new("thompson_draws_1M", backend.name()), &backend, |bench, &be| {
+    for simd in available_simd_paths() {
+        g.bench_with_input(BenchmarkId::new("thompson_draws_1M", simd.name()), &simd, |bench, &be| {
             let mut counter = 0;
             bench.iter(|| {
                 counter += 1;
@@ -74,11 +74,11 @@ const DRAWS: usize = 16_384;
 /// Cost per draw of one Beta(a, b) draw, on one thread, for a few representative shapes:
 /// `rand_distr::Beta` (Cheng's BB/BC, on rand's xoshiro256++), our scalar f64 sampler
 /// (`beta_draws`: Marsaglia–Tsang on xoshiro256++), and our vectorised Thompson draw (one task per
-/// draw, `thompson_draws` on the detected backend, in a one-thread pool). Throughput is in draws,
+/// draw, `thompson_draws` on the detected SIMD path, in a one-thread pool). Throughput is in draws,
 /// so criterion's time per iteration divided by `DRAWS` is ns per draw.
 fn per_draw_benches(c: &mut Criterion) {
     let one_thread = rayon::ThreadPoolBuilder::new().num_threads(1).build().expect("a one-thread pool");
-    let backend = bots_core::backend();
+    let simd = bots_core::simd_path();
     let mut g = c.benchmark_group("beta_per_draw");
     g.throughput(Throughput::Elements(DRAWS as u64)).sample_size(20);
     let mut out64 = vec![0f64; DRAWS];
@@ -105,10 +105,10 @@ fn per_draw_benches(c: &mut Criterion) {
         });
         let (alpha, beta) = (vec![a; DRAWS], vec![b; DRAWS]);
         let mut counter = 0;
-        g.bench_function(BenchmarkId::new(format!("ours_vector_{}", backend.name()), &shape), |bench| {
+        g.bench_function(BenchmarkId::new(format!("ours_vector_{}", simd.name()), &shape), |bench| {
             bench.iter(|| {
                 counter += 1;
-                one_thread.install(|| thompson_draws(backend, &alpha, &beta, 7, counter, &mut out32).unwrap());
+                one_thread.install(|| thompson_draws(simd, &alpha, &beta, 7, counter, &mut out32).unwrap());
                 black_box(&out32);
             })
         });
@@ -150,7 +150,7 @@ fn kernel_benches(c: &mut Criterion) {
         })
     });
     g.finish();
-    set_backend(None);
+    set_simd_path(None);
 }
 
 criterion_group!(benches, sampler_benches, per_draw_benches, kernel_benches);

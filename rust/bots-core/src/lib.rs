@@ -18,8 +18,8 @@
 //! Modules form layers; a module uses only modules of lower layers (no cycles):
 //!
 //! 1. `error` ([`CoreError`]); `rng` (scalar xoshiro streams); `lanes` (element-wise Philox,
-//!    `ln`, `sincos` that the vectoriser widens); `backend` ([`Backend`] detection and
-//!    [`Backend::dispatch`], the one place a kernel is compiled per instruction set).
+//!    `ln`, `sincos` that the vectoriser widens); `simd_path` ([`SimdPath`] detection
+//!    and [`SimdPath::dispatch`], the one place a kernel is compiled per instruction set).
 //! 2. `types`: the vocabulary ([`Prior`], [`Evidence`], [`Batch`], [`UpdateArgs`],
 //!    [`SelectArgs`], [`Selection`], ...) and the checks of each input.
 //! 3. `sampler`: the exact scalar f64 Beta sampler ([`beta_draws`]).
@@ -27,12 +27,11 @@
 //!    chunk; `thompson`: the vectorised Thompson draw of one chunk ([`thompson_draws`]); `topk`:
 //!    the running top-B list with its shared admission bound.
 //! 5. `score`: one chunk scored (greedy or Thompson) into a worker's top-B list, and the fused
-//!    per-chunk pass, compiled per backend.
+//!    per-chunk pass, compiled per SIMD path.
 //! 6. `step`: the parallel passes over the pool ([`step`], [`select_only`], [`update`], [`select`]).
 //!
 //! `profile` (diagnostics) times the Thompson draw's stages one by one on the calling thread.
 
-mod backend;
 mod batch;
 mod error;
 mod lanes;
@@ -40,6 +39,7 @@ pub mod profile;
 mod rng;
 mod sampler;
 mod score;
+mod simd_path;
 mod step;
 mod thompson;
 mod topk;
@@ -49,10 +49,10 @@ mod update_kernel;
 #[cfg(test)]
 mod tests;
 
-pub use backend::{available_backends, backend, set_backend, Backend};
 pub use batch::{aggregate, batch_capability};
 pub use error::{CoreError, ErrorKind, Result};
 pub use sampler::beta_draws;
+pub use simd_path::{available_simd_paths, set_simd_path, simd_path, SimdPath};
 pub use step::{select, select_only, select_shard, step, step_shard, update};
 pub use thompson::{thompson_draws, thompson_draws_at};
 pub use types::{

@@ -2,16 +2,16 @@
 //!
 //! [`thompson_stages`] runs the production kernels over a pool cumulatively (Philox words only;
 //! then also the normals; then also the gamma attempts; the whole draw with its retries; the
-//! draw offered to a top-B list; the fused update + draw + offer), on one backend and one thread,
+//! draw offered to a top-B list; the fused update + draw + offer), on one SIMD path and one thread,
 //! and reports the best of several passes of each in ns per task of the thread's CPU time. A stage's own cost is the
 //! difference between consecutive cumulative figures. The update pass alone is timed too.
 
 use std::time::Instant;
 
-use crate::backend::Backend;
 use crate::lanes::BLOCK;
 use crate::rng::Xoshiro256pp;
 use crate::score::{run_step_chunk, ChunkScore, Worker};
+use crate::simd_path::SimdPath;
 use crate::thompson::{gamma_stage, normal_stage, philox_key, philox_stage, retry_block, Scratch};
 use crate::topk::TopK;
 use crate::types::{Evidence, Exclude, Prior, Scoring, CHUNK};
@@ -20,7 +20,7 @@ use crate::update_kernel::ChunkUpdate;
 /// Cumulative ns per task of each stage of a Thompson step on one thread.
 #[derive(Clone, Debug)]
 pub struct StageTimes {
-    pub backend: Backend,
+    pub simd_path: SimdPath,
     pub tasks: usize,
     /// (name, ns per task up to and including this stage), in pipeline order: `philox`,
     /// `normals`, `gammas`, `draw` (with retries), `select` (draw offered to the top-B list),
@@ -48,8 +48,8 @@ impl StageTimes {
     pub fn to_json(&self) -> String {
         let obj = |v: &[(&str, f64)]| v.iter().map(|(k, t)| format!("\"{k}\": {t:.3}")).collect::<Vec<_>>().join(", ");
         format!(
-            "{{\"backend\": \"{}\", \"tasks\": {}, \"threads\": 1, \"unit\": \"ns/task\", \"cumulative\": {{{}}}, \"own\": {{{}}}, \"update\": {:.3}}}",
-            self.backend.name(),
+            "{{\"simd_path\": \"{}\", \"tasks\": {}, \"threads\": 1, \"unit\": \"ns/task\", \"cumulative\": {{{}}}, \"own\": {{{}}}, \"update\": {:.3}}}",
+            self.simd_path.name(),
             self.tasks,
             obj(&self.cumulative),
             obj(&self.own()),
@@ -78,29 +78,29 @@ fn partial_chunk<const UPTO: u8>(a: &[f64], b: &[f64], base: usize, seed: u64, c
     }
 }
 
-fn philox_on(backend: Backend, a: &[f64], b: &[f64], base: usize, seed: u64, counter: u64, sc: &mut Scratch) {
-    backend.dispatch(
+fn philox_on(simd: SimdPath, a: &[f64], b: &[f64], base: usize, seed: u64, counter: u64, sc: &mut Scratch) {
+    simd.dispatch(
         #[inline(always)]
         || partial_chunk::<1>(a, b, base, seed, counter, sc),
     )
 }
 
-fn normals_on(backend: Backend, a: &[f64], b: &[f64], base: usize, seed: u64, counter: u64, sc: &mut Scratch) {
-    backend.dispatch(
+fn normals_on(simd: SimdPath, a: &[f64], b: &[f64], base: usize, seed: u64, counter: u64, sc: &mut Scratch) {
+    simd.dispatch(
         #[inline(always)]
         || partial_chunk::<2>(a, b, base, seed, counter, sc),
     )
 }
 
-fn gammas_on(backend: Backend, a: &[f64], b: &[f64], base: usize, seed: u64, counter: u64, sc: &mut Scratch) {
-    backend.dispatch(
+fn gammas_on(simd: SimdPath, a: &[f64], b: &[f64], base: usize, seed: u64, counter: u64, sc: &mut Scratch) {
+    simd.dispatch(
         #[inline(always)]
         || partial_chunk::<3>(a, b, base, seed, counter, sc),
     )
 }
 
-fn draw_on(backend: Backend, a: &[f64], b: &[f64], base: usize, seed: u64, counter: u64, sc: &mut Scratch) {
-    backend.dispatch(
+fn draw_on(simd: SimdPath, a: &[f64], b: &[f64], base: usize, seed: u64, counter: u64, sc: &mut Scratch) {
+    simd.dispatch(
         #[inline(always)]
         || partial_chunk::<4>(a, b, base, seed, counter, sc),
     )
@@ -144,8 +144,8 @@ fn best_of(reps: usize, tasks: usize, mut pass: impl FnMut(u64)) -> f64 {
 }
 
 /// Times each stage of a Thompson step (B = 256, target 0.5) over a pool of `tasks` tasks with
-/// shapes uniform in [1, 31), on `backend` and the calling thread, best of `reps` passes.
-pub fn thompson_stages(backend: Backend, tasks: usize, reps: usize) -> StageTimes {
+/// shapes uniform in [1, 31), on `simd` and the calling thread, best of `reps` passes.
+pub fn thompson_stages(simd: SimdPath, tasks: usize, reps: usize) -> StageTimes {
     let tasks = tasks.max(CHUNK);
     let mut r = Xoshiro256pp::from_seed(1);
     let mut a: Vec<f64> = (0..tasks).map(|_| 1.0 + 30.0 * r.open01()).collect();
@@ -155,12 +155,12 @@ pub fn thompson_stages(backend: Backend, tasks: usize, reps: usize) -> StageTime
     let mut sc = Scratch::new();
     let seed = 7;
     let mut cumulative = Vec::new();
-    type Stage = fn(Backend, &[f64], &[f64], usize, u64, u64, &mut Scratch);
+    type Stage = fn(SimdPath, &[f64], &[f64], usize, u64, u64, &mut Scratch);
     let stages: [(&str, Stage); 4] = [("philox", philox_on), ("normals", normals_on), ("gammas", gammas_on), ("draw", draw_on)];
     for (name, stage) in stages {
         let t = best_of(reps, tasks, |counter| {
             for (c, (ca, cb)) in a.chunks(CHUNK).zip(b.chunks(CHUNK)).enumerate() {
-                stage(backend, ca, cb, c * CHUNK, seed, counter, &mut sc);
+                stage(simd, ca, cb, c * CHUNK, seed, counter, &mut sc);
             }
         });
         cumulative.push((name, t));
@@ -181,7 +181,7 @@ pub fn thompson_stages(backend: Backend, tasks: usize, reps: usize) -> StageTime
         let shared = TopK::shared_bound(None);
         let mut worker = Worker::new(256, &shared);
         for (c, (ca, cb)) in a.chunks_mut(CHUNK).zip(b.chunks_mut(CHUNK)).enumerate() {
-            run_step_chunk(backend, ca, cb, c * CHUNK, u, s, &mut worker);
+            run_step_chunk(simd, ca, cb, c * CHUNK, u, s, &mut worker);
         }
         std::hint::black_box(worker.finish(0).ok());
     };
@@ -196,5 +196,5 @@ pub fn thompson_stages(backend: Backend, tasks: usize, reps: usize) -> StageTime
     });
     cumulative.push(("step", step));
     let update = best_of(reps, tasks, |_| fused(&mut a, &mut b, Some(&upd), None));
-    StageTimes { backend, tasks, cumulative, update }
+    StageTimes { simd_path: simd, tasks, cumulative, update }
 }

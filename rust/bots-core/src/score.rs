@@ -1,11 +1,11 @@
 //! Scoring one chunk for selection: each task's distance to the target (of its posterior mean,
 //! or of its Thompson draw) offered to the worker's top-B list, plus the fused per-chunk pass
-//! (update, then score, while the chunk is in cache), compiled per backend.
+//! (update, then score, while the chunk is in cache), compiled per SIMD path.
 
 use std::sync::atomic::AtomicU64;
 
-use crate::backend::Backend;
 use crate::lanes::BLOCK;
+use crate::simd_path::SimdPath;
 use crate::thompson::{gumbel, philox_key, thompson_chunk, DrawSink, Scratch};
 use crate::topk::TopK;
 use crate::types::{is_shape, Exclude, Scoring, Selection};
@@ -251,10 +251,10 @@ fn step_chunk(a: &mut [f64], b: &mut [f64], base: usize, u: Option<&ChunkUpdate>
     }
 }
 
-/// Runs one chunk of a step (update and/or scoring) on `backend`.
+/// Runs one chunk of a step (update and/or scoring) on `simd`.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn run_step_chunk(
-    backend: Backend,
+    simd: SimdPath,
     a: &mut [f64],
     b: &mut [f64],
     base: usize,
@@ -262,15 +262,15 @@ pub(crate) fn run_step_chunk(
     s: Option<&ChunkScore>,
     w: &mut Worker<'_>,
 ) {
-    backend.dispatch(
+    simd.dispatch(
         #[inline(always)]
         || step_chunk(a, b, base, u, s, w),
     )
 }
 
-/// Scores one chunk of a read-only posterior on `backend`.
-pub(crate) fn run_score_chunk(backend: Backend, a: &[f64], b: &[f64], base: usize, s: &ChunkScore, w: &mut Worker<'_>) {
-    backend.dispatch(
+/// Scores one chunk of a read-only posterior on `simd`.
+pub(crate) fn run_score_chunk(simd: SimdPath, a: &[f64], b: &[f64], base: usize, s: &ChunkScore, w: &mut Worker<'_>) {
+    simd.dispatch(
         #[inline(always)]
         || score_chunk(a, b, base, s, w),
     )
@@ -279,23 +279,23 @@ pub(crate) fn run_score_chunk(backend: Backend, a: &[f64], b: &[f64], base: usiz
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::available_backends;
     use crate::rng::Xoshiro256pp;
+    use crate::simd_path::available_simd_paths;
     use crate::types::CHUNK;
 
     #[test]
-    fn selection_is_identical_on_every_backend() {
+    fn selection_is_identical_on_every_simd_path() {
         let n = 5 * CHUNK + 11;
         let mut r = Xoshiro256pp::from_seed(3);
         let a: Vec<f64> = (0..n).map(|i| if i % 97 == 0 { 0.4 } else { 1.0 + 30.0 * r.open01() }).collect();
         let b: Vec<f64> = (0..n).map(|_| 1.0 + 30.0 * r.open01()).collect();
         let score = ChunkScore { target: 0.5, scoring: Scoring::Thompson { seed: 5, counter: 2 }, exclude: Exclude::None, first_index: 0 };
         let mut results = Vec::new();
-        for backend in available_backends() {
+        for simd in available_simd_paths() {
             let shared = TopK::shared_bound(None);
             let mut worker = Worker::new(300, &shared);
             for (c, (ca, cb)) in a.chunks(CHUNK).zip(b.chunks(CHUNK)).enumerate() {
-                run_score_chunk(backend, ca, cb, c * CHUNK, &score, &mut worker);
+                run_score_chunk(simd, ca, cb, c * CHUNK, &score, &mut worker);
             }
             results.push(worker.finish(0).unwrap().ids);
         }

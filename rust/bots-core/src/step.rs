@@ -4,9 +4,9 @@
 
 use rayon::prelude::*;
 
-use crate::backend;
 use crate::error::Result;
 use crate::score::{run_score_chunk, run_step_chunk, ChunkScore, Worker};
+use crate::simd_path;
 use crate::topk::TopK;
 use crate::types::{
     invalid_task, pool_len, Batch, Evidence, Exclude, Prior, Scoring, SelectArgs, Selection, UpdateArgs, UpdateParams, CHUNK,
@@ -60,7 +60,7 @@ pub fn step_shard(
         return Ok(select.map(|_| Selection::empty()));
     }
     let k = select.as_ref().map_or(0, |s| s.k);
-    let backend = backend::backend();
+    let simd = simd_path::simd_path();
     let shared = TopK::shared_bound(select.and_then(|s| s.hint));
     let best = alpha
         .par_chunks_mut(CHUNK)
@@ -69,7 +69,7 @@ pub fn step_shard(
         .fold(
             || Worker::new(k, &shared),
             |mut worker, (c, (a, b))| {
-                run_step_chunk(backend, a, b, c * CHUNK, chunk_update.as_ref(), chunk_score.as_ref(), &mut worker);
+                run_step_chunk(simd, a, b, c * CHUNK, chunk_update.as_ref(), chunk_score.as_ref(), &mut worker);
                 worker
             },
         )
@@ -102,7 +102,7 @@ pub fn select_shard(alpha: &[f64], beta: &[f64], first_index: usize, args: Selec
         return Ok(Selection::empty());
     }
     let score = ChunkScore { target: args.target, scoring: args.scoring, exclude: args.exclude, first_index };
-    let backend = backend::backend();
+    let simd = simd_path::simd_path();
     let shared = TopK::shared_bound(args.hint);
     let best = alpha
         .par_chunks(CHUNK)
@@ -111,7 +111,7 @@ pub fn select_shard(alpha: &[f64], beta: &[f64], first_index: usize, args: Selec
         .fold(
             || Worker::new(args.k, &shared),
             |mut worker, (c, (a, b))| {
-                run_score_chunk(backend, a, b, c * CHUNK, &score, &mut worker);
+                run_score_chunk(simd, a, b, c * CHUNK, &score, &mut worker);
                 worker
             },
         )

@@ -11,11 +11,11 @@
 //! below 1 (or beyond f32) take the exact scalar f64 sampler on a stream keyed by
 //! (seed, counter, j).
 
-use crate::backend::Backend;
 use crate::error::{CoreError, Result};
 use crate::lanes::{ln, open01, philox4x32, sincos_turns, BLOCK};
 use crate::rng::Xoshiro256pp;
 use crate::sampler;
+use crate::simd_path::SimdPath;
 use crate::types::{check_shapes, invalid_task, pool_len, CHUNK};
 
 /// Where a chunk's draws go: a whole block at once (task offsets relative to the chunk).
@@ -472,7 +472,7 @@ fn draws_chunk(a: &[f64], b: &[f64], seed: u64, counter: u64, chunk: usize, sc: 
 
 #[allow(clippy::too_many_arguments)]
 fn draws_chunk_on(
-    backend: Backend,
+    simd: SimdPath,
     a: &[f64],
     b: &[f64],
     seed: u64,
@@ -481,7 +481,7 @@ fn draws_chunk_on(
     sc: &mut Scratch,
     out: &mut [f32],
 ) -> Option<usize> {
-    backend.dispatch(
+    simd.dispatch(
         #[inline(always)]
         || draws_chunk(a, b, seed, counter, chunk, sc, out),
     )
@@ -495,7 +495,7 @@ fn draw_one(a: &[f64], b: &[f64], j: usize, seed: u64, counter: u64, sc: &mut Sc
 
 #[allow(clippy::too_many_arguments)]
 fn draw_one_on(
-    backend: Backend,
+    simd: SimdPath,
     a: &[f64],
     b: &[f64],
     j: usize,
@@ -504,7 +504,7 @@ fn draw_one_on(
     sc: &mut Scratch,
     out: &mut [f32],
 ) -> Option<usize> {
-    backend.dispatch(
+    simd.dispatch(
         #[inline(always)]
         || draw_one(a, b, j, seed, counter, sc, out),
     )
@@ -522,10 +522,10 @@ pub fn thompson_draws_at(alpha: &[f64], beta: &[f64], ids: &[usize], seed: u64, 
     if let Some(&bad) = ids.iter().find(|&&j| j >= n) {
         return Err(CoreError::value("ids", format!("{bad} is out of range [0, {n})")));
     }
-    let backend = crate::backend::backend();
+    let simd = crate::simd_path::simd_path();
     let mut sc = Scratch::new();
     for (i, &j) in ids.iter().enumerate() {
-        if let Some(bad) = draw_one_on(backend, alpha, beta, j, seed, counter, &mut sc, &mut out[i..i + 1]) {
+        if let Some(bad) = draw_one_on(simd, alpha, beta, j, seed, counter, &mut sc, &mut out[i..i + 1]) {
             return Err(invalid_task(alpha, beta, bad));
         }
     }
@@ -533,12 +533,12 @@ pub fn thompson_draws_at(alpha: &[f64], beta: &[f64], ids: &[usize], seed: u64, 
 }
 
 /// The Thompson draws a selection with `(seed, counter)` makes, for every task, computed on
-/// `backend` (every backend gives the same bits). For distribution tests and diagnostics:
+/// `simd` (every SIMD path gives the same bits). For distribution tests and diagnostics:
 /// selection itself never stores them.
 ///
 /// Errors name the argument: `beta` or `out` of another length than `alpha`, a shape that is not
 /// finite and > 0.
-pub fn thompson_draws(backend: Backend, alpha: &[f64], beta: &[f64], seed: u64, counter: u64, out: &mut [f32]) -> Result<()> {
+pub fn thompson_draws(simd: SimdPath, alpha: &[f64], beta: &[f64], seed: u64, counter: u64, out: &mut [f32]) -> Result<()> {
     use rayon::prelude::*;
     let n = pool_len(alpha, beta)?;
     if out.len() != n {
@@ -548,7 +548,7 @@ pub fn thompson_draws(backend: Backend, alpha: &[f64], beta: &[f64], seed: u64, 
     out.par_chunks_mut(CHUNK).enumerate().for_each_init(Scratch::new, |sc, (c, o)| {
         let lo = c * CHUNK;
         let (a, b) = (&alpha[lo..lo + o.len()], &beta[lo..lo + o.len()]);
-        draws_chunk_on(backend, a, b, seed, counter, c, sc, o);
+        draws_chunk_on(simd, a, b, seed, counter, c, sc, o);
     });
     Ok(())
 }
@@ -556,7 +556,7 @@ pub fn thompson_draws(backend: Backend, alpha: &[f64], beta: &[f64], seed: u64, 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::available_backends;
+    use crate::simd_path::available_simd_paths;
 
     fn pool(n: usize) -> (Vec<f64>, Vec<f64>) {
         let mut r = Xoshiro256pp::from_seed(3);
@@ -566,15 +566,15 @@ mod tests {
     }
 
     #[test]
-    fn every_backend_draws_the_same_bits() {
+    fn every_simd_path_draws_the_same_bits() {
         let n = 3 * CHUNK + 5;
         let (a, b) = pool(n);
         let mut reference = vec![0f32; n];
-        thompson_draws(Backend::Portable, &a, &b, 9, 4, &mut reference).unwrap();
-        for backend in available_backends() {
+        thompson_draws(SimdPath::Portable, &a, &b, 9, 4, &mut reference).unwrap();
+        for simd in available_simd_paths() {
             let mut out = vec![0f32; n];
-            thompson_draws(backend, &a, &b, 9, 4, &mut out).unwrap();
-            assert!(out.iter().zip(&reference).all(|(x, y)| x.to_bits() == y.to_bits()), "{backend:?} differs");
+            thompson_draws(simd, &a, &b, 9, 4, &mut out).unwrap();
+            assert!(out.iter().zip(&reference).all(|(x, y)| x.to_bits() == y.to_bits()), "{simd:?} differs");
         }
         assert!(reference.iter().all(|p| (0.0..=1.0).contains(p)));
     }
@@ -617,15 +617,15 @@ mod tests {
         for &(sa, sb) in &[(1.0, 1.0), (2.5, 40.0), (40.0, 2.5), (5000.0, 5000.0), (0.3, 0.5), (1.0, 0.5)] {
             let n = 200_000;
             let (a, b) = (vec![sa; n], vec![sb; n]);
-            for backend in available_backends() {
+            for simd in available_simd_paths() {
                 let mut out = vec![0f32; n];
-                thompson_draws(backend, &a, &b, 1, 0, &mut out).unwrap();
+                thompson_draws(simd, &a, &b, 1, 0, &mut out).unwrap();
                 let m = out.iter().map(|&x| x as f64).sum::<f64>() / n as f64;
                 let v = out.iter().map(|&x| (x as f64 - m).powi(2)).sum::<f64>() / (n - 1) as f64;
                 let em = sa / (sa + sb);
                 let ev = sa * sb / ((sa + sb) * (sa + sb) * (sa + sb + 1.0));
-                assert!((m - em).abs() < 6.0 * (ev / n as f64).sqrt() + 1e-7, "{backend:?} mean {sa},{sb}: {m} vs {em}");
-                assert!((v - ev).abs() < 0.05 * ev, "{backend:?} var {sa},{sb}: {v} vs {ev}");
+                assert!((m - em).abs() < 6.0 * (ev / n as f64).sqrt() + 1e-7, "{simd:?} mean {sa},{sb}: {m} vs {em}");
+                assert!((v - ev).abs() < 0.05 * ev, "{simd:?} var {sa},{sb}: {v} vs {ev}");
             }
         }
     }
@@ -634,8 +634,8 @@ mod tests {
     fn thompson_draws_rejects_unequal_lengths() {
         let (a, b) = pool(10);
         let mut out = vec![0f32; 10];
-        assert_eq!(thompson_draws(Backend::Portable, &a, &b[..9], 1, 0, &mut out).unwrap_err().argument, "beta");
-        assert_eq!(thompson_draws(Backend::Portable, &a, &b, 1, 0, &mut out[..9]).unwrap_err().argument, "out");
+        assert_eq!(thompson_draws(SimdPath::Portable, &a, &b[..9], 1, 0, &mut out).unwrap_err().argument, "beta");
+        assert_eq!(thompson_draws(SimdPath::Portable, &a, &b, 1, 0, &mut out[..9]).unwrap_err().argument, "out");
     }
 
     #[test]
@@ -644,12 +644,12 @@ mod tests {
             let (mut a, mut b) = pool(2 * CHUNK);
             let mut out = vec![0f32; a.len()];
             a[1500] = bad;
-            let err = thompson_draws(Backend::Portable, &a, &b, 1, 0, &mut out).unwrap_err();
+            let err = thompson_draws(SimdPath::Portable, &a, &b, 1, 0, &mut out).unwrap_err();
             assert_eq!((err.argument, err.kind), ("alpha", crate::ErrorKind::Value), "{bad}");
             assert!(err.message.contains("index 1500"), "{}", err.message);
             a[1500] = 2.0;
             b[7] = bad;
-            assert_eq!(thompson_draws(Backend::Portable, &a, &b, 1, 0, &mut out).unwrap_err().argument, "beta");
+            assert_eq!(thompson_draws(SimdPath::Portable, &a, &b, 1, 0, &mut out).unwrap_err().argument, "beta");
         }
     }
 
@@ -657,7 +657,7 @@ mod tests {
     fn shapes_beyond_f32_take_the_exact_path() {
         let (a, b) = (vec![1e39, 3.0, 1e300], vec![2.0, 1e39, 1e300]);
         let mut out = vec![0f32; 3];
-        thompson_draws(Backend::Portable, &a, &b, 1, 0, &mut out).unwrap();
+        thompson_draws(SimdPath::Portable, &a, &b, 1, 0, &mut out).unwrap();
         assert!(out[0] > 0.999 && out[1] < 0.001 && (out[2] - 0.5).abs() < 1e-3, "{out:?}");
     }
 }

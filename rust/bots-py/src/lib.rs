@@ -15,6 +15,7 @@ mod specs;
 
 use bots_core as core;
 use numpy::{PyArray1, PyReadonlyArray1};
+use pyo3::exceptions::PyDeprecationWarning;
 use pyo3::prelude::*;
 
 use errors::{core_err, not_contiguous};
@@ -108,35 +109,35 @@ fn select<'py>(
     Ok((PyArray1::from_iter(py, chosen.ids.into_iter().map(|k| k as i64)), chosen.kth_distance))
 }
 
-fn parse_backend(name: &str) -> PyResult<core::Backend> {
-    let b = core::Backend::from_name(name)
-        .ok_or_else(|| errors::invalid_argument("backend", format!("unknown backend {name:?}; expected portable, avx2 or avx512")))?;
-    if !b.is_available() {
-        return Err(errors::invalid_argument("backend", format!("{name} is not supported by this CPU")));
+fn parse_simd_path(name: &str) -> PyResult<core::SimdPath> {
+    let p = core::SimdPath::from_name(name)
+        .ok_or_else(|| errors::invalid_argument("simd_path", format!("unknown SIMD path {name:?}; expected portable, avx2 or avx512")))?;
+    if !p.is_available() {
+        return Err(errors::invalid_argument("simd_path", format!("{name} is not supported by this CPU")));
     }
-    Ok(b)
+    Ok(p)
 }
 
 /// The Thompson draws p̂ a selection with `(seed, counter)` makes for every task (float32).
 #[pyfunction]
-#[pyo3(signature = (alpha, beta, seed, counter, backend=None, threads=None))]
+#[pyo3(signature = (alpha, beta, seed, counter, simd_path=None, threads=None))]
 fn thompson_draws<'py>(
     py: Python<'py>,
     alpha: PyReadonlyArray1<'py, f64>,
     beta: PyReadonlyArray1<'py, f64>,
     seed: u64,
     counter: u64,
-    backend: Option<&str>,
+    simd_path: Option<&str>,
     threads: Option<usize>,
 ) -> PyResult<Bound<'py, PyArray1<f32>>> {
     let a = slice(&alpha, "alpha")?;
     let b = slice(&beta, "beta")?;
-    let backend = match backend {
-        Some(name) => parse_backend(name)?,
-        None => core::backend(),
+    let simd = match simd_path {
+        Some(name) => parse_simd_path(name)?,
+        None => core::simd_path(),
     };
     let mut out = vec![0f32; a.len()];
-    py.detach(|| pools::run(threads, || core::thompson_draws(backend, a, b, seed, counter, &mut out)))?.map_err(core_err)?;
+    py.detach(|| pools::run(threads, || core::thompson_draws(simd, a, b, seed, counter, &mut out)))?.map_err(core_err)?;
     Ok(PyArray1::from_vec(py, out))
 }
 
@@ -163,25 +164,50 @@ fn thompson_draws_at<'py>(
     Ok(PyArray1::from_vec(py, out))
 }
 
-/// Backends this CPU can run, slowest first.
+/// SIMD paths (instruction sets the kernels are compiled for) this CPU can run, slowest first.
 #[pyfunction]
-fn available_backends() -> Vec<&'static str> {
-    core::available_backends().into_iter().map(|b| b.name()).collect()
+fn available_simd_paths() -> Vec<&'static str> {
+    core::available_simd_paths().into_iter().map(|p| p.name()).collect()
 }
 
-/// The backend kernels use now.
+/// The SIMD path the kernels use now.
 #[pyfunction]
-fn backend() -> &'static str {
-    core::backend().name()
+fn simd_path() -> &'static str {
+    core::simd_path().name()
 }
 
-/// Forces a backend by name (tests, benchmarks), or automatic choice with None.
+/// Forces a SIMD path by name (tests, benchmarks), or automatic choice with None.
 #[pyfunction]
 #[pyo3(signature = (name=None))]
-fn set_backend(name: Option<&str>) -> PyResult<()> {
-    let b = name.map(parse_backend).transpose()?;
-    core::set_backend(b);
+fn set_simd_path(name: Option<&str>) -> PyResult<()> {
+    let p = name.map(parse_simd_path).transpose()?;
+    core::set_simd_path(p);
     Ok(())
+}
+
+// The names these had before "backend" came to mean only where BOTS keeps its posterior
+// (`BOTS(..., backend="torch")`): kept as deprecated aliases.
+
+/// Deprecated alias of `available_simd_paths`.
+#[pyfunction]
+#[pyo3(warn(message = "bots_rft._core.available_backends() is deprecated; use available_simd_paths()", category = PyDeprecationWarning))]
+fn available_backends() -> Vec<&'static str> {
+    available_simd_paths()
+}
+
+/// Deprecated alias of `simd_path`.
+#[pyfunction]
+#[pyo3(warn(message = "bots_rft._core.backend() is deprecated; use simd_path()", category = PyDeprecationWarning))]
+fn backend() -> &'static str {
+    simd_path()
+}
+
+/// Deprecated alias of `set_simd_path`.
+#[pyfunction]
+#[pyo3(signature = (name=None))]
+#[pyo3(warn(message = "bots_rft._core.set_backend() is deprecated; use set_simd_path()", category = PyDeprecationWarning))]
+fn set_backend(name: Option<&str>) -> PyResult<()> {
+    set_simd_path(name)
 }
 
 /// `size` Beta(a, b) draws from the core's sampler (for distribution tests).
@@ -217,6 +243,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(select, m)?)?;
     m.add_function(wrap_pyfunction!(thompson_draws, m)?)?;
     m.add_function(wrap_pyfunction!(thompson_draws_at, m)?)?;
+    m.add_function(wrap_pyfunction!(available_simd_paths, m)?)?;
+    m.add_function(wrap_pyfunction!(simd_path, m)?)?;
+    m.add_function(wrap_pyfunction!(set_simd_path, m)?)?;
     m.add_function(wrap_pyfunction!(available_backends, m)?)?;
     m.add_function(wrap_pyfunction!(backend, m)?)?;
     m.add_function(wrap_pyfunction!(set_backend, m)?)?;

@@ -15,7 +15,7 @@ use rand_distr::{Beta, Distribution, Gamma};
 
 use crate::rng::Xoshiro256pp;
 use crate::sampler::{gamma_ge1, ln_gamma};
-use crate::{backend, beta_draws, thompson_draws};
+use crate::{beta_draws, simd_path, thompson_draws};
 
 /// Draws per sample, ours and the reference's alike.
 const N: usize = 50_000;
@@ -228,7 +228,7 @@ fn scalar_beta_matches_rand_distr() {
 fn vector_check(s: usize, a: f64, b: f64) -> Check {
     let (alpha, beta) = (vec![a; N], vec![b; N]);
     let mut ours = vec![0f32; N];
-    thompson_draws(backend(), &alpha, &beta, 2000 + s as u64, 5, &mut ours).unwrap();
+    thompson_draws(simd_path(), &alpha, &beta, 2000 + s as u64, 5, &mut ours).unwrap();
     assert!(ours.iter().all(|x| (0.0..=1.0).contains(x)), "Beta({a}, {b}) left [0, 1]");
     let reference = reference_beta(a, b, 100 + s as u64);
     let raw: Vec<f64> = ours.iter().map(|&x| x as f64).collect();
@@ -247,7 +247,7 @@ const VECTOR_NEAR_ONE: (f64, f64) = (1e6, 1.0);
 
 /// The vectorised f32 path, through the draws a Thompson selection makes (`thompson_draws`: one
 /// draw per task, task j's from its own Philox counter, so `N` tasks with equal shapes give `N`
-/// independent draws), on the backend selection uses.
+/// independent draws), on the SIMD path selection uses.
 #[test]
 fn vector_beta_matches_rand_distr() {
     let checks: Vec<Check> =

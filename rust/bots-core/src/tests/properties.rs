@@ -5,7 +5,7 @@
 use proptest::prelude::*;
 
 use crate::{
-    aggregate, backend, select_only, step, thompson_draws, update, Batch, Evidence, Exclude, Prior, Scoring, SelectArgs, Selection,
+    aggregate, select_only, simd_path, step, thompson_draws, update, Batch, Evidence, Exclude, Prior, Scoring, SelectArgs, Selection,
     UpdateParams, CHUNK,
 };
 
@@ -153,7 +153,7 @@ proptest! {
         };
         let (scoring, want) = if thompson {
             let mut draws = vec![0f32; n];
-            thompson_draws(backend(), &alpha, &beta, seed, counter, &mut draws).unwrap();
+            thompson_draws(simd_path(), &alpha, &beta, seed, counter, &mut draws).unwrap();
             // The selection compares each draw to the target in f32, as the kernel does.
             let distance = |i: usize| (draws[i] - target as f32).abs() as f64;
             (Scoring::Thompson { seed, counter }, sorted_reference(&distance, n, k, &mask))
@@ -202,7 +202,7 @@ proptest! {
     ) {
         let n = alpha.len();
         let mut draws = vec![0f32; n];
-        thompson_draws(backend(), &alpha, &beta, seed, counter, &mut draws).unwrap();
+        thompson_draws(simd_path(), &alpha, &beta, seed, counter, &mut draws).unwrap();
         let distance = |i: usize| (draws[i] - target as f32).abs() as f64;
         let want = sorted_reference(&distance, n, k, &vec![false; n]);
         let scoring = Scoring::Thompson { seed, counter };

@@ -182,7 +182,7 @@ fn draws_of_a_few_tasks_equal_the_whole_pass() {
     let n = 3 * CHUNK + 7;
     let (a, b) = pool(n, 6);
     let mut all = vec![0f32; n];
-    crate::thompson_draws(crate::backend(), &a, &b, 11, 3, &mut all).unwrap();
+    crate::thompson_draws(crate::simd_path(), &a, &b, 11, 3, &mut all).unwrap();
     let ids = [0, 5, CHUNK - 1, CHUNK, 2 * CHUNK + 511, n - 1];
     let mut some = vec![0f32; ids.len()];
     crate::thompson_draws_at(&a, &b, &ids, 11, 3, &mut some).unwrap();
