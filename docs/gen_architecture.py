@@ -210,6 +210,18 @@ mode (`plain`, `callback`, `planned`, `dapo_fill`) and what builds its selector.
 `bots train` (one config key per parameter) and `bots compare` read the registry, and the trainer
 chooses its batch strategy by the rollout mode, never by a method's name. A new method is one
 file and one registry line: [adding-a-method.md](adding-a-method.md).
+
+Each shared parameter's default and range are written once, in the catalogue
+(`bots_rft.parameters`), which imports nothing of the package but its errors and the
+core, so that everything may read it. BOTS's rule takes them as one frozen value,
+`bots_rft.selector.bots.BOTSParams` (λ, ρ, p*, τ, n, Thompson, the seed, adaptive ρ and λ, the lag
+discount), which every BOTS backend (the Rust core, torch, the Ray shards) builds from its
+arguments and which checks each value with the catalogue's `Parameter.check` when it is made;
+`set_params` makes a new one, so a bad value is refused the same way everywhere. The estimators
+(the interpolation's momentum and gap, the regression's forgetting and prior precision), the
+trainer's config, the simulator and the verl and Trinity adapters (Trinity's names mapped to ours,
+then checked) read the same catalogue, and a test scans the package for any literal default of a
+catalogued parameter written anywhere else.
 """
 
 

@@ -17,7 +17,7 @@ import pytest
 import test_method_contract as battery
 from bots_rft.cli import main as cli_main
 from bots_rft.errors import ConfigError, InvalidArgumentError
-from bots_rft.selector.parameters import LAM, SEED, Parameter
+from bots_rft.parameters import LAM, SEED, Parameter
 from bots_rft.selector.registry import ENTRIES, METHODS, Method, RolloutMode, method, register, unregister
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -38,7 +38,7 @@ SIMULATE = [
     ("lam above 1", ["simulate", "--lam", "2"], "argument --lam: must lie in [0, 1], got 2"),
     ("sweep out of range", ["simulate", "--rho-sweep", "0,5"], "argument --rho-sweep"),
     ("no seeds", ["simulate", "--seeds", "0"], "argument --seeds: must be >= 1"),
-    ("min gap 1", ["simulate", "--min-gap", "1"], "argument --min-gap: must lie in [0, 1)"),
+    ("min gap 1", ["simulate", "--min-gap", "1"], "argument --min-gap: must lie in (0, 1)"),
     ("batch above tasks", ["simulate", "--tasks", "100", "--batch", "200"], "--batch: must be at most --tasks (100)"),
     ("unknown method", ["simulate", "--methods", "random,bogus"], "argument --methods: unknown method(s) ['bogus']"),
     (

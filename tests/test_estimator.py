@@ -106,3 +106,21 @@ def test_the_selector_has_no_special_case_for_an_estimator() -> None:
     ]
     named = {ast.unparse(c.args[1]) for c in calls}
     assert not named & {"Interpolation", "ImplicitEvidence", "Estimator"}, named
+
+
+def test_a_zero_min_gap_is_refused_where_it_is_given() -> None:
+    """min_gap = 0 would let a batch whose two reference means are equal (both references 0 on it,
+    common with a weak reference) divide by zero; the selector then failed at its next read, after
+    the update had been taken. Every estimator that takes the gap refuses 0 when it is built."""
+    weak, strong = [0.3] * 4, [0.3] * 4
+    with pytest.raises(InvalidArgumentError, match=r"^min_gap: must lie in \(0, 1\), got 0\.0$"):
+        Interpolation(weak, strong, min_gap=0.0)
+    from bots_rft.estimators import MultiReference
+
+    with pytest.raises(InvalidArgumentError, match=r"^min_gap: must lie in \(0, 1\), got 0$"):
+        MultiReference(np.array([weak, strong]).T, min_gap=0)
+    # The smallest gap allowed still skips such a batch: no estimate, nothing infinite.
+    sel = BOTS(4, evidence=Interpolation(weak, strong), seed=1)
+    ids = sel.select(2)
+    sel.update(ids, [3, 1], [8, 8])
+    assert sel.capability is None and np.isfinite(sel.mean()).all()

@@ -283,7 +283,7 @@ def test_its_defaults_are_the_catalogues() -> None:
     """The regression forgets at the paper's λ unless told otherwise, and bots-embed's prior is
     the catalogue's parameter (one definition each)."""
     from bots_rft.estimators.regression import DEFAULT_FORGETTING, DEFAULT_PRIOR_PRECISION
-    from bots_rft.selector.parameters import LAM, PRIOR_PRECISION
+    from bots_rft.parameters import LAM, PRIOR_PRECISION
 
     assert LAM.default == DEFAULT_FORGETTING
     assert PRIOR_PRECISION.default == DEFAULT_PRIOR_PRECISION

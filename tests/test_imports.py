@@ -263,7 +263,6 @@ _OLD_PATHS = [
     "bots_rft.static_selectors",
     "bots_rft.methods",
     "bots_rft.method_table",
-    "bots_rft.parameters",
     "bots_rft.planning",
     "bots_rft.screening",
     "bots_rft.guard",
@@ -279,6 +278,19 @@ _OLD_PATHS = [
 ]
 
 
+def test_the_catalogue_s_old_path_still_imports_with_a_deprecation_warning() -> None:
+    """Method files written against 0.1 import the catalogue from ``bots_rft.selector.parameters``:
+    that still works, gives the catalogue's own objects, and warns naming the new path."""
+    import bots_rft.parameters as catalogue
+    import bots_rft.selector.parameters as old
+
+    with pytest.warns(DeprecationWarning, match=r"import SEED from bots_rft\.parameters"):
+        seed = old.SEED
+    assert seed is catalogue.SEED
+    with pytest.raises(AttributeError):
+        old.NOT_A_PARAMETER  # noqa: B018
+
+
 @pytest.mark.parametrize("old", _OLD_PATHS)
 def test_the_old_import_paths_are_gone(old: str) -> None:
     """Selection lives under bots_rft.selector and the estimator interface under
@@ -292,10 +304,12 @@ def test_the_old_import_paths_are_gone(old: str) -> None:
 def test_the_package_top_level_holds_only_its_entry_points() -> None:
     """Every concept lives in its sub-package (selector, estimators, metrics, data, rewards, train,
     simulate, report, integrations, llm, commands); the top level keeps only the package's entry
-    points (``__init__``, ``errors``, ``checkpoint``, ``cli``, ``config_files``) and private
-    helpers (a leading underscore)."""
+    points (``__init__``, ``checkpoint``, ``cli``, ``config_files``), the two modules every layer
+    reads (``errors``, and ``parameters``: the catalogue of every shared parameter's default and
+    range, which the estimators read as well as the selectors) and private helpers (a leading
+    underscore)."""
     from pathlib import Path
 
     root = Path(bots_rft.__file__).parent
     modules = sorted(p.stem for p in root.glob("*.py") if not p.stem.startswith("_"))
-    assert modules == ["checkpoint", "cli", "config_files", "errors"], modules
+    assert modules == ["checkpoint", "cli", "config_files", "errors", "parameters"], modules

@@ -565,7 +565,7 @@ def frame_of(data_dir: str) -> Any:
 def test_embeddings_build_the_configured_estimator(data_dir: str, embeddings: dict[str, str], tmp_path: Any) -> None:
     from bots_rft.data.embeddings import embeddings_for
     from bots_rft.estimators import EmbeddingRegression, Similarity
-    from bots_rft.selector.parameters import LAM, PRIOR_PRECISION
+    from bots_rft.parameters import LAM, PRIOR_PRECISION
 
     frame = frame_of(data_dir)
     emb = f"bots.embeddings={embeddings['good']}"

@@ -38,7 +38,7 @@ WEAK, STRONG = "qwen2.5_7b_pass_rate", "qwen3_30b_pass_rate"
         ("bots.thompson=3", "bots.thompson: must be a bool, got 3"),
         ("bots.seed=-1", "bots.seed: must be an integer >= 0, got -1"),
         ("bots.momentum=3", "bots.momentum: must lie in [0, 1], got 3"),
-        ("bots.min_gap=-1", "bots.min_gap: must lie in [0, 1), got -1"),
+        ("bots.min_gap=-1", "bots.min_gap: must lie in (0, 1), got -1"),
         ("bots.threads=-2", "bots.threads: "),
         ("bots.num_tasks=0", "bots.num_tasks: "),
         ("bots.success_threshold=nan", "bots.success_threshold: must be finite, got nan"),

@@ -18,7 +18,7 @@ import pytest
 
 from bots_rft import BotsError, CheckpointError, InvalidArgumentError, InvalidTypeError
 from bots_rft.checkpoint import load_state, save_state
-from bots_rft.selector.parameters import PARAMETERS, Parameter
+from bots_rft.parameters import PARAMETERS, Parameter
 from bots_rft.selector.protocol import RollsOut, Selector
 from bots_rft.selector.registry import METHODS, Method, method, method_names
 from checkpoint_files import is_codec_bytes

@@ -127,7 +127,7 @@ def test_config_validation() -> None:
         SimConfig(learner=TINY, rho_sweep=(1.5,))
     with pytest.raises(ConfigError, match="transfer"):
         LearnerConfig(transfer=2.0)
-    with pytest.raises(ConfigError, match=r"min_gap: must lie in \[0, 1\), got -0.1"):
+    with pytest.raises(ConfigError, match=r"min_gap: must lie in \(0, 1\), got -0.1"):
         SimConfig(learner=TINY, min_gap=-0.1)
 
 

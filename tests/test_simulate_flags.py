@@ -110,7 +110,7 @@ def test_a_run_command_names_the_interpolation_gap_it_was_given() -> None:
 def test_a_new_config_field_gets_a_flag_without_editing_the_parser(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from bots_rft.selector.parameters import TARGET
+    from bots_rft.parameters import TARGET
     from bots_rft.simulate import experiment
     from bots_rft.simulate.fields import documented
 

@@ -1,5 +1,5 @@
 """Every parameter of every method ``bots train`` runs is a config key with the catalogue's range
-and default (``bots_rft.selector.parameters``), reaches the selector the run builds, and a value
+and default (``bots_rft.parameters``), reaches the selector the run builds, and a value
 out of range is refused by ``bots train`` and ``bots compare`` with exit 2 and one line naming the
 key and the value. A method's ``n_rollouts`` is the trainer's ``rollouts`` and its ``seed`` the
 run's."""

@@ -104,20 +104,6 @@ def as_bool(value: Any, name: str) -> bool:
     return bool(value)
 
 
-def in_closed_unit(value: Any, name: str) -> float:
-    v = as_real(value, name)
-    if not (0.0 <= v <= 1.0):
-        raise InvalidArgumentError(f"{name}: must be in [0, 1], got {v}", name)
-    return v
-
-
-def in_open_unit(value: Any, name: str) -> float:
-    v = as_real(value, name)
-    if not (0.0 < v < 1.0):
-        raise InvalidArgumentError(f"{name}: must be in (0, 1), got {v}", name)
-    return v
-
-
 def positive(value: Any, name: str) -> float:
     v = as_real(value, name)
     if not (math.isfinite(v) and v > 0.0):

@@ -19,6 +19,7 @@ import numpy as np
 from .. import _core
 from .._validation import FloatArray, as_floats
 from ..errors import InvalidArgumentError, InvalidTypeError
+from ..parameters import MIN_GAP
 
 __all__ = [
     "DEFAULT_MIN_GAP",
@@ -31,8 +32,8 @@ __all__ = [
 ]
 
 #: The method's default: batches whose mean references differ by less than this give no estimate
-#: (the core's constant, so the two can never drift apart).
-DEFAULT_MIN_GAP: float = _core.DEFAULT_MIN_GAP
+#: (the catalogue's, which is the core's constant, so the two can never drift apart).
+DEFAULT_MIN_GAP: float = MIN_GAP.default
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,9 @@ import numpy as np
 import numpy.typing as npt
 
 from .. import _core
-from .._validation import FloatArray, as_real, rates_or_nan
-from ..errors import CheckpointError, InvalidArgumentError
+from .._validation import FloatArray, rates_or_nan
+from ..errors import CheckpointError
+from ..parameters import MIN_GAP, MOMENTUM
 from .base import DEFAULT_MIN_GAP, Estimator, StepEvidence
 
 __all__ = ["Interpolation", "smoothed_capability"]
@@ -36,18 +37,14 @@ class Interpolation(Estimator):
     rollouts needs far fewer), which halves what the fused update reads per task.
     """
 
-    def __init__(self, weak: Any, strong: Any, momentum: float = 0.9, *, min_gap: float = DEFAULT_MIN_GAP) -> None:
+    def __init__(
+        self, weak: Any, strong: Any, momentum: float = MOMENTUM.default, *, min_gap: float = MIN_GAP.default
+    ) -> None:
         # Frozen: read-only memory the core shares with every update's pass instead of copying it.
         self._weak = _core.frozen(rates_or_nan(weak, "weak").astype(np.float32))
         self._strong = _core.frozen(rates_or_nan(strong, "strong", len(self._weak)).astype(np.float32))
-        m = as_real(momentum, "momentum")
-        if not 0.0 <= m <= 1.0:
-            raise InvalidArgumentError(f"momentum: must be in [0, 1], got {m}", "momentum")
-        g = as_real(min_gap, "min_gap")
-        if not (0.0 <= g < 1.0):
-            raise InvalidArgumentError(f"min_gap: must be in [0, 1), got {g}", "min_gap")
-        self._momentum = m
-        self._min_gap = g
+        self._momentum: float = MOMENTUM.check(momentum)
+        self._min_gap: float = MIN_GAP.check(min_gap)
         self._capability: float | None = None
 
     def __len__(self) -> int:

@@ -16,7 +16,8 @@ import numpy.typing as npt
 from .. import _core
 from .._validation import FloatArray, as_floats, as_real, rates_or_nan
 from ..errors import CheckpointError, InvalidArgumentError, InvalidTypeError
-from .base import DEFAULT_MIN_GAP, Estimator, StepEvidence
+from ..parameters import MIN_GAP, MOMENTUM
+from .base import Estimator, StepEvidence
 
 __all__ = ["MultiReference"]
 
@@ -107,22 +108,18 @@ class MultiReference(Estimator):
         references: npt.ArrayLike | Sequence[npt.ArrayLike],
         *,
         features: npt.ArrayLike | None = None,
-        momentum: float = 0.9,
+        momentum: float = MOMENTUM.default,
         ridge: float = 0.1,
-        min_gap: float = DEFAULT_MIN_GAP,
+        min_gap: float = MIN_GAP.default,
     ) -> None:
         self._references = _reference_matrix(references)
         n, k = self._references.shape
         self._features = None if features is None else _feature_matrix(features, n)
-        m = as_real(momentum, "momentum")
-        if not 0.0 <= m <= 1.0:
-            raise InvalidArgumentError(f"momentum: must be in [0, 1], got {m}", "momentum")
+        m = MOMENTUM.check(momentum)
         r = as_real(ridge, "ridge")
         if not (np.isfinite(r) and r >= 0.0):
             raise InvalidArgumentError(f"ridge: must be finite and >= 0, got {r}", "ridge")
-        g = as_real(min_gap, "min_gap")
-        if not 0.0 <= g < 1.0:
-            raise InvalidArgumentError(f"min_gap: must be in [0, 1), got {g}", "min_gap")
+        g = MIN_GAP.check(min_gap)
         self._momentum, self._ridge, self._min_gap = m, r, g
         # Every column of the fit side by side: references first, then features.
         self._columns = self._references if self._features is None else np.hstack([self._references, self._features])

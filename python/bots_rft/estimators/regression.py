@@ -18,8 +18,9 @@ import numpy.typing as npt
 
 from .. import _core
 from .._portable import exp as portable_exp
-from .._validation import FloatArray, as_int, as_real
+from .._validation import FloatArray, as_int
 from ..errors import CheckpointError, InvalidArgumentError, InvalidTypeError
+from ..parameters import LAM, PRIOR_PRECISION
 from .base import Estimator, StepEvidence
 from .features import DEFAULT_CHUNK, embedding_matrix
 
@@ -27,12 +28,12 @@ __all__ = ["EmbeddingRegression", "DEFAULT_PRIOR_PRECISION", "DEFAULT_FORGETTING
 
 KIND = "embedding-regression"
 
-#: The weights' prior precision: on standardised features scaled to unit mean square norm, a
-#: task's logit a priori has standard deviation 1/sqrt(0.25) = 2, so pass rates between about
-#: 0.02 and 0.98 are all plausible before any rollout.
-DEFAULT_PRIOR_PRECISION = 0.25
-#: The forgetting rate when none is given: the paper's λ (a BOTS selector passes its own λ).
-DEFAULT_FORGETTING = 0.1
+#: The weights' prior precision (the catalogue's): on standardised features scaled to unit mean
+#: square norm, a task's logit a priori has standard deviation 1/sqrt(0.25) = 2, so pass rates
+#: between about 0.02 and 0.98 are all plausible before any rollout.
+DEFAULT_PRIOR_PRECISION: float = PRIOR_PRECISION.default
+#: The forgetting rate when none is given: λ's default (a BOTS selector passes its own λ).
+DEFAULT_FORGETTING: float = LAM.default
 #: Newton's method on one step's batch stops when no weight moves by more than this.
 _NEWTON_TOL = 1e-9
 _NEWTON_MAX = 50
@@ -114,18 +115,13 @@ class EmbeddingRegression(Estimator):
         forgetting: float = DEFAULT_FORGETTING,
         prior_precision: float = DEFAULT_PRIOR_PRECISION,
     ) -> None:
-        lam = as_real(forgetting, "forgetting")
-        if not (0.0 <= lam <= 1.0):
-            raise InvalidArgumentError(f"forgetting: must lie in [0, 1], got {lam}", "forgetting")
-        prec = as_real(prior_precision, "prior_precision")
-        if not (math.isfinite(prec) and prec > 0.0):
-            raise InvalidArgumentError(f"prior_precision: must be finite and > 0, got {prec}", "prior_precision")
-        self._forgetting = lam
-        self._prior_precision = prec
+        # The forgetting rate is λ by another name (a BOTS selector passes its own): λ's range.
+        self._forgetting: float = LAM.check(forgetting, "forgetting")
+        self._prior_precision: float = PRIOR_PRECISION.check(prior_precision)
         self._embeddings = embedding_matrix(embeddings, normalize=False)
         self._mean, self._scale = _standardisation(self._embeddings)
         dim = self._embeddings.shape[1] + 1
-        self._precision: FloatArray = np.eye(dim) * prec
+        self._precision: FloatArray = np.eye(dim) * self._prior_precision
         self._weights: FloatArray = np.zeros(dim)
         self._updates = 0  # updates with at least one observed task
 

@@ -57,12 +57,24 @@ from .._validation import FloatArray, IntArray, as_bool, as_floats, as_ids, as_i
 from ..checkpoint import from_bytes, load_state, to_bytes
 from ..data.embeddings import embeddings_for
 from ..errors import BotsError, CheckpointError, ConfigError, DataError, InvalidArgumentError, InvalidTypeError
-from ..estimators import DEFAULT_MIN_GAP, EmbeddingRegression, Estimator, Interpolation, Similarity
+from ..estimators import EmbeddingRegression, Estimator, Interpolation, Similarity
 from ..estimators import from_state as estimator_from_state
 from ..metrics.step import calibration_step_metrics, capability_metrics, outcome_metrics, pick_metrics
-from ..selector.bots import BOTS
+from ..parameters import (
+    ADAPTIVE_RHO,
+    LAM,
+    MIN_GAP,
+    MOMENTUM,
+    PRIOR_PRECISION,
+    PSEUDO_ROLLOUTS,
+    RHO,
+    TARGET,
+    TAU,
+    THOMPSON,
+    Parameter,
+)
+from ..selector.bots import BOTS, DEFAULT_PRIOR
 from ..selector.bots.state import describe_evidence, evidence_identity
-from ..selector.parameters import PRIOR_PRECISION
 from .gates import Seam, Window, check_framework
 from .tasks import column_values
 
@@ -170,7 +182,7 @@ class _Settings:
     seed: int
     threads: int | None
     state_dir: str | None
-    adaptive_rho: bool = False
+    adaptive_rho: bool = ADAPTIVE_RHO.default
     exclude_in_flight: bool = True
     #: Task embeddings (``kwargs.embeddings``): the file, the estimator (None: no embeddings), the
     #: regression's prior precision (None unless the regression) and the column whose ids key the file.
@@ -216,6 +228,7 @@ def _resolve(kwargs: Mapping[str, Any], seed: Any) -> _Settings:
         return theirs, AUTHOR_DEFAULTS[theirs]
 
     def real(key: str, value: Any, low: float, high: float, open_low: bool = False) -> float:
+        """A setting of Trinity's alone (not one of the selector's parameters)."""
         try:
             v = as_real(value, key)
         except BotsError as exc:
@@ -225,31 +238,31 @@ def _resolve(kwargs: Mapping[str, Any], seed: Any) -> _Settings:
             raise ConfigError(f"kwargs.{key}: must be in {bound}, got {v}")
         return v
 
-    try:
-        adaptive_rho = as_bool(kwargs.get("adaptive_rho", False), "adaptive_rho")
-    except BotsError as exc:
-        raise _config_error("adaptive_rho", exc) from None
-    lam = real(*given("lam"), 0.0, 1.0)
-    rho = real(*given("rho"), 0.0, 1.0)
-    n_rollouts = real(*given("n_rollouts"), 0.0, math.inf, open_low=True)
-    key, value = given("thompson")
-    try:
-        thompson = as_bool(value, key)
-    except BotsError as exc:
-        raise _config_error(key, exc) from None
-    target_key, target_value = given("target")
-    target = real(target_key, target_value, 0.0, 1.0)
-    tau = real("tau", kwargs.get("tau", AUTHOR_DEFAULTS["tau"]), 0.0, math.inf)
-    momentum = real("momentum", kwargs.get("momentum", 0.9), 0.0, 1.0)
-    # > 0: a batch whose two reference means are equal (a gap of 0) has no capability estimate;
-    # min_gap > 0 skips it, 0 would divide by it.
-    min_gap = real("min_gap", kwargs.get("min_gap", DEFAULT_MIN_GAP), 0.0, 1.0, open_low=True)
+    def checked(parameter: Parameter, key: str, value: Any) -> Any:
+        """A parameter of the selector, under the key the user wrote: the catalogue's check (the
+        same range and message BOTS gives), as a ConfigError naming ``kwargs.<key>``."""
+        try:
+            return parameter.check(value, f"kwargs.{key}")
+        except (InvalidArgumentError, InvalidTypeError) as exc:
+            raise ConfigError(str(exc)) from None
+
+    # difficulty_based's names mapped to ours (with its defaults where a key is absent), then
+    # checked as BOTS checks them.
+    adaptive_rho = checked(ADAPTIVE_RHO, *given("adaptive_rho"))
+    lam = checked(LAM, *given("lam"))
+    rho = checked(RHO, *given("rho"))
+    n_rollouts = checked(PSEUDO_ROLLOUTS, *given("n_rollouts"))
+    thompson = checked(THOMPSON, *given("thompson"))
+    target = checked(TARGET, *given("target"))
+    tau = checked(TAU, *given("tau"))
+    momentum = checked(MOMENTUM, "momentum", kwargs.get("momentum", MOMENTUM.default))
+    min_gap = checked(MIN_GAP, "min_gap", kwargs.get("min_gap", MIN_GAP.default))
     try:
         exclude_in_flight = as_bool(kwargs.get("exclude_in_flight", True), "exclude_in_flight")
     except BotsError as exc:
         raise _config_error("exclude_in_flight", exc) from None
-    prior_alpha = real("prior_alpha", kwargs.get("prior_alpha", 1.0), 0.0, math.inf, open_low=True)
-    prior_beta = real("prior_beta", kwargs.get("prior_beta", 1.0), 0.0, math.inf, open_low=True)
+    prior_alpha = real("prior_alpha", kwargs.get("prior_alpha", DEFAULT_PRIOR), 0.0, math.inf, open_low=True)
+    prior_beta = real("prior_beta", kwargs.get("prior_beta", DEFAULT_PRIOR), 0.0, math.inf, open_low=True)
     reward_range = kwargs.get("reward_range", (0.0, 1.0))
     if isinstance(reward_range, str) or not isinstance(reward_range, Sequence) or len(reward_range) != 2:
         raise ConfigError(f"kwargs.reward_range: must be [low, high], got {reward_range!r}")

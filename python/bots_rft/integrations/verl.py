@@ -88,9 +88,9 @@ from ..errors import (
 )
 from ..estimators import EmbeddingRegression, Estimator, Interpolation, Similarity
 from ..metrics.step import calibration_step_metrics, capability_metrics, outcome_metrics, pick_metrics
+from ..parameters import BOTS_PARAMS, LAM, MIN_GAP, MOMENTUM, PRIOR_PRECISION, Parameter
 from ..selector.bots import BOTS
 from ..selector.bots.state import check_state_header, pool_fingerprint
-from ..selector.parameters import BOTS_PARAMS, LAM, MIN_GAP, MOMENTUM, PRIOR_PRECISION, Parameter
 from .batches import pack_state, unpack_state
 from .gates import Seam, Window, check_framework, installed_version
 from .inflight import InFlight

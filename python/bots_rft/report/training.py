@@ -407,7 +407,7 @@ def shadow_evidence_quality(run: RunCurves, weak: np.ndarray, strong: np.ndarray
     that reads it makes."""
     from .. import _core
     from ..estimators import Interpolation
-    from ..selector.parameters import MIN_GAP, MOMENTUM
+    from ..parameters import MIN_GAP, MOMENTUM
 
     n = int(run.config.get("rollouts", 0)) or 1
     momentum = float(run.config.get("momentum", MOMENTUM.default))

@@ -3,7 +3,7 @@ of methods, the BOTS selector and its backends, the static and the published pee
 rollout planning, screening, the group guard and multi-pool selection.
 
 - :mod:`~bots_rft.selector.protocol`: ``Selector``, ``RollsOut``, what every method provides;
-- :mod:`~bots_rft.selector.parameters`: every method parameter, its default and its range;
+- :mod:`~bots_rft.parameters`: every method parameter, its default and its range;
 - :mod:`~bots_rft.selector.registry`: the methods by name, each built from a pool and references;
 - :mod:`~bots_rft.selector.bots`: :class:`~bots_rft.BOTS`, its posterior rules and checkpoint layout;
 - :mod:`~bots_rft.selector.backends`: BOTS's backends (the Rust core, torch, Ray shards);

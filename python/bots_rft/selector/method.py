@@ -1,5 +1,5 @@
 """What a task-selection method declares, in the file of its class: a :class:`Method`, its
-name and label, its parameters (each a :class:`~bots_rft.selector.parameters.Parameter`), whether
+name and label, its parameters (each a :class:`~bots_rft.parameters.Parameter`), whether
 it reads reference pass rates, its :class:`RolloutMode`, the further per-task signals it reads,
 the class that implements it and its builder. :mod:`bots_rft.selector.registry` lists the
 declarations and makes every entry point run them (:func:`bots_rft.selector.registry.register`).
@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy.typing as npt
 
 from ..errors import InvalidArgumentError
-from .parameters import Parameter
-from .parameters import shown as _shown
+from ..parameters import Parameter
+from ..parameters import shown as _shown
 
 if TYPE_CHECKING:
     from .protocol import CountedRolloutFn, RolloutFn, Selector

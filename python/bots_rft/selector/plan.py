@@ -48,7 +48,7 @@ import numpy.typing as npt
 from .._portable import int_power
 from .._validation import as_int
 from ..errors import InvalidArgumentError, InvalidTypeError
-from .parameters import Parameter
+from ..parameters import Parameter
 from .protocol import Plan as Plan
 
 __all__ = [

@@ -8,7 +8,7 @@ trainer's config and the simulator check their parameters with it. A method (:cl
 is
 
 - a **name** (plus accepted aliases) and the label result tables print;
-- its **parameters**: each a :class:`~bots_rft.selector.parameters.Parameter` with its type, range and
+- its **parameters**: each a :class:`~bots_rft.parameters.Parameter` with its type, range and
   default, and one check that raises :class:`~bots_rft.errors.InvalidTypeError` for a value of
   the wrong type and :class:`~bots_rft.errors.InvalidArgumentError` for one out of range, both
   naming the parameter and the value;
@@ -57,9 +57,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidArgumentError, InvalidTypeError
 from ..estimators.base import DEFAULT_MIN_GAP
+from ..parameters import CATALOGUE, PARAMETERS, Parameter
+from ..parameters import shown as _shown
 from .method import Method, MethodEntry, References, RolloutMode
-from .parameters import CATALOGUE, PARAMETERS, Parameter
-from .parameters import shown as _shown
 
 if TYPE_CHECKING:
     from .protocol import RolloutFn, Selector
@@ -120,7 +120,7 @@ def register(m: Method) -> Method:
     """Add the method ``m`` to the registry, so that every entry point runs it: ``bots
     simulate``'s and ``bots train``'s method lists, their configs (each parameter of ``m`` a key,
     checked against its range) and :func:`method`. A name or alias already taken, or a parameter
-    named like one of the catalogue's (:data:`bots_rft.selector.parameters.PARAMETERS`) but
+    named like one of the catalogue's (:data:`bots_rft.parameters.PARAMETERS`) but
     defined otherwise, is an :class:`InvalidArgumentError` naming it. Returns ``m``."""
     if not isinstance(m, Method):
         raise InvalidTypeError(f"method: must be a Method, got {_shown(m)}", "method")
@@ -190,7 +190,7 @@ def load_entry_points() -> tuple[str, ...]:
 
 
 def parameter(name: str) -> Parameter | None:
-    """The catalogue's parameter ``name`` (:data:`~bots_rft.selector.parameters.PARAMETERS`), or
+    """The catalogue's parameter ``name`` (:data:`~bots_rft.parameters.PARAMETERS`), or
     that of a registered method that takes it; None when no method takes one of that name."""
     if name in PARAMETERS:
         return PARAMETERS[name]

@@ -24,9 +24,9 @@ import numpy as np
 import numpy.typing as npt
 
 from ..errors import CheckpointError
+from ..parameters import BOTS_PARAMS, GEN_RATIO, MAX_GEN_BATCHES, N_CONTINUE, N_INIT, SCREENING_PARAMS, SEED
 from .bots.methods import bots_selector, interpolation
 from .method import Method, RolloutMode, needs_rollout
-from .parameters import BOTS_PARAMS, GEN_RATIO, MAX_GEN_BATCHES, N_CONTINUE, N_INIT, SCREENING_PARAMS
 from .peers.base import FloatArray, Groups, IdArray
 from .peers.speed import SpeedRL
 from .protocol import RolledBatch, Selector
@@ -62,7 +62,7 @@ class ScreenedBOTS(SpeedRL):
         n_continue: int = N_CONTINUE.default,
         gen_ratio: float = GEN_RATIO.default,
         max_gen_batches: int = MAX_GEN_BATCHES.default,
-        seed: int = 0,
+        seed: int = SEED.default,
     ) -> None:
         super().__init__(
             num_tasks,

@@ -22,8 +22,8 @@ import numpy as np
 from .._validation import batch_size as _check_batch
 from .._validation import feedback, rates_or_nan, selectable
 from ..errors import CheckpointError, InvalidArgumentError
+from ..parameters import SEED
 from .method import Method, one_per_task, references
-from .parameters import SEED
 from .protocol import IdArray, check_num_tasks, check_state
 
 __all__ = ["RandomSelector", "OfflineSelector", "ReferenceFilterSelector"]

@@ -20,7 +20,7 @@ import numpy.typing as npt
 from ..errors import BotsError, ConfigError
 from ..metrics import effective_probability, effective_ratios, pearson, rate_histogram, roc_auc
 from ..metrics.calibration import calibration_metrics, predicted_pass_rates
-from ..selector.parameters import (
+from ..parameters import (
     ADAPTIVE_LAM,
     ADAPTIVE_RHO,
     LAG_DISCOUNT,
@@ -31,6 +31,7 @@ from ..selector.parameters import (
     RHO,
     TARGET,
     TAU,
+    THOMPSON,
     Parameter,
 )
 from ..selector.protocol import RollsOut, Selector
@@ -82,7 +83,7 @@ class MethodSpec:
     kind: str
     lam: float = LAM.default
     rho: float = RHO.default
-    thompson: bool = True
+    thompson: bool = THOMPSON.default
     target: float = TARGET.default
     tau: float = TAU.default
     adaptive_rho: bool = ADAPTIVE_RHO.default

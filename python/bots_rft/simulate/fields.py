@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import MISSING, field
 from typing import Any
 
-from ..selector.parameters import Parameter
+from ..parameters import Parameter
 
 __all__ = ["documented"]
 

@@ -32,9 +32,9 @@ import numpy.typing as npt
 
 from ..errors import ConfigError
 from ..estimators import Interpolation
+from ..parameters import LAM, MIN_GAP, MOMENTUM, RHO, TARGET
 from ..selector.bots import BOTS
 from ..selector.multipool import MultiPool
-from ..selector.parameters import LAM, MIN_GAP, MOMENTUM, RHO, TARGET
 from ..selector.static import RandomSelector
 from .learner import LearnerConfig, SimulatedLearner, TaskWorld, make_world
 

@@ -5,7 +5,7 @@ and the value (``lr: must be a finite number > 0, got -1``).
 
 The selection keys are not written here: they are generated from the method catalogue
 (:data:`SELECTION_KEYS`), one key per parameter with its default and its one range check
-(:meth:`bots_rft.selector.parameters.Parameter.check`), so that every method's every parameter is
+(:meth:`bots_rft.parameters.Parameter.check`), so that every method's every parameter is
 settable; a method registered later adds its own (``method_params``). The trainer reads them by
 name (:meth:`TrainConfig.param`, :meth:`TrainConfig.method_values`), and reads the method's rollout
 mode, never its name, to check how the keys fit together.
@@ -43,7 +43,7 @@ from ..config_files import (
 )
 from ..errors import BotsError, ConfigError
 from ..llm.models import DTYPE_NAMES
-from ..selector.parameters import BOTS_PARAMS, MAX_ROUNDS, OVERSAMPLE, PRIOR_PRECISION, Parameter
+from ..parameters import BOTS_PARAMS, MAX_ROUNDS, OVERSAMPLE, PRIOR_PRECISION, Parameter
 from ..selector.plan import N_MAX, N_MIN
 from ..selector.registry import BUILT_IN_PARAMETERS, RolloutMode, method_names, parameter, parameters
 from ..selector.registry import method as method_spec
@@ -89,7 +89,7 @@ TRAINER_SUPPLIED = ("n_rollouts", "seed")
 _TRAINER_DEFAULTS = {"max_rounds": 4}
 
 #: The selection keys: one per parameter of the built-in methods (the catalogue's,
-#: :data:`bots_rft.selector.parameters.PARAMETERS`, and those a method defines beside its class),
+#: :data:`bots_rft.parameters.PARAMETERS`, and those a method defines beside its class),
 #: each with its range and default, so that every method's every parameter is settable. Parameters
 #: of a method added later (:func:`bots_rft.selector.registry.register`) are keys too, held in
 #: ``method_params``.

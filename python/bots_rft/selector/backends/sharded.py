@@ -18,7 +18,9 @@ from ...errors import BotsError, InvalidArgumentError, UnsupportedByBackendError
 from ...estimators import Interpolation, StepEvidence, checked_prediction, smoothed_capability
 from ..bots import (
     BOTS,
+    DEFAULT_PRIOR,
     SETTABLE_PARAMS,
+    BOTSParams,
     ParamsOnLoad,
     Picks,
     SelectorBase,
@@ -33,18 +35,7 @@ __all__ = ["ShardedBOTS", "ShardLostError", "SHARDED_PARAMS"]
 
 #: The BOTS parameters a :class:`ShardedBOTS` applies; any other BOTS argument is refused by name
 #: unless it is at its default (a parameter BOTS gains later is never silently ignored).
-SHARDED_PARAMS = (
-    "lam",
-    "rho",
-    "target",
-    "n_rollouts",
-    "thompson",
-    "seed",
-    "adaptive_rho",
-    "tau",
-    "adaptive_lam",
-    "lag_discount",
-)
+SHARDED_PARAMS = BOTSParams.names()  # all of them
 
 
 class ShardLostError(BotsError, RuntimeError):
@@ -90,27 +81,20 @@ class ShardedBOTS(SelectorBase):
         num_tasks: int,
         *,
         shards: int = 2,
-        lam: float = 0.1,
-        rho: float = 0.1,
-        target: float = 0.5,
-        n_rollouts: float = 16,
-        thompson: bool = True,
-        prior_alpha: float | Any = 1.0,
-        prior_beta: float | Any = 1.0,
+        prior_alpha: float | Any = DEFAULT_PRIOR,
+        prior_beta: float | Any = DEFAULT_PRIOR,
         evidence: Interpolation | None = None,
-        seed: int = 0,
         threads: int | None = None,
         prefetch: bool = False,
-        adaptive_rho: bool = False,
-        tau: float = 0.0,
-        adaptive_lam: bool = False,
-        lag_discount: float = 1.0,
         backend: str = "rust",
         device: Any = None,
         actor_options: dict[str, Any] | None = None,
         _posterior: tuple[np.ndarray, np.ndarray] | None = None,
-        **other_bots_arguments: Any,
+        **parameters: Any,
     ) -> None:
+        # BOTS's parameters (lam, rho, ...: the fields of BOTSParams) arrive in ``parameters``,
+        # with any other BOTS argument, which is refused unless at its default.
+        params_given, other_bots_arguments = BOTSParams.split_names(parameters)
         n = as_int(num_tasks, "num_tasks", minimum=1)
         k = as_int(shards, "shards", minimum=1, maximum=n)
         _refuse_unsupported(evidence, prefetch, backend, device)
@@ -122,21 +106,12 @@ class ShardedBOTS(SelectorBase):
         # kept whole here: its scalar state lives in this object, its references in the shards.
         self._init_params(
             n,
-            lam=lam,
-            rho=rho,
-            target=target,
-            n_rollouts=n_rollouts,
-            thompson=thompson,
+            BOTSParams(**params_given),
             prior_alpha=prior_alpha,
             prior_beta=prior_beta,
             evidence=None,
-            seed=seed,
             threads=None,
             prefetch=False,
-            adaptive_rho=adaptive_rho,
-            tau=tau,
-            adaptive_lam=adaptive_lam,
-            lag_discount=lag_discount,
         )
         self._threads = None if threads is None else as_int(threads, "threads", minimum=1)
         pa, pb = self._prior_alpha, self._prior_beta

@@ -51,7 +51,9 @@ from ...estimators import (
 )
 from ..bots import (
     BOTS,
+    DEFAULT_PRIOR,
     SETTABLE_PARAMS,
+    BOTSParams,
     Picks,
 )
 from ..bots.params import readonly
@@ -87,24 +89,16 @@ class TorchBOTS(BOTS):
         backend: str = _BACKEND,
         device: Any = None,
         dtype: Any = None,
-        lam: float = 0.1,
-        rho: float = 0.1,
-        target: float = 0.5,
-        n_rollouts: float = 16,
-        thompson: bool = True,
-        prior_alpha: float | Any = 1.0,
-        prior_beta: float | Any = 1.0,
+        prior_alpha: float | Any = DEFAULT_PRIOR,
+        prior_beta: float | Any = DEFAULT_PRIOR,
         evidence: Estimator | ImplicitEvidence | None = None,
-        seed: int = 0,
         threads: int | None = None,
         prefetch: bool = True,
-        adaptive_rho: bool = False,
-        tau: float = 0.0,
-        adaptive_lam: bool = False,
-        lag_discount: float = 1.0,
         kernels: str = "auto",
-        **unknown: Any,
+        **parameters: Any,
     ) -> None:
+        # BOTS's parameters (lam, rho, ...: the fields of BOTSParams) arrive in ``parameters``.
+        params_given, unknown = BOTSParams.split_names(parameters)
         _refuse_unknown_params(unknown)
         if backend != _BACKEND:
             raise InvalidArgumentError(f"backend: TorchBOTS is the torch backend, got {backend!r}", "backend")
@@ -115,21 +109,12 @@ class TorchBOTS(BOTS):
         self._dtype = _as_dtype(dtype)
         self._init_params(
             n,
-            lam=lam,
-            rho=rho,
-            target=target,
-            n_rollouts=n_rollouts,
-            thompson=thompson,
+            BOTSParams(**params_given),
             prior_alpha=prior_alpha,
             prior_beta=prior_beta,
             evidence=evidence,
-            seed=seed,
             threads=threads,
             prefetch=prefetch,
-            adaptive_rho=adaptive_rho,
-            tau=tau,
-            adaptive_lam=adaptive_lam,
-            lag_discount=lag_discount,
         )
         self._prior_alpha_t = self._on_device(self._prior_alpha)
         self._prior_beta_t = self._on_device(self._prior_beta)

@@ -24,7 +24,7 @@ from ..protocol import PosteriorSelector
 from .base import Picks, SelectorBase
 from .bots import BOTS, PassHandle, Posterior, register_backend
 from .feedback import feedback_arrays, reward_counts, reward_map
-from .params import SETTABLE_PARAMS, SelectorParams
+from .params import DEFAULT_PRIOR, SETTABLE_PARAMS, BOTSParams, SelectorParams
 from .rules import (
     ADAPTIVE_RHO_MAE,
     DRIFT_MOMENTUM,
@@ -42,6 +42,8 @@ __all__ = [
     "PosteriorSelector",
     "SelectorBase",
     "SelectorParams",
+    "BOTSParams",
+    "DEFAULT_PRIOR",
     "Posterior",
     "PassHandle",
     "register_backend",

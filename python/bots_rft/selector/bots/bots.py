@@ -28,7 +28,7 @@ from ...errors import CheckpointError, DataError, InvalidArgumentError
 from ...estimators import Estimator, ImplicitEvidence, StepEvidence, checked_prediction, user_object
 from .base import Picks, SelectorBase
 from .feedback import aggregate
-from .params import SelectorParams, param_differences, readonly
+from .params import DEFAULT_PRIOR, BOTSParams, SelectorParams, param_differences, readonly
 from .rules import lam_for, predictions_miss, smoothed_drift
 from .state import (
     ParamsOnLoad,
@@ -204,39 +204,46 @@ class BOTS(_BackendChoice, SelectorBase):
         *,
         backend: str = "rust",
         device: Any = None,
-        lam: float = 0.1,
-        rho: float = 0.1,
-        target: float = 0.5,
-        n_rollouts: float = 16,
-        thompson: bool = True,
-        prior_alpha: float | Any = 1.0,
-        prior_beta: float | Any = 1.0,
+        lam: float = BOTSParams.lam,
+        rho: float = BOTSParams.rho,
+        target: float = BOTSParams.target,
+        n_rollouts: float = BOTSParams.n_rollouts,
+        thompson: bool = BOTSParams.thompson,
+        prior_alpha: float | Any = DEFAULT_PRIOR,
+        prior_beta: float | Any = DEFAULT_PRIOR,
         evidence: Estimator | ImplicitEvidence | None = None,
-        seed: int = 0,
+        seed: int = BOTSParams.seed,
         threads: int | None = None,
         prefetch: bool = True,
-        adaptive_rho: bool = False,
-        tau: float = 0.0,
-        adaptive_lam: bool = False,
-        lag_discount: float = 1.0,
+        adaptive_rho: bool = BOTSParams.adaptive_rho,
+        tau: float = BOTSParams.tau,
+        adaptive_lam: bool = BOTSParams.adaptive_lam,
+        lag_discount: float = BOTSParams.lag_discount,
     ) -> None:
-        self._init_params(
-            num_tasks,
+        # The signature spells the parameters out for the reader and the IDE; their defaults are
+        # BOTSParams's (the catalogue's), and BOTSParams validates them, as on every backend,
+        # after the pool size.
+        as_int(num_tasks, "num_tasks", minimum=1)
+        params = BOTSParams(
             lam=lam,
             rho=rho,
             target=target,
+            tau=tau,
             n_rollouts=n_rollouts,
             thompson=thompson,
+            seed=seed,
+            adaptive_rho=adaptive_rho,
+            adaptive_lam=adaptive_lam,
+            lag_discount=lag_discount,
+        )
+        self._init_params(
+            num_tasks,
+            params,
             prior_alpha=prior_alpha,
             prior_beta=prior_beta,
             evidence=evidence,
-            seed=seed,
             threads=threads,
             prefetch=prefetch,
-            adaptive_rho=adaptive_rho,
-            tau=tau,
-            adaptive_lam=adaptive_lam,
-            lag_discount=lag_discount,
         )
         posterior = _backend(backend, device).posterior
         if posterior is None:  # a subclass of BOTS asked for a backend that replaces BOTS's methods

@@ -3,7 +3,7 @@ BOTS itself (implicit evidence from the weak and strong references' interpolatio
 BOTS-MoPPS and BOTS-DOTS presets (appendix E.6), and BOTS with implicit evidence from k references
 (bots-multiref), from similar tasks (bots-sim) or from a regression on task embeddings
 (bots-embed). They share one class and its parameters (the catalogue's
-:data:`~bots_rft.selector.parameters.BOTS_PARAMS`), so they are declared together; what builds
+:data:`~bots_rft.parameters.BOTS_PARAMS`), so they are declared together; what builds
 each is the estimator it gives BOTS.
 """
 
@@ -13,8 +13,7 @@ from typing import Any
 
 from ...errors import InvalidArgumentError
 from ...estimators import EmbeddingRegression, Interpolation, MultiReference, Similarity
-from ..method import Method, RolloutMode, needs_rollout, references
-from ..parameters import (
+from ...parameters import (
     BOTS_PARAMS,
     DOTS_FIXED,
     LAM,
@@ -29,6 +28,7 @@ from ..parameters import (
     TARGET,
     THOMPSON,
 )
+from ..method import Method, RolloutMode, needs_rollout, references
 from ..plan import N_MAX, N_MIN, PlannedBOTS
 from .bots import BOTS
 

@@ -5,20 +5,37 @@ paper's presets (``mopps``, ``dots``)."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
 from ... import _core
-from ..._validation import FloatArray, as_bool, as_int, as_real, in_closed_unit, positive, prior
+from ..._validation import FloatArray, as_bool, as_int, as_real, prior
 from ...errors import CheckpointError, InvalidArgumentError
 from ...estimators import Estimator, ImplicitEvidence, as_estimator, user_object
-from ..parameters import DOTS_FIXED, MOPPS_FIXED
-from .rules import check_lag_discount, check_tau, lam_for
+from ...parameters import (
+    ADAPTIVE_LAM,
+    ADAPTIVE_RHO,
+    DOTS_FIXED,
+    LAG_DISCOUNT,
+    LAM,
+    MOPPS_FIXED,
+    PSEUDO_ROLLOUTS,
+    RHO,
+    SEED,
+    TARGET,
+    TAU,
+    THOMPSON,
+)
+from .rules import lam_for
 from .state import ParamsOnLoad
 
-_MAX_SEED = 2**64 - 1
+#: α0 = β0 = 1 when no prior is given: the uniform prior, every pass rate equally likely.
+DEFAULT_PRIOR = 1.0
+
 # What set_params may change between steps. The seed names the random stream and the priors
 # are the point the posterior decays toward; both stay fixed for a selector's life.
 SETTABLE_PARAMS = (
@@ -35,6 +52,55 @@ SETTABLE_PARAMS = (
 
 _SelectorT = TypeVar("_SelectorT", bound="SelectorParams")
 
+#: BOTS's tunable parameters, each the catalogue's (its default, range and check), by name.
+_CATALOGUED = {
+    p.name: p
+    for p in (LAM, RHO, TARGET, TAU, PSEUDO_ROLLOUTS, THOMPSON, SEED, ADAPTIVE_RHO, ADAPTIVE_LAM, LAG_DISCOUNT)
+}
+
+
+@dataclass(frozen=True)
+class BOTSParams:
+    """BOTS's tunable parameters as one frozen, validated value: what every BOTS backend (the
+    Rust core, torch, the Ray shards) takes. Each field's default and range are the catalogue's
+    (:mod:`bots_rft.parameters`), and each value is checked by its
+    :meth:`~bots_rft.parameters.Parameter.check` when the value is made, so an invalid
+    value raises a typed error naming the field and never exists. The priors, the estimator and
+    how the selector runs (threads, prefetch) are not parameters of the rule and are not here."""
+
+    lam: float = LAM.default
+    rho: float = RHO.default
+    target: float = TARGET.default
+    tau: float = TAU.default
+    n_rollouts: float = PSEUDO_ROLLOUTS.default
+    thompson: bool = THOMPSON.default
+    seed: int = SEED.default
+    adaptive_rho: bool = ADAPTIVE_RHO.default
+    adaptive_lam: bool = ADAPTIVE_LAM.default
+    lag_discount: float = LAG_DISCOUNT.default
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            object.__setattr__(self, f.name, _CATALOGUED[f.name].check(getattr(self, f.name)))
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        """The fields' names, in the order they are validated."""
+        return tuple(f.name for f in fields(cls))
+
+    @classmethod
+    def split_names(cls, arguments: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        """``arguments`` in two: those named like a parameter, and the rest (nothing validated:
+        the first go to :class:`BOTSParams` when the caller is ready to validate them)."""
+        names = set(cls.names())
+        return {k: v for k, v in arguments.items() if k in names}, {
+            k: v for k, v in arguments.items() if k not in names
+        }
+
+    def changed(self, **changes: Any) -> BOTSParams:
+        """A copy with ``changes`` applied, every one validated (an invalid one raises)."""
+        return replace(self, **changes)
+
 
 class SelectorParams:
     """What every selector backend shares first (:class:`~bots_rft.BOTS` on the Rust core or on
@@ -50,44 +116,39 @@ class SelectorParams:
     def _init_params(
         self,
         num_tasks: int,
+        params: BOTSParams,
         *,
-        lam: float,
-        rho: float,
-        target: float,
-        n_rollouts: float,
-        thompson: bool,
         prior_alpha: float | Any,
         prior_beta: float | Any,
         evidence: Estimator | ImplicitEvidence | None,
-        seed: int,
         threads: int | None,
         prefetch: bool,
-        adaptive_rho: bool,
-        tau: float,
-        adaptive_lam: bool,
-        lag_discount: float,
     ) -> None:
+        """Hold ``params`` (validated when it was made: a backend builds it from its arguments
+        before anything else, so a call wrong in several places names the same argument on every
+        backend) and check the rest."""
         n = as_int(num_tasks, "num_tasks", minimum=1)
         self._num_tasks = n
-        self._lam = in_closed_unit(lam, "lam")
-        self._rho = in_closed_unit(rho, "rho")
-        self._target = in_closed_unit(target, "target")
-        self._tau = check_tau(tau)
-        self._n_rollouts = positive(n_rollouts, "n_rollouts")
-        self._thompson = as_bool(thompson, "thompson")
+        # The parameters live as attributes (set_params replaces them together, under the lock).
+        self._lam = params.lam
+        self._rho = params.rho
+        self._target = params.target
+        self._tau = params.tau
+        self._n_rollouts = params.n_rollouts
+        self._thompson = params.thompson
+        self._seed = params.seed
+        self._adaptive_rho = params.adaptive_rho
+        self._adaptive_lam = params.adaptive_lam
+        self._lag_discount = params.lag_discount
         # Per-task priors as frozen memory (read-only, owned by the core): every update's pass
         # shares them instead of copying them.
         self._prior_alpha = frozen(prior(prior_alpha, "prior_alpha", n))
         self._prior_beta = frozen(prior(prior_beta, "prior_beta", n))
         self._estimator = as_estimator(evidence, n)
-        self._seed = as_int(seed, "seed", minimum=0, maximum=_MAX_SEED)
         self._threads = check_threads(threads)
         self._prefetch = as_bool(prefetch, "prefetch")
-        self._adaptive_rho = as_bool(adaptive_rho, "adaptive_rho")
         # Times adaptive ρ has halved ρ: state, not a parameter (ρ in use = rho / 2**halvings).
         self._rho_halvings = 0
-        self._adaptive_lam = as_bool(adaptive_lam, "adaptive_lam")
-        self._lag_discount = check_lag_discount(lag_discount)
         # Adaptive λ's smoothed drift statistic (None before the first update): state.
         self._drift: float | None = None
         self._num_selections = 0
@@ -145,6 +206,10 @@ class SelectorParams:
         """λ, ρ, p*, n, the sampling rule and the seed (a read-only mapping: change them with
         :meth:`set_params`)."""
         return MappingProxyType(self._params_dict())
+
+    def _bots_params(self) -> BOTSParams:
+        """The parameters in use now, as one value."""
+        return BOTSParams(**{name: getattr(self, f"_{name}") for name in BOTSParams.names()})
 
     def _params_dict(self) -> dict[str, Any]:
         return {
@@ -269,19 +334,9 @@ class SelectorParams:
             raise InvalidArgumentError(
                 f"{name}: {why}; set_params changes {', '.join(SETTABLE_PARAMS)}, got {name}={changes[name]!r}", name
             )
-        checks = {
-            "lam": in_closed_unit,
-            "rho": in_closed_unit,
-            "target": in_closed_unit,
-            "n_rollouts": positive,
-            "thompson": as_bool,
-            "adaptive_rho": as_bool,
-            "tau": lambda value, _name: check_tau(value),
-            "adaptive_lam": as_bool,
-            "lag_discount": lambda value, _name: check_lag_discount(value),
-        }
         self._refuse_unsupported(changes)
-        checked = {name: checks[name](value, name) for name, value in changes.items()}
+        params = self._bots_params().changed(**changes)  # every change validated, none applied yet
+        checked = {name: getattr(params, name) for name in changes}
         with self._lock:
             for name, value in checked.items():
                 setattr(self, f"_{name}", value)

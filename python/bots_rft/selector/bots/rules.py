@@ -5,13 +5,12 @@ selector backend, so each applies them identically."""
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..._portable import int_power
-from ..._validation import FloatArray, IntArray, as_int, as_real
+from ..._validation import FloatArray, IntArray, as_int
 from ...errors import InvalidArgumentError, InvalidTypeError
 
 if TYPE_CHECKING:
@@ -63,13 +62,6 @@ def lam_for(lam: float, drift: float | None) -> float:
     return float(min(max(lam * drift, lam / LAM_RANGE), min(1.0, LAM_RANGE * lam)))
 
 
-def check_lag_discount(value: Any) -> float:
-    delta = as_real(value, "lag_discount")
-    if not (0.0 < delta <= 1.0):
-        raise InvalidArgumentError(f"lag_discount: must be in (0, 1], got {value!r}", "lag_discount")
-    return delta
-
-
 def check_policy_lag(value: Any, size: int) -> IntArray | None:
     """``policy_lag`` as one non-negative int per entry (None: no lag)."""
     if value is None:
@@ -90,13 +82,6 @@ def check_policy_lag(value: Any, size: int) -> IntArray | None:
     if arr.size and int(arr.min()) < 0:
         raise InvalidArgumentError(f"policy_lag: must be >= 0, got {int(arr.min())}", "policy_lag")
     return arr.astype(np.int64)
-
-
-def check_tau(value: Any) -> float:
-    tau = as_real(value, "tau")
-    if not (math.isfinite(tau) and tau >= 0.0):
-        raise InvalidArgumentError(f"tau: must be a finite number >= 0, got {value!r}", "tau")
-    return tau
 
 
 def predictions_miss(step: StepEvidence, batch: _core.Batch) -> bool:

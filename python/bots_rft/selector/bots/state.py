@@ -20,6 +20,9 @@ STATE_FORMAT = "bots-rft/selector"
 # states without them load unchanged.
 STATE_VERSION = 2
 _PARAMS_ON_LOAD = ("error", "checkpoint", "current")
+#: What a checkpoint written before these parameters existed meant by their absence: the rule
+#: without them (off), whatever their defaults may become.
+_ABSENT_MEANT = {"adaptive_rho": False, "tau": 0.0, "adaptive_lam": False, "lag_discount": 1.0}
 
 
 def selector_state(
@@ -94,10 +97,7 @@ def state_params(state: dict[str, Any], p: dict[str, Any], evidence: Any, n: int
         "prior_beta": state["prior_beta"],
         "evidence": ev,
         "seed": p["seed"],
-        "adaptive_rho": p.get("adaptive_rho", False),
-        "tau": p.get("tau", 0.0),
-        "adaptive_lam": p.get("adaptive_lam", False),
-        "lag_discount": p.get("lag_discount", 1.0),
+        **{name: p.get(name, off) for name, off in _ABSENT_MEANT.items()},
     }
 
 

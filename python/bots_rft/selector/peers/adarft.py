@@ -36,8 +36,8 @@ import numpy as np
 from ..._validation import as_int, feedback, rates_or_nan, selectable
 from ..._validation import batch_size as _check_batch
 from ...errors import CheckpointError, InvalidArgumentError
+from ...parameters import SEED, Parameter
 from ..method import Method, one_per_task, references
-from ..parameters import SEED, Parameter
 from .base import FloatArray, IdArray, check_state, restore_rng
 
 __all__ = ["AdaRFT", "difficulty_scores"]

@@ -26,7 +26,7 @@ import numpy.typing as npt
 from ..._validation import as_int, feedback, selectable
 from ..._validation import batch_size as _check_batch
 from ...errors import CheckpointError, InvalidArgumentError, InvalidTypeError
-from ..parameters import SEED
+from ...parameters import SEED
 from ..protocol import RolledBatch, check_state
 
 __all__ = ["SelfRolling", "Groups", "IdArray", "FloatArray", "restore_rng", "check_state", "saved_array", "prior_rates"]

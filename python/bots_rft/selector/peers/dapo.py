@@ -28,8 +28,8 @@ import numpy.typing as npt
 from ..._validation import as_int, feedback, selectable
 from ..._validation import batch_size as _check_batch
 from ...errors import CheckpointError, InvalidArgumentError, InvalidTypeError
+from ...parameters import MAX_ROUNDS, OVERSAMPLE, ROLLOUTS, SEED
 from ..method import Method, RolloutMode
-from ..parameters import MAX_ROUNDS, OVERSAMPLE, ROLLOUTS, SEED
 from ..protocol import IdArray, RolloutFn, Selector, check_num_tasks, check_state
 
 __all__ = ["EpochOrder", "DynamicSampling", "Filled", "fill_batch"]

@@ -50,8 +50,8 @@ from ..._portable import int_power
 from ..._validation import as_int, feedback, selectable
 from ..._validation import batch_size as _check_batch
 from ...errors import CheckpointError
+from ...parameters import ROLLOUTS, SEED, Parameter
 from ..method import Method, references
-from ..parameters import ROLLOUTS, SEED, Parameter
 from .base import FloatArray, IdArray, check_state, prior_rates, saved_array
 from .dapo import EpochOrder
 

@@ -52,8 +52,8 @@ import numpy.typing as npt
 
 from ..._portable import int_power
 from ...errors import CheckpointError
+from ...parameters import MAX_ROUNDS, ROLLOUTS, SEED, Parameter
 from ..method import Method, RolloutMode, needs_rollout
-from ..parameters import MAX_ROUNDS, ROLLOUTS, SEED, Parameter
 from ..protocol import RolledBatch
 from .base import FloatArray, Groups, IdArray, SelfRolling, saved_array
 from .dapo import EpochOrder

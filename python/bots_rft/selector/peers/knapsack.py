@@ -49,8 +49,8 @@ import numpy.typing as npt
 
 from ..._portable import int_power
 from ...errors import CheckpointError, InvalidArgumentError
+from ...parameters import ROLLOUTS, SEED, Parameter
 from ..method import Method, RolloutMode, needs_rollout, references
-from ..parameters import ROLLOUTS, SEED, Parameter
 from ..protocol import RolledBatch
 from .base import FloatArray, Groups, IdArray, SelfRolling, prior_rates, saved_array
 from .dapo import EpochOrder

@@ -41,8 +41,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ...parameters import SEED, Parameter
 from ..method import Method, RolloutMode, needs_rollout
-from ..parameters import SEED, Parameter
 from ..protocol import RolledBatch
 from .base import FloatArray, Groups, IdArray, SelfRolling
 from .dapo import EpochOrder

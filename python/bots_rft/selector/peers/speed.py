@@ -43,8 +43,8 @@ import numpy as np
 import numpy.typing as npt
 
 from ...errors import CheckpointError, InvalidArgumentError
+from ...parameters import GEN_RATIO, MAX_GEN_BATCHES, N_CONTINUE, N_INIT, SEED
 from ..method import Method, RolloutMode, needs_rollout
-from ..parameters import GEN_RATIO, MAX_GEN_BATCHES, N_CONTINUE, N_INIT, SEED
 from ..protocol import RolledBatch
 from .base import FloatArray, Groups, IdArray, SelfRolling
 from .dapo import EpochOrder
