@@ -3,7 +3,7 @@
     python tests/third_party_notice.py > THIRD_PARTY.md
 
 The crates are those ``cargo tree`` reaches from bots-py through normal dependencies on any
-target, proc-macros left out (they run at build time and are not linked); tests/test_release.py
+target, proc-macros left out (they run at build time and are not linked); tests/package/test_release.py
 checks that the file matches. Crates offered under a choice that includes Apache-2.0 are used
 under Apache-2.0, whose text is LICENSE; the others' license texts are copied in full.
 """

@@ -29,7 +29,7 @@ Why the private method: TRL's data loader runs ahead of training. transformers f
 ``gradient_accumulation_steps`` batches of an optimiser step at once and accelerate's
 ``DataLoaderShard`` always holds one batch more, so with TRL's defaults the next chunk is drawn
 before the current one has been scored: a sampler alone selects one generation late, and no
-dataloader setting removes accelerate's look-ahead (``tests/test_integrations_trl.py`` measures the
+dataloader setting removes accelerate's look-ahead (``tests/integrations/test_integrations_trl.py`` measures the
 lag with ``select_at="fetch"``). TRL offers no public hook between "batch fetched" and "batch
 generated" (reward functions run after generation; callbacks do not see the batch). So by default
 the sampler yields placeholder rows and the chunk is chosen inside the generation step, on every
@@ -37,7 +37,7 @@ rank, in lockstep, from the same posterior. The method's signature is checked at
 TRL release that changes it gets a :class:`~bots_rft.errors.ConfigError` naming
 ``select_at="fetch"``, which uses public seams only and accepts the lag.
 
-Tested against trl 1.16.0 (``tests/test_integrations_trl.py``). What it touches
+Tested against trl 1.16.0 (``tests/integrations/test_integrations_trl.py``). What it touches
 (``_get_train_sampler``, ``_generate_and_score_completions``, ``reward_funcs``,
 ``args.generation_batch_size`` / ``steps_per_generation``) exists since trl 0.18; older releases
 are refused with a ``ConfigError`` rather than silently mis-batched. A release whose reward

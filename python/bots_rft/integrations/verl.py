@@ -53,7 +53,7 @@ reference models, ``task_id_column``, ``num_tasks``, ``success_threshold`` and `
 Supported: verl 0.9.x with ``trainer.use_v1=true`` (tested with 0.9.1). Older verl releases, the
 legacy ``RayPPOTrainer`` (``trainer.use_v1=false``), a ``trainer.v1.sampler.custom_sampler`` and a
 colocated reward model that scores only after sampling are refused with a :class:`ConfigError`.
-Tested (``tests/test_integrations_verl.py``) against verl's real ``PPOTrainerSync`` object,
+Tested (``tests/integrations/test_integrations_verl.py``) against verl's real ``PPOTrainerSync`` object,
 ``RLHFDataset``, ``StatefulDataLoader``, ``ReplayBuffer``/``ReplayBufferAsync`` and checkpoint code, on a
 real TransferQueue on a local Ray instance; faked there: the GPU worker groups, vLLM and the agent
 loop (a stand-in writes each group's rollouts to TransferQueue as verl's ``AgentLoopWorkerTQ``

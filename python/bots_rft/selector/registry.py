@@ -44,7 +44,7 @@ and its builder, in the file of its class; :mod:`bots_rft.selector.method`) adde
 :func:`register`: this module's list of the built-in methods is those lines, and a method defined
 elsewhere is added the same way. From then on ``bots simulate``, the trainer's config (each of its
 parameters a key, checked against its range) and :func:`method` know it
-(docs/adding-a-method.md). The contract test (``tests/test_method_contract.py``) runs every
+(docs/adding-a-method.md). The contract test (``tests/selector/test_method_contract.py``) runs every
 method through the battery every method passes.
 """
 
