@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import logging
 import os
+import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -45,3 +47,47 @@ def _no_ray_left_running_after_a_module() -> Iterator[None]:
     ray = sys.modules.get("ray")
     if ray is not None and ray.is_initialized():
         ray.shutdown()
+
+
+def _pytest_handler(handler: logging.Handler) -> bool:
+    return type(handler).__module__.startswith("_pytest")
+
+
+@pytest.fixture(autouse=True)
+def _process_state_restored() -> Iterator[None]:
+    """The frameworks under test change process-wide state that outlives their tests: verl adds a
+    handler to the root logger when imported, others call ``logging.config.dictConfig`` (which
+    disables every existing logger, the package's included) or set levels, and some ignore or
+    block SIGINT (which every child process then inherits, so a command started later cannot be
+    interrupted).
+    Each test starts from the state the previous one found, so that no test's outcome depends on
+    which tests ran before it in the same process (pytest's own capture handlers are left to pytest)."""
+    root = logging.getLogger()
+    loggers = {
+        name: (lg.level, lg.disabled, lg.propagate, list(lg.handlers))
+        for name, lg in logging.Logger.manager.loggerDict.items()
+        if isinstance(lg, logging.Logger)
+    }
+    root_state = (root.level, root.disabled, [h for h in root.handlers if not _pytest_handler(h)])
+    disabled_below = logging.root.manager.disable
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, [])  # a blocked signal is blocked in every child too
+    yield
+    signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+    for sig, handler in handlers.items():
+        if handler is not None and signal.getsignal(sig) is not handler:
+            signal.signal(sig, handler)
+    logging.disable(disabled_below)
+    root.setLevel(root_state[0])
+    root.disabled = root_state[1]
+    root.handlers[:] = [*root_state[2], *(h for h in root.handlers if _pytest_handler(h))]
+    for name, lg in logging.Logger.manager.loggerDict.items():
+        if not isinstance(lg, logging.Logger):
+            continue
+        if name in loggers:
+            lg.level, lg.disabled, lg.propagate, handlers_before = loggers[name]
+            lg.handlers[:] = handlers_before
+        else:  # made during the test: it keeps its own configuration, but is not left switched off
+            lg.disabled = False
+    # Levels were assigned directly (setLevel would clear every logger's cache once per logger).
+    logging.Logger.manager._clear_cache()

@@ -235,7 +235,7 @@ def test_config_files_and_overrides(tmp_path: Path, toy_pool: Path) -> None:
         ("steps: 0\n", [], r"steps: must be an integer >= 1, got 0"),
         ("method: greedy\n", [], r"method: expected one of .* got 'greedy'"),
         ("lam: 2\n", [], r"lam: must lie in \[0, 1\], got 2"),
-        ("", ["min_gap=-0.5"], r"min_gap: must lie in \[0, 1\), got -0.5"),
+        ("", ["min_gap=-0.5"], r"min_gap: must lie in \(0, 1\), got -0.5"),
         ("bogus: 1\n", [], r"unknown key\(s\) \['bogus'\]"),
         ("", ["steps=ten"], r"steps: expected int, got 'ten'"),
         ("", ["nokey"], r"expected KEY=VALUE"),

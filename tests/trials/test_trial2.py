@@ -205,3 +205,28 @@ def test_diverge_names_the_first_step_and_what_parted(tmp_path: Path, change: di
     assert same.returncode == 0 and "identical picks, successes and loss at every step 1-4" in same.stdout
     bad = subprocess.run([*cmd, str(a), str(tmp_path / "none.jsonl")], capture_output=True, text=True)
     assert bad.returncode == 2 and "b: no file" in bad.stderr
+
+
+def test_the_committed_outcome_recomputes_from_the_committed_evaluations() -> None:
+    """docs/trial2/held_out.csv (every evaluation of every run) under the config's rule gives the
+    outcome docs/training.md and the README report, and all 80 runs are in it."""
+    from bots_rft.report.compare_summary import decision_rule
+    from bots_rft.report.trial import SUPPORTED, ContrastRule, decide_contrasts, read_held_out_csv
+    from bots_rft.train.compare_plan import plan_comparison
+
+    rule = decision_rule(plan_comparison(CONFIG, {}, out="runs/trial2"))
+    assert isinstance(rule, ContrastRule)
+    rows = read_held_out_csv(ROOT / "docs" / "trial2" / "held_out.csv")
+    runs = {(r["method"], r["seed"]) for r in rows}
+    assert len(runs) == 80 and {s for _, s in runs} == set(range(30, 50))
+    assert all(sum(1 for r in rows if (r["method"], r["seed"]) == run) == 11 for run in runs)
+    out = decide_contrasts(rows, rule)
+    assert out.learned
+    assert [(c.name, c.verdict) for c in out.results] == [("C1", SUPPORTED), ("C2", SUPPORTED), ("C3", SUPPORTED)]
+    training = (ROOT / "docs" / "training.md").read_text(encoding="utf-8")
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    for c in out.results:
+        i = c.interval
+        quoted = f"{i.mean:+.4f} [{i.low:+.4f}, {i.high:+.4f}]"
+        assert quoted in training, quoted
+        assert quoted in readme, quoted
