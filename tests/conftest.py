@@ -53,15 +53,54 @@ def _pytest_handler(handler: logging.Handler) -> bool:
     return type(handler).__module__.startswith("_pytest")
 
 
+# logging's own root and manager, as this process started with them. AReaL's ``getLogger``
+# replaces ``logging.Logger.root`` and ``logging.Logger.manager`` on every call (and it is called
+# when AReaL's modules are imported, at collection): a logger made after that hangs under AReaL's
+# root, which pytest's capture (on logging's root) never sees.
+_ROOT, _MANAGER = logging.root, logging.Logger.manager
+
+
+def _adopt_foreign_loggers() -> None:
+    """Put logging's own root and manager back, and move the loggers made under a replacement
+    into logging's tree, under their real parents."""
+    foreign = logging.Logger.manager
+    if foreign is _MANAGER:
+        return
+    logging.Logger.root, logging.Logger.manager = _ROOT, _MANAGER
+    for name, lg in list(foreign.loggerDict.items()):
+        if not isinstance(lg, logging.Logger) or isinstance(_MANAGER.loggerDict.get(name), logging.Logger):
+            continue
+        lg.manager = _MANAGER
+        placeholder = _MANAGER.loggerDict.get(name)
+        _MANAGER.loggerDict[name] = lg
+        if isinstance(placeholder, logging.PlaceHolder):
+            _MANAGER._fixupChildren(placeholder, lg)  # type: ignore[attr-defined]
+        _MANAGER._fixupParents(lg)  # type: ignore[attr-defined]
+    _MANAGER._clear_cache()
+
+
+def _signals_deliverable() -> None:
+    """SIGINT and SIGTERM as a shell leaves them for a command: handled by this process's Python
+    handlers (set again at the OS level, where C code may have set them to be ignored) and not
+    blocked. Both an ignored and a blocked signal are inherited by every child process."""
+    for sig, default in ((signal.SIGINT, signal.default_int_handler), (signal.SIGTERM, signal.SIG_DFL)):
+        handler = signal.getsignal(sig)
+        signal.signal(sig, default if handler is None else handler)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT, signal.SIGTERM])
+
+
 @pytest.fixture(autouse=True)
 def _process_state_restored() -> Iterator[None]:
     """The frameworks under test change process-wide state that outlives their tests: verl adds a
-    handler to the root logger when imported, others call ``logging.config.dictConfig`` (which
-    disables every existing logger, the package's included) or set levels, and some ignore or
-    block SIGINT (which every child process then inherits, so a command started later cannot be
-    interrupted).
-    Each test starts from the state the previous one found, so that no test's outcome depends on
-    which tests ran before it in the same process (pytest's own capture handlers are left to pytest)."""
+    handler to the root logger when imported, AReaL replaces logging's root and manager, others
+    call ``logging.config.dictConfig`` (which disables every existing logger, the package's
+    included) or set levels, and some ignore or block SIGINT (which every child process then
+    inherits, so a command started later cannot be interrupted). Each test starts from a clean
+    state and leaves the logging configuration as it found it, so that no test's outcome depends
+    on which tests ran before it in the same process (pytest's own capture handlers are left to
+    pytest)."""
+    _adopt_foreign_loggers()
+    _signals_deliverable()
     root = logging.getLogger()
     loggers = {
         name: (lg.level, lg.disabled, lg.propagate, list(lg.handlers))
@@ -70,13 +109,9 @@ def _process_state_restored() -> Iterator[None]:
     }
     root_state = (root.level, root.disabled, [h for h in root.handlers if not _pytest_handler(h)])
     disabled_below = logging.root.manager.disable
-    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
-    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, [])  # a blocked signal is blocked in every child too
     yield
-    signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
-    for sig, handler in handlers.items():
-        if handler is not None and signal.getsignal(sig) is not handler:
-            signal.signal(sig, handler)
+    _adopt_foreign_loggers()
+    _signals_deliverable()
     logging.disable(disabled_below)
     root.setLevel(root_state[0])
     root.disabled = root_state[1]
