@@ -23,6 +23,7 @@ from ...parameters import (
     LAG_DISCOUNT,
     LAM,
     MOPPS_FIXED,
+    PARAMETERS,
     PSEUDO_ROLLOUTS,
     RHO,
     SEED,
@@ -52,12 +53,6 @@ SETTABLE_PARAMS = (
 
 _SelectorT = TypeVar("_SelectorT", bound="SelectorParams")
 
-#: BOTS's tunable parameters, each the catalogue's (its default, range and check), by name.
-_CATALOGUED = {
-    p.name: p
-    for p in (LAM, RHO, TARGET, TAU, PSEUDO_ROLLOUTS, THOMPSON, SEED, ADAPTIVE_RHO, ADAPTIVE_LAM, LAG_DISCOUNT)
-}
-
 
 @dataclass(frozen=True)
 class BOTSParams:
@@ -81,7 +76,7 @@ class BOTSParams:
 
     def __post_init__(self) -> None:
         for f in fields(self):
-            object.__setattr__(self, f.name, _CATALOGUED[f.name].check(getattr(self, f.name)))
+            object.__setattr__(self, f.name, PARAMETERS[f.name].check(getattr(self, f.name)))
 
     @classmethod
     def names(cls) -> tuple[str, ...]:
